@@ -153,7 +153,8 @@ impl Config {
     fn level(&self, spent: u64, now: u64) -> i128 {
         // S - v0 lies in [-2^62, 3 * 2^62): shift, wrap, shift back.
         const SHIFT: u64 = 1 << 62;
-        let spent_since_v0 = i128::from(spent.wrapping_sub(self.v0).wrapping_add(SHIFT)) - i128::from(SHIFT);
+        let spent_since_v0 =
+            i128::from(spent.wrapping_sub(self.v0).wrapping_add(SHIFT)) - i128::from(SHIFT);
         self.inflow(now) as i128 - spent_since_v0
     }
 
@@ -170,7 +171,10 @@ impl Config {
             return None;
         }
         let ns = (needed as u128 * SCALE).div_ceil(u128::from(self.rate));
-        Some(self.t0.saturating_add(u64::try_from(ns).unwrap_or(u64::MAX)))
+        Some(
+            self.t0
+                .saturating_add(u64::try_from(ns).unwrap_or(u64::MAX)),
+        )
     }
 
     fn limit(&self) -> Limit {
@@ -220,11 +224,15 @@ impl ConfigSlot {
 /// Everything a bucket shares between its users: plain atomics in a fixed
 /// layout, with no pointers, so that it can live in memory shared between
 /// processes. Build one with [`TokenBucket`].
+///
+/// `S` has a cache line to itself: every grant writes it, while the
+/// configuration is read by every call and written almost never, and must
+/// not be dragged between cores by those writes.
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct BucketCell {
     /// `S`: every token ever spent, modulo 2^64.
-    spent: AtomicU64,
+    spent: CacheLine<AtomicU64>,
     /// The current configuration's generation; sleepers wait on it.
     generation: AtomicU32,
     /// Which writer may publish a configuration: 0, or the clock time at
@@ -233,10 +241,22 @@ pub struct BucketCell {
     slots: [ConfigSlot; SLOTS],
 }
 
+/// Keeps its content on a cache line of its own.
+#[repr(C, align(64))]
+#[derive(Debug)]
+struct CacheLine<T>(T);
+
+impl<T> Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 impl BucketCell {
     fn new(config: Config) -> Self {
         BucketCell {
-            spent: AtomicU64::new(0),
+            spent: CacheLine(AtomicU64::new(0)),
             generation: AtomicU32::new(0),
             claim: AtomicU64::new(0),
             slots: std::array::from_fn(|i| {
@@ -268,7 +288,12 @@ impl TokenBucket<MonotonicClock> {
 
 impl<C: Clock> TokenBucket<C> {
     /// A bucket on `clock`, starting full or empty.
-    pub fn with_clock(limit: Limit, burst: u64, fill: Fill, clock: C) -> Result<Self, InvalidBurst> {
+    pub fn with_clock(
+        limit: Limit,
+        burst: u64,
+        fill: Fill,
+        clock: C,
+    ) -> Result<Self, InvalidBurst> {
         check_burst(burst)?;
         let config = Config {
             t0: clock.now(),
@@ -297,14 +322,16 @@ fn check_burst(burst: u64) -> Result<(), InvalidBurst> {
 impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// Takes `n` tokens now, or says why not. Never blocks.
     pub fn try_acquire(&self, n: u64) -> Result<(), Denied> {
+        let mut spent = self.cell.spent.load(Ordering::Acquire);
         loop {
-            let spent = self.cell.spent.load(Ordering::Acquire);
             let config = self.config().1;
             if config.unlimited() || n == 0 {
                 return Ok(());
             }
             if n > config.burst {
-                return Err(Denied::ExceedsBurst { burst: config.burst });
+                return Err(Denied::ExceedsBurst {
+                    burst: config.burst,
+                });
             }
             let now = self.clock.now();
             if config.rebase_due(now) {
@@ -316,10 +343,13 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             if in_hand < i128::from(n) {
                 // Only reachable with level < burst, so S + n is the mark.
                 let ready = config.time_of(spent.wrapping_add(n)).unwrap_or(now);
-                return Err(Denied::Wait(Duration::from_nanos(ready.saturating_sub(now))));
+                return Err(Denied::Wait(Duration::from_nanos(
+                    ready.saturating_sub(now),
+                )));
             }
-            if self.spend(spent, level, config.burst, n).is_some() {
-                return Ok(());
+            match self.spend(spent, level, config.burst, n) {
+                Ok(_) => return Ok(()),
+                Err(actual) => spent = actual,
             }
         }
     }
@@ -332,8 +362,8 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// 2^40; [`TokenBucket::acquire`] splits them.
     pub fn reserve(&self, n: u64) -> Reservation {
         let n = n.min(MAX_RESERVATION);
+        let mut spent = self.cell.spent.load(Ordering::Acquire);
         loop {
-            let spent = self.cell.spent.load(Ordering::Acquire);
             let config = self.config().1;
             if config.unlimited() || n == 0 {
                 return Reservation { covered_at: None };
@@ -344,10 +374,13 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
                 continue;
             }
             let level = config.level(spent, now);
-            if let Some(new_spent) = self.spend(spent, level, config.burst, n) {
-                let in_hand = level.min(i128::from(config.burst));
-                let covered_at = (in_hand < i128::from(n)).then_some(new_spent);
-                return Reservation { covered_at };
+            match self.spend(spent, level, config.burst, n) {
+                Ok(new_spent) => {
+                    let in_hand = level.min(i128::from(config.burst));
+                    let covered_at = (in_hand < i128::from(n)).then_some(new_spent);
+                    return Reservation { covered_at };
+                }
+                Err(actual) => spent = actual,
             }
         }
     }
@@ -444,9 +477,15 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     }
 
     /// Moves `S` from `spent` past any tokens above the burst and then by
-    /// `n`, returning the new `S`; `None` if another caller changed `S`
+    /// `n`, returning the new `S`, or the `S` another caller left there
     /// first.
-    fn spend(&self, spent: u64, level: i128, burst: u64, n: u64) -> Option<u64> {
+    ///
+    /// Callers read the clock after `S`, never before, and again after a
+    /// failure: every `S` that lands was then computed at a time no earlier
+    /// than that of the `S` it replaced. With an older time the burst cap
+    /// would be applied at a point the bucket has already passed, letting
+    /// through up to rate x staleness bytes too many.
+    fn spend(&self, spent: u64, level: i128, burst: u64, n: u64) -> Result<u64, u64> {
         // Tokens above the burst were never in the bucket: skip them. The
         // excess can pass 2^64 after a long idle spell; arithmetic on S is
         // modulo 2^64 anyway.
@@ -454,8 +493,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         let new_spent = spent.wrapping_add(overflow).wrapping_add(n);
         self.cell
             .spent
-            .compare_exchange(spent, new_spent, Ordering::AcqRel, Ordering::Relaxed)
-            .ok()
+            .compare_exchange(spent, new_spent, Ordering::AcqRel, Ordering::Acquire)
             .map(|_| new_spent)
     }
 
@@ -476,10 +514,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         loop {
             let (token, took_over) = self.claim();
             let published = self.publish_claimed(token, took_over, limit, burst);
-            let _ = self
-                .cell
-                .claim
-                .compare_exchange(token, 0, Ordering::Release, Ordering::Relaxed);
+            let _ =
+                self.cell
+                    .claim
+                    .compare_exchange(token, 0, Ordering::Release, Ordering::Relaxed);
             if published {
                 self.clock.wake(&self.cell.generation);
                 return;
@@ -488,7 +526,13 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         }
     }
 
-    fn publish_claimed(&self, token: u64, took_over: bool, limit: Option<Limit>, burst: Option<u64>) -> bool {
+    fn publish_claimed(
+        &self,
+        token: u64,
+        took_over: bool,
+        limit: Option<Limit>,
+        burst: Option<u64>,
+    ) -> bool {
         let (generation, old) = self.config();
         let spent = self.cell.spent.load(Ordering::Acquire);
         let now = self.clock.now();
@@ -497,7 +541,9 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         let in_hand = if old.unlimited() {
             i128::from(burst)
         } else {
-            old.level(spent, now).min(old.burst.into()).min(burst.into())
+            old.level(spent, now)
+                .min(old.burst.into())
+                .min(burst.into())
         };
         let new = Config {
             t0: now,
@@ -511,9 +557,15 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         if !still_ours() {
             return false;
         }
-        slot.stamp.store(WRITING | u64::from(next), Ordering::Relaxed);
+        slot.stamp
+            .store(WRITING | u64::from(next), Ordering::Relaxed);
         fence(Ordering::Release);
-        for (field, value) in [(&slot.t0, new.t0), (&slot.v0, new.v0), (&slot.rate, new.rate), (&slot.burst, new.burst)] {
+        for (field, value) in [
+            (&slot.t0, new.t0),
+            (&slot.v0, new.v0),
+            (&slot.rate, new.rate),
+            (&slot.burst, new.burst),
+        ] {
             // Narrows the window in which a writer whose claim was taken
             // over could still write to a slot someone else now fills.
             if !still_ours() {

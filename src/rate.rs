@@ -95,7 +95,15 @@ mod tests {
 
     #[test]
     fn common_rates_are_exact() {
-        for bps in [1.0, 1.5, 125.0, 1536.0, 5_000_000.0, 10_485_760.0, 107_374_182_400.0] {
+        for bps in [
+            1.0,
+            1.5,
+            125.0,
+            1536.0,
+            5_000_000.0,
+            10_485_760.0,
+            107_374_182_400.0,
+        ] {
             assert_eq!(Rate::from_bytes_per_sec(bps).unwrap().bytes_per_sec(), bps);
         }
     }

@@ -31,8 +31,14 @@ fn a_new_bucket_is_full_and_then_says_how_long_to_wait() {
     let b = bucket(rate(1000.0), 100, Fill::Full);
     assert_eq!(b.available(), 100);
     assert_eq!(b.try_acquire(100), Ok(()));
-    assert_eq!(b.try_acquire(1), Err(Denied::Wait(Duration::from_millis(1))));
-    assert_eq!(b.try_acquire(50), Err(Denied::Wait(Duration::from_millis(50))));
+    assert_eq!(
+        b.try_acquire(1),
+        Err(Denied::Wait(Duration::from_millis(1)))
+    );
+    assert_eq!(
+        b.try_acquire(50),
+        Err(Denied::Wait(Duration::from_millis(50)))
+    );
     b.clock().advance(50 * 1_000_000);
     assert_eq!(b.try_acquire(50), Ok(()));
     assert_eq!(b.available(), 0);
@@ -59,7 +65,10 @@ fn tokens_never_pile_up_beyond_the_burst() {
     b.clock().advance(3600 * SEC);
     assert_eq!(b.available(), 100);
     assert_eq!(b.try_acquire(100), Ok(()));
-    assert_eq!(b.try_acquire(1), Err(Denied::Wait(Duration::from_millis(1))));
+    assert_eq!(
+        b.try_acquire(1),
+        Err(Denied::Wait(Duration::from_millis(1)))
+    );
 }
 
 #[test]
@@ -77,7 +86,10 @@ fn requests_queue_in_order() {
     let second = b.reserve(10);
     assert_eq!(b.deadline(&first), Some(BOOT + 500_000_000));
     assert_eq!(b.deadline(&second), Some(BOOT + 600_000_000));
-    assert_eq!(b.try_acquire(1), Err(Denied::Wait(Duration::from_millis(610))));
+    assert_eq!(
+        b.try_acquire(1),
+        Err(Denied::Wait(Duration::from_millis(610)))
+    );
     assert_eq!(b.available(), -60);
 }
 
@@ -97,7 +109,16 @@ fn a_million_small_acquires_take_as_long_as_one_large_one() {
 
 #[test]
 fn the_long_run_rate_is_exact_from_1_byte_to_100_gib_per_second() {
-    for bps in [1.0, 1.5, 7.77, 1000.0, 1_048_576.0, 3e8, 1e9, 100.0 * GIB as f64] {
+    for bps in [
+        1.0,
+        1.5,
+        7.77,
+        1000.0,
+        1_048_576.0,
+        3e8,
+        1e9,
+        100.0 * GIB as f64,
+    ] {
         let limit = rate(bps);
         let b = bucket(limit, 1, Fill::Empty);
         let total = (bps * 1000.0) as u64;
@@ -194,7 +215,10 @@ fn settings_read_back() {
     b.set(rate(2.0), 9).unwrap();
     assert_eq!((b.limit(), b.burst()), (rate(2.0), 9));
     assert_eq!(b.set_burst(0), Err(InvalidBurst(0)));
-    assert_eq!(b.set(rate(2.0), MAX_BURST + 1), Err(InvalidBurst(MAX_BURST + 1)));
+    assert_eq!(
+        b.set(rate(2.0), MAX_BURST + 1),
+        Err(InvalidBurst(MAX_BURST + 1))
+    );
     assert!(TokenBucket::with_clock(rate(1.0), 0, Fill::Full, FakeClock::new(0)).is_err());
 }
 
@@ -243,9 +267,13 @@ fn step(burst_max: u64) -> impl Strategy<Value = Step> {
     ]
 }
 
-/// Runs `steps` and returns every grant as (clock time usable, bytes), and
-/// the rate in force from each time on.
-fn run(b: &TokenBucket<Arc<FakeClock>>, steps: &[Step]) -> (Vec<(u64, u64)>, Vec<(u64, f64)>) {
+/// Every grant as (clock time usable, bytes).
+type Grants = Vec<(u64, u64)>;
+/// The rate in force from each clock time on, in bytes per second.
+type Rates = Vec<(u64, f64)>;
+
+/// Runs `steps` and returns the grants and the rates in force.
+fn run(b: &TokenBucket<Arc<FakeClock>>, steps: &[Step]) -> (Grants, Rates) {
     let mut grants = Vec::new();
     let mut pending: Vec<(Reservation, u64)> = Vec::new();
     let mut rates = vec![(BOOT, b.limit().rate().unwrap().bytes_per_sec())];
@@ -305,7 +333,11 @@ fn inflow(rates: &[(u64, f64)], t1: u64, t2: u64) -> f64 {
         .map(|(i, &(from, bps))| {
             let until = rates.get(i + 1).map_or(u64::MAX, |r| r.0);
             let (a, b) = (from.max(t1), until.min(t2));
-            if b > a { (b - a) as f64 / SEC as f64 * bps } else { 0.0 }
+            if b > a {
+                (b - a) as f64 / SEC as f64 * bps
+            } else {
+                0.0
+            }
         })
         .sum()
 }
@@ -400,4 +432,58 @@ proptest! {
         b.set(rate(new_bps), new_burst).unwrap();
         prop_assert_eq!(b.available(), before.min(new_burst as i64));
     }
+}
+
+/// Real time: two threads hammering `try_acquire` for a second at 10 MB/s
+/// get burst + rate * elapsed, within 2%.
+#[test]
+fn two_threads_get_the_rate_in_real_time() {
+    let (bps, burst) = (10_000_000u64, 1_000_000u64);
+    let b = Arc::new(TokenBucket::new(Limit::Rate(Rate::from_whole(bps).unwrap()), burst).unwrap());
+    let start = std::time::Instant::now();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                let mut granted = 0u64;
+                while start.elapsed() < Duration::from_secs(1) {
+                    if b.try_acquire(1000).is_ok() {
+                        granted += 1000;
+                    }
+                }
+                granted
+            })
+        })
+        .collect();
+    let granted: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let allowed = burst as f64 + bps as f64 * start.elapsed().as_secs_f64();
+    let ratio = granted as f64 / allowed;
+    assert!(
+        (0.98..=1.0).contains(&ratio),
+        "granted {granted} of {allowed}: {ratio}"
+    );
+}
+
+/// Real time: a 64 KiB acquire asleep at 1 KiB/s finishes soon after the
+/// rate goes to 10 MiB/s, not a minute later.
+#[test]
+fn a_rate_change_reaches_a_real_sleeper() {
+    let b = Arc::new(TokenBucket::new(rate(1024.0), 1024).unwrap());
+    let sleeper = {
+        let b = b.clone();
+        std::thread::spawn(move || {
+            b.acquire(64 * 1024);
+            std::time::Instant::now()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let changed = std::time::Instant::now();
+    b.set_limit(rate(10.0 * 1024.0 * 1024.0));
+    let woke = sleeper.join().unwrap();
+    // 63 KiB at 10 MiB/s is 6 ms; a busy machine may add some.
+    assert!(
+        woke - changed < Duration::from_secs(2),
+        "{:?}",
+        woke - changed
+    );
 }
