@@ -1,9 +1,17 @@
 //! `shape` passes a byte stream through at a controlled rate.
 //!
 //! The heart of it is [`bucket::TokenBucket`], an exact, lock-free token
-//! bucket whose tokens are bytes; [`clock`] gives it time.
+//! bucket whose tokens are bytes, running on a [`clock::Clock`]. [`copy`]
+//! pumps data through a bucket; [`app`] is the command built on them.
 
+#[cfg(not(loom))]
+pub mod app;
 pub mod bucket;
+pub mod cli;
 pub mod clock;
+pub mod copy;
+pub mod generate;
+pub mod progress;
 pub mod rate;
+pub mod size;
 pub mod sync;

@@ -1,0 +1,260 @@
+//! One run of `shape`: parse the command line, open the inputs in turn,
+//! pump each to standard output through one bucket, show progress, and turn
+//! the outcome into an exit status.
+
+use crate::bucket::TokenBucket;
+use crate::cli::Cli;
+use crate::copy::{CopyError, Ended, Pump};
+use crate::progress::{ProgressMode, Reporter, Source, Style};
+use crate::rate::{Limit, human_rate};
+use crate::size::{Size, human_bytes};
+use anyhow::{Context, anyhow};
+use clap::Parser;
+use clap::error::ErrorKind;
+use std::fs::File;
+use std::io::{self, IsTerminal};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Exit status: everything was copied.
+pub const SUCCESS: u8 = 0;
+/// Exit status: an input or the output failed.
+pub const IO_FAILURE: u8 = 1;
+/// Exit status: bad usage.
+pub const USAGE: u8 = 2;
+
+/// Runs shape with the process's arguments and returns its exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
+    if let Some(what) = cli.generate {
+        return match crate::generate::write(what, &mut io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => fail(&anyhow!(err).context("write to stdout")),
+        };
+    }
+    match run(&cli) {
+        Ok(true) => ExitCode::from(SUCCESS),
+        Ok(false) => ExitCode::from(IO_FAILURE),
+        Err(err) => fail(&err),
+    }
+}
+
+/// Help and version go to stdout with status 0; any other clap error
+/// becomes one line naming the flag and the value, with status 2.
+fn usage_error(err: &clap::Error) -> ExitCode {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        let _ = err.print();
+        return ExitCode::SUCCESS;
+    }
+    let rendered = err.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid usage");
+    eprintln!("shape: {}", first.strip_prefix("error: ").unwrap_or(first));
+    ExitCode::from(USAGE)
+}
+
+fn fail(err: &anyhow::Error) -> ExitCode {
+    eprintln!("shape: {}", describe(err));
+    ExitCode::from(IO_FAILURE)
+}
+
+/// An error chain on one line, without the "(os error N)" that io errors
+/// append.
+fn describe(err: &anyhow::Error) -> String {
+    let text = format!("{err:#}");
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_string(),
+        _ => text,
+    }
+}
+
+fn warn(err: anyhow::Error) {
+    eprintln!("shape: {}", describe(&err));
+}
+
+/// Copies every input to standard output. Returns whether every input
+/// could be read; an error means the output failed and the run stopped.
+fn run(cli: &Cli) -> anyhow::Result<bool> {
+    let limit = cli.rate.unwrap_or(Limit::Unlimited);
+    let burst = cli.burst.map_or_else(|| default_burst(limit), Size::bytes);
+    let bucket = Arc::new(TokenBucket::new(limit, burst)?);
+    let inputs = inputs(&cli.files);
+    let total = cli
+        .size
+        .map(Size::bytes)
+        .or_else(|| known_total(&inputs))
+        .map(|total| cli.stop_after.map_or(total, |stop| total.min(stop.bytes())));
+    let forwarded = Arc::new(AtomicU64::new(0));
+    let reporter = progress_style(cli).map(|(style, interval)| {
+        let bucket = bucket.clone();
+        let source = Source {
+            bytes: forwarded.clone(),
+            total,
+            limit: Box::new(move || bucket.limit()),
+        };
+        Reporter::start(style, interval, source)
+    });
+
+    let started = Instant::now();
+    let mut output = File::from(
+        io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("standard output")?,
+    );
+    let mut pump = Pump::new(&bucket, &forwarded, cli.stop_after.map(Size::bytes));
+    let mut all_read = true;
+    for path in &inputs {
+        let name = path.display();
+        let mut input = match open(path) {
+            Ok(input) => input,
+            Err(err) => {
+                warn(anyhow!(err).context(name.to_string()));
+                all_read = false;
+                continue;
+            }
+        };
+        match pump.forward(&mut input, &mut output) {
+            Ok(Ended::InputDone) => {}
+            Ok(Ended::LimitReached) => break,
+            Err(CopyError::Read(err)) => {
+                warn(anyhow!(err).context(format!("read from {name}")));
+                all_read = false;
+            }
+            Err(CopyError::Write(err)) => {
+                if err.kind() == io::ErrorKind::BrokenPipe {
+                    die_of_sigpipe();
+                }
+                if let Some(reporter) = reporter {
+                    reporter.finish();
+                }
+                return Err(anyhow!(err).context("write to stdout"));
+            }
+        }
+    }
+    if let Some(reporter) = reporter {
+        reporter.finish();
+    }
+    if cli.stats && !cli.quiet {
+        eprintln!(
+            "{}",
+            stats_line(
+                forwarded.load(Ordering::Relaxed),
+                started.elapsed().as_secs_f64()
+            )
+        );
+    }
+    Ok(all_read)
+}
+
+/// A tenth of a second at the rate, at least one byte; 128 KiB unlimited
+/// (what a later limit would start with).
+fn default_burst(limit: Limit) -> u64 {
+    match limit {
+        Limit::Unlimited => 128 * 1024,
+        Limit::Rate(rate) => ((rate.bytes_per_sec() / 10.0) as u64).max(1),
+    }
+}
+
+/// The inputs named, with no names meaning standard input.
+fn inputs(files: &[PathBuf]) -> Vec<PathBuf> {
+    if files.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        files.to_vec()
+    }
+}
+
+/// The sum of the inputs' sizes, if every input is a regular file.
+fn known_total(inputs: &[PathBuf]) -> Option<u64> {
+    inputs.iter().try_fold(0u64, |sum, path| {
+        if path == Path::new("-") {
+            return None;
+        }
+        let meta = std::fs::metadata(path).ok()?;
+        meta.is_file().then(|| sum + meta.len())
+    })
+}
+
+/// Opens an input; `-` is a fresh handle on standard input.
+fn open(path: &Path) -> io::Result<File> {
+    if path == Path::new("-") {
+        Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?))
+    } else {
+        File::open(path)
+    }
+}
+
+/// The reporter's style and interval, if progress is shown at all.
+fn progress_style(cli: &Cli) -> Option<(Style, std::time::Duration)> {
+    let style = match cli.progress {
+        _ if cli.quiet => return None,
+        ProgressMode::None => return None,
+        ProgressMode::Auto if !io::stderr().is_terminal() => return None,
+        ProgressMode::Auto | ProgressMode::Bar => Style::Bar,
+        ProgressMode::Json => Style::Json,
+    };
+    Some((style, cli.interval.unwrap_or(style.default_interval())))
+}
+
+/// The `--stats` summary.
+fn stats_line(bytes: u64, seconds: f64) -> String {
+    let average = if seconds > 0.0 {
+        bytes as f64 / seconds
+    } else {
+        0.0
+    };
+    format!(
+        "shape: {bytes} bytes ({}) in {seconds:.3} s, {}/s",
+        human_bytes(bytes),
+        human_rate(average)
+    )
+}
+
+/// Ends the process the way cat and pv end when the reader downstream has
+/// gone: killed by SIGPIPE, which the shell reports as status 141. Rust
+/// ignores SIGPIPE, which is why the write returned EPIPE instead.
+fn die_of_sigpipe() -> ! {
+    let _ = signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGPIPE);
+    // Only reached if the signal could not be raised.
+    std::process::exit(141)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::Rate;
+
+    #[test]
+    fn the_default_burst_is_a_tenth_of_a_second() {
+        assert_eq!(
+            default_burst(Limit::Rate(Rate::from_whole(5 << 20).unwrap())),
+            524_288
+        );
+        assert_eq!(default_burst(Limit::Rate(Rate::from_whole(4).unwrap())), 1);
+        assert_eq!(default_burst(Limit::Unlimited), 131_072);
+    }
+
+    #[test]
+    fn os_error_numbers_are_left_out() {
+        let err = anyhow!(io::Error::from_raw_os_error(28)).context("write to stdout");
+        assert_eq!(describe(&err), "write to stdout: No space left on device");
+    }
+
+    #[test]
+    fn stats_say_bytes_time_and_rate() {
+        assert_eq!(
+            stats_line(2 << 20, 2.0),
+            "shape: 2097152 bytes (2.0 MiB) in 2.000 s, 1.00 MiB/s"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! The command line: every flag, its help text and its value parser. Parsing
+//! only; what the flags do lives in [`crate::app`].
+
+use crate::progress::{ProgressMode, parse_interval};
+use crate::rate::Limit;
+use crate::size::Size;
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  cat big.iso | shape --rate 5MiB --burst 20MiB | nc host 9000
+  shape --rate 40Mbit backup.tar > /mnt/slow/backup.tar
+  shape -L 1m < in > out
+  curl -s \"$url\" | shape -r 200k --progress json 2>progress.log > page.html
+
+Units: K M G T and KiB MiB GiB TiB are powers of 1024; KB MB GB TB are
+powers of 1000; kbit Mbit Gbit and kbps Mbps Gbps are bits per second,
+powers of 1000. '/s' may follow; fractions work (1.5MiB).
+
+Exit status: 0 success, 1 an input or output failed, 2 bad usage,
+141 (SIGPIPE) when the reader downstream went away, 130 on Ctrl-C.";
+
+/// Passes a byte stream through at a controlled rate.
+///
+/// shape copies its inputs to standard output, paying one token per byte
+/// from a token bucket that refills at RATE and holds at most BURST. Reads
+/// are paced by the tokens, so the producer upstream feels the limit too.
+#[derive(Debug, Parser)]
+#[command(name = "shape", version, after_help = EXAMPLES, max_term_width = 100)]
+pub struct Cli {
+    /// Inputs, read in order; '-' is standard input. None means standard
+    /// input. A missing or unreadable file is reported and skipped, and the
+    /// exit status is then 1.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Bytes per second, or 'unlimited' (the default: shape is then a
+    /// progress pipe).
+    ///
+    /// A plain number is bytes; K M G T and KiB MiB GiB TiB are powers of
+    /// 1024 (as in pv); KB MB GB TB are powers of 1000; kbit Mbit Gbit and
+    /// kbps Mbps Gbps are bits per second, powers of 1000. An optional '/s'
+    /// is accepted and fractions work: 5MiB, 1.5M/s, 40Mbit, 100kbps.
+    #[arg(short, long, visible_short_alias = 'L', value_name = "RATE")]
+    pub rate: Option<Limit>,
+
+    /// The bucket's depth: the most that may pass at once after a pause.
+    ///
+    /// Defaults to a tenth of a second at the rate (at least one byte). The
+    /// bucket starts full.
+    #[arg(short, long, value_name = "SIZE", value_parser = parse_burst)]
+    pub burst: Option<Size>,
+
+    /// The expected total, for the percentage and ETA when reading standard
+    /// input (the size of files is known).
+    #[arg(short, long, value_name = "SIZE")]
+    pub size: Option<Size>,
+
+    /// Forward at most SIZE bytes, then exit successfully.
+    #[arg(long, value_name = "SIZE")]
+    pub stop_after: Option<Size>,
+
+    /// Print nothing on standard error but errors (no progress, no stats).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// How to show progress on standard error: 'bar' (a progress bar),
+    /// 'json' (one JSON object per line per interval, for scripts), 'none',
+    /// or 'auto' (a bar when standard error is a terminal, else nothing).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+
+    /// How often progress is shown: '500ms', '2s', or plain seconds ('0.5').
+    /// Defaults to 1s for json and 0.1s for the bar.
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval)]
+    pub interval: Option<Duration>,
+
+    /// Print a one-line summary on standard error at the end: bytes,
+    /// elapsed time, average rate.
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Print the man page or a shell completion script, and exit.
+    #[arg(long, value_name = "WHAT", value_enum, hide = true)]
+    pub generate: Option<Generated>,
+}
+
+/// What `--generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+/// A burst is a size of at least one byte.
+fn parse_burst(text: &str) -> Result<Size, String> {
+    match text.parse::<Size>()? {
+        Size(0) => Err(format!(
+            "burst must be at least 1 byte ({})",
+            crate::size::SIZE_EXAMPLES
+        )),
+        Size(bytes) if bytes > crate::bucket::MAX_BURST => {
+            Err("burst must be at most 4 EiB".into())
+        }
+        size => Ok(size),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn pv_users_short_flag_sets_the_rate() {
+        let cli = Cli::try_parse_from(["shape", "-L", "1m"]).unwrap();
+        assert_eq!(cli.rate, Some("1MiB".parse().unwrap()));
+    }
+
+    #[test]
+    fn files_and_dash_are_inputs_in_order() {
+        let cli = Cli::try_parse_from(["shape", "a", "-", "b"]).unwrap();
+        assert_eq!(
+            cli.files,
+            [PathBuf::from("a"), PathBuf::from("-"), PathBuf::from("b")]
+        );
+    }
+
+    #[test]
+    fn a_zero_burst_is_refused() {
+        assert!(Cli::try_parse_from(["shape", "--burst", "0"]).is_err());
+        assert!(Cli::try_parse_from(["shape", "--burst", "1"]).is_ok());
+    }
+}

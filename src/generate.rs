@@ -1,0 +1,111 @@
+//! The man page and shell completions, generated from the clap definition
+//! so they can never disagree with `--help`. Printed by the hidden
+//! `--generate WHAT` flag and committed under `man/` and `completions/`; a
+//! test fails when the committed files are stale.
+
+use crate::cli::{Cli, Generated};
+use clap::CommandFactory;
+use clap_complete::Shell;
+use std::io::{self, Write};
+
+/// Where each generated file is committed, and what it holds.
+pub const FILES: [(&str, Generated); 6] = [
+    ("man/shape.1", Generated::Man),
+    ("completions/shape.bash", Generated::Bash),
+    ("completions/_shape", Generated::Zsh),
+    ("completions/shape.fish", Generated::Fish),
+    ("completions/shape.elv", Generated::Elvish),
+    ("completions/_shape.ps1", Generated::Powershell),
+];
+
+/// Writes `what` to `out`.
+pub fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
+    let shell = match what {
+        Generated::Man => return write_man(out),
+        Generated::Bash => Shell::Bash,
+        Generated::Zsh => Shell::Zsh,
+        Generated::Fish => Shell::Fish,
+        Generated::Elvish => Shell::Elvish,
+        Generated::Powershell => Shell::PowerShell,
+    };
+    clap_complete::generate(shell, &mut Cli::command(), "shape", out);
+    Ok(())
+}
+
+fn write_man(out: &mut dyn Write) -> io::Result<()> {
+    let man = clap_mangen::Man::new(Cli::command()).manual("User Commands");
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    out.write_all(MAN_SECTIONS.as_bytes())?;
+    man.render_version_section(out)
+}
+
+/// The hand-written sections, in roff.
+const MAN_SECTIONS: &str = r#".SH UNITS
+A plain number is bytes.
+\fBK M G T\fR and \fBKiB MiB GiB TiB\fR are powers of 1024, as in pv;
+\fBKB MB GB TB\fR are powers of 1000;
+\fBkbit Mbit Gbit Tbit\fR and \fBkbps Mbps Gbps Tbps\fR are bits per second, powers of 1000.
+Case does not matter, except that a two-letter unit ending in a small b (\fBMb\fR) is refused as ambiguous.
+A rate may end in \fB/s\fR; fractions work (\fB1.5MiB\fR).
+.SH EXAMPLES
+.TP
+\fBcat big.iso | shape \-\-rate 5MiB \-\-burst 20MiB | nc host 9000\fR
+Send an image at 5 MiB/s, allowing 20 MiB at once after a pause.
+.TP
+\fBshape \-\-rate 40Mbit backup.tar > /mnt/slow/backup.tar\fR
+Copy a backup at 40 megabits per second.
+.TP
+\fBshape \-L 1m < in > out\fR
+pv's flag for the rate works too.
+.TP
+\fBfor u in $(cat urls); do curl \-s "$u"; done | shape \-r 200k \-\-stats > pages\fR
+Pace a crawl and print a summary at the end.
+.TP
+\fBshape \-r 100k \-\-progress json 2> progress.log < in > out\fR
+Record progress as JSON lines for a script.
+.SH EXIT STATUS
+.TP
+\fB0\fR
+Everything was copied (or \fB\-\-stop\-after\fR was reached).
+.TP
+\fB1\fR
+An input could not be opened or read (the others were still copied), or writing the output failed.
+.TP
+\fB2\fR
+Bad usage: an unknown flag or a malformed value.
+.TP
+\fB141\fR
+The reader downstream went away; shape was ended by SIGPIPE, as cat and pv are.
+.TP
+\fB130\fR
+Interrupted with Ctrl\-C (SIGINT).
+.SH SEE ALSO
+\fBpv\fR(1), \fBcstream\fR(1), \fBmbuffer\fR(1), \fBtc\-tbf\fR(8), \fBtrickle\fR(1)
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_man_page_has_the_hand_written_sections() {
+        let mut page = Vec::new();
+        write(Generated::Man, &mut page).unwrap();
+        let page = String::from_utf8(page).unwrap();
+        for section in [
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH OPTIONS",
+            ".SH EXAMPLES",
+            ".SH EXIT STATUS",
+            ".SH SEE ALSO",
+        ] {
+            assert!(page.contains(section), "{section}");
+        }
+        assert!(page.contains("\\-\\-rate"));
+    }
+}

@@ -1,0 +1,272 @@
+//! Progress on standard error: an indicatif bar, JSON lines for scripts, or
+//! nothing. The reporter runs on a thread of its own and only reads a byte
+//! counter that the copy bumps with one relaxed add per chunk, so progress
+//! never slows the copy and never touches standard output.
+
+use crate::rate::{Limit, human_rate};
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How progress is shown, as `--progress` chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ProgressMode {
+    /// A bar when standard error is a terminal, otherwise nothing.
+    #[default]
+    Auto,
+    /// A progress bar.
+    Bar,
+    /// One JSON object per line per interval.
+    Json,
+    /// Nothing.
+    None,
+}
+
+/// Shortest and longest progress interval accepted.
+const INTERVAL_RANGE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(3600));
+
+/// Parses a progress interval: a humantime duration (`500ms`, `2s`, `1m`)
+/// or plain seconds (`0.5`), from 10ms to 1h.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    const EXAMPLES: &str = "e.g. 100ms, 0.5, 2s, 1m";
+    let text = text.trim();
+    let plain_seconds = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let interval = if plain_seconds {
+        text.parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("expected a duration ({EXAMPLES})"))?
+    } else {
+        humantime::parse_duration(text).map_err(|e| format!("{e} ({EXAMPLES})"))?
+    };
+    let (shortest, longest) = INTERVAL_RANGE;
+    if interval < shortest || interval > longest {
+        return Err(format!("interval must be from 10ms to 1h ({EXAMPLES})"));
+    }
+    Ok(interval)
+}
+
+/// How a running reporter draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Bar,
+    Json,
+}
+
+impl Style {
+    /// The interval used when `--interval` is not given.
+    pub fn default_interval(self) -> Duration {
+        match self {
+            Style::Bar => Duration::from_millis(100),
+            Style::Json => Duration::from_secs(1),
+        }
+    }
+}
+
+/// What a reporter reads each interval.
+pub struct Source {
+    /// Bytes forwarded so far, bumped by the copy.
+    pub bytes: Arc<AtomicU64>,
+    /// The expected total, if known.
+    pub total: Option<u64>,
+    /// The limit in force now.
+    pub limit: Box<dyn Fn() -> Limit + Send>,
+}
+
+/// A thread drawing progress until [`Reporter::finish`].
+pub struct Reporter {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: JoinHandle<()>,
+}
+
+impl Reporter {
+    /// Starts drawing `source` in `style` every `interval`.
+    pub fn start(style: Style, interval: Duration, source: Source) -> Reporter {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut draw = Drawing::new(style, interval, &source);
+                let (lock, signal) = &*stop;
+                let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let mut next = Instant::now() + interval;
+                while !*stopped {
+                    let wait = next.saturating_duration_since(Instant::now());
+                    stopped = signal
+                        .wait_timeout(stopped, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    if !*stopped && Instant::now() >= next {
+                        draw.update(&source, false);
+                        next += interval;
+                    }
+                }
+                draw.update(&source, true);
+            })
+        };
+        Reporter { stop, thread }
+    }
+
+    /// Draws the final state and stops the thread.
+    pub fn finish(self) {
+        let (lock, signal) = &*self.stop;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        signal.notify_all();
+        let _ = self.thread.join();
+    }
+}
+
+/// The drawing state of one reporter.
+enum Drawing {
+    Bar(ProgressBar),
+    Json {
+        start: Instant,
+        last: (Instant, u64),
+    },
+}
+
+impl Drawing {
+    fn new(style: Style, interval: Duration, source: &Source) -> Drawing {
+        match style {
+            Style::Bar => {
+                let hz = (1.0 / interval.as_secs_f64()).clamp(1.0, 50.0) as u8;
+                let bar = ProgressBar::with_draw_target(
+                    source.total,
+                    ProgressDrawTarget::stderr_with_hz(hz),
+                );
+                let template = if source.total.is_some() {
+                    "{binary_bytes} {binary_bytes_per_sec} {msg} {elapsed_precise} [{wide_bar}] {percent}% ETA {eta}"
+                } else {
+                    "{binary_bytes} {binary_bytes_per_sec} {msg} {elapsed_precise}"
+                };
+                bar.set_style(
+                    ProgressStyle::with_template(template)
+                        .expect("the template is valid")
+                        .progress_chars("=> "),
+                );
+                bar.set_message(limit_message((source.limit)()));
+                Drawing::Bar(bar)
+            }
+            Style::Json => Drawing::Json {
+                start: Instant::now(),
+                last: (Instant::now(), 0),
+            },
+        }
+    }
+
+    fn update(&mut self, source: &Source, done: bool) {
+        let bytes = source.bytes.load(Ordering::Relaxed);
+        let limit = (source.limit)();
+        match self {
+            Drawing::Bar(bar) => {
+                bar.set_message(limit_message(limit));
+                bar.set_position(bytes);
+                if done {
+                    bar.finish();
+                }
+            }
+            Drawing::Json { start, last } => {
+                let now = Instant::now();
+                let seconds = (now - last.0).as_secs_f64();
+                let rate = if seconds > 0.0 {
+                    (bytes - last.1) as f64 / seconds
+                } else {
+                    0.0
+                };
+                *last = (now, bytes);
+                let line = json_line(
+                    bytes,
+                    (now - *start).as_secs_f64(),
+                    rate,
+                    limit,
+                    source.total,
+                    done,
+                );
+                let _ = writeln!(std::io::stderr().lock(), "{line}");
+            }
+        }
+    }
+}
+
+fn limit_message(limit: Limit) -> String {
+    match limit {
+        Limit::Unlimited => "(unlimited)".into(),
+        Limit::Rate(rate) => format!("(limit {}/s)", human_rate(rate.bytes_per_sec())),
+    }
+}
+
+/// One progress record. `eta` is seconds left at the limit (or, with no
+/// limit, at the rate of the last interval), when the total is known.
+fn json_line(
+    bytes: u64,
+    elapsed: f64,
+    rate: f64,
+    limit: Limit,
+    total: Option<u64>,
+    done: bool,
+) -> String {
+    let limit_bps = limit.rate().map(|r| r.bytes_per_sec());
+    let pace = limit_bps.map_or(rate, |l| if rate > 0.0 { rate.min(l) } else { l });
+    let eta = total.and_then(|total| {
+        let left = total.saturating_sub(bytes) as f64;
+        (left == 0.0 || pace > 0.0).then(|| left / pace.max(f64::MIN_POSITIVE))
+    });
+    let number = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
+    format!(
+        "{{\"bytes\":{bytes},\"elapsed\":{elapsed:.3},\"rate\":{rate:.3},\"limit\":{},\"total\":{},\"eta\":{},\"done\":{done}}}",
+        number(limit_bps),
+        total.map_or("null".to_string(), |t| t.to_string()),
+        number(eta),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::Rate;
+
+    #[test]
+    fn intervals_parse_in_both_forms() {
+        assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_interval("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_interval("1m"), Ok(Duration::from_secs(60)));
+        for bad in [
+            "",
+            "0",
+            "0s",
+            "5ms",
+            "2h",
+            "-1",
+            "1e3",
+            "soon",
+            "1.2.3",
+            "nan",
+            "inf",
+            "1 fortnight",
+        ] {
+            assert!(parse_interval(bad).unwrap_err().contains("e.g."), "{bad}");
+        }
+    }
+
+    #[test]
+    fn json_lines_carry_every_figure() {
+        let limit = Limit::Rate(Rate::from_whole(1000).unwrap());
+        assert_eq!(
+            json_line(500, 1.5, 900.0, limit, Some(2000), false),
+            r#"{"bytes":500,"elapsed":1.500,"rate":900.000,"limit":1000.000,"total":2000,"eta":1.667,"done":false}"#
+        );
+        assert_eq!(
+            json_line(7, 0.25, 28.0, Limit::Unlimited, None, true),
+            r#"{"bytes":7,"elapsed":0.250,"rate":28.000,"limit":null,"total":null,"eta":null,"done":true}"#
+        );
+        assert!(
+            json_line(2000, 2.0, 0.0, Limit::Unlimited, Some(2000), true)
+                .contains(r#""eta":0.000"#)
+        );
+    }
+}
