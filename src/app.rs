@@ -10,7 +10,7 @@ use crate::rate::{Limit, human_rate};
 use crate::size::{Size, human_bytes};
 use anyhow::{Context, anyhow};
 use clap::Parser;
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use std::fs::File;
 use std::io::{self, IsTerminal};
 use std::os::fd::AsFd;
@@ -56,10 +56,48 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         let _ = err.print();
         return ExitCode::SUCCESS;
     }
+    eprintln!("shape: {}", usage_message(err));
+    ExitCode::from(USAGE)
+}
+
+/// The one line a usage error prints. Control characters are escaped, so
+/// that a newline in a bad value cannot break the line.
+fn usage_message(err: &clap::Error) -> String {
+    let context = |kind| match err.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.clone()),
+        _ => None,
+    };
+    if let (Some(arg), Some(value)) = (
+        context(ContextKind::InvalidArg),
+        context(ContextKind::InvalidValue),
+    ) {
+        let why = match err.kind() {
+            ErrorKind::ValueValidation => std::error::Error::source(err).map(|e| e.to_string()),
+            _ => match err.get(ContextKind::ValidValue) {
+                Some(ContextValue::Strings(valid)) => {
+                    Some(format!("expected one of {}", valid.join(", ")))
+                }
+                _ => None,
+            },
+        };
+        let why = why.map(|why| format!(": {why}")).unwrap_or_default();
+        return escape_controls(&format!("invalid value '{value}' for '{arg}'{why}"));
+    }
     let rendered = err.render().to_string();
     let first = rendered.lines().next().unwrap_or("invalid usage");
-    eprintln!("shape: {}", first.strip_prefix("error: ").unwrap_or(first));
-    ExitCode::from(USAGE)
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn fail(err: &anyhow::Error) -> ExitCode {

@@ -27,6 +27,8 @@ Exit status: 0 success, 1 an input or output failed, 2 bad usage,
 /// shape copies its inputs to standard output, paying one token per byte
 /// from a token bucket that refills at RATE and holds at most BURST. Reads
 /// are paced by the tokens, so the producer upstream feels the limit too.
+// Values may start with '-', so that '--rate -1' is refused as a bad rate
+// rather than as an unknown flag that names neither.
 #[derive(Debug, Parser)]
 #[command(name = "shape", version, after_help = EXAMPLES, max_term_width = 100)]
 pub struct Cli {
@@ -43,38 +45,43 @@ pub struct Cli {
     /// 1024 (as in pv); KB MB GB TB are powers of 1000; kbit Mbit Gbit and
     /// kbps Mbps Gbps are bits per second, powers of 1000. An optional '/s'
     /// is accepted and fractions work: 5MiB, 1.5M/s, 40Mbit, 100kbps.
-    #[arg(short, long, visible_short_alias = 'L', value_name = "RATE")]
+    #[arg(
+        short,
+        long,
+        visible_short_alias = 'L',
+        value_name = "RATE",
+        allow_hyphen_values = true
+    )]
     pub rate: Option<Limit>,
 
     /// The bucket's depth: the most that may pass at once after a pause.
     ///
     /// Defaults to a tenth of a second at the rate (at least one byte). The
     /// bucket starts full.
-    #[arg(short, long, value_name = "SIZE", value_parser = parse_burst)]
+    #[arg(short, long, value_name = "SIZE", value_parser = parse_burst, allow_hyphen_values = true)]
     pub burst: Option<Size>,
 
     /// The expected total, for the percentage and ETA when reading standard
     /// input (the size of files is known).
-    #[arg(short, long, value_name = "SIZE")]
+    #[arg(short, long, value_name = "SIZE", allow_hyphen_values = true)]
     pub size: Option<Size>,
 
     /// Forward at most SIZE bytes, then exit successfully.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub stop_after: Option<Size>,
 
     /// Print nothing on standard error but errors (no progress, no stats).
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// How to show progress on standard error: 'bar' (a progress bar),
-    /// 'json' (one JSON object per line per interval, for scripts), 'none',
-    /// or 'auto' (a bar when standard error is a terminal, else nothing).
+    /// How to show progress on standard error. It never touches standard
+    /// output and never slows the copy.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = ProgressMode::Auto)]
     pub progress: ProgressMode,
 
     /// How often progress is shown: '500ms', '2s', or plain seconds ('0.5').
     /// Defaults to 1s for json and 0.1s for the bar.
-    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval)]
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, allow_hyphen_values = true)]
     pub interval: Option<Duration>,
 
     /// Print a one-line summary on standard error at the end: bytes,

@@ -8,16 +8,6 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 use std::io::{self, Write};
 
-/// Where each generated file is committed, and what it holds.
-pub const FILES: [(&str, Generated); 6] = [
-    ("man/shape.1", Generated::Man),
-    ("completions/shape.bash", Generated::Bash),
-    ("completions/_shape", Generated::Zsh),
-    ("completions/shape.fish", Generated::Fish),
-    ("completions/shape.elv", Generated::Elvish),
-    ("completions/_shape.ps1", Generated::Powershell),
-];
-
 /// Writes `what` to `out`.
 pub fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
     let shell = match what {

@@ -134,10 +134,11 @@ impl Drawing {
         match style {
             Style::Bar => {
                 let hz = (1.0 / interval.as_secs_f64()).clamp(1.0, 50.0) as u8;
-                let bar = ProgressBar::with_draw_target(
-                    source.total,
-                    ProgressDrawTarget::stderr_with_hz(hz),
-                );
+                // Drawn even when standard error is not a terminal: the bar
+                // was asked for (auto only picks it for terminals).
+                let stderr = Box::new(console::Term::stderr());
+                let target = ProgressDrawTarget::term_like_with_hz(stderr, hz);
+                let bar = ProgressBar::with_draw_target(source.total, target);
                 let template = if source.total.is_some() {
                     "{binary_bytes} {binary_bytes_per_sec} {msg} {elapsed_precise} [{wide_bar}] {percent}% ETA {eta}"
                 } else {

@@ -96,7 +96,7 @@ impl FromStr for Limit {
     /// per second in powers of 1000 (`bit kbit Mbit Gbit Tbit`, `bps kbps
     /// Mbps Gbps Tbps`).
     fn from_str(text: &str) -> Result<Self, String> {
-        if text.trim().eq_ignore_ascii_case("unlimited") {
+        if text.trim_matches(' ').eq_ignore_ascii_case("unlimited") {
             return Ok(Limit::Unlimited);
         }
         let (number, unit) = split_number(text).map_err(|e| format!("{e} ({RATE_EXAMPLES})"))?;
@@ -105,7 +105,10 @@ impl FromStr for Limit {
                 "'{unit}' is ambiguous: write MB/s for bytes or Mbps for bits ({RATE_EXAMPLES})"
             ));
         }
-        let per_second = unit.strip_suffix("/s").unwrap_or(unit).trim_end();
+        let per_second = unit
+            .strip_suffix("/s")
+            .unwrap_or(unit)
+            .trim_end_matches(' ');
         if per_second.len() == 2 && per_second.ends_with('b') {
             // Network people write "Mb" for megabits; refuse to guess.
             let prefix = &per_second[..1];

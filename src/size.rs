@@ -46,7 +46,10 @@ impl FromStr for Size {
             ));
         }
         if let (Ok(whole), Some(factor)) = (
-            text.trim().trim_end_matches(unit).trim().parse::<u64>(),
+            text.trim_matches(' ')
+                .trim_end_matches(unit)
+                .trim_end_matches(' ')
+                .parse::<u64>(),
             exact(factor),
         ) {
             // Whole numbers stay exact past 2^53, where a float would round.
@@ -65,10 +68,10 @@ impl FromStr for Size {
 }
 
 /// Splits `text` into a non-negative decimal number and the unit after it
-/// (spaces between are allowed). Signs, exponents, `inf` and `nan` are not
-/// numbers here.
+/// (spaces around and between are allowed; other white space is not).
+/// Signs, exponents, `inf` and `nan` are not numbers here.
 pub(crate) fn split_number(text: &str) -> Result<(f64, &str), String> {
-    let text = text.trim();
+    let text = text.trim_matches(' ');
     if text.is_empty() {
         return Err("empty value".into());
     }
@@ -82,7 +85,7 @@ pub(crate) fn split_number(text: &str) -> Result<(f64, &str), String> {
     let value: f64 = number
         .parse()
         .map_err(|_| "expected a number".to_string())?;
-    Ok((value, unit.trim_start()))
+    Ok((value, unit.trim_start_matches(' ')))
 }
 
 /// How many bytes one `unit` is, for the byte units; `None` if `unit` is

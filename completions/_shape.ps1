@@ -1,0 +1,49 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'shape'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'shape' {
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Bytes per second, or ''unlimited'' (the default: shape is then a progress pipe)')
+            [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Bytes per second, or ''unlimited'' (the default: shape is then a progress pipe)')
+            [CompletionResult]::new('--rate', '--rate', [CompletionResultType]::ParameterName, 'Bytes per second, or ''unlimited'' (the default: shape is then a progress pipe)')
+            [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'The bucket''s depth: the most that may pass at once after a pause')
+            [CompletionResult]::new('--burst', '--burst', [CompletionResultType]::ParameterName, 'The bucket''s depth: the most that may pass at once after a pause')
+            [CompletionResult]::new('-s', '-s', [CompletionResultType]::ParameterName, 'The expected total, for the percentage and ETA when reading standard input (the size of files is known)')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'The expected total, for the percentage and ETA when reading standard input (the size of files is known)')
+            [CompletionResult]::new('--stop-after', '--stop-after', [CompletionResultType]::ParameterName, 'Forward at most SIZE bytes, then exit successfully')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'How to show progress on standard error. It never touches standard output and never slows the copy')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'How often progress is shown: ''500ms'', ''2s'', or plain seconds (''0.5''). Defaults to 1s for json and 0.1s for the bar')
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'How often progress is shown: ''500ms'', ''2s'', or plain seconds (''0.5''). Defaults to 1s for json and 0.1s for the bar')
+            [CompletionResult]::new('--generate', '--generate', [CompletionResultType]::ParameterName, 'Print the man page or a shell completion script, and exit')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing on standard error but errors (no progress, no stats)')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing on standard error but errors (no progress, no stats)')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

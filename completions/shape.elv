@@ -1,0 +1,43 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[shape] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'shape'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'shape'= {
+            cand -r 'Bytes per second, or ''unlimited'' (the default: shape is then a progress pipe)'
+            cand -L 'Bytes per second, or ''unlimited'' (the default: shape is then a progress pipe)'
+            cand --rate 'Bytes per second, or ''unlimited'' (the default: shape is then a progress pipe)'
+            cand -b 'The bucket''s depth: the most that may pass at once after a pause'
+            cand --burst 'The bucket''s depth: the most that may pass at once after a pause'
+            cand -s 'The expected total, for the percentage and ETA when reading standard input (the size of files is known)'
+            cand --size 'The expected total, for the percentage and ETA when reading standard input (the size of files is known)'
+            cand --stop-after 'Forward at most SIZE bytes, then exit successfully'
+            cand --progress 'How to show progress on standard error. It never touches standard output and never slows the copy'
+            cand -i 'How often progress is shown: ''500ms'', ''2s'', or plain seconds (''0.5''). Defaults to 1s for json and 0.1s for the bar'
+            cand --interval 'How often progress is shown: ''500ms'', ''2s'', or plain seconds (''0.5''). Defaults to 1s for json and 0.1s for the bar'
+            cand --generate 'Print the man page or a shell completion script, and exit'
+            cand -q 'Print nothing on standard error but errors (no progress, no stats)'
+            cand --quiet 'Print nothing on standard error but errors (no progress, no stats)'
+            cand --stats 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+    ]
+    $completions[$command]
+}

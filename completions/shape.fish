@@ -1,0 +1,19 @@
+complete -c shape -s r -s L -l rate -d 'Bytes per second, or \'unlimited\' (the default: shape is then a progress pipe)' -r
+complete -c shape -s b -l burst -d 'The bucket\'s depth: the most that may pass at once after a pause' -r
+complete -c shape -s s -l size -d 'The expected total, for the percentage and ETA when reading standard input (the size of files is known)' -r
+complete -c shape -l stop-after -d 'Forward at most SIZE bytes, then exit successfully' -r
+complete -c shape -l progress -d 'How to show progress on standard error. It never touches standard output and never slows the copy' -r -f -a "auto\t'A bar when standard error is a terminal, otherwise nothing'
+bar\t'A progress bar'
+json\t'One JSON object per line per interval'
+none\t'Nothing'"
+complete -c shape -s i -l interval -d 'How often progress is shown: \'500ms\', \'2s\', or plain seconds (\'0.5\'). Defaults to 1s for json and 0.1s for the bar' -r
+complete -c shape -l generate -d 'Print the man page or a shell completion script, and exit' -r -f -a "man\t''
+bash\t''
+zsh\t''
+fish\t''
+elvish\t''
+powershell\t''"
+complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
+complete -c shape -l stats -d 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate'
+complete -c shape -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c shape -s V -l version -d 'Print version'

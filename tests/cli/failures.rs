@@ -1,0 +1,106 @@
+//! How shape ends when something goes wrong around it: the reader
+//! downstream leaves, the disk is full, an input is missing, Ctrl-C.
+
+use crate::harness::*;
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Waits up to `limit` for `child` to exit.
+fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("shape still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `shape [args] < /dev/zero | head -c 1M`: shape dies of SIGPIPE at once,
+/// silently.
+fn closed_early(args: &[&str]) {
+    let mut child = shape(args)
+        .stdin(Stdio::from(std::fs::File::open("/dev/zero").unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = drain(child.stderr.take().unwrap());
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = vec![0; 1 << 20];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let status = wait_within(&mut child, Duration::from_secs(5));
+    assert_eq!(status.signal(), Some(13), "{status:?}");
+    assert_eq!(String::from_utf8_lossy(&stderr.join().unwrap()), "");
+}
+
+#[test]
+fn a_reader_that_leaves_ends_shape_by_sigpipe() {
+    closed_early(&[]);
+    closed_early(&["--rate", "50MiB", "--progress", "json"]);
+}
+
+#[test]
+fn a_full_disk_is_one_line_and_status_one() {
+    let mut child = shape(["--stop-after", "1M"])
+        .stdin(Stdio::from(std::fs::File::open("/dev/zero").unwrap()))
+        .stdout(Stdio::from(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        ))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = drain(child.stderr.take().unwrap());
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&stderr.join().unwrap()),
+        "shape: write to stdout: No space left on device\n"
+    );
+}
+
+#[test]
+fn a_missing_file_is_reported_and_the_others_still_copied() {
+    let dir = Scratch::new("missing");
+    let a = dir.file("a", b"first ");
+    let b = dir.file("b", b"second");
+    let missing = dir.0.join("missing");
+    let run = run(shape([&a, &missing, &dir.0, &b]), Stdio::null());
+    assert_eq!(run.code(), 1);
+    assert_eq!(run.stdout, b"first second");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stderr);
+    assert_eq!(
+        lines[0],
+        format!("shape: {}: No such file or directory", missing.display())
+    );
+    assert_eq!(
+        lines[1],
+        format!("shape: read from {}: Is a directory", dir.0.display())
+    );
+}
+
+#[test]
+fn ctrl_c_ends_a_sleeping_shape_with_sigint() {
+    let mut child = shape(["--rate", "1", "--burst", "1"])
+        .stdin(Stdio::from(std::fs::File::open("/dev/zero").unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(2));
+    assert_eq!(status.signal(), Some(2), "{status:?}");
+}

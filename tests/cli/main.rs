@@ -1,0 +1,10 @@
+//! Integration tests: the real `shape` binary, driven as a user drives it.
+
+mod harness;
+
+mod exactness;
+mod failures;
+mod generated;
+mod options;
+mod timing;
+mod usage;

@@ -1,0 +1,100 @@
+//! The options that shape what is forwarded and what is shown.
+
+use crate::harness::*;
+use std::process::Stdio;
+
+#[test]
+fn stop_after_forwards_exactly_that_many_bytes() {
+    for (limit, bytes) in [("1", 1), ("1000", 1000), ("1MiB", 1 << 20), ("0", 0)] {
+        let run = run(
+            shape(["--stop-after", limit]),
+            Stdio::from(std::fs::File::open("/dev/urandom").unwrap()),
+        );
+        assert_eq!(run.code(), 0, "{}", run.stderr);
+        assert_eq!(run.stdout.len(), bytes, "--stop-after {limit}");
+    }
+}
+
+#[test]
+fn json_progress_lines_parse_and_end_at_the_total() {
+    let data = random_bytes(3 << 20, 5);
+    let args = [
+        "--rate",
+        "4MiB",
+        "--burst",
+        "256KiB",
+        "--progress",
+        "json",
+        "--interval",
+        "100ms",
+        "--size",
+        "3MiB",
+    ];
+    let run = run_with_input(shape(args), data.clone(), 65_536);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stdout == data);
+    let records: Vec<serde_json::Value> = run
+        .stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    assert!(records.len() >= 3, "{}", run.stderr);
+    for record in &records {
+        for field in ["bytes", "elapsed", "rate", "limit", "total", "eta", "done"] {
+            assert!(record.get(field).is_some(), "{field} missing from {record}");
+        }
+        assert_eq!(record["limit"], 4.0 * 1024.0 * 1024.0);
+    }
+    let last = records.last().unwrap();
+    assert_eq!(last["bytes"], data.len());
+    assert_eq!(last["done"], true);
+    let bytes: Vec<u64> = records
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .collect();
+    assert!(bytes.windows(2).all(|w| w[0] <= w[1]), "{bytes:?}");
+}
+
+#[test]
+fn the_bar_goes_to_stderr_only() {
+    let data = random_bytes(1 << 20, 6);
+    let run = run_with_input(
+        shape(["--progress", "bar", "--rate", "4MiB", "--interval", "50ms"]),
+        data.clone(),
+        8192,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stdout == data, "the bar leaked into the data");
+    assert!(
+        run.stderr.contains("KiB") && run.stderr.contains("limit 4.00 MiB/s"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn stats_print_one_summary_line_and_quiet_silences_everything() {
+    let data = random_bytes(100_000, 7);
+    let run = run_with_input(shape(["--stats"]), data.clone(), 4096);
+    assert_eq!(run.code(), 0);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(
+        lines[0].starts_with("shape: 100000 bytes (97.7 KiB) in "),
+        "{}",
+        lines[0]
+    );
+    let quiet = run_with_input(
+        shape(["--stats", "--quiet", "--progress", "bar"]),
+        data,
+        4096,
+    );
+    assert_eq!(quiet.stderr, "");
+}
+
+#[test]
+fn auto_progress_is_silent_when_stderr_is_not_a_terminal() {
+    let run = run_with_input(shape(["--rate", "10MiB"]), vec![1; 500_000], 4096);
+    assert_eq!(run.code(), 0);
+    assert_eq!(run.stderr, "");
+}

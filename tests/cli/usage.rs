@@ -1,0 +1,144 @@
+//! Bad input: one line naming the flag and the value, status 2, no panic.
+//! And the help and version a user reaches for first.
+
+use crate::harness::*;
+use std::process::Stdio;
+
+/// Runs shape with `flag value` and checks the usage error.
+fn refused(flag: &str, value: &str) {
+    refused_as(flag, flag, value);
+}
+
+/// Runs shape with `given value` and checks the usage error names `flag`.
+fn refused_as(given: &str, flag: &str, value: &str) {
+    let run = run(shape([given, value]), Stdio::null());
+    let context = format!("{flag} {value:?}: {}", run.stderr);
+    assert_eq!(run.code(), 2, "{context}");
+    assert_eq!(run.stderr.lines().count(), 1, "{context}");
+    assert!(run.stderr.starts_with("shape: "), "{context}");
+    assert!(run.stderr.contains(flag), "{context}");
+    assert!(
+        run.stderr.contains(&format!("'{}'", value.escape_debug())),
+        "{context}"
+    );
+    assert!(!run.stderr.contains("panicked"), "{context}");
+    assert!(run.stdout.is_empty(), "{context}");
+}
+
+/// Malformed for every kind of value.
+const MALFORMED: &[&str] = &[
+    "", " ", "-1", "-0", "+5", "abc", "1e6", "1E3", "nan", "NaN", "inf", "-inf", "1..5", "1.2.3",
+    ".", "5x", "5 zb", "0x10", "1,000", "1_000", "５", "\u{1}", "5\nMiB", "10%", "5MiB5", "MiB",
+    "1/2",
+];
+
+#[test]
+fn malformed_rates_are_refused() {
+    let rate_only = [
+        "0",
+        "0k",
+        "0.0",
+        "0.5",
+        "5Mb",
+        "5kb/s",
+        "5MBps",
+        "5Mbps/s",
+        "200TiB",
+        "999999999999999999999T",
+        "unlimitedd",
+        "5/s/s",
+    ];
+    for value in MALFORMED.iter().chain(&rate_only) {
+        refused("--rate", value);
+    }
+    refused_as("-L", "--rate", "0");
+    refused_as("-r", "--rate", "1 Mb");
+}
+
+#[test]
+fn malformed_bursts_are_refused() {
+    let burst_only = [
+        "0",
+        "0k",
+        "1.5",
+        "5MiB/s",
+        "5Mbit",
+        "99999999999T",
+        "18446744073709551616",
+        "5EiB",
+    ];
+    for value in MALFORMED.iter().chain(&burst_only) {
+        refused("--burst", value);
+    }
+}
+
+#[test]
+fn malformed_sizes_are_refused() {
+    let size_only = [
+        "1.5",
+        "5MiB/s",
+        "5Mbit",
+        "99999999999T",
+        "18446744073709551616",
+        "1 kbps",
+    ];
+    for value in MALFORMED.iter().chain(&size_only) {
+        refused("--size", value);
+        refused("--stop-after", value);
+    }
+}
+
+#[test]
+fn malformed_intervals_are_refused() {
+    let interval_only = [
+        "0",
+        "0s",
+        "5ms",
+        "2h",
+        "1 fortnight",
+        "soon",
+        "0.001",
+        "-5s",
+        "1s2",
+        "9999999999999999999999s",
+    ];
+    for value in MALFORMED.iter().chain(&interval_only) {
+        refused("--interval", value);
+    }
+}
+
+#[test]
+fn unknown_flags_and_progress_modes_are_refused() {
+    let run = run(shape(["--bogus"]), Stdio::null());
+    assert_eq!(
+        (run.code(), run.stderr.lines().count()),
+        (2, 1),
+        "{}",
+        run.stderr
+    );
+    refused("--progress", "sometimes");
+}
+
+#[test]
+fn help_shows_examples_and_exit_statuses() {
+    for flag in ["-h", "--help"] {
+        let run = run(shape([flag]), Stdio::null());
+        assert_eq!(run.code(), 0);
+        let help = String::from_utf8(run.stdout).unwrap();
+        for needle in [
+            "--rate",
+            "-L",
+            "--burst",
+            "Examples:",
+            "Exit status:",
+            "141",
+        ] {
+            assert!(help.contains(needle), "{flag} lacks {needle}");
+        }
+    }
+    let run = run(shape(["--version"]), Stdio::null());
+    assert_eq!(
+        String::from_utf8(run.stdout).unwrap(),
+        format!("shape {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
