@@ -98,3 +98,43 @@ fn auto_progress_is_silent_when_stderr_is_not_a_terminal() {
     assert_eq!(run.code(), 0);
     assert_eq!(run.stderr, "");
 }
+
+#[test]
+fn every_rate_form_reaches_the_bucket_as_the_right_bytes_per_second() {
+    let table: &[(&str, f64)] = &[
+        ("1", 1.0),
+        ("1k", 1024.0),
+        ("1m", 1_048_576.0),
+        ("5MiB", 5_242_880.0),
+        ("5MiB/s", 5_242_880.0),
+        ("1.5KiB", 1536.0),
+        ("1.5M/s", 1_572_864.0),
+        ("2G", 2_147_483_648.0),
+        ("1GiB/s", 1_073_741_824.0),
+        ("1T", 1_099_511_627_776.0),
+        ("1TiB", 1_099_511_627_776.0),
+        ("10KB", 10_000.0),
+        ("10kB/s", 10_000.0),
+        ("10MB/s", 10_000_000.0),
+        ("2GB", 2e9),
+        ("1TB", 1e12),
+        ("8bit", 1.0),
+        ("100kbit", 12_500.0),
+        ("100kbps", 12_500.0),
+        ("40Mbit", 5_000_000.0),
+        ("40Mbit/s", 5_000_000.0),
+        ("1Gbps", 125_000_000.0),
+        ("10Gbit", 1.25e9),
+        ("1Tbps", 1.25e11),
+    ];
+    for &(rate, bytes_per_sec) in table {
+        let run = run(
+            shape(["--rate", rate, "--progress", "json", "--stop-after", "0"]),
+            Stdio::null(),
+        );
+        assert_eq!(run.code(), 0, "{rate}: {}", run.stderr);
+        let last: serde_json::Value =
+            serde_json::from_str(run.stderr.lines().last().unwrap()).unwrap();
+        assert_eq!(last["limit"], bytes_per_sec, "{rate}");
+    }
+}
