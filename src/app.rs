@@ -143,7 +143,7 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
     });
 
     let started = Instant::now();
-    let mut output = File::from(
+    let output = File::from(
         io::stdout()
             .as_fd()
             .try_clone_to_owned()
@@ -153,7 +153,7 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
     let mut all_read = true;
     for path in &inputs {
         let name = path.display();
-        let mut input = match open(path) {
+        let input = match open(path) {
             Ok(input) => input,
             Err(err) => {
                 warn(anyhow!(err).context(name.to_string()));
@@ -161,7 +161,7 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
                 continue;
             }
         };
-        match pump.forward(&mut input, &mut output) {
+        match pump.forward(&input, &output) {
             Ok(Ended::InputDone) => {}
             Ok(Ended::LimitReached) => break,
             Err(CopyError::Read(err)) => {

@@ -125,6 +125,9 @@ pub struct Reservation {
     /// The value of the fill line at which the reservation is covered, or
     /// `None` when it was covered at once.
     covered_at: Option<u64>,
+    /// Tokens it took from the bucket (none while unlimited), which is all
+    /// [`TokenBucket::give_back`] may return.
+    taken: u64,
 }
 
 /// One configuration, as a plain value.
@@ -366,7 +369,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         loop {
             let config = self.config().1;
             if config.unlimited() || n == 0 {
-                return Reservation { covered_at: None };
+                return Reservation {
+                    covered_at: None,
+                    taken: 0,
+                };
             }
             let now = self.clock.now();
             if config.rebase_due(now) {
@@ -378,7 +384,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
                 Ok(new_spent) => {
                     let in_hand = level.min(i128::from(config.burst));
                     let covered_at = (in_hand < i128::from(n)).then_some(new_spent);
-                    return Reservation { covered_at };
+                    return Reservation {
+                        covered_at,
+                        taken: n,
+                    };
                 }
                 Err(actual) => spent = actual,
             }
@@ -415,6 +424,20 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
                 _ => return,
             }
         }
+    }
+
+    /// Returns up to `unused` of the tokens `reservation` took, as if they
+    /// had never been taken: they are in hand again for whoever comes next.
+    /// Whoever reserved after it still waits for its own mark, so nothing
+    /// is granted that the fill line has not brought in.
+    pub fn give_back(&self, reservation: &mut Reservation, unused: u64) {
+        let n = unused.min(reservation.taken);
+        if n == 0 {
+            return;
+        }
+        reservation.taken -= n;
+        reservation.covered_at = reservation.covered_at.map(|mark| mark.wrapping_sub(n));
+        self.cell.spent.fetch_sub(n, Ordering::AcqRel);
     }
 
     /// Takes `n` tokens, sleeping for as long as the deficit takes to

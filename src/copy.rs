@@ -1,18 +1,30 @@
-//! The copy loop: read a chunk, pay for it from the bucket, write it on.
+//! The copy loop: take a chunk from the input, pay for it from the bucket,
+//! pass it on.
 //!
-//! shape holds at most one chunk: it reads only after the previous chunk is
-//! written, so the producer upstream feels the limit as back-pressure
-//! instead of shape reading ahead. The chunk size follows the rate, so that
-//! writes are small enough to flow evenly at low rates and large enough to
-//! be cheap at high ones.
+//! shape holds at most one chunk: it takes more from the input only after
+//! the previous chunk is written, so the producer upstream feels the limit
+//! as back-pressure instead of shape reading ahead. The chunk size follows
+//! the rate, so that writes are small enough to flow evenly at low rates and
+//! large enough to be cheap at high ones.
+//!
+//! The chunk waits in a pipe of shape's own (the "hand"), so that both moves
+//! are splice(2) and the bytes never enter user space. Where an input or
+//! the output cannot splice (a terminal, a file opened for appending), the
+//! copy goes through a buffer instead, with read(2) and write(2).
 
-use crate::bucket::TokenBucket;
+use crate::bucket::{Reservation, TokenBucket};
 use crate::clock::Clock;
 use crate::rate::Limit;
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
+use rustix::pipe::{PipeFlags, SpliceFlags};
+use std::fs::File;
 use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The largest chunk: big enough that per-chunk costs vanish at any rate.
+/// The largest chunk: big enough that per-chunk costs vanish at any rate,
+/// small enough that a chunk never lingers.
 pub const MAX_CHUNK: usize = 128 * 1024;
 
 /// How a [`Pump::forward`] ended without error.
@@ -41,12 +53,45 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     chunk.min(usize::try_from(burst).unwrap_or(usize::MAX))
 }
 
+/// Tokens paid for a chunk not yet taken from the input.
+struct Paid {
+    reservation: Reservation,
+    bytes: usize,
+}
+
+/// shape's own pipe, where a chunk waits between two splices.
+struct Hand {
+    read: OwnedFd,
+    write: OwnedFd,
+    capacity: usize,
+}
+
+impl Hand {
+    fn new() -> io::Result<Hand> {
+        let (read, write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
+        // The default 64 KiB would cap chunks below MAX_CHUNK.
+        let capacity = rustix::pipe::fcntl_setpipe_size(&write, MAX_CHUNK)
+            .or_else(|_| rustix::pipe::fcntl_getpipe_size(&write))?;
+        Ok(Hand {
+            read,
+            write,
+            capacity,
+        })
+    }
+}
+
 /// Forwards inputs through a bucket, counting what passed.
 pub struct Pump<'a, C: Clock> {
     bucket: &'a TokenBucket<C>,
     forwarded: &'a AtomicU64,
     remaining: Option<u64>,
+    /// `None` once the output has refused splice, or if no pipe could be
+    /// made.
+    hand: Option<Hand>,
+    /// For the buffered path; allocated on first use.
     buffer: Vec<u8>,
+    /// Tokens already paid for the next chunk.
+    prepaid: Option<Paid>,
 }
 
 impl<'a, C: Clock> Pump<'a, C> {
@@ -61,41 +106,240 @@ impl<'a, C: Clock> Pump<'a, C> {
             bucket,
             forwarded,
             remaining: stop_after,
-            buffer: vec![0; MAX_CHUNK],
+            hand: Hand::new().ok(),
+            buffer: Vec::new(),
+            prepaid: None,
         }
     }
 
     /// Copies `input` to `output` until the input ends or the stop-after
-    /// budget is spent. A read interrupted by a signal is retried, and
-    /// `write_all` retries interrupted writes, so no byte is lost or
-    /// repeated.
-    pub fn forward(
+    /// budget is spent. Interrupted calls are retried and partial ones
+    /// continued, so no byte is lost or repeated.
+    pub fn forward(&mut self, input: &File, output: &File) -> Result<Ended, CopyError> {
+        if self.hand.is_some() {
+            if let Some(ended) = self.forward_spliced(input, output)? {
+                return Ok(ended);
+            }
+        }
+        self.forward_buffered(&mut Descriptor(input), &mut Descriptor(output))
+    }
+
+    /// The size of the next chunk, or `None` once the stop-after budget is
+    /// spent. Follows the limit in force, which may change while running.
+    fn next_chunk(&self) -> Option<usize> {
+        let budget = self.remaining.unwrap_or(u64::MAX);
+        let chunk = chunk_size(self.bucket.limit(), self.bucket.burst());
+        (budget > 0).then(|| chunk.min(usize::try_from(budget).unwrap_or(usize::MAX)))
+    }
+
+    /// How much to take from the input next: what is paid ahead, or a
+    /// fresh chunk. `None` once the stop-after budget is spent.
+    fn chunk_to_take(&self) -> Option<usize> {
+        match &self.prepaid {
+            Some(paid) => Some(paid.bytes),
+            None => self.next_chunk(),
+        }
+    }
+
+    /// Waits until `taken` bytes just taken from the input are paid for,
+    /// then pays ahead for the next chunk.
+    ///
+    /// Paying ahead, before this chunk is written, keeps the bucket filling
+    /// towards the next chunk while the write blocks: otherwise a write
+    /// slower than the burst lasts would let tokens overflow and be lost,
+    /// and a small burst at a high rate would fall short of the rate. The
+    /// price: after the input stalls, the chunk paid ahead can go out on top
+    /// of a full burst, so the most that passes at once is the burst plus
+    /// one chunk (a millisecond's worth, at most 128 KiB).
+    fn pay_for(&mut self, taken: usize) {
+        let reservation = match self.prepaid.take() {
+            Some(mut paid) => {
+                self.bucket
+                    .give_back(&mut paid.reservation, (paid.bytes - taken) as u64);
+                paid.reservation
+            }
+            None => self.bucket.reserve(taken as u64),
+        };
+        self.bucket.wait(&reservation);
+        if let Some(left) = &mut self.remaining {
+            *left -= taken as u64;
+        }
+        self.prepaid = self.next_chunk().map(|bytes| Paid {
+            reservation: self.bucket.reserve(bytes as u64),
+            bytes,
+        });
+    }
+
+    /// Gives back every token of `paid`, unused.
+    fn unpay(&self, mut paid: Paid) {
+        self.bucket
+            .give_back(&mut paid.reservation, paid.bytes as u64);
+    }
+
+    /// Gives back what was paid ahead: the input has ended.
+    fn unpay_ahead(&mut self) {
+        if let Some(paid) = self.prepaid.take() {
+            self.unpay(paid);
+        }
+    }
+
+    /// Input to hand to output by splice. `None` when the input cannot be
+    /// spliced from, or the output has just refused to be spliced to: the
+    /// copy then goes on through the buffer.
+    fn forward_spliced(&mut self, input: &File, output: &File) -> Result<Option<Ended>, CopyError> {
+        loop {
+            let Some(want) = self.chunk_to_take() else {
+                return Ok(Some(Ended::LimitReached));
+            };
+            let hand = self.hand.as_ref().expect("only called with a hand");
+            let n = match splice(input, &hand.write, want.min(hand.capacity)) {
+                Ok(0) => {
+                    self.unpay_ahead();
+                    return Ok(Some(Ended::InputDone));
+                }
+                Ok(n) => n,
+                Err(Errno::INVAL) => return Ok(None),
+                Err(err) => return Err(CopyError::Read(err.into())),
+            };
+            self.pay_for(n);
+            if !self.pass_on(n, output)? {
+                return Ok(None);
+            }
+            self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves the `n` bytes in the hand to `output`. If the output refuses
+    /// splice, writes them from the buffer, gives up the hand and returns
+    /// false.
+    fn pass_on(&mut self, mut n: usize, output: &File) -> Result<bool, CopyError> {
+        let hand = self.hand.as_ref().expect("only called with a hand");
+        while n > 0 {
+            match splice(&hand.read, output, n) {
+                Ok(moved) => n -= moved,
+                Err(Errno::INVAL) => break,
+                Err(err) => return Err(CopyError::Write(err.into())),
+            }
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+        let hand = self.hand.take().expect("checked above");
+        self.write_from_hand(hand, n, output)?;
+        Ok(false)
+    }
+
+    /// Writes the `n` bytes waiting in `hand` to `output` through the
+    /// buffer.
+    fn write_from_hand(&mut self, hand: Hand, n: usize, output: &File) -> Result<(), CopyError> {
+        let buffer = self.buffer(n);
+        let held = File::from(hand.read);
+        Descriptor(&held)
+            .read_exact(buffer)
+            .map_err(CopyError::Read)?;
+        Descriptor(output)
+            .write_all(buffer)
+            .map_err(CopyError::Write)
+    }
+
+    /// Input to buffer to output by read and write.
+    fn forward_buffered(
         &mut self,
         input: &mut impl Read,
         output: &mut impl Write,
     ) -> Result<Ended, CopyError> {
         loop {
-            let budget = self.remaining.unwrap_or(u64::MAX);
-            if budget == 0 {
+            let Some(want) = self.chunk_to_take() else {
                 return Ok(Ended::LimitReached);
-            }
-            let want = chunk_size(self.bucket.limit(), self.bucket.burst())
-                .min(usize::try_from(budget).unwrap_or(usize::MAX));
-            let n = match input.read(&mut self.buffer[..want]) {
-                Ok(0) => return Ok(Ended::InputDone),
+            };
+            let n = match input.read(self.buffer(want)) {
+                Ok(0) => {
+                    self.unpay_ahead();
+                    return Ok(Ended::InputDone);
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(CopyError::Read(e)),
             };
-            self.bucket.acquire(n as u64);
+            self.pay_for(n);
             output
                 .write_all(&self.buffer[..n])
                 .map_err(CopyError::Write)?;
             self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
-            if let Some(left) = &mut self.remaining {
-                *left -= n as u64;
+        }
+    }
+
+    /// The first `len` bytes of the buffer, allocating it on first use.
+    fn buffer(&mut self, len: usize) -> &mut [u8] {
+        if self.buffer.is_empty() {
+            self.buffer = vec![0; MAX_CHUNK];
+        }
+        &mut self.buffer[..len]
+    }
+}
+
+/// splice(2) of up to `len` bytes, retried when interrupted and waiting
+/// when a non-blocking end is not ready. Zero means end of input.
+fn splice(from: impl AsFd, to: impl AsFd, len: usize) -> Result<usize, Errno> {
+    loop {
+        match rustix::pipe::splice(&from, None, &to, None, len, SpliceFlags::MOVE) {
+            Err(Errno::INTR) => {}
+            Err(Errno::AGAIN) => {
+                let mut fds = [
+                    PollFd::new(&from, PollFlags::IN),
+                    PollFd::new(&to, PollFlags::OUT),
+                ];
+                match rustix::event::poll(&mut fds, None) {
+                    Ok(_) | Err(Errno::INTR) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            done => return done,
+        }
+    }
+}
+
+/// A file descriptor read and written directly, waiting (instead of
+/// failing) when it is non-blocking and not ready; a shell may hand shape
+/// such a descriptor.
+struct Descriptor<'f>(&'f File);
+
+impl Descriptor<'_> {
+    fn when_ready<T>(
+        &self,
+        flags: PollFlags,
+        mut call: impl FnMut() -> io::Result<T>,
+    ) -> io::Result<T> {
+        loop {
+            match call() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut fds = [PollFd::new(self.0, flags)];
+                    match rustix::event::poll(&mut fds, None) {
+                        Ok(_) | Err(Errno::INTR) => {}
+                        Err(err) => return Err(err.into()),
+                    }
+                }
+                done => return done,
             }
         }
+    }
+}
+
+impl Read for Descriptor<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let file = self.0;
+        self.when_ready(PollFlags::IN, || (&*file).read(buf))
+    }
+}
+
+impl Write for Descriptor<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let file = self.0;
+        self.when_ready(PollFlags::OUT, || (&*file).write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -111,6 +355,16 @@ mod tests {
         Limit::Rate(Rate::from_whole(bytes_per_sec).unwrap())
     }
 
+    fn unlimited() -> TokenBucket<FakeClock> {
+        TokenBucket::with_clock(Limit::Unlimited, 10, Fill::Full, FakeClock::new(0)).unwrap()
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect()
+    }
+
     #[test]
     fn chunks_follow_the_rate_within_bounds() {
         assert_eq!(chunk_size(Limit::Unlimited, 1 << 30), MAX_CHUNK);
@@ -121,8 +375,8 @@ mod tests {
         assert_eq!(chunk_size(rate(200 << 20), 1000), 1000);
     }
 
-    /// Hands out its data in reads of the sizes given, failing with EINTR
-    /// in between.
+    /// Hands out its data seven bytes at a time, failing with EINTR in
+    /// between.
     struct Jerky {
         data: Vec<u8>,
         at: usize,
@@ -143,11 +397,11 @@ mod tests {
     }
 
     #[test]
-    fn every_byte_arrives_once_at_exactly_the_rate() {
+    fn buffered_every_byte_arrives_once_at_exactly_the_rate() {
         let clock = Arc::new(FakeClock::new(0));
         let bucket = TokenBucket::with_clock(rate(1000), 10, Fill::Empty, clock.clone()).unwrap();
         let forwarded = AtomicU64::new(0);
-        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let data = data(5000);
         let mut input = Jerky {
             data: data.clone(),
             at: 0,
@@ -155,7 +409,7 @@ mod tests {
         };
         let mut output = Vec::new();
         let ended = Pump::new(&bucket, &forwarded, None)
-            .forward(&mut input, &mut output)
+            .forward_buffered(&mut input, &mut output)
             .unwrap();
         assert_eq!(ended, Ended::InputDone);
         assert_eq!(output, data);
@@ -165,20 +419,124 @@ mod tests {
 
     #[test]
     fn stop_after_ends_mid_input_and_stays_ended() {
-        let bucket =
-            TokenBucket::with_clock(Limit::Unlimited, 10, Fill::Full, FakeClock::new(0)).unwrap();
+        let bucket = unlimited();
         let forwarded = AtomicU64::new(0);
         let mut pump = Pump::new(&bucket, &forwarded, Some(300_000));
-        let mut output = Vec::new();
-        assert_eq!(
-            pump.forward(&mut io::repeat(1), &mut output).unwrap(),
-            Ended::LimitReached
-        );
-        assert_eq!(output.len(), 300_000);
-        assert_eq!(
-            pump.forward(&mut io::repeat(1), &mut output).unwrap(),
-            Ended::LimitReached
-        );
-        assert_eq!(output.len(), 300_000);
+        let zero = File::open("/dev/zero").unwrap();
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            File::from(read).read_to_end(&mut got).unwrap();
+            got.len()
+        });
+        let output = File::from(write);
+        assert_eq!(pump.forward(&zero, &output).unwrap(), Ended::LimitReached);
+        assert_eq!(pump.forward(&zero, &output).unwrap(), Ended::LimitReached);
+        drop(output);
+        assert_eq!(reader.join().unwrap(), 300_000);
+    }
+
+    /// Copies `data` from a file to `output` and returns what the output
+    /// got, with `output_file` read back afterwards.
+    fn through(
+        data: &[u8],
+        name: &str,
+        output: impl FnOnce(&std::path::Path) -> File,
+    ) -> (Vec<u8>, bool) {
+        let dir = std::env::temp_dir().join(format!("shape-copy-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let input_path = dir.join("in");
+        std::fs::write(&input_path, data).unwrap();
+        let output_path = dir.join("out");
+        let out = output(&output_path);
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let ended = pump
+            .forward(&File::open(&input_path).unwrap(), &out)
+            .unwrap();
+        assert_eq!(ended, Ended::InputDone);
+        assert_eq!(forwarded.load(Ordering::Relaxed), data.len() as u64);
+        let got = std::fs::read(&output_path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        (got, pump.hand.is_some())
+    }
+
+    #[test]
+    fn a_file_splices_into_a_file() {
+        let data = data(1_000_003);
+        let (got, spliced) = through(&data, "plain", |path| File::create(path).unwrap());
+        assert!(got == data);
+        assert!(spliced);
+    }
+
+    #[test]
+    fn an_input_that_refuses_splice_is_read_instead() {
+        // procfs files like this one cannot be spliced from.
+        let expected = std::fs::read("/proc/self/cmdline").unwrap();
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            File::from(read).read_to_end(&mut got).unwrap();
+            got
+        });
+        let output = File::from(write);
+        let input = File::open("/proc/self/cmdline").unwrap();
+        assert_eq!(pump.forward(&input, &output).unwrap(), Ended::InputDone);
+        drop(output);
+        assert_eq!(reader.join().unwrap(), expected);
+        assert!(pump.hand.is_some(), "the output can still be spliced to");
+    }
+
+    #[test]
+    fn bytes_in_the_hand_reach_an_output_that_refused_splice() {
+        // Old kernels refuse to splice to terminals and appending files;
+        // what is in the hand then goes out by write.
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let hand = Hand::new().unwrap();
+        let data = data(50_000);
+        File::from(hand.write.try_clone().unwrap())
+            .write_all(&data)
+            .unwrap();
+        let path = std::env::temp_dir().join(format!("shape-copy-hand-{}", std::process::id()));
+        let output = File::create(&path).unwrap();
+        pump.write_from_hand(hand, data.len(), &output).unwrap();
+        assert!(std::fs::read(&path).unwrap() == data);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_non_blocking_output_is_waited_for_not_failed() {
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, Some(2_000_000));
+        let (read, write) = rustix::pipe::pipe_with(PipeFlags::NONBLOCK).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut read = File::from(read);
+            let mut buf = vec![0; 1 << 16];
+            loop {
+                match read.read(&mut buf) {
+                    Ok(0) => return got.len(),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_micros(200))
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        let output = File::from(write);
+        let ended = pump
+            .forward(&File::open("/dev/zero").unwrap(), &output)
+            .unwrap();
+        assert_eq!(ended, Ended::LimitReached);
+        drop(output);
+        assert_eq!(reader.join().unwrap(), 2_000_000);
     }
 }

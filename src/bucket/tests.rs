@@ -199,6 +199,25 @@ fn unlimited_grants_everything_and_a_rate_after_it_starts_full() {
 }
 
 #[test]
+fn tokens_given_back_are_in_hand_again_and_no_more() {
+    let b = bucket(rate(100.0), 50, Fill::Full);
+    let mut first = b.reserve(80);
+    let second = b.reserve(10);
+    assert_eq!(b.deadline(&first), Some(BOOT + 300_000_000));
+    b.give_back(&mut first, 70);
+    // The first now holds 10 and is covered; the second keeps its mark.
+    assert_eq!(b.deadline(&first), None);
+    assert_eq!(b.deadline(&second), Some(BOOT + 400_000_000));
+    assert_eq!(b.available(), 30);
+    // Only what was taken can be given back.
+    b.give_back(&mut first, 1000);
+    assert_eq!(b.available(), 40);
+    let mut free = bucket(Limit::Unlimited, 50, Fill::Full).reserve(10);
+    b.give_back(&mut free, 10);
+    assert_eq!(b.available(), 40);
+}
+
+#[test]
 fn lifting_the_limit_releases_sleepers() {
     let b = bucket(rate(1.0), 1, Fill::Empty);
     let r = b.reserve(1_000_000);
@@ -481,7 +500,10 @@ fn a_rate_change_reaches_a_real_sleeper() {
     let changed = std::time::Instant::now();
     b.set_limit(rate(10.0 * 1024.0 * 1024.0));
     let woke = sleeper.join().unwrap();
-    eprintln!("the sleeper finished {:?} after the rate change", woke - changed);
+    eprintln!(
+        "the sleeper finished {:?} after the rate change",
+        woke - changed
+    );
     // 63 KiB at 10 MiB/s is 6 ms; a busy machine may add some.
     assert!(
         woke - changed < Duration::from_secs(2),

@@ -1,0 +1,227 @@
+//! A measuring sink for shapers. It runs a shaper command (standard input
+//! passed through, standard output into the meter), reads what arrives as
+//! fast as it can, timestamps every read with the monotonic clock, and
+//! prints one Markdown table row:
+//!
+//! - with `--rate R`: the observed burst (the smallest b such that every
+//!   interval [t1, t2] carried at most b + R * (t2 - t1) bytes), the steady
+//!   rate after the first second over R, the smoothness (coefficient of
+//!   variation of the bytes in each 100 ms window after the first second),
+//!   and the shaper's CPU seconds and peak memory;
+//! - with `--bytes N` instead: the wall time until N bytes arrived, the
+//!   throughput, and the same CPU and memory figures.
+//!
+//! CPU time (user + system, every thread, in nanoseconds from
+//! `/proc/PID/task/*/schedstat`) and peak memory (`VmHWM` from
+//! `/proc/PID/status`) are read from the kernel just before the shaper is
+//! stopped. Used by `benches/compare.sh`:
+//!
+//! ```sh
+//! cargo run --release --example meter -- --label pv --rate 1MiB --seconds 8 -- pv -q -L 1048576 < /dev/zero
+//! ```
+
+use clap::Parser;
+use shape::clock::{Clock, MonotonicClock};
+use shape::rate::{Limit, human_rate};
+use shape::size::{Size, human_bytes};
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// What to call the shaper in the table.
+    #[arg(long)]
+    label: String,
+    /// The promised rate; measure fidelity.
+    #[arg(long, conflicts_with = "bytes")]
+    rate: Option<Limit>,
+    /// The configured burst, shown in the table.
+    #[arg(long, default_value = "default")]
+    burst: String,
+    /// How long to measure at a rate.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Measure throughput: stop when this many bytes have arrived.
+    #[arg(long, required_unless_present = "rate")]
+    bytes: Option<Size>,
+    /// The shaper and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+/// One read: when it returned (seconds since the shaper started) and how
+/// many bytes it brought.
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    at: f64,
+    bytes: u64,
+}
+
+/// The smallest b such that every interval [t1, t2] carried at most
+/// b + rate * (t2 - t1) bytes. One pass: the worst interval ending at read
+/// i starts at the read j that maximises rate * t_j - (bytes before j).
+fn observed_burst(arrivals: &[Arrival], rate: f64) -> f64 {
+    let (mut burst, mut best_start, mut before) = (0.0f64, f64::MIN, 0u64);
+    for a in arrivals {
+        best_start = best_start.max(rate * a.at - before as f64);
+        before += a.bytes;
+        burst = burst.max(before as f64 - rate * a.at + best_start);
+    }
+    burst
+}
+
+/// Bytes after `skip` seconds over the time after `skip`, up to `end`.
+fn steady_rate(arrivals: &[Arrival], skip: f64, end: f64) -> f64 {
+    let bytes: u64 = arrivals
+        .iter()
+        .filter(|a| a.at > skip)
+        .map(|a| a.bytes)
+        .sum();
+    bytes as f64 / (end - skip)
+}
+
+/// Standard deviation over mean of the bytes in each whole `window` from
+/// `skip` to `end`.
+fn smoothness(arrivals: &[Arrival], window: f64, skip: f64, end: f64) -> f64 {
+    let windows = ((end - skip) / window).floor() as usize;
+    if windows == 0 {
+        return f64::NAN;
+    }
+    let mut sums = vec![0u64; windows];
+    for a in arrivals.iter().filter(|a| a.at >= skip) {
+        if let Some(sum) = sums.get_mut(((a.at - skip) / window) as usize) {
+            *sum += a.bytes;
+        }
+    }
+    let mean = sums.iter().sum::<u64>() as f64 / windows as f64;
+    let variance = sums.iter().map(|&s| (s as f64 - mean).powi(2)).sum::<f64>() / windows as f64;
+    variance.sqrt() / mean
+}
+
+/// CPU nanoseconds of every thread of `pid`, and its peak resident memory
+/// in KiB.
+fn usage(pid: u32) -> (f64, u64) {
+    let mut cpu_ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            cpu_ns += stat
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let peak_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    (cpu_ns as f64 / 1e9, peak_kib)
+}
+
+fn main() {
+    let args = Args::parse();
+    let clock = MonotonicClock;
+    let mut child = Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", args.command[0]));
+    let start = clock.now();
+    let seconds = |t: u64| (t - start) as f64 / 1e9;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut arrivals = Vec::with_capacity(1 << 20);
+    let mut total = 0u64;
+    let goal = args.bytes.map_or(u64::MAX, Size::bytes);
+    let end = loop {
+        let n = stdout.read(&mut buffer).expect("read from the shaper");
+        let now = clock.now();
+        total += n as u64;
+        if args.rate.is_some() {
+            arrivals.push(Arrival {
+                at: seconds(now),
+                bytes: n as u64,
+            });
+        }
+        if n == 0 || total >= goal || seconds(now) >= args.seconds && args.rate.is_some() {
+            break seconds(now);
+        }
+    };
+    let (cpu, peak_kib) = usage(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    let memory = human_bytes(peak_kib * 1024);
+    match args.rate.and_then(Limit::rate) {
+        Some(rate) => {
+            let rate = rate.bytes_per_sec();
+            println!(
+                "| {} | {}/s | {} | {} | {:.5} | {:.4} | {cpu:.3} | {memory} |",
+                args.label,
+                human_rate(rate),
+                args.burst,
+                human_bytes(observed_burst(&arrivals, rate) as u64),
+                steady_rate(&arrivals, 1.0, end) / rate,
+                smoothness(&arrivals, 0.1, 1.0, end),
+            );
+        }
+        None => println!(
+            "| {} | {} | {end:.3} s | {}/s | {cpu:.3} | {memory} |",
+            args.label,
+            human_bytes(total),
+            human_rate(total as f64 / end),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `first` bytes at once, then `rate` in pieces every `every` seconds,
+    /// each in the middle of its slot so that none sits on a window edge.
+    fn even(rate: f64, every: f64, seconds: f64, first: u64) -> Vec<Arrival> {
+        let pieces = (seconds / every) as usize;
+        let steady = (1..=pieces).map(|i| Arrival {
+            at: (i as f64 - 0.5) * every,
+            bytes: (rate * every) as u64,
+        });
+        std::iter::once(Arrival {
+            at: 0.0,
+            bytes: first,
+        })
+        .chain(steady)
+        .collect()
+    }
+
+    #[test]
+    fn an_even_stream_after_a_burst_shows_that_burst() {
+        let arrivals = even(1000.0, 0.01, 5.0, 500);
+        assert!((observed_burst(&arrivals, 1000.0) - 500.0).abs() < 1.0);
+        assert!((steady_rate(&arrivals, 1.0, 5.0) / 1000.0 - 1.0).abs() < 0.01);
+        assert!(smoothness(&arrivals, 0.1, 1.0, 5.0) < 0.01);
+    }
+
+    #[test]
+    fn lumps_show_as_burst_and_roughness() {
+        // 100 bytes every 100 ms at 1000 B/s, delivered as one lump a second.
+        let arrivals: Vec<Arrival> = (1..=5)
+            .map(|s| Arrival {
+                at: s as f64,
+                bytes: 1000,
+            })
+            .collect();
+        assert!((observed_burst(&arrivals, 1000.0) - 1000.0).abs() < 1e-9);
+        assert!(smoothness(&arrivals, 0.1, 1.0, 5.0) > 2.0);
+    }
+
+    #[test]
+    fn a_rate_above_the_promise_grows_the_burst() {
+        let arrivals = even(1100.0, 0.01, 10.0, 0);
+        let burst = observed_burst(&arrivals, 1000.0);
+        assert!((burst - 1000.0).abs() < 20.0, "{burst}");
+    }
+}
