@@ -44,13 +44,15 @@ pub enum CopyError {
 }
 
 /// The bytes of one chunk at `limit`: about a millisecond's worth, at least
-/// one byte, at most [`MAX_CHUNK`] and at most the burst.
+/// one byte, at most [`MAX_CHUNK`] and at most half the burst. Half, so that
+/// the chunk paid ahead and the one being written fit in the burst together
+/// and a small burst at a high rate is not exceeded downstream.
 pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     let chunk = match limit {
         Limit::Unlimited => MAX_CHUNK,
         Limit::Rate(rate) => (rate.bytes_per_sec() / 1000.0).clamp(1.0, MAX_CHUNK as f64) as usize,
     };
-    chunk.min(usize::try_from(burst).unwrap_or(usize::MAX))
+    chunk.min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
 }
 
 /// Tokens paid for a chunk not yet taken from the input.
@@ -150,7 +152,8 @@ impl<'a, C: Clock> Pump<'a, C> {
     /// and a small burst at a high rate would fall short of the rate. The
     /// price: after the input stalls, the chunk paid ahead can go out on top
     /// of a full burst, so the most that passes at once is the burst plus
-    /// one chunk (a millisecond's worth, at most 128 KiB).
+    /// one chunk (a millisecond's worth, at most 128 KiB and half the
+    /// burst).
     fn pay_for(&mut self, taken: usize) {
         let reservation = match self.prepaid.take() {
             Some(mut paid) => {
@@ -372,7 +375,8 @@ mod tests {
         assert_eq!(chunk_size(rate(1), 1 << 20), 1);
         assert_eq!(chunk_size(rate(1 << 20), 1 << 20), 1048);
         assert_eq!(chunk_size(rate(200 << 20), 1 << 30), MAX_CHUNK);
-        assert_eq!(chunk_size(rate(200 << 20), 1000), 1000);
+        assert_eq!(chunk_size(rate(200 << 20), 1000), 500);
+        assert_eq!(chunk_size(rate(200 << 20), 1), 1);
     }
 
     /// Hands out its data seven bytes at a time, failing with EINTR in
