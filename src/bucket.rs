@@ -93,6 +93,8 @@ pub enum Denied {
         /// The burst it exceeds.
         burst: u64,
     },
+    /// The bucket is paused: nothing is granted until it is resumed.
+    Paused,
 }
 
 /// A burst that is zero or too large.
@@ -130,6 +132,14 @@ pub struct Reservation {
     taken: u64,
 }
 
+/// What a new configuration changes; `None` keeps the old value.
+#[derive(Debug, Clone, Copy, Default)]
+struct Change {
+    limit: Option<Limit>,
+    burst: Option<u64>,
+    paused: Option<bool>,
+}
+
 /// One configuration, as a plain value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Config {
@@ -140,6 +150,8 @@ struct Config {
     /// The rate as fixed point, or 0 for unlimited.
     rate: u64,
     burst: u64,
+    /// Nothing is granted while paused, and the fill line stands still.
+    paused: bool,
 }
 
 impl Config {
@@ -147,8 +159,14 @@ impl Config {
         self.rate == 0
     }
 
-    /// `V(now) - v0`: tokens that have flowed in since `t0`, exactly.
+    /// `V(now) - v0`: tokens that have flowed in since `t0`, exactly. None
+    /// while paused: the line stands still, so that tokens reserved before
+    /// or during a pause and the tokens in hand together still fit in the
+    /// burst when it ends.
     fn inflow(&self, now: u64) -> u128 {
+        if self.paused {
+            return 0;
+        }
         u128::from(now.saturating_sub(self.t0)) * u128::from(self.rate) / SCALE
     }
 
@@ -195,6 +213,7 @@ struct ConfigSlot {
     v0: AtomicU64,
     rate: AtomicU64,
     burst: AtomicU64,
+    paused: AtomicU64,
 }
 
 impl ConfigSlot {
@@ -205,6 +224,7 @@ impl ConfigSlot {
             v0: AtomicU64::new(config.v0),
             rate: AtomicU64::new(config.rate),
             burst: AtomicU64::new(config.burst),
+            paused: AtomicU64::new(config.paused.into()),
         }
     }
 
@@ -217,6 +237,7 @@ impl ConfigSlot {
             v0: self.v0.load(Ordering::Relaxed),
             rate: self.rate.load(Ordering::Relaxed),
             burst: self.burst.load(Ordering::Relaxed),
+            paused: self.paused.load(Ordering::Relaxed) != 0,
         };
         fence(Ordering::Acquire);
         let after = self.stamp.load(Ordering::Relaxed);
@@ -306,6 +327,7 @@ impl<C: Clock> TokenBucket<C> {
             },
             rate: limit.rate().map_or(0, Rate::fixed),
             burst,
+            paused: false,
         };
         Ok(TokenBucket {
             cell: Box::new(BucketCell::new(config)),
@@ -328,6 +350,9 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         let mut spent = self.cell.spent.load(Ordering::Acquire);
         loop {
             let config = self.config().1;
+            if config.paused {
+                return Err(Denied::Paused);
+            }
             if config.unlimited() || n == 0 {
                 return Ok(());
             }
@@ -338,7 +363,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             }
             let now = self.clock.now();
             if config.rebase_due(now) {
-                self.publish(None, None);
+                self.publish(Change::default());
                 continue;
             }
             let level = config.level(spent, now);
@@ -376,7 +401,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             }
             let now = self.clock.now();
             if config.rebase_due(now) {
-                self.publish(None, None);
+                self.publish(Change::default());
                 continue;
             }
             let level = config.level(spent, now);
@@ -397,22 +422,30 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// The clock time from which `reservation` may be used, at the rate now
     /// in force, or `None` if it may be used already.
     pub fn deadline(&self, reservation: &Reservation) -> Option<u64> {
-        let mark = reservation.covered_at?;
         let config = self.config().1;
+        if config.paused {
+            return Some(u64::MAX);
+        }
+        let mark = reservation.covered_at?;
         if config.unlimited() {
             return None;
         }
         config.time_of(mark).filter(|&t| t > self.clock.now())
     }
 
-    /// Blocks until `reservation` may be used. A rate change while it
-    /// sleeps re-times the wait at once.
+    /// Blocks until `reservation` may be used, and while the bucket is
+    /// paused. A change of rate while it sleeps re-times the wait at once.
     pub fn wait(&self, reservation: &Reservation) {
-        let Some(mark) = reservation.covered_at else {
-            return;
-        };
         loop {
             let (generation, config) = self.config();
+            if config.paused {
+                self.clock
+                    .sleep_until(u64::MAX, &self.cell.generation, generation);
+                continue;
+            }
+            let Some(mark) = reservation.covered_at else {
+                return;
+            };
             if config.unlimited() {
                 return;
             }
@@ -455,20 +488,45 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// reserved is re-timed at the new rate. Going from unlimited to a rate
     /// starts from a full bucket.
     pub fn set_limit(&self, limit: Limit) {
-        self.publish(Some(limit), None);
+        self.publish(Change {
+            limit: Some(limit),
+            ..Change::default()
+        });
+    }
+
+    /// Pauses or resumes. While paused nothing is granted, sleepers stay
+    /// asleep and no tokens accrue, so on resume at most the burst passes at
+    /// once, counting what was reserved.
+    pub fn set_paused(&self, paused: bool) {
+        self.publish(Change {
+            paused: Some(paused),
+            ..Change::default()
+        });
+    }
+
+    /// True while paused.
+    pub fn paused(&self) -> bool {
+        self.config().1.paused
     }
 
     /// Changes the burst from now on; tokens in hand above it are dropped.
     pub fn set_burst(&self, burst: u64) -> Result<(), InvalidBurst> {
         check_burst(burst)?;
-        self.publish(None, Some(burst));
+        self.publish(Change {
+            burst: Some(burst),
+            ..Change::default()
+        });
         Ok(())
     }
 
     /// Changes rate and burst together, as one change.
     pub fn set(&self, limit: Limit, burst: u64) -> Result<(), InvalidBurst> {
         check_burst(burst)?;
-        self.publish(Some(limit), Some(burst));
+        self.publish(Change {
+            limit: Some(limit),
+            burst: Some(burst),
+            paused: None,
+        });
         Ok(())
     }
 
@@ -533,10 +591,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
 
     /// Publishes a configuration with the given changes, continuing the
     /// fill line from now.
-    fn publish(&self, limit: Option<Limit>, burst: Option<u64>) {
+    fn publish(&self, change: Change) {
         loop {
             let (token, took_over) = self.claim();
-            let published = self.publish_claimed(token, took_over, limit, burst);
+            let published = self.publish_claimed(token, took_over, change);
             let _ =
                 self.cell
                     .claim
@@ -549,18 +607,14 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         }
     }
 
-    fn publish_claimed(
-        &self,
-        token: u64,
-        took_over: bool,
-        limit: Option<Limit>,
-        burst: Option<u64>,
-    ) -> bool {
+    fn publish_claimed(&self, token: u64, took_over: bool, change: Change) -> bool {
         let (generation, old) = self.config();
         let spent = self.cell.spent.load(Ordering::Acquire);
         let now = self.clock.now();
-        let rate = limit.map_or(old.rate, |l| l.rate().map_or(0, Rate::fixed));
-        let burst = burst.unwrap_or(old.burst);
+        let rate = change
+            .limit
+            .map_or(old.rate, |l| l.rate().map_or(0, Rate::fixed));
+        let burst = change.burst.unwrap_or(old.burst);
         let in_hand = if old.unlimited() {
             i128::from(burst)
         } else {
@@ -573,6 +627,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             v0: spent.wrapping_add(in_hand as i64 as u64),
             rate,
             burst,
+            paused: change.paused.unwrap_or(old.paused),
         };
         let next = generation.wrapping_add(if took_over { 2 } else { 1 });
         let slot = &self.cell.slots[next as usize % SLOTS];
@@ -588,6 +643,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             (&slot.v0, new.v0),
             (&slot.rate, new.rate),
             (&slot.burst, new.burst),
+            (&slot.paused, new.paused.into()),
         ] {
             // Narrows the window in which a writer whose claim was taken
             // over could still write to a slot someone else now fills.

@@ -511,3 +511,22 @@ fn a_rate_change_reaches_a_real_sleeper() {
         woke - changed
     );
 }
+
+#[test]
+fn a_paused_bucket_grants_nothing_and_resumes_with_no_more_than_the_burst() {
+    let b = bucket(rate(1000.0), 100, Fill::Full);
+    b.set_paused(true);
+    assert!(b.paused());
+    assert_eq!(b.try_acquire(1), Err(Denied::Paused));
+    let r = b.reserve(50);
+    assert_eq!(b.deadline(&r), Some(u64::MAX));
+    b.clock().advance(3600 * SEC);
+    assert_eq!(b.deadline(&r), Some(u64::MAX));
+    b.set_paused(false);
+    assert!(!b.paused());
+    assert_eq!(b.deadline(&r), None);
+    // An hour paused banks nothing beyond the burst.
+    assert_eq!(b.available(), 50);
+    assert_eq!(b.try_acquire(50), Ok(()));
+    assert!(b.try_acquire(1).is_err());
+}
