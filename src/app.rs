@@ -4,9 +4,12 @@
 
 use crate::bucket::TokenBucket;
 use crate::cli::Cli;
+use crate::control::{ControlDir, RemoteError, Request};
 use crate::copy::{CopyError, Ended, Pump};
+use crate::live::{self, Adjuster, Run, default_burst};
 use crate::progress::{ProgressMode, Reporter, Source, Style};
 use crate::rate::{Limit, human_rate};
+use crate::schedule::RateFile;
 use crate::size::{Size, human_bytes};
 use anyhow::{Context, anyhow};
 use clap::Parser;
@@ -18,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Exit status: everything was copied.
 pub const SUCCESS: u8 = 0;
@@ -39,10 +42,51 @@ pub fn main() -> ExitCode {
             Err(err) => fail(&anyhow!(err).context("write to stdout")),
         };
     }
-    match run(&cli) {
+    if let Some(pid) = cli.remote {
+        return remote(&cli, pid);
+    }
+    let rate_file = match cli.rate_file.as_deref().map(RateFile::load).transpose() {
+        Ok(file) => file,
+        Err(why) => {
+            let path = cli.rate_file.as_deref().unwrap_or(Path::new("")).display();
+            eprintln!(
+                "shape: {}",
+                escape_controls(&format!("--rate-file {path}: {why}"))
+            );
+            return ExitCode::from(USAGE);
+        }
+    };
+    match run(&cli, rate_file) {
         Ok(true) => ExitCode::from(SUCCESS),
         Ok(false) => ExitCode::from(IO_FAILURE),
         Err(err) => fail(&err),
+    }
+}
+
+/// `shape --remote PID ...`: asks the shape running as PID to change, and
+/// prints the settings it then reports.
+fn remote(cli: &Cli, pid: u32) -> ExitCode {
+    let request = Request {
+        limit: cli.rate,
+        burst: cli.burst.map(Size::bytes),
+        paused: (cli.pause || cli.resume).then_some(cli.pause),
+    };
+    if request == Request::default() {
+        eprintln!("shape: --remote {pid} needs --rate, --burst, --pause or --resume");
+        return ExitCode::from(USAGE);
+    }
+    let sent = ControlDir::open()
+        .map_err(RemoteError::Io)
+        .and_then(|dir| dir.send(pid, &request, Duration::from_secs(1)));
+    match sent {
+        Ok(settings) => {
+            println!("shape {pid}: {settings}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("shape: {}", escape_controls(&err.to_string()));
+            ExitCode::from(IO_FAILURE)
+        }
     }
 }
 
@@ -121,10 +165,17 @@ fn warn(err: anyhow::Error) {
 
 /// Copies every input to standard output. Returns whether every input
 /// could be read; an error means the output failed and the run stopped.
-fn run(cli: &Cli) -> anyhow::Result<bool> {
-    let limit = cli.rate.unwrap_or(Limit::Unlimited);
-    let burst = cli.burst.map_or_else(|| default_burst(limit), Size::bytes);
-    let bucket = Arc::new(TokenBucket::new(limit, burst)?);
+fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
+    let limit = rate_file.map_or(cli.rate.unwrap_or(Limit::Unlimited), |file| file.limit);
+    let set_burst = cli
+        .burst
+        .map(Size::bytes)
+        .or(rate_file.and_then(|file| file.burst));
+    let bucket = Arc::new(TokenBucket::new(
+        limit,
+        set_burst.unwrap_or_else(|| default_burst(limit)),
+    )?);
+    let adjuster = Arc::new(Adjuster::new(bucket.clone(), set_burst.is_some()));
     let inputs = inputs(&cli.files);
     let total = cli
         .size
@@ -143,6 +194,17 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
     });
 
     let started = Instant::now();
+    if let Some(schedule) = cli.schedule.clone() {
+        live::follow(schedule, adjuster.clone(), started);
+    }
+    let live = Run {
+        adjuster,
+        forwarded: forwarded.clone(),
+        started,
+        printer: reporter.as_ref().map(Reporter::printer).unwrap_or_default(),
+        rate_file: cli.rate_file.clone(),
+    };
+    let registration = live::start(live, cli.quiet)?;
     let output = File::from(
         io::stdout()
             .as_fd()
@@ -170,6 +232,7 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
             }
             Err(CopyError::Write(err)) => {
                 if err.kind() == io::ErrorKind::BrokenPipe {
+                    drop(registration);
                     die_of_sigpipe();
                 }
                 if let Some(reporter) = reporter {
@@ -192,15 +255,6 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
         );
     }
     Ok(all_read)
-}
-
-/// A tenth of a second at the rate, at least one byte; 128 KiB unlimited
-/// (what a later limit would start with).
-fn default_burst(limit: Limit) -> u64 {
-    match limit {
-        Limit::Unlimited => 128 * 1024,
-        Limit::Rate(rate) => ((rate.bytes_per_sec() / 10.0) as u64).max(1),
-    }
 }
 
 /// The inputs named, with no names meaning standard input.
@@ -270,17 +324,6 @@ fn die_of_sigpipe() -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate::Rate;
-
-    #[test]
-    fn the_default_burst_is_a_tenth_of_a_second() {
-        assert_eq!(
-            default_burst(Limit::Rate(Rate::from_whole(5 << 20).unwrap())),
-            524_288
-        );
-        assert_eq!(default_burst(Limit::Rate(Rate::from_whole(4).unwrap())), 1);
-        assert_eq!(default_burst(Limit::Unlimited), 131_072);
-    }
 
     #[test]
     fn os_error_numbers_are_left_out() {

@@ -3,6 +3,7 @@
 
 use crate::progress::{ProgressMode, parse_interval};
 use crate::rate::Limit;
+use crate::schedule::Schedule;
 use crate::size::Size;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
@@ -14,13 +15,20 @@ Examples:
   shape --rate 40Mbit backup.tar > /mnt/slow/backup.tar
   shape -L 1m < in > out
   curl -s \"$url\" | shape -r 200k --progress json 2>progress.log > page.html
+  shape --remote 4242 --rate 10MiB      # speed up the shape running as 4242
+  shape --schedule \"0s=1MiB, 30s=100k\" < in > out   # a link that degrades
 
 Units: K M G T and KiB MiB GiB TiB are powers of 1024; KB MB GB TB are
 powers of 1000; kbit Mbit Gbit and kbps Mbps Gbps are bits per second,
 powers of 1000. '/s' may follow; fractions work (1.5MiB).
 
-Exit status: 0 success, 1 an input or output failed, 2 bad usage,
-141 (SIGPIPE) when the reader downstream went away, 130 on Ctrl-C.";
+Signals: SIGHUP rereads --rate-file; SIGUSR1 prints a status line;
+SIGUSR2 is how 'shape --remote PID' reaches a running shape; SIGINT and
+SIGTERM stop it (what was written stays written).
+
+Exit status: 0 success, 1 an input or output failed (or --remote found no
+shape, or no answer), 2 bad usage, 141 (SIGPIPE) when the reader downstream
+went away, 130 on Ctrl-C (SIGINT), 143 on SIGTERM.";
 
 /// Passes a byte stream through at a controlled rate.
 ///
@@ -88,6 +96,37 @@ pub struct Cli {
     /// elapsed time, average rate.
     #[arg(long)]
     pub stats: bool,
+
+    /// Read the rate (and optionally the burst) from FILE: 'RATE [BURST]'
+    /// on its first line that is not a '#' comment. Read at start and again
+    /// on SIGHUP; a bad file then leaves the settings as they were.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "schedule"])]
+    pub rate_file: Option<PathBuf>,
+
+    /// Follow a timetable of rates from the start of the transfer, e.g.
+    /// "0s=1MiB, 30s=10MiB, 2m=unlimited" (humantime offsets, increasing).
+    #[arg(
+        long,
+        value_name = "TIMETABLE",
+        conflicts_with = "rate",
+        allow_hyphen_values = true
+    )]
+    pub schedule: Option<Schedule>,
+
+    /// Change the running shape PID (of this user) instead of copying: with
+    /// --rate, --burst, --pause or --resume. Waits for it to acknowledge
+    /// and prints the settings now in force.
+    #[arg(long, value_name = "PID", conflicts_with_all = ["files", "rate_file", "schedule"])]
+    pub remote: Option<u32>,
+
+    /// With --remote: hold the data; nothing flows until --resume.
+    #[arg(long, requires = "remote", conflicts_with = "resume")]
+    pub pause: bool,
+
+    /// With --remote: let data flow again, with no catch-up beyond the
+    /// burst.
+    #[arg(long, requires = "remote")]
+    pub resume: bool,
 
     /// Print the man page or a shell completion script, and exit.
     #[arg(long, value_name = "WHAT", value_enum, hide = true)]

@@ -57,13 +57,33 @@ Pace a crawl and print a summary at the end.
 .TP
 \fBshape \-r 100k \-\-progress json 2> progress.log < in > out\fR
 Record progress as JSON lines for a script.
+.SH SIGNALS
+.TP
+\fBSIGHUP\fR
+With \fB\-\-rate\-file\fR, reread the file; a bad file leaves the settings as they were and prints one line. Without it, a hangup ends shape as usual.
+.TP
+\fBSIGUSR1\fR
+Print a status line on standard error (bytes, elapsed time, rate since the last such line, settings), as dd does, without breaking the progress bar.
+.TP
+\fBSIGUSR2\fR
+How \fBshape \-\-remote\fR reaches a running shape; it carries no meaning by itself.
+.TP
+\fBSIGINT\fR, \fBSIGTERM\fR
+Stop at once; what was written stays written.
+.SH REMOTE CONTROL
+\fBshape \-\-remote\fR \fIPID\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR]
+changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints the settings now in force.
+\fB\-\-rate unlimited\fR lifts the limit; a paused shape holds its data until resumed, and then sends no more than the burst at once.
+A running shape whose burst was never set keeps a tenth of a second of its new rate as burst.
+Messages travel as files in a directory only the user can enter ($XDG_RUNTIME_DIR/shape, or /tmp/shape\-UID with mode 0700); files are opened without following links and created exclusively, and a message that is malformed, a link, or another user's is refused with a line on standard error.
+If \fIPID\fR is not a running shape of this user, or no answer comes within a second, \fBshape \-\-remote\fR says so and exits with status 1.
 .SH EXIT STATUS
 .TP
 \fB0\fR
 Everything was copied (or \fB\-\-stop\-after\fR was reached).
 .TP
 \fB1\fR
-An input could not be opened or read (the others were still copied), or writing the output failed.
+An input could not be opened or read (the others were still copied), or writing the output failed; for \fB\-\-remote\fR, no running shape or no answer.
 .TP
 \fB2\fR
 Bad usage: an unknown flag or a malformed value.
@@ -72,7 +92,7 @@ Bad usage: an unknown flag or a malformed value.
 The reader downstream went away; shape was ended by SIGPIPE, as cat and pv are.
 .TP
 \fB130\fR
-Interrupted with Ctrl\-C (SIGINT).
+Interrupted with Ctrl\-C (SIGINT); 143 for SIGTERM.
 .SH SEE ALSO
 \fBpv\fR(1), \fBcstream\fR(1), \fBmbuffer\fR(1), \fBtc\-tbf\fR(8), \fBtrickle\fR(1)
 "#;

@@ -9,9 +9,16 @@ pub mod app;
 pub mod bucket;
 pub mod cli;
 pub mod clock;
+#[cfg(not(loom))]
+pub mod control;
 pub mod copy;
 pub mod generate;
+#[cfg(not(loom))]
+pub mod live;
 pub mod progress;
 pub mod rate;
+pub mod schedule;
+#[cfg(not(loom))]
+pub mod signals;
 pub mod size;
 pub mod sync;

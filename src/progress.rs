@@ -81,16 +81,35 @@ pub struct Source {
 pub struct Reporter {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: JoinHandle<()>,
+    printer: Printer,
+}
+
+/// Prints a line on standard error without breaking a progress bar.
+#[derive(Clone, Default)]
+pub struct Printer(Option<ProgressBar>);
+
+impl Printer {
+    /// Prints `line`, lifting the bar out of the way if there is one.
+    pub fn line(&self, line: &str) {
+        match &self.0 {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
 }
 
 impl Reporter {
     /// Starts drawing `source` in `style` every `interval`.
     pub fn start(style: Style, interval: Duration, source: Source) -> Reporter {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let mut draw = Drawing::new(style, interval, &source);
+        let printer = Printer(match &draw {
+            Drawing::Bar(bar) => Some(bar.clone()),
+            Drawing::Json { .. } => None,
+        });
         let thread = {
             let stop = stop.clone();
             std::thread::spawn(move || {
-                let mut draw = Drawing::new(style, interval, &source);
                 let (lock, signal) = &*stop;
                 let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
                 let mut next = Instant::now() + interval;
@@ -108,7 +127,16 @@ impl Reporter {
                 draw.update(&source, true);
             })
         };
-        Reporter { stop, thread }
+        Reporter {
+            stop,
+            thread,
+            printer,
+        }
+    }
+
+    /// A way to print lines that keeps the bar intact.
+    pub fn printer(&self) -> Printer {
+        self.printer.clone()
     }
 
     /// Draws the final state and stops the thread.

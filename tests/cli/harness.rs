@@ -139,3 +139,95 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A shape running in the background, its output read and timestamped as
+/// it arrives.
+pub struct Running {
+    pub child: Child,
+    pub pid: u32,
+    arrivals: std::sync::Arc<std::sync::Mutex<Vec<(Instant, usize)>>>,
+    output: Option<JoinHandle<Vec<u8>>>,
+    stderr: Option<JoinHandle<Vec<u8>>>,
+}
+
+impl Running {
+    /// Starts `command` with `stdin`, keeping the output only if `keep`.
+    pub fn start(mut command: Command, stdin: Stdio, keep: bool) -> Running {
+        let mut child = command
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("shape runs");
+        let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut stdout = child.stdout.take().unwrap();
+        let output = {
+            let arrivals = arrivals.clone();
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                let mut buffer = vec![0; 1 << 20];
+                while let Ok(n) = stdout.read(&mut buffer) {
+                    if n == 0 {
+                        break;
+                    }
+                    arrivals.lock().unwrap().push((Instant::now(), n));
+                    if keep {
+                        kept.extend_from_slice(&buffer[..n]);
+                    }
+                }
+                kept
+            })
+        };
+        let stderr = drain(child.stderr.take().unwrap());
+        let pid = child.id();
+        Running {
+            child,
+            pid,
+            arrivals,
+            output: Some(output),
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Bytes that arrived in [from, to).
+    pub fn bytes_between(&self, from: Instant, to: Instant) -> usize {
+        self.arrivals
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, _)| *at >= from && *at < to)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Bytes per second that arrived from `from` for `length`, waiting for
+    /// that window to pass.
+    pub fn rate_over(&self, from: Instant, length: Duration) -> f64 {
+        std::thread::sleep((from + length).saturating_duration_since(Instant::now()));
+        self.bytes_between(from, from + length) as f64 / length.as_secs_f64()
+    }
+
+    /// Sends `signal` to the running shape.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Ends it (SIGTERM unless it already exited) and returns its status,
+    /// what it wrote, and its standard error.
+    pub fn stop(mut self) -> (ExitStatus, Vec<u8>, String) {
+        if self.child.try_wait().unwrap().is_none() {
+            self.signal(rustix::process::Signal::TERM);
+        }
+        self.finish()
+    }
+
+    /// Waits for it to exit by itself.
+    pub fn finish(mut self) -> (ExitStatus, Vec<u8>, String) {
+        let status = self.child.wait().unwrap();
+        let output = self.output.take().unwrap().join().unwrap();
+        let stderr =
+            String::from_utf8_lossy(&self.stderr.take().unwrap().join().unwrap()).into_owned();
+        (status, output, stderr)
+    }
+}

@@ -5,6 +5,7 @@ mod harness;
 mod exactness;
 mod failures;
 mod generated;
+mod live;
 mod options;
 mod timing;
 mod usage;

@@ -1,0 +1,250 @@
+//! Wires a running shape to what may change it while it runs: remote
+//! control messages, SIGHUP and the rate file, SIGUSR1 status lines, and
+//! the timetable. Also owns one rule: a burst the user never set follows
+//! the rate (a tenth of a second of it), whoever changes the rate.
+
+use crate::bucket::TokenBucket;
+use crate::clock::MonotonicClock;
+use crate::control::{ControlDir, Registration, Request, Settings, apply};
+use crate::progress::Printer;
+use crate::rate::{Limit, human_rate};
+use crate::schedule::{RateFile, Schedule};
+use crate::signals::{Handlers, answer};
+use crate::size::human_bytes;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Changes the settings of the running shape's bucket.
+pub struct Adjuster {
+    bucket: Arc<TokenBucket<MonotonicClock>>,
+    /// True until someone sets a burst.
+    burst_follows_rate: AtomicBool,
+}
+
+impl Adjuster {
+    pub fn new(bucket: Arc<TokenBucket<MonotonicClock>>, burst_was_set: bool) -> Adjuster {
+        Adjuster {
+            bucket,
+            burst_follows_rate: AtomicBool::new(!burst_was_set),
+        }
+    }
+
+    /// Applies `request`, giving a new rate its default burst unless a
+    /// burst was ever set.
+    pub fn apply(&self, request: &Request) {
+        let mut request = *request;
+        if request.burst.is_some() {
+            self.burst_follows_rate.store(false, Ordering::Relaxed);
+        } else if self.burst_follows_rate.load(Ordering::Relaxed) {
+            request.burst = request.limit.map(default_burst);
+        }
+        apply(&self.bucket, &request);
+    }
+
+    pub fn settings(&self) -> Settings {
+        Settings::of(&self.bucket)
+    }
+}
+
+/// A tenth of a second at the rate, at least one byte; 128 KiB unlimited
+/// (what a later limit would start with).
+pub fn default_burst(limit: Limit) -> u64 {
+    match limit {
+        Limit::Unlimited => 128 * 1024,
+        Limit::Rate(rate) => ((rate.bytes_per_sec() / 10.0) as u64).max(1),
+    }
+}
+
+/// What the live controls need to know of the run.
+pub struct Run {
+    pub adjuster: Arc<Adjuster>,
+    pub forwarded: Arc<AtomicU64>,
+    pub started: Instant,
+    pub printer: Printer,
+    pub rate_file: Option<PathBuf>,
+}
+
+/// Starts answering signals and remote control for `run`. The result
+/// keeps the registration for remote control; drop it at the end. If the
+/// control directory is unusable, says why once (unless `quiet`) and runs
+/// without remote control.
+pub fn start(run: Run, quiet: bool) -> anyhow::Result<Option<Registration>> {
+    let pid = std::process::id();
+    let control = match ControlDir::open() {
+        Ok(dir) => Some(Arc::new(dir)),
+        Err(err) => {
+            if !quiet {
+                run.printer
+                    .line(&format!("shape: remote control is off: {err}"));
+            }
+            None
+        }
+    };
+    let registration = match &control {
+        Some(dir) => Some(dir.register(pid)?),
+        None => None,
+    };
+    let Run {
+        adjuster,
+        forwarded,
+        started,
+        printer,
+        rate_file,
+    } = run;
+    let last_status = Mutex::new((started, 0u64));
+    let handlers = Handlers {
+        reload: rate_file.map(|path| {
+            let (adjuster, printer) = (adjuster.clone(), printer.clone());
+            Box::new(move || match RateFile::load(&path) {
+                Ok(file) => adjuster.apply(&Request {
+                    limit: Some(file.limit),
+                    burst: file.burst,
+                    paused: None,
+                }),
+                Err(why) => printer.line(&format!(
+                    "shape: {}: {why}; settings unchanged",
+                    path.display()
+                )),
+            }) as Box<dyn Fn() + Send>
+        }),
+        status: {
+            let (adjuster, printer) = (adjuster.clone(), printer.clone());
+            Box::new(move || {
+                let now = Instant::now();
+                let bytes = forwarded.load(Ordering::Relaxed);
+                let mut last = last_status.lock().unwrap_or_else(|e| e.into_inner());
+                let line = status_line(
+                    bytes,
+                    now - started,
+                    bytes - last.1,
+                    now - last.0,
+                    adjuster.settings(),
+                );
+                *last = (now, bytes);
+                printer.line(&line);
+            })
+        },
+        control: {
+            let control = control.clone();
+            Box::new(move || {
+                if let Some(dir) = &control {
+                    for refusal in dir.serve(pid, &|r| adjuster.apply(r), &|| adjuster.settings()) {
+                        printer.line(&format!("shape: {refusal}"));
+                    }
+                }
+            })
+        },
+        before_exit: Box::new(move || {
+            if let Some(dir) = &control {
+                dir.unregister(pid);
+            }
+        }),
+    };
+    answer(handlers)?;
+    Ok(registration)
+}
+
+/// Follows `schedule` from `started` on a thread of its own; entries at
+/// offset zero are applied before this returns.
+pub fn follow(schedule: Schedule, adjuster: Arc<Adjuster>, started: Instant) {
+    let (now, later): (Vec<_>, Vec<_>) = schedule
+        .0
+        .into_iter()
+        .partition(|(offset, _)| offset.is_zero());
+    for (_, limit) in now {
+        adjuster.apply(&Request {
+            limit: Some(limit),
+            ..Request::default()
+        });
+    }
+    std::thread::spawn(move || {
+        for (offset, limit) in later {
+            std::thread::sleep((started + offset).saturating_duration_since(Instant::now()));
+            adjuster.apply(&Request {
+                limit: Some(limit),
+                ..Request::default()
+            });
+        }
+    });
+}
+
+/// The SIGUSR1 line: bytes so far, time so far, the rate since the last
+/// such line (or the start), and the settings.
+fn status_line(
+    bytes: u64,
+    elapsed: std::time::Duration,
+    recent: u64,
+    over: std::time::Duration,
+    settings: Settings,
+) -> String {
+    let rate = if over.is_zero() {
+        0.0
+    } else {
+        recent as f64 / over.as_secs_f64()
+    };
+    format!(
+        "shape: {bytes} bytes ({}) in {:.3} s, {}/s now; {settings}",
+        human_bytes(bytes),
+        elapsed.as_secs_f64(),
+        human_rate(rate)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::Rate;
+    use std::time::Duration;
+
+    #[test]
+    fn the_default_burst_is_a_tenth_of_a_second() {
+        assert_eq!(
+            default_burst(Limit::Rate(Rate::from_whole(5 << 20).unwrap())),
+            524_288
+        );
+        assert_eq!(default_burst(Limit::Rate(Rate::from_whole(4).unwrap())), 1);
+        assert_eq!(default_burst(Limit::Unlimited), 131_072);
+    }
+
+    #[test]
+    fn status_lines_say_bytes_time_rate_and_settings() {
+        let settings = Settings {
+            limit: Limit::Rate(Rate::from_whole(1 << 20).unwrap()),
+            burst: 102_400,
+            paused: false,
+        };
+        assert_eq!(
+            status_line(
+                3 << 20,
+                Duration::from_secs(3),
+                1 << 20,
+                Duration::from_secs(1),
+                settings
+            ),
+            "shape: 3145728 bytes (3.0 MiB) in 3.000 s, 1.00 MiB/s now; rate 1.00 MiB/s, burst 100.0 KiB"
+        );
+    }
+
+    #[test]
+    fn a_burst_never_set_follows_the_rate() {
+        let bucket = Arc::new(TokenBucket::new(Limit::Unlimited, 10).unwrap());
+        let adjuster = Adjuster::new(bucket.clone(), false);
+        let mib = Limit::Rate(Rate::from_whole(1 << 20).unwrap());
+        adjuster.apply(&Request {
+            limit: Some(mib),
+            ..Request::default()
+        });
+        assert_eq!(bucket.burst(), 104_857);
+        adjuster.apply(&Request {
+            burst: Some(5000),
+            ..Request::default()
+        });
+        adjuster.apply(&Request {
+            limit: Some(Limit::Unlimited),
+            ..Request::default()
+        });
+        assert_eq!(bucket.burst(), 5000);
+    }
+}

@@ -1,0 +1,380 @@
+//! Changing a running shape: `--remote`, SIGHUP and the rate file,
+//! `--schedule`, SIGUSR1, pause and resume, and the privacy of the control
+//! channel. Rates are measured downstream, in real time, with wide
+//! tolerances.
+
+use crate::harness::*;
+use rustix::process::Signal;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: f64 = 1_048_576.0;
+
+/// A private runtime directory for one test, so that tests do not see each
+/// other's shapes.
+struct Runtime(Scratch);
+
+impl Runtime {
+    fn new(name: &str) -> Runtime {
+        let scratch = Scratch::new(name);
+        std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Runtime(scratch)
+    }
+
+    /// `shape ARGS` using this runtime directory.
+    fn shape<const N: usize>(&self, args: [&str; N]) -> Command {
+        let mut command = shape(args);
+        command.env("XDG_RUNTIME_DIR", &self.0.0);
+        command
+    }
+
+    /// Starts a shape reading /dev/zero.
+    fn start<const N: usize>(&self, args: [&str; N]) -> Running {
+        let running = Running::start(
+            self.shape(args),
+            Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+            false,
+        );
+        self.wait_registered(running.pid);
+        running
+    }
+
+    fn wait_registered(&self, pid: u32) {
+        let marker = self.0.0.join("shape").join(format!("{pid}.shape"));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !marker.exists() {
+            assert!(Instant::now() < deadline, "shape {pid} never registered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `shape --remote PID ARGS`.
+    fn remote<const N: usize>(&self, pid: u32, args: [&str; N]) -> Run {
+        let mut command = self.shape(args);
+        command.arg("--remote").arg(pid.to_string());
+        run(command, Stdio::null())
+    }
+
+    fn control_dir(&self) -> std::path::PathBuf {
+        self.0.0.join("shape")
+    }
+}
+
+fn within(measured: f64, target: f64, tolerance: f64) -> bool {
+    (measured - target).abs() <= target * tolerance
+}
+
+#[test]
+fn a_remote_rate_change_takes_effect_downstream() {
+    let runtime = Runtime::new("remote-rate");
+    let shape = runtime.start(["--rate", "1MiB", "--burst", "64KiB"]);
+    let before = shape.rate_over(
+        Instant::now() + Duration::from_millis(300),
+        Duration::from_secs(1),
+    );
+    let answer = runtime.remote(shape.pid, ["--rate", "4MiB"]);
+    let changed = Instant::now();
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        format!("shape {}: rate 4.00 MiB/s, burst 64.0 KiB\n", shape.pid)
+    );
+    let after = shape.rate_over(
+        changed + Duration::from_millis(100),
+        Duration::from_millis(1500),
+    );
+    shape.stop();
+    assert!(within(before, MIB, 0.1), "before: {before}");
+    assert!(within(after, 4.0 * MIB, 0.1), "after: {after}");
+}
+
+#[test]
+fn the_limit_can_be_lifted_and_the_burst_changed() {
+    let runtime = Runtime::new("remote-lift");
+    let shape = runtime.start(["--rate", "1MiB"]);
+    let answer = runtime.remote(shape.pid, ["--burst", "1MiB"]);
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        format!("shape {}: rate 1.00 MiB/s, burst 1.0 MiB\n", shape.pid)
+    );
+    let answer = runtime.remote(shape.pid, ["--rate", "unlimited"]);
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    assert!(String::from_utf8_lossy(&answer.stdout).contains("rate unlimited"));
+    let lifted = shape.rate_over(
+        Instant::now() + Duration::from_millis(100),
+        Duration::from_millis(500),
+    );
+    shape.stop();
+    assert!(lifted > 50.0 * MIB, "{lifted}");
+}
+
+#[test]
+fn pause_holds_the_data_and_resume_brings_no_catch_up() {
+    let runtime = Runtime::new("remote-pause");
+    let shape = runtime.start(["--rate", "2MiB", "--burst", "64KiB"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = runtime.remote(shape.pid, ["--pause"]);
+    assert!(
+        String::from_utf8_lossy(&answer.stdout).ends_with(", paused\n"),
+        "{answer:?}"
+    );
+    let paused = Instant::now();
+    let held = shape.rate_over(
+        paused + Duration::from_millis(50),
+        Duration::from_millis(700),
+    );
+    let answer = runtime.remote(shape.pid, ["--resume"]);
+    let resumed = Instant::now();
+    assert!(
+        !String::from_utf8_lossy(&answer.stdout).contains("paused"),
+        "{answer:?}"
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let first = shape.bytes_between(resumed, resumed + Duration::from_millis(50));
+    let flowing = shape.bytes_between(
+        resumed + Duration::from_millis(200),
+        resumed + Duration::from_millis(1200),
+    );
+    shape.stop();
+    assert_eq!(held, 0.0, "bytes flowed while paused");
+    // The burst, the chunk in hand and a pipe buffer at most, not the
+    // 1.4 MiB a catch-up would send.
+    assert!(
+        first <= 64 * 1024 + 2048 + 64 * 1024 + 100 * 1024,
+        "{first} bytes right after resuming"
+    );
+    assert!(within(flowing as f64, 2.0 * MIB, 0.15), "{flowing}");
+}
+
+#[test]
+fn a_pid_that_is_not_a_running_shape_is_refused() {
+    let runtime = Runtime::new("remote-none");
+    let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+    let answer = runtime.remote(sleeper.id(), ["--rate", "1k"]);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert_eq!(answer.code(), 1);
+    assert_eq!(
+        answer.stderr,
+        format!(
+            "shape: {} is not a running shape of this user\n",
+            sleeper.id()
+        )
+    );
+
+    let done = Running::start(
+        runtime.shape(["--stop-after", "1"]),
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        false,
+    );
+    let pid = done.pid;
+    let (status, _, _) = done.finish();
+    assert!(status.success());
+    let answer = runtime.remote(pid, ["--rate", "1k"]);
+    assert_eq!(answer.code(), 1);
+    assert!(
+        answer.stderr.contains("is not a running shape"),
+        "{}",
+        answer.stderr
+    );
+}
+
+#[test]
+fn sighup_rereads_a_good_rate_file_and_keeps_settings_on_a_bad_one() {
+    let runtime = Runtime::new("rate-file");
+    let file = runtime.0.file("rate", b"# start slow\n1MiB 64k\n");
+    let shape = runtime.start(["--rate-file", file.to_str().unwrap()]);
+    std::fs::write(&file, "4MiB 64k\n").unwrap();
+    shape.signal(Signal::HUP);
+    let reloaded = Instant::now();
+    let fast = shape.rate_over(
+        reloaded + Duration::from_millis(100),
+        Duration::from_millis(1500),
+    );
+    std::fs::write(&file, "very fast\n").unwrap();
+    shape.signal(Signal::HUP);
+    let kept = shape.rate_over(
+        Instant::now() + Duration::from_millis(100),
+        Duration::from_millis(1000),
+    );
+    let (_, _, stderr) = shape.stop();
+    assert!(within(fast, 4.0 * MIB, 0.1), "{fast}");
+    assert!(within(kept, 4.0 * MIB, 0.1), "{kept}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("shape: {}: ", file.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.trim_end().ends_with("; settings unchanged"),
+        "{stderr}"
+    );
+
+    let bad = runtime.0.file("bad", b"fast\n");
+    let refused = run(
+        runtime.shape(["--rate-file", bad.to_str().unwrap()]),
+        Stdio::null(),
+    );
+    assert_eq!(refused.code(), 2);
+    assert!(
+        refused.stderr.starts_with("shape: --rate-file "),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn a_schedule_changes_the_rate_on_time_and_bad_ones_are_usage_errors() {
+    let runtime = Runtime::new("schedule");
+    let started = Instant::now();
+    let running = runtime.start(["--schedule", "0s=1MiB, 1s=4MiB", "--burst", "64k"]);
+    let slow = running.rate_over(
+        started + Duration::from_millis(200),
+        Duration::from_millis(700),
+    );
+    let fast = running.rate_over(
+        started + Duration::from_millis(1300),
+        Duration::from_millis(1200),
+    );
+    running.stop();
+    assert!(within(slow, MIB, 0.15), "{slow}");
+    assert!(within(fast, 4.0 * MIB, 0.1), "{fast}");
+    for bad in ["", "1MiB", "0s=fast", "5s=1MiB, 2s=2MiB", "soon=1MiB"] {
+        let refused = run(shape(["--schedule", bad]), Stdio::null());
+        assert_eq!(refused.code(), 2, "{bad}: {}", refused.stderr);
+        assert!(refused.stderr.contains("--schedule"), "{}", refused.stderr);
+    }
+}
+
+#[test]
+fn sigusr1_prints_one_status_line() {
+    let runtime = Runtime::new("status");
+    let shape = runtime.start(["--rate", "1MiB"]);
+    std::thread::sleep(Duration::from_millis(500));
+    shape.signal(Signal::USR1);
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, _, stderr) = shape.stop();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("shape: ")
+            && stderr.contains(" bytes (")
+            && stderr.contains("rate 1.00 MiB/s"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_signal_storm_loses_and_repeats_nothing() {
+    let runtime = Runtime::new("storm");
+    let file = runtime.0.file("rate", b"40MiB\n");
+    let data = random_bytes(12 << 20, 9);
+    let mut command = runtime.shape(["--rate-file", file.to_str().unwrap(), "--burst", "256KiB"]);
+    command.stdin(Stdio::piped());
+    let mut shape = Running::start(command, Stdio::piped(), true);
+    let mut stdin = shape.child.stdin.take().unwrap();
+    let feeder = {
+        let data = data.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            for piece in data.chunks(33_331) {
+                stdin.write_all(piece).unwrap();
+            }
+        })
+    };
+    runtime.wait_registered(shape.pid);
+    let mut sent = 0;
+    while shape.child.try_wait().unwrap().is_none() && sent < 3000 {
+        for signal in [Signal::HUP, Signal::USR2, Signal::HUP, Signal::USR1] {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(shape.pid as i32).unwrap(),
+                signal,
+            );
+            sent += 1;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    feeder.join().unwrap();
+    let (status, output, _) = shape.finish();
+    assert!(status.success(), "{status:?}");
+    assert!(sent > 500, "only {sent} signals were sent");
+    assert!(
+        output == data,
+        "{} bytes out of {} after {sent} signals",
+        output.len(),
+        data.len()
+    );
+}
+
+#[test]
+fn planted_and_foreign_control_messages_are_refused() {
+    let runtime = Runtime::new("planted");
+    let shape = runtime.start(["--rate", "1MiB", "--burst", "64k"]);
+    let dir = runtime.control_dir();
+    let target = runtime
+        .0
+        .file("target", b"shape-control 1\nrate unlimited\n");
+    std::os::unix::fs::symlink(&target, dir.join(format!("{}.req.planted", shape.pid))).unwrap();
+    let foreign = rustix::process::geteuid().is_root().then(|| {
+        let path = dir.join(format!("{}.req.foreign", shape.pid));
+        std::fs::write(&path, "shape-control 1\nrate unlimited\n").unwrap();
+        rustix::fs::chown(&path, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
+    });
+    std::fs::write(
+        dir.join(format!("{}.req.garbled", shape.pid)),
+        "shape-control 1\nrate unlimited\nrm -rf /\n",
+    )
+    .unwrap();
+    shape.signal(Signal::USR2);
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = runtime.remote(shape.pid, ["--burst", "64k"]);
+    let pid = shape.pid;
+    let (_, _, stderr) = shape.stop();
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        format!("shape {pid}: rate 1.00 MiB/s, burst 64.0 KiB\n")
+    );
+    assert!(
+        stderr.contains("planted: it is a symbolic link"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("garbled: unexpected line 'rm -rf /'"),
+        "{stderr}"
+    );
+    if foreign.is_some() {
+        assert!(
+            stderr.contains("foreign: it belongs to user 65534"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_control_directory_open_to_others_is_not_used() {
+    let runtime = Runtime::new("open-dir");
+    std::fs::create_dir(runtime.control_dir()).unwrap();
+    std::fs::set_permissions(
+        runtime.control_dir(),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let shape = Running::start(
+        runtime.shape(["--rate", "1MiB"]),
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        false,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = runtime.remote(shape.pid, ["--rate", "2MiB"]);
+    let (_, _, stderr) = shape.stop();
+    assert!(
+        stderr.contains("remote control is off") && stderr.contains("is open to others"),
+        "{stderr}"
+    );
+    assert_eq!(answer.code(), 1);
+    assert!(
+        answer.stderr.contains("is open to others"),
+        "{}",
+        answer.stderr
+    );
+}
