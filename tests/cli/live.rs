@@ -378,3 +378,26 @@ fn a_control_directory_open_to_others_is_not_used() {
         answer.stderr
     );
 }
+
+#[test]
+fn a_change_reaches_a_shape_asleep_at_a_slow_rate_at_once() {
+    let runtime = Runtime::new("remote-wake");
+    let shape = runtime.start(["--rate", "1KiB", "--burst", "64KiB"]);
+    // Let the burst drain, so that shape sleeps on the 1 KiB/s schedule.
+    std::thread::sleep(Duration::from_millis(500));
+    let answer = runtime.remote(shape.pid, ["--rate", "10MiB"]);
+    let changed = Instant::now();
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    std::thread::sleep(Duration::from_millis(1000));
+    let arrivals = (1..=1000u64)
+        .map(|ms| changed + Duration::from_millis(ms))
+        .find(|&t| shape.bytes_between(changed, t) >= 64 * 1024);
+    shape.stop();
+    // 64 KiB at 10 MiB/s take 6 ms; at the old rate a minute.
+    let latency = arrivals.map(|t| t - changed);
+    eprintln!("64 KiB arrived {latency:?} after the remote returned");
+    assert!(
+        latency.is_some_and(|l| l < Duration::from_millis(500)),
+        "{latency:?}"
+    );
+}
