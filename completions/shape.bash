@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -q -i -h -V --rate --burst --size --stop-after --quiet --progress --interval --stats --rate-file --schedule --remote --pause --resume --generate --help --version"
+            opts="-L -r -b -s -q -i -h -V --rate --burst --size --stop-after --quiet --progress --interval --stats --rate-file --schedule --remote --share --status --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -82,6 +82,10 @@ _shape() {
                     return 0
                     ;;
                 --remote)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --share)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -9,7 +9,8 @@ none\t'Nothing'"
 complete -c shape -s i -l interval -d 'How often progress is shown: \'500ms\', \'2s\', or plain seconds (\'0.5\'). Defaults to 1s for json and 0.1s for the bar' -r
 complete -c shape -l rate-file -d 'Read the rate (and optionally the burst) from FILE: \'RATE [BURST]\' on its first line that is not a \'#\' comment. Read at start and again on SIGHUP; a bad file then leaves the settings as they were' -r -F
 complete -c shape -l schedule -d 'Follow a timetable of rates from the start of the transfer, e.g. "0s=1MiB, 30s=10MiB, 2m=unlimited" (humantime offsets, increasing)' -r
-complete -c shape -l remote -d 'Change the running shape PID (of this user) instead of copying: with --rate, --burst, --pause or --resume. Waits for it to acknowledge and prints the settings now in force' -r
+complete -c shape -l remote -d 'Change the running shape PID (of this user), or every shape on a share (share:NAME), instead of copying: with --rate, --burst, --pause or --resume. Prints the settings now in force; for a PID, after the shape has acknowledged' -r
+complete -c shape -l share -d 'Spend from the bucket of share NAME, with every shape of this user that names it: the limit is their total. The first creates it with its --rate and --burst; later ones use the share\'s settings (and say so if theirs differ)' -r
 complete -c shape -l generate -d 'Print the man page or a shell completion script, and exit' -r -f -a "man\t''
 bash\t''
 zsh\t''
@@ -18,6 +19,7 @@ elvish\t''
 powershell\t''"
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
 complete -c shape -l stats -d 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate'
+complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
 complete -c shape -l pause -d 'With --remote: hold the data; nothing flows until --resume'
 complete -c shape -l resume -d 'With --remote: let data flow again, with no catch-up beyond the burst'
 complete -c shape -s h -l help -d 'Print help (see more with \'--help\')'

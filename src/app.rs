@@ -2,14 +2,14 @@
 //! pump each to standard output through one bucket, show progress, and turn
 //! the outcome into an exit status.
 
-use crate::bucket::TokenBucket;
-use crate::cli::Cli;
-use crate::control::{ControlDir, RemoteError, Request};
+use crate::cli::{Cli, RemoteTarget};
+use crate::control::{self, ControlDir, RemoteError, Request, Settings};
 use crate::copy::{CopyError, Ended, Pump};
 use crate::live::{self, Adjuster, Run, default_burst};
 use crate::progress::{ProgressMode, Reporter, Source, Style};
 use crate::rate::{Limit, human_rate};
 use crate::schedule::RateFile;
+use crate::share::{self, Bucket, Opened};
 use crate::size::{Size, human_bytes};
 use anyhow::{Context, anyhow};
 use clap::Parser;
@@ -42,8 +42,11 @@ pub fn main() -> ExitCode {
             Err(err) => fail(&anyhow!(err).context("write to stdout")),
         };
     }
-    if let Some(pid) = cli.remote {
-        return remote(&cli, pid);
+    if let Some(target) = &cli.remote {
+        return remote(&cli, target);
+    }
+    if let (Some(name), true) = (&cli.share, cli.status) {
+        return share_status(name);
     }
     let rate_file = match cli.rate_file.as_deref().map(RateFile::load).transpose() {
         Ok(file) => file,
@@ -64,23 +67,37 @@ pub fn main() -> ExitCode {
 }
 
 /// `shape --remote PID ...`: asks the shape running as PID to change, and
-/// prints the settings it then reports.
-fn remote(cli: &Cli, pid: u32) -> ExitCode {
+/// prints the settings it then reports; `--remote share:NAME` changes the
+/// share's bucket itself, for every shape on it.
+fn remote(cli: &Cli, target: &RemoteTarget) -> ExitCode {
     let request = Request {
         limit: cli.rate,
         burst: cli.burst.map(Size::bytes),
         paused: (cli.pause || cli.resume).then_some(cli.pause),
     };
     if request == Request::default() {
-        eprintln!("shape: --remote {pid} needs --rate, --burst, --pause or --resume");
+        eprintln!("shape: --remote needs --rate, --burst, --pause or --resume");
         return ExitCode::from(USAGE);
     }
-    let sent = ControlDir::open()
-        .map_err(RemoteError::Io)
-        .and_then(|dir| dir.send(pid, &request, Duration::from_secs(1)));
+    let dir = ControlDir::open().map_err(RemoteError::Io);
+    let sent = match target {
+        RemoteTarget::Process(pid) => {
+            dir.and_then(|dir| dir.send(*pid, &request, Duration::from_secs(1)))
+        }
+        RemoteTarget::Share(name) => dir.and_then(|dir| {
+            let bucket =
+                share::find(&dir, name).map_err(|e| RemoteError::Io(io::Error::other(e)))?;
+            control::apply(&bucket, &request);
+            Ok(Settings::of(&bucket))
+        }),
+    };
+    let who = match target {
+        RemoteTarget::Process(pid) => format!("shape {pid}"),
+        RemoteTarget::Share(name) => format!("share {name}"),
+    };
     match sent {
         Ok(settings) => {
-            println!("shape {pid}: {settings}");
+            println!("{who}: {settings}");
             ExitCode::SUCCESS
         }
         Err(err) => {
@@ -165,13 +182,58 @@ fn warn(err: anyhow::Error) {
 
 /// Copies every input to standard output. Returns whether every input
 /// could be read; an error means the output failed and the run stopped.
+/// `shape --share NAME --status`: the share's settings and what its
+/// shapes spend together, measured over half a second.
+fn share_status(name: &str) -> ExitCode {
+    let found = ControlDir::open()
+        .map_err(anyhow::Error::from)
+        .and_then(|dir| Ok(share::find(&dir, name)?));
+    match found {
+        Ok(bucket) => {
+            let (before, started) = (bucket.spent(), Instant::now());
+            std::thread::sleep(Duration::from_millis(500));
+            let used = bucket.spent().wrapping_sub(before) as f64 / started.elapsed().as_secs_f64();
+            println!(
+                "share {name}: {}; in use {}/s; {} bytes in hand",
+                Settings::of(&bucket),
+                human_rate(used),
+                bucket.available()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&err),
+    }
+}
+
+/// The bucket to spend from: the share's, or one of our own.
+fn bucket(cli: &Cli, limit: Limit, burst: u64) -> anyhow::Result<Bucket> {
+    let Some(name) = &cli.share else {
+        return Ok(share::own(limit, burst)?);
+    };
+    let dir = ControlDir::open()?;
+    let (bucket, opened) = share::open(&dir, name, limit, burst)?;
+    let asked_for = cli.rate.is_some() || cli.burst.is_some();
+    if opened == Opened::Attached
+        && asked_for
+        && (bucket.limit() != limit || bucket.burst() != burst)
+        && !cli.quiet
+    {
+        eprintln!(
+            "shape: share {name} is at {}; using that (change it with --remote share:{name})",
+            Settings::of(&bucket)
+        );
+    }
+    Ok(bucket)
+}
+
 fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
     let limit = rate_file.map_or(cli.rate.unwrap_or(Limit::Unlimited), |file| file.limit);
     let set_burst = cli
         .burst
         .map(Size::bytes)
         .or(rate_file.and_then(|file| file.burst));
-    let bucket = Arc::new(TokenBucket::new(
+    let bucket = Arc::new(bucket(
+        cli,
         limit,
         set_burst.unwrap_or_else(|| default_burst(limit)),
     )?);

@@ -278,7 +278,39 @@ impl<T> Deref for CacheLine<T> {
 }
 
 impl BucketCell {
-    fn new(config: Config) -> Self {
+    /// A cell for a bucket at `limit` holding at most `burst`, starting
+    /// full or empty at clock time `now`: for a bucket whose cell lives
+    /// elsewhere (shared memory); see [`TokenBucket::from_cell`].
+    pub fn new(limit: Limit, burst: u64, fill: Fill, now: u64) -> Result<Self, InvalidBurst> {
+        check_burst(burst)?;
+        Ok(Self::from_config(Config {
+            t0: now,
+            v0: match fill {
+                Fill::Full => burst,
+                Fill::Empty => 0,
+            },
+            rate: limit.rate().map_or(0, Rate::fixed),
+            burst,
+            paused: false,
+        }))
+    }
+
+    /// True if the cell holds a readable configuration with settings in
+    /// range: a check for a cell found in a file, which may be corrupt.
+    /// Never spins: a few reads, then it gives up.
+    pub fn is_sound(&self) -> bool {
+        (0..1000).any(|_| {
+            let generation = self.generation.load(Ordering::Acquire);
+            self.slots[generation as usize % SLOTS]
+                .read(generation)
+                .is_some_and(|config| {
+                    (config.rate == 0 || Rate::from_fixed(config.rate).is_some())
+                        && check_burst(config.burst).is_ok()
+                })
+        })
+    }
+
+    fn from_config(config: Config) -> Self {
         BucketCell {
             spent: CacheLine(AtomicU64::new(0)),
             generation: AtomicU32::new(0),
@@ -318,21 +350,8 @@ impl<C: Clock> TokenBucket<C> {
         fill: Fill,
         clock: C,
     ) -> Result<Self, InvalidBurst> {
-        check_burst(burst)?;
-        let config = Config {
-            t0: clock.now(),
-            v0: match fill {
-                Fill::Full => burst,
-                Fill::Empty => 0,
-            },
-            rate: limit.rate().map_or(0, Rate::fixed),
-            burst,
-            paused: false,
-        };
-        Ok(TokenBucket {
-            cell: Box::new(BucketCell::new(config)),
-            clock,
-        })
+        let cell = BucketCell::new(limit, burst, fill, clock.now())?;
+        Ok(TokenBucket::from_cell(Box::new(cell), clock))
     }
 }
 
@@ -345,6 +364,19 @@ fn check_burst(burst: u64) -> Result<(), InvalidBurst> {
 }
 
 impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
+    /// A bucket over a cell kept elsewhere, such as in memory shared
+    /// between processes. Every user of the cell must run on the same
+    /// time line (`CLOCK_MONOTONIC` is the machine's).
+    pub fn from_cell(cell: S, clock: C) -> Self {
+        TokenBucket { cell, clock }
+    }
+
+    /// Every token ever spent, modulo 2^64: the difference of two readings
+    /// is what was spent between them, by everyone using the cell.
+    pub fn spent(&self) -> u64 {
+        self.cell.spent.load(Ordering::Acquire)
+    }
+
     /// Takes `n` tokens now, or says why not. Never blocks.
     pub fn try_acquire(&self, n: u64) -> Result<(), Denied> {
         let mut spent = self.cell.spent.load(Ordering::Acquire);

@@ -113,11 +113,23 @@ pub struct Cli {
     )]
     pub schedule: Option<Schedule>,
 
-    /// Change the running shape PID (of this user) instead of copying: with
-    /// --rate, --burst, --pause or --resume. Waits for it to acknowledge
-    /// and prints the settings now in force.
-    #[arg(long, value_name = "PID", conflicts_with_all = ["files", "rate_file", "schedule"])]
-    pub remote: Option<u32>,
+    /// Change the running shape PID (of this user), or every shape on a
+    /// share (share:NAME), instead of copying: with --rate, --burst,
+    /// --pause or --resume. Prints the settings now in force; for a PID,
+    /// after the shape has acknowledged.
+    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share"])]
+    pub remote: Option<RemoteTarget>,
+
+    /// Spend from the bucket of share NAME, with every shape of this user
+    /// that names it: the limit is their total. The first creates it with
+    /// its --rate and --burst; later ones use the share's settings (and say
+    /// so if theirs differ).
+    #[arg(long, value_name = "NAME", value_parser = crate::share::check_name)]
+    pub share: Option<String>,
+
+    /// With --share: print the share's settings and current use, and exit.
+    #[arg(long, requires = "share")]
+    pub status: bool,
 
     /// With --remote: hold the data; nothing flows until --resume.
     #[arg(long, requires = "remote", conflicts_with = "resume")]
@@ -131,6 +143,31 @@ pub struct Cli {
     /// Print the man page or a shell completion script, and exit.
     #[arg(long, value_name = "WHAT", value_enum, hide = true)]
     pub generate: Option<Generated>,
+}
+
+/// What `--remote` changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteTarget {
+    /// The shape running as this PID.
+    Process(u32),
+    /// Every shape on this share.
+    Share(String),
+}
+
+impl std::str::FromStr for RemoteTarget {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.strip_prefix("share:") {
+            Some(name) => crate::share::check_name(name).map(RemoteTarget::Share),
+            None => text
+                .parse::<u32>()
+                .ok()
+                .filter(|&pid| pid > 0 && pid <= i32::MAX as u32)
+                .map(RemoteTarget::Process)
+                .ok_or_else(|| "expected a process ID or share:NAME".into()),
+        }
+    }
 }
 
 /// What `--generate` prints.

@@ -17,7 +17,7 @@
 //! holding the settings now in force, and deletes the request. Anything
 //! else is refused with one line on standard error and never acted on.
 
-use crate::bucket::TokenBucket;
+use crate::bucket::{BucketCell, TokenBucket};
 use crate::clock::Clock;
 use crate::rate::{Limit, Rate};
 use rustix::fs::{AtFlags, Dir, Mode, OFlags};
@@ -25,6 +25,7 @@ use rustix::io::Errno;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::ops::Deref;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -54,7 +55,7 @@ pub struct Settings {
 
 impl Settings {
     /// The settings of `bucket` now.
-    pub fn of<C: Clock>(bucket: &TokenBucket<C>) -> Settings {
+    pub fn of<C: Clock, S: Deref<Target = BucketCell>>(bucket: &TokenBucket<C, S>) -> Settings {
         Settings {
             limit: bucket.limit(),
             burst: bucket.burst(),
@@ -160,6 +161,12 @@ impl ControlDir {
     /// Where the directory is.
     pub fn path(&self) -> &std::path::Path {
         &self.path
+    }
+
+    /// The open directory, for opening files in it relative to it.
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
     }
 
     /// Registers the running shape `pid`; the registration is removed when
@@ -407,7 +414,10 @@ fn start_time(pid: u32) -> io::Result<String> {
 }
 
 /// Applies `request` to `bucket` as one change where it can.
-pub fn apply<C: Clock>(bucket: &TokenBucket<C>, request: &Request) {
+pub fn apply<C: Clock, S: Deref<Target = BucketCell>>(
+    bucket: &TokenBucket<C, S>,
+    request: &Request,
+) {
     match (request.limit, request.burst) {
         (Some(limit), Some(burst)) => {
             let _ = bucket.set(limit, burst);

@@ -12,7 +12,7 @@
 //! the output cannot splice (a terminal, a file opened for appending), the
 //! copy goes through a buffer instead, with read(2) and write(2).
 
-use crate::bucket::{Reservation, TokenBucket};
+use crate::bucket::{BucketCell, Reservation, TokenBucket};
 use crate::clock::Clock;
 use crate::rate::Limit;
 use rustix::event::{PollFd, PollFlags};
@@ -20,6 +20,7 @@ use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::ops::Deref;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -83,8 +84,8 @@ impl Hand {
 }
 
 /// Forwards inputs through a bucket, counting what passed.
-pub struct Pump<'a, C: Clock> {
-    bucket: &'a TokenBucket<C>,
+pub struct Pump<'a, C: Clock, S: Deref<Target = BucketCell> = Box<BucketCell>> {
+    bucket: &'a TokenBucket<C, S>,
     forwarded: &'a AtomicU64,
     remaining: Option<u64>,
     /// `None` once the output has refused splice, or if no pipe could be
@@ -96,11 +97,11 @@ pub struct Pump<'a, C: Clock> {
     prepaid: Option<Paid>,
 }
 
-impl<'a, C: Clock> Pump<'a, C> {
+impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// A pump paying from `bucket`, adding each chunk to `forwarded`, and
     /// stopping for good after `stop_after` bytes if given.
     pub fn new(
-        bucket: &'a TokenBucket<C>,
+        bucket: &'a TokenBucket<C, S>,
         forwarded: &'a AtomicU64,
         stop_after: Option<u64>,
     ) -> Self {

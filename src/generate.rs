@@ -77,6 +77,12 @@ changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints 
 A running shape whose burst was never set keeps a tenth of a second of its new rate as burst.
 Messages travel as files in a directory only the user can enter ($XDG_RUNTIME_DIR/shape, or /tmp/shape\-UID with mode 0700); files are opened without following links and created exclusively, and a message that is malformed, a link, or another user's is refused with a line on standard error.
 If \fIPID\fR is not a running shape of this user, or no answer comes within a second, \fBshape \-\-remote\fR says so and exits with status 1.
+.SH SHARES
+\fBshape \-\-share\fR \fINAME\fR spends from one bucket together with every other shape of the user that names \fINAME\fR, so that the limit is their total: eight parallel transfers on one 50 MiB/s share add up to 50 MiB/s.
+The first to start creates the share with its \fB\-\-rate\fR and \fB\-\-burst\fR; later ones use the share's settings, and say so on standard error if theirs differ.
+\fBshape \-\-remote share:\fR\fINAME\fR changes the limit for all of them at once, and \fBshape \-\-share\fR \fINAME\fR \fB\-\-status\fR shows it and what they spend together.
+The bucket lives in \fINAME\fR.share (mode 0600) in the private control directory; it is lock-free, so a shape killed at any instant never holds up the others.
+A share file that is too short, of another version, a link, open to others or another user's is refused with a message.
 .SH EXIT STATUS
 .TP
 \fB0\fR

@@ -19,6 +19,8 @@ pub mod progress;
 pub mod rate;
 pub mod schedule;
 #[cfg(not(loom))]
+pub mod share;
+#[cfg(not(loom))]
 pub mod signals;
 pub mod size;
 pub mod sync;

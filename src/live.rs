@@ -3,12 +3,11 @@
 //! the timetable. Also owns one rule: a burst the user never set follows
 //! the rate (a tenth of a second of it), whoever changes the rate.
 
-use crate::bucket::TokenBucket;
-use crate::clock::MonotonicClock;
 use crate::control::{ControlDir, Registration, Request, Settings, apply};
 use crate::progress::Printer;
 use crate::rate::{Limit, human_rate};
 use crate::schedule::{RateFile, Schedule};
+use crate::share::Bucket;
 use crate::signals::{Handlers, answer};
 use crate::size::human_bytes;
 use std::path::PathBuf;
@@ -18,13 +17,13 @@ use std::time::Instant;
 
 /// Changes the settings of the running shape's bucket.
 pub struct Adjuster {
-    bucket: Arc<TokenBucket<MonotonicClock>>,
+    bucket: Arc<Bucket>,
     /// True until someone sets a burst.
     burst_follows_rate: AtomicBool,
 }
 
 impl Adjuster {
-    pub fn new(bucket: Arc<TokenBucket<MonotonicClock>>, burst_was_set: bool) -> Adjuster {
+    pub fn new(bucket: Arc<Bucket>, burst_was_set: bool) -> Adjuster {
         Adjuster {
             bucket,
             burst_follows_rate: AtomicBool::new(!burst_was_set),
@@ -229,7 +228,7 @@ mod tests {
 
     #[test]
     fn a_burst_never_set_follows_the_rate() {
-        let bucket = Arc::new(TokenBucket::new(Limit::Unlimited, 10).unwrap());
+        let bucket = Arc::new(crate::share::own(Limit::Unlimited, 10).unwrap());
         let adjuster = Adjuster::new(bucket.clone(), false);
         let mib = Limit::Rate(Rate::from_whole(1 << 20).unwrap());
         adjuster.apply(&Request {

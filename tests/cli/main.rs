@@ -7,5 +7,6 @@ mod failures;
 mod generated;
 mod live;
 mod options;
+mod share;
 mod timing;
 mod usage;

@@ -1,0 +1,236 @@
+//! One limit shared by several shape processes: the total, fairness, a
+//! participant killed with SIGKILL, bad share files, and changing a share.
+
+use crate::harness::*;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: f64 = 1_048_576.0;
+
+/// A private runtime directory for one test.
+struct Runtime(Scratch);
+
+impl Runtime {
+    fn new(name: &str) -> Runtime {
+        let scratch = Scratch::new(name);
+        std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Runtime(scratch)
+    }
+
+    fn shape<const N: usize>(&self, args: [&str; N]) -> Command {
+        let mut command = shape(args);
+        command.env("XDG_RUNTIME_DIR", &self.0.0);
+        command
+    }
+
+    /// Starts `count` shapes on share `name`, reading /dev/zero.
+    fn start(&self, count: usize, args: &[&str]) -> Vec<Running> {
+        (0..count)
+            .map(|_| {
+                let mut command = self.shape(["--progress", "none"]);
+                command.args(args);
+                Running::start(
+                    command,
+                    Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+                    false,
+                )
+            })
+            .collect()
+    }
+
+    fn share_file(&self, name: &str) -> std::path::PathBuf {
+        self.0.0.join("shape").join(format!("{name}.share"))
+    }
+}
+
+/// Each shape's rate over `length` from `from`, after that window passed.
+fn rates(shapes: &[Running], from: Instant, length: Duration) -> Vec<f64> {
+    std::thread::sleep((from + length).saturating_duration_since(Instant::now()));
+    shapes
+        .iter()
+        .map(|s| s.bytes_between(from, from + length) as f64 / length.as_secs_f64())
+        .collect()
+}
+
+#[test]
+fn four_shapes_on_one_share_add_up_to_the_limit_and_each_gets_its_part() {
+    let runtime = Runtime::new("share-four");
+    let started = Instant::now();
+    let shapes = runtime.start(
+        4,
+        &["--share", "backup", "--rate", "8MiB", "--burst", "256KiB"],
+    );
+    let each = rates(
+        &shapes,
+        started + Duration::from_millis(700),
+        Duration::from_secs(3),
+    );
+    for shape in shapes {
+        shape.stop();
+    }
+    let total: f64 = each.iter().sum();
+    eprintln!(
+        "four shapes on 8 MiB/s: {:?} MiB/s, total {:.4} MiB/s",
+        each.iter().map(|r| r / MIB).collect::<Vec<_>>(),
+        total / MIB
+    );
+    assert!(
+        (total - 8.0 * MIB).abs() <= 0.03 * 8.0 * MIB,
+        "total {total}"
+    );
+    for rate in &each {
+        assert!(*rate >= 0.15 * total, "{each:?}");
+    }
+}
+
+#[test]
+fn a_shape_killed_with_sigkill_does_not_hold_up_the_others() {
+    let runtime = Runtime::new("share-kill");
+    let mut shapes = runtime.start(
+        3,
+        &["--share", "crawl", "--rate", "6MiB", "--burst", "128KiB"],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let victim = shapes.remove(0);
+    victim.signal(rustix::process::Signal::KILL);
+    let (status, _, _) = victim.finish();
+    assert!(!status.success());
+    let killed = Instant::now();
+    let each = rates(
+        &shapes,
+        killed + Duration::from_millis(300),
+        Duration::from_secs(2),
+    );
+    for shape in shapes {
+        shape.stop();
+    }
+    let total: f64 = each.iter().sum();
+    assert!(
+        total <= 6.0 * MIB * 1.03,
+        "over the limit after the kill: {total}"
+    );
+    assert!(
+        total >= 6.0 * MIB * 0.9,
+        "the others were held up: {each:?}"
+    );
+}
+
+#[test]
+fn a_remote_change_of_the_share_reaches_every_shape() {
+    let runtime = Runtime::new("share-remote");
+    let shapes = runtime.start(
+        2,
+        &["--share", "sync", "--rate", "2MiB", "--burst", "128KiB"],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let answer = run(
+        runtime.shape(["--remote", "share:sync", "--rate", "8MiB"]),
+        Stdio::null(),
+    );
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "share sync: rate 8.00 MiB/s, burst 128.0 KiB\n"
+    );
+    let each = rates(
+        &shapes,
+        Instant::now() + Duration::from_millis(200),
+        Duration::from_secs(2),
+    );
+    let status = run(
+        runtime.shape(["--share", "sync", "--status"]),
+        Stdio::null(),
+    );
+    for shape in shapes {
+        shape.stop();
+    }
+    let total: f64 = each.iter().sum();
+    assert!((total - 8.0 * MIB).abs() <= 0.05 * 8.0 * MIB, "{each:?}");
+    assert!(each.iter().all(|r| *r > 2.0 * MIB), "{each:?}");
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.starts_with("share sync: rate 8.00 MiB/s, burst 128.0 KiB; in use "),
+        "{status}"
+    );
+}
+
+#[test]
+fn a_later_shape_adopts_the_share_and_says_so() {
+    let runtime = Runtime::new("share-adopt");
+    let first = runtime.start(1, &["--share", "s", "--rate", "1MiB"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let second = run(
+        runtime.shape(["--share", "s", "--rate", "5MiB", "--stop-after", "1k"]),
+        Stdio::null(),
+    );
+    for shape in first {
+        shape.stop();
+    }
+    assert_eq!(second.code(), 0, "{}", second.stderr);
+    assert_eq!(
+        second.stderr,
+        "shape: share s is at rate 1.00 MiB/s, burst 102.4 KiB; using that (change it with --remote share:s)\n"
+    );
+}
+
+#[test]
+fn bad_share_files_are_refused_with_their_reason() {
+    let runtime = Runtime::new("share-bad");
+    let created = run(
+        runtime.shape(["--share", "x", "--rate", "1MiB", "--stop-after", "1"]),
+        Stdio::null(),
+    );
+    assert_eq!(created.code(), 0, "{}", created.stderr);
+    let path = runtime.share_file("x");
+    let good = std::fs::read(&path).unwrap();
+    let refused = |bytes: &[u8], reason: &str| {
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let run = run(
+            runtime.shape(["--share", "x", "--stop-after", "1"]),
+            Stdio::null(),
+        );
+        assert_eq!(run.code(), 1, "{reason}: {}", run.stderr);
+        assert!(
+            run.stderr.starts_with("shape: share x: ") && run.stderr.contains(reason),
+            "{reason}: {}",
+            run.stderr
+        );
+    };
+    refused(&good[..200], "too short");
+    let mut version = good.clone();
+    version[8] = 9;
+    refused(&version, "another version");
+    let mut magic = good.clone();
+    magic[..8].copy_from_slice(b"NOTSHAPE");
+    refused(&magic, "not a shape share file");
+
+    std::fs::remove_file(&path).unwrap();
+    let elsewhere = runtime.0.file("elsewhere", &good);
+    std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+    let linked = run(
+        runtime.shape(["--share", "x", "--stop-after", "1"]),
+        Stdio::null(),
+    );
+    assert_eq!(linked.code(), 1);
+    assert!(linked.stderr.contains("symbolic link"), "{}", linked.stderr);
+
+    if rustix::process::geteuid().is_root() {
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, &good).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        rustix::fs::chown(&path, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
+        let foreign = run(
+            runtime.shape(["--share", "x", "--stop-after", "1"]),
+            Stdio::null(),
+        );
+        assert_eq!(foreign.code(), 1);
+        assert!(
+            foreign.stderr.contains("belongs to another user"),
+            "{}",
+            foreign.stderr
+        );
+    }
+}
