@@ -2,16 +2,23 @@
 //!
 //! The heart of it is [`bucket::TokenBucket`], an exact, lock-free token
 //! bucket whose tokens are bytes, running on a [`clock::Clock`]. [`copy`]
-//! pumps data through a bucket; [`app`] is the command built on them.
+//! pumps data through a bucket; [`share`] puts a bucket in memory shared by
+//! several processes; [`control`], [`signals`] and [`live`] change a running
+//! shape; [`app`] is the command built on them all.
+//!
+//! Under the loom model checker (`--cfg loom`) only the bucket and what it
+//! needs are built.
 
 #[cfg(not(loom))]
 pub mod app;
 pub mod bucket;
+#[cfg(not(loom))]
 pub mod cli;
 pub mod clock;
 #[cfg(not(loom))]
 pub mod control;
 pub mod copy;
+#[cfg(not(loom))]
 pub mod generate;
 #[cfg(not(loom))]
 pub mod live;
