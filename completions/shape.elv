@@ -32,7 +32,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --rate-file 'Read the rate (and optionally the burst) from FILE: ''RATE [BURST]'' on its first line that is not a ''#'' comment. Read at start and again on SIGHUP; a bad file then leaves the settings as they were'
             cand --schedule 'Follow a timetable of rates from the start of the transfer, e.g. "0s=1MiB, 30s=10MiB, 2m=unlimited" (humantime offsets, increasing)'
             cand --remote 'Change the running shape PID (of this user), or every shape on a share (share:NAME), instead of copying: with --rate, --burst, --pause or --resume. Prints the settings now in force; for a PID, after the shape has acknowledged'
-            cand --share 'Spend from the bucket of share NAME, with every shape of this user that names it: the limit is their total. The first creates it with its --rate and --burst; later ones use the share''s settings (and say so if theirs differ)'
+            cand --share 'Spend from the bucket of share NAME, with every shape of this user that names it: the limit is their total. The first creates it with its --rate and --burst; while any shape is on it, later ones use the share''s settings (and say so if theirs differ)'
             cand --generate 'Print the man page or a shell completion script, and exit'
             cand -q 'Print nothing on standard error but errors (no progress, no stats)'
             cand --quiet 'Print nothing on standard error but errors (no progress, no stats)'

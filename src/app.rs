@@ -213,15 +213,18 @@ fn bucket(cli: &Cli, limit: Limit, burst: u64) -> anyhow::Result<Bucket> {
     let dir = ControlDir::open()?;
     let (bucket, opened) = share::open(&dir, name, limit, burst)?;
     let asked_for = cli.rate.is_some() || cli.burst.is_some();
-    if opened == Opened::Attached
-        && asked_for
-        && (bucket.limit() != limit || bucket.burst() != burst)
-        && !cli.quiet
-    {
-        eprintln!(
-            "shape: share {name} is at {}; using that (change it with --remote share:{name})",
-            Settings::of(&bucket)
-        );
+    let differs = bucket.limit() != limit || bucket.burst() != burst;
+    if opened == Opened::Attached && asked_for && differs {
+        if dir.spenders(name) == 0 {
+            // A share left by shapes that have all ended: this one starts
+            // it afresh with its own settings.
+            bucket.set(limit, burst)?;
+        } else if !cli.quiet {
+            eprintln!(
+                "shape: share {name} is at {}; using that (change it with --remote share:{name})",
+                Settings::of(&bucket)
+            );
+        }
     }
     Ok(bucket)
 }
@@ -266,7 +269,7 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         printer: reporter.as_ref().map(Reporter::printer).unwrap_or_default(),
         rate_file: cli.rate_file.clone(),
     };
-    let registration = live::start(live, cli.quiet)?;
+    let registration = live::start(live, cli.share.clone(), cli.quiet)?;
     let output = File::from(
         io::stdout()
             .as_fd()

@@ -122,8 +122,8 @@ pub struct Cli {
 
     /// Spend from the bucket of share NAME, with every shape of this user
     /// that names it: the limit is their total. The first creates it with
-    /// its --rate and --burst; later ones use the share's settings (and say
-    /// so if theirs differ).
+    /// its --rate and --burst; while any shape is on it, later ones use the
+    /// share's settings (and say so if theirs differ).
     #[arg(long, value_name = "NAME", value_parser = crate::share::check_name)]
     pub share: Option<String>,
 

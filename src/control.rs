@@ -171,18 +171,40 @@ impl ControlDir {
 
     /// Registers the running shape `pid`; the registration is removed when
     /// dropped, or by [`ControlDir::unregister`].
-    pub fn register(self: &Arc<Self>, pid: u32) -> io::Result<Registration> {
+    /// The registration names the share the shape spends from, if any, so
+    /// that [`ControlDir::spenders`] can count it.
+    pub fn register(self: &Arc<Self>, pid: u32, share: Option<&str>) -> io::Result<Registration> {
         let name = marker_name(pid);
         let started = start_time(pid)?;
         self.sweep();
         // A marker left by a process that died and whose PID came round
         // again is stale: replace it.
         let _ = rustix::fs::unlinkat(&self.fd, name.as_str(), AtFlags::empty());
-        self.create(&name, &format!("{MAGIC}\nstarted {started}\n"))?;
+        let share = share
+            .map(|share| format!("share {share}\n"))
+            .unwrap_or_default();
+        self.create(&name, &format!("{MAGIC}\nstarted {started}\n{share}"))?;
         Ok(Registration {
             dir: self.clone(),
             name,
         })
+    }
+
+    /// How many running shapes of this user spend from share `share`.
+    pub fn spenders(&self, share: &str) -> usize {
+        let Ok(dir) = Dir::read_from(&self.fd) else {
+            return 0;
+        };
+        let wanted = format!("share {share}");
+        dir.filter_map(Result::ok)
+            .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_string))
+            .filter_map(|name| name.strip_suffix(".shape")?.parse::<u32>().ok())
+            .filter(|&pid| self.is_running_shape(pid))
+            .filter(|&pid| {
+                self.read(&marker_name(pid), false)
+                    .is_ok_and(|text| text.lines().any(|l| l == wanted))
+            })
+            .count()
     }
 
     /// Removes what shapes that are no longer running left behind (ended

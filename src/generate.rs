@@ -79,7 +79,7 @@ Messages travel as files in a directory only the user can enter ($XDG_RUNTIME_DI
 If \fIPID\fR is not a running shape of this user, or no answer comes within a second, \fBshape \-\-remote\fR says so and exits with status 1.
 .SH SHARES
 \fBshape \-\-share\fR \fINAME\fR spends from one bucket together with every other shape of the user that names \fINAME\fR, so that the limit is their total: eight parallel transfers on one 50 MiB/s share add up to 50 MiB/s.
-The first to start creates the share with its \fB\-\-rate\fR and \fB\-\-burst\fR; later ones use the share's settings, and say so on standard error if theirs differ.
+The first to start creates the share with its \fB\-\-rate\fR and \fB\-\-burst\fR; while any shape is on it, later ones use the share's settings, and say so on standard error if theirs differ. A shape that finds nobody on a share starts it afresh with its own settings.
 \fBshape \-\-remote share:\fR\fINAME\fR changes the limit for all of them at once, and \fBshape \-\-share\fR \fINAME\fR \fB\-\-status\fR shows it and what they spend together.
 The bucket lives in \fINAME\fR.share (mode 0600) in the private control directory; it is lock-free, so a shape killed at any instant never holds up the others.
 A share file that is too short, of another version, a link, open to others or another user's is refused with a message.

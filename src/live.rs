@@ -65,11 +65,12 @@ pub struct Run {
     pub rate_file: Option<PathBuf>,
 }
 
-/// Starts answering signals and remote control for `run`. The result
+/// Starts answering signals and remote control for `run`, registered as
+/// spending from `share` if it does. The result
 /// keeps the registration for remote control; drop it at the end. If the
 /// control directory is unusable, says why once (unless `quiet`) and runs
 /// without remote control.
-pub fn start(run: Run, quiet: bool) -> anyhow::Result<Option<Registration>> {
+pub fn start(run: Run, share: Option<String>, quiet: bool) -> anyhow::Result<Option<Registration>> {
     let pid = std::process::id();
     let control = match ControlDir::open() {
         Ok(dir) => Some(Arc::new(dir)),
@@ -82,7 +83,7 @@ pub fn start(run: Run, quiet: bool) -> anyhow::Result<Option<Registration>> {
         }
     };
     let registration = match &control {
-        Some(dir) => Some(dir.register(pid)?),
+        Some(dir) => Some(dir.register(pid, share.as_deref())?),
         None => None,
     };
     let Run {

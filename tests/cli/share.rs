@@ -234,3 +234,23 @@ fn bad_share_files_are_refused_with_their_reason() {
         );
     }
 }
+
+#[test]
+fn a_share_whose_shapes_have_all_ended_starts_afresh() {
+    let runtime = Runtime::new("share-idle");
+    let first = run(
+        runtime.shape(["--share", "n", "--rate", "1MiB", "--stop-after", "1"]),
+        Stdio::null(),
+    );
+    assert_eq!(first.code(), 0, "{}", first.stderr);
+    let shapes = runtime.start(1, &["--share", "n", "--rate", "3MiB", "--burst", "64KiB"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let status = run(runtime.shape(["--share", "n", "--status"]), Stdio::null());
+    let (_, _, stderr) = shapes.into_iter().next().unwrap().stop();
+    assert_eq!(stderr, "", "no warning: nobody else was on the share");
+    assert!(
+        String::from_utf8_lossy(&status.stdout)
+            .starts_with("share n: rate 3.00 MiB/s, burst 64.0 KiB;"),
+        "{status:?}"
+    );
+}
