@@ -231,3 +231,74 @@ impl Running {
         (status, output, stderr)
     }
 }
+
+/// A private runtime directory for one test (`XDG_RUNTIME_DIR`), so that
+/// tests do not see each other's shapes, control messages or shares.
+pub struct Runtime(pub Scratch);
+
+impl Runtime {
+    pub fn new(name: &str) -> Runtime {
+        use std::os::unix::fs::PermissionsExt;
+        let scratch = Scratch::new(name);
+        std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Runtime(scratch)
+    }
+
+    /// `shape ARGS` using this runtime directory.
+    pub fn shape<const N: usize>(&self, args: [&str; N]) -> Command {
+        let mut command = shape(args);
+        command.env("XDG_RUNTIME_DIR", &self.0.0);
+        command
+    }
+
+    /// Starts a shape reading /dev/zero, and waits until it has registered
+    /// for remote control.
+    pub fn start<const N: usize>(&self, args: [&str; N]) -> Running {
+        let running = Running::start(
+            self.shape(args),
+            Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+            false,
+        );
+        self.wait_registered(running.pid);
+        running
+    }
+
+    /// Starts `count` shapes reading /dev/zero.
+    pub fn start_many(&self, count: usize, args: &[&str]) -> Vec<Running> {
+        (0..count)
+            .map(|_| {
+                let mut command = self.shape(["--progress", "none"]);
+                command.args(args);
+                Running::start(
+                    command,
+                    Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+                    false,
+                )
+            })
+            .collect()
+    }
+
+    pub fn wait_registered(&self, pid: u32) {
+        let marker = self.control_dir().join(format!("{pid}.shape"));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !marker.exists() {
+            assert!(Instant::now() < deadline, "shape {pid} never registered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `shape --remote PID ARGS`.
+    pub fn remote<const N: usize>(&self, pid: u32, args: [&str; N]) -> Run {
+        let mut command = self.shape(args);
+        command.arg("--remote").arg(pid.to_string());
+        run(command, Stdio::null())
+    }
+
+    pub fn control_dir(&self) -> std::path::PathBuf {
+        self.0.0.join("shape")
+    }
+
+    pub fn share_file(&self, name: &str) -> std::path::PathBuf {
+        self.control_dir().join(format!("{name}.share"))
+    }
+}

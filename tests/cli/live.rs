@@ -11,56 +11,6 @@ use std::time::{Duration, Instant};
 
 const MIB: f64 = 1_048_576.0;
 
-/// A private runtime directory for one test, so that tests do not see each
-/// other's shapes.
-struct Runtime(Scratch);
-
-impl Runtime {
-    fn new(name: &str) -> Runtime {
-        let scratch = Scratch::new(name);
-        std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o700)).unwrap();
-        Runtime(scratch)
-    }
-
-    /// `shape ARGS` using this runtime directory.
-    fn shape<const N: usize>(&self, args: [&str; N]) -> Command {
-        let mut command = shape(args);
-        command.env("XDG_RUNTIME_DIR", &self.0.0);
-        command
-    }
-
-    /// Starts a shape reading /dev/zero.
-    fn start<const N: usize>(&self, args: [&str; N]) -> Running {
-        let running = Running::start(
-            self.shape(args),
-            Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
-            false,
-        );
-        self.wait_registered(running.pid);
-        running
-    }
-
-    fn wait_registered(&self, pid: u32) {
-        let marker = self.0.0.join("shape").join(format!("{pid}.shape"));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !marker.exists() {
-            assert!(Instant::now() < deadline, "shape {pid} never registered");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// `shape --remote PID ARGS`.
-    fn remote<const N: usize>(&self, pid: u32, args: [&str; N]) -> Run {
-        let mut command = self.shape(args);
-        command.arg("--remote").arg(pid.to_string());
-        run(command, Stdio::null())
-    }
-
-    fn control_dir(&self) -> std::path::PathBuf {
-        self.0.0.join("shape")
-    }
-}
-
 fn within(measured: f64, target: f64, tolerance: f64) -> bool {
     (measured - target).abs() <= target * tolerance
 }

@@ -3,46 +3,10 @@
 
 use crate::harness::*;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const MIB: f64 = 1_048_576.0;
-
-/// A private runtime directory for one test.
-struct Runtime(Scratch);
-
-impl Runtime {
-    fn new(name: &str) -> Runtime {
-        let scratch = Scratch::new(name);
-        std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o700)).unwrap();
-        Runtime(scratch)
-    }
-
-    fn shape<const N: usize>(&self, args: [&str; N]) -> Command {
-        let mut command = shape(args);
-        command.env("XDG_RUNTIME_DIR", &self.0.0);
-        command
-    }
-
-    /// Starts `count` shapes on share `name`, reading /dev/zero.
-    fn start(&self, count: usize, args: &[&str]) -> Vec<Running> {
-        (0..count)
-            .map(|_| {
-                let mut command = self.shape(["--progress", "none"]);
-                command.args(args);
-                Running::start(
-                    command,
-                    Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
-                    false,
-                )
-            })
-            .collect()
-    }
-
-    fn share_file(&self, name: &str) -> std::path::PathBuf {
-        self.0.0.join("shape").join(format!("{name}.share"))
-    }
-}
 
 /// Each shape's rate over `length` from `from`, after that window passed.
 fn rates(shapes: &[Running], from: Instant, length: Duration) -> Vec<f64> {
@@ -57,7 +21,7 @@ fn rates(shapes: &[Running], from: Instant, length: Duration) -> Vec<f64> {
 fn four_shapes_on_one_share_add_up_to_the_limit_and_each_gets_its_part() {
     let runtime = Runtime::new("share-four");
     let started = Instant::now();
-    let shapes = runtime.start(
+    let shapes = runtime.start_many(
         4,
         &["--share", "backup", "--rate", "8MiB", "--burst", "256KiB"],
     );
@@ -87,7 +51,7 @@ fn four_shapes_on_one_share_add_up_to_the_limit_and_each_gets_its_part() {
 #[test]
 fn a_shape_killed_with_sigkill_does_not_hold_up_the_others() {
     let runtime = Runtime::new("share-kill");
-    let mut shapes = runtime.start(
+    let mut shapes = runtime.start_many(
         3,
         &["--share", "crawl", "--rate", "6MiB", "--burst", "128KiB"],
     );
@@ -119,7 +83,7 @@ fn a_shape_killed_with_sigkill_does_not_hold_up_the_others() {
 #[test]
 fn a_remote_change_of_the_share_reaches_every_shape() {
     let runtime = Runtime::new("share-remote");
-    let shapes = runtime.start(
+    let shapes = runtime.start_many(
         2,
         &["--share", "sync", "--rate", "2MiB", "--burst", "128KiB"],
     );
@@ -158,7 +122,7 @@ fn a_remote_change_of_the_share_reaches_every_shape() {
 #[test]
 fn a_later_shape_adopts_the_share_and_says_so() {
     let runtime = Runtime::new("share-adopt");
-    let first = runtime.start(1, &["--share", "s", "--rate", "1MiB"]);
+    let first = runtime.start_many(1, &["--share", "s", "--rate", "1MiB"]);
     std::thread::sleep(Duration::from_millis(300));
     let second = run(
         runtime.shape(["--share", "s", "--rate", "5MiB", "--stop-after", "1k"]),
@@ -243,7 +207,7 @@ fn a_share_whose_shapes_have_all_ended_starts_afresh() {
         Stdio::null(),
     );
     assert_eq!(first.code(), 0, "{}", first.stderr);
-    let shapes = runtime.start(1, &["--share", "n", "--rate", "3MiB", "--burst", "64KiB"]);
+    let shapes = runtime.start_many(1, &["--share", "n", "--rate", "3MiB", "--burst", "64KiB"]);
     std::thread::sleep(Duration::from_millis(300));
     let status = run(runtime.shape(["--share", "n", "--status"]), Stdio::null());
     let (_, _, stderr) = shapes.into_iter().next().unwrap().stop();
