@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -q -i -h -V --rate --burst --size --stop-after --quiet --progress --interval --stats --rate-file --schedule --remote --share --status --pause --resume --generate --help --version"
+            opts="-L -r -b -s -q -i -h -V --rate --burst --size --stop-after --quiet --progress --interval --stats --rate-file --schedule --listen --connect --connect-timeout --remote --share --status --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -78,6 +78,18 @@ _shape() {
                     return 0
                     ;;
                 --schedule)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

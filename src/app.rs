@@ -6,6 +6,7 @@ use crate::cli::{Cli, RemoteTarget};
 use crate::control::{self, ControlDir, RemoteError, Request, Settings};
 use crate::copy::{CopyError, Ended, Pump};
 use crate::live::{self, Adjuster, Run, default_burst};
+use crate::net::{self, Address};
 use crate::progress::{ProgressMode, Reporter, Source, Style};
 use crate::rate::{Limit, human_rate};
 use crate::schedule::RateFile;
@@ -241,7 +242,7 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         set_burst.unwrap_or_else(|| default_burst(limit)),
     )?);
     let adjuster = Arc::new(Adjuster::new(bucket.clone(), set_burst.is_some()));
-    let inputs = inputs(&cli.files);
+    let inputs = inputs(cli);
     let total = cli
         .size
         .map(Size::bytes)
@@ -270,20 +271,30 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         rate_file: cli.rate_file.clone(),
     };
     let registration = live::start(live, cli.share.clone(), cli.quiet)?;
-    let output = File::from(
-        io::stdout()
-            .as_fd()
-            .try_clone_to_owned()
-            .context("standard output")?,
-    );
+    let (output, output_name) = match &cli.connect {
+        Some(address) => {
+            let timeout = cli.connect_timeout.unwrap_or(Duration::from_secs(10));
+            let connection = address
+                .connect(timeout)
+                .with_context(|| format!("connect to {address}"))?;
+            (connection, address.to_string())
+        }
+        None => {
+            let stdout = io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("standard output")?;
+            (File::from(stdout), "stdout".to_string())
+        }
+    };
     let mut pump = Pump::new(&bucket, &forwarded, cli.stop_after.map(Size::bytes));
     let mut all_read = true;
-    for path in &inputs {
-        let name = path.display();
-        let input = match open(path) {
+    for source in &inputs {
+        let name = source.to_string();
+        let input = match source.open() {
             Ok(input) => input,
             Err(err) => {
-                warn(anyhow!(err).context(name.to_string()));
+                warn(anyhow!(err).context(name.clone()));
                 all_read = false;
                 continue;
             }
@@ -303,9 +314,12 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
                 if let Some(reporter) = reporter {
                     reporter.finish();
                 }
-                return Err(anyhow!(err).context("write to stdout"));
+                return Err(anyhow!(err).context(format!("write to {output_name}")));
             }
         }
+    }
+    if cli.connect.is_some() {
+        net::finish(output).with_context(|| format!("close the connection to {output_name}"))?;
     }
     if let Some(reporter) = reporter {
         reporter.finish();
@@ -322,33 +336,54 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
     Ok(all_read)
 }
 
-/// The inputs named, with no names meaning standard input.
-fn inputs(files: &[PathBuf]) -> Vec<PathBuf> {
-    if files.is_empty() {
-        vec![PathBuf::from("-")]
-    } else {
-        files.to_vec()
+/// Where bytes come from.
+enum Input {
+    /// A file, or `-` for standard input.
+    Path(PathBuf),
+    /// One connection accepted on an address.
+    Listen(Address),
+}
+
+impl Input {
+    /// Opens the input; `-` is a fresh handle on standard input.
+    fn open(&self) -> io::Result<File> {
+        match self {
+            Input::Path(path) if path == Path::new("-") => {
+                Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?))
+            }
+            Input::Path(path) => File::open(path),
+            Input::Listen(address) => address.accept_one(),
+        }
+    }
+}
+
+impl std::fmt::Display for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Input::Path(path) => write!(f, "{}", path.display()),
+            Input::Listen(address) => write!(f, "listen on {address}"),
+        }
+    }
+}
+
+/// The inputs asked for: a connection, the files named, or standard input.
+fn inputs(cli: &Cli) -> Vec<Input> {
+    match (&cli.listen, cli.files.is_empty()) {
+        (Some(address), _) => vec![Input::Listen(address.clone())],
+        (None, true) => vec![Input::Path(PathBuf::from("-"))],
+        (None, false) => cli.files.iter().cloned().map(Input::Path).collect(),
     }
 }
 
 /// The sum of the inputs' sizes, if every input is a regular file.
-fn known_total(inputs: &[PathBuf]) -> Option<u64> {
-    inputs.iter().try_fold(0u64, |sum, path| {
-        if path == Path::new("-") {
-            return None;
+fn known_total(inputs: &[Input]) -> Option<u64> {
+    inputs.iter().try_fold(0u64, |sum, input| match input {
+        Input::Path(path) if path != Path::new("-") => {
+            let meta = std::fs::metadata(path).ok()?;
+            meta.is_file().then(|| sum + meta.len())
         }
-        let meta = std::fs::metadata(path).ok()?;
-        meta.is_file().then(|| sum + meta.len())
+        _ => None,
     })
-}
-
-/// Opens an input; `-` is a fresh handle on standard input.
-fn open(path: &Path) -> io::Result<File> {
-    if path == Path::new("-") {
-        Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?))
-    } else {
-        File::open(path)
-    }
 }
 
 /// The reporter's style and interval, if progress is shown at all.

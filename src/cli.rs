@@ -1,6 +1,7 @@
 //! The command line: every flag, its help text and its value parser. Parsing
 //! only; what the flags do lives in [`crate::app`].
 
+use crate::net::Address;
 use crate::progress::{ProgressMode, parse_interval};
 use crate::rate::Limit;
 use crate::schedule::Schedule;
@@ -112,6 +113,23 @@ pub struct Cli {
         allow_hyphen_values = true
     )]
     pub schedule: Option<Schedule>,
+
+    /// Read from one connection accepted on ADDR instead of standard input:
+    /// host:port, :port (every interface), [::1]:port or unix:PATH. shape
+    /// accepts one connection, reads it to its end, and exits.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["files", "connect"])]
+    pub listen: Option<Address>,
+
+    /// Write to a connection to ADDR instead of standard output (forms as
+    /// for --listen; :port is this machine). At the end of the input shape
+    /// shuts down its sending side and waits for the peer to close, so
+    /// nothing is cut off.
+    #[arg(long, value_name = "ADDR")]
+    pub connect: Option<Address>,
+
+    /// How long --connect keeps trying each address (default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = crate::net::parse_timeout, requires = "connect")]
+    pub connect_timeout: Option<Duration>,
 
     /// Change the running shape PID (of this user), or every shape on a
     /// share (share:NAME), instead of copying: with --rate, --burst,

@@ -22,6 +22,8 @@ pub mod copy;
 pub mod generate;
 #[cfg(not(loom))]
 pub mod live;
+#[cfg(not(loom))]
+pub mod net;
 pub mod progress;
 pub mod rate;
 pub mod schedule;

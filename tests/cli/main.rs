@@ -6,6 +6,7 @@ mod exactness;
 mod failures;
 mod generated;
 mod live;
+mod net;
 mod options;
 mod share;
 mod timing;

@@ -1,0 +1,206 @@
+//! Sockets as input and output: `--listen ADDR` reads one accepted
+//! connection instead of standard input, `--connect ADDR` writes to a
+//! connection instead of standard output. Addresses are `host:port`,
+//! `:port`, `[::1]:port` or `unix:PATH`. A connection becomes a plain
+//! `File` on its descriptor, so the copy loop splices to and from it as
+//! from any other file.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+const EXAMPLES: &str =
+    "e.g. localhost:9000, :9000, 127.0.0.1:9000, [::1]:9000, unix:/tmp/shape.sock";
+
+/// Where to listen or connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// A TCP host (name or address; empty for `:port`) and port.
+    Tcp { host: String, port: u16 },
+    /// A Unix socket path.
+    Unix(PathBuf),
+}
+
+impl FromStr for Address {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            return if path.is_empty() {
+                Err(format!("a unix address needs a path ({EXAMPLES})"))
+            } else {
+                Ok(Address::Unix(PathBuf::from(path)))
+            };
+        }
+        let Some((host, port)) = text.rsplit_once(':') else {
+            return Err(format!("expected HOST:PORT or unix:PATH ({EXAMPLES})"));
+        };
+        let host = match host.strip_prefix('[') {
+            Some(inner) => inner
+                .strip_suffix(']')
+                .filter(|h| h.parse::<std::net::Ipv6Addr>().is_ok())
+                .ok_or_else(|| {
+                    format!("'{host}' is not an IPv6 address in brackets ({EXAMPLES})")
+                })?,
+            None if host.contains(':') => {
+                return Err(format!("an IPv6 address goes in brackets ({EXAMPLES})"));
+            }
+            None => host,
+        };
+        let valid_host = host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b));
+        if !valid_host {
+            return Err(format!(
+                "'{host}' is not a host name or address ({EXAMPLES})"
+            ));
+        }
+        let port = port
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| format!("'{port}' is not a port from 1 to 65535 ({EXAMPLES})"))?;
+        Ok(Address::Tcp {
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
+            Address::Tcp { host, port } => write!(f, "{host}:{port}"),
+            Address::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+impl Address {
+    /// The socket addresses a TCP address names. An empty host means every
+    /// interface to listen on, or this machine to connect to.
+    fn resolve(host: &str, port: u16, listening: bool) -> io::Result<Vec<SocketAddr>> {
+        let host = match host {
+            "" if listening => "0.0.0.0",
+            "" => "localhost",
+            host => host,
+        };
+        Ok((host, port).to_socket_addrs()?.collect())
+    }
+
+    /// Listens, accepts one connection, and returns it.
+    pub fn accept_one(&self) -> io::Result<File> {
+        match self {
+            Address::Tcp { host, port } => {
+                let listener = TcpListener::bind(&*Self::resolve(host, *port, true)?)?;
+                let (stream, _) = listener.accept()?;
+                Ok(File::from(OwnedFd::from(stream)))
+            }
+            Address::Unix(path) => {
+                let listener = UnixListener::bind(path)?;
+                let accepted = listener.accept();
+                // The path served its purpose once a peer is in.
+                let _ = std::fs::remove_file(path);
+                Ok(File::from(OwnedFd::from(accepted?.0)))
+            }
+        }
+    }
+
+    /// Connects, giving up on each TCP address after `timeout`.
+    pub fn connect(&self, timeout: Duration) -> io::Result<File> {
+        match self {
+            Address::Tcp { host, port } => {
+                let mut last = io::Error::new(io::ErrorKind::NotFound, "no address found");
+                for address in Self::resolve(host, *port, false)? {
+                    match TcpStream::connect_timeout(&address, timeout) {
+                        Ok(stream) => {
+                            let _ = stream.set_nodelay(true);
+                            return Ok(File::from(OwnedFd::from(stream)));
+                        }
+                        Err(err) => last = err,
+                    }
+                }
+                Err(last)
+            }
+            Address::Unix(path) => Ok(File::from(OwnedFd::from(UnixStream::connect(path)?))),
+        }
+    }
+}
+
+/// Parses `--connect-timeout`: a humantime duration from 1ms to 1h.
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    const EXAMPLES: &str = "e.g. 500ms, 10s, 1m";
+    let timeout =
+        humantime::parse_duration(text.trim()).map_err(|e| format!("{e} ({EXAMPLES})"))?;
+    if timeout < Duration::from_millis(1) || timeout > Duration::from_secs(3600) {
+        return Err(format!("timeout must be from 1ms to 1h ({EXAMPLES})"));
+    }
+    Ok(timeout)
+}
+
+/// Ends the sending side of `connection` and waits for the peer to close
+/// its side, so that nothing sent is cut off by closing too early. What the
+/// peer sends meanwhile is read and dropped.
+pub fn finish(connection: File) -> io::Result<()> {
+    rustix::net::shutdown(&connection, rustix::net::Shutdown::Write)?;
+    let mut connection = connection;
+    let mut sink = [0u8; 16 * 1024];
+    loop {
+        match connection.read(&mut sink) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_address_form_parses() {
+        let tcp = |host: &str, port| Address::Tcp {
+            host: host.into(),
+            port,
+        };
+        assert_eq!("localhost:9000".parse(), Ok(tcp("localhost", 9000)));
+        assert_eq!(":9000".parse(), Ok(tcp("", 9000)));
+        assert_eq!("127.0.0.1:1".parse(), Ok(tcp("127.0.0.1", 1)));
+        assert_eq!("[::1]:65535".parse(), Ok(tcp("::1", 65535)));
+        assert_eq!("unix:/tmp/s".parse(), Ok(Address::Unix("/tmp/s".into())));
+        assert_eq!("[::1]:8".parse::<Address>().unwrap().to_string(), "[::1]:8");
+    }
+
+    #[test]
+    fn malformed_addresses_say_why() {
+        for bad in [
+            "",
+            "9000",
+            "host",
+            "host:",
+            "host:0",
+            "host:65536",
+            "host:http",
+            "::1:80",
+            "[::1:80",
+            "[zz]:80",
+            "unix:",
+            "a b:80",
+            "host:-1",
+        ] {
+            assert!(
+                bad.parse::<Address>().unwrap_err().contains("e.g."),
+                "{bad}"
+            );
+        }
+    }
+}
