@@ -1,6 +1,7 @@
 //! One run of `shape`: parse the command line, open the inputs in turn,
-//! pump each to standard output through one bucket, show progress, and turn
-//! the outcome into an exit status.
+//! pump each to standard output (or a connection) through one bucket, show
+//! progress, and turn the outcome into an exit status. Also the two
+//! one-off commands: `--remote` and `--share NAME --status`.
 
 use crate::cli::{Cli, RemoteTarget};
 use crate::control::{self, ControlDir, RemoteError, Request, Settings};
