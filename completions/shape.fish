@@ -9,7 +9,9 @@ none\t'Nothing'"
 complete -c shape -s i -l interval -d 'How often progress is shown: \'500ms\', \'2s\', or plain seconds (\'0.5\'). Defaults to 1s for json and 0.1s for the bar' -r
 complete -c shape -l rate-file -d 'Read the rate (and optionally the burst) from FILE: \'RATE [BURST]\' on its first line that is not a \'#\' comment. Read at start and again on SIGHUP; a bad file then leaves the settings as they were' -r -F
 complete -c shape -l schedule -d 'Follow a timetable of rates from the start of the transfer, e.g. "0s=1MiB, 30s=10MiB, 2m=unlimited" (humantime offsets, increasing)' -r
-complete -c shape -l listen -d 'Read from one connection accepted on ADDR instead of standard input: host:port, :port (every interface), [::1]:port or unix:PATH. shape accepts one connection, reads it to its end, and exits' -r
+complete -c shape -l listen -d 'Read from one connection accepted on ADDR instead of standard input: host:port, :port (every interface), [::1]:port or unix:PATH. shape accepts one connection, reads it to its end, and exits. With --connect too, shape is a proxy: every connection accepted is forwarded to the --connect address, both directions shaped' -r
+complete -c shape -l rate-up -d 'Proxy: the rate from clients to the server (default: --rate)' -r
+complete -c shape -l rate-down -d 'Proxy: the rate from the server to clients (default: --rate)' -r
 complete -c shape -l connect -d 'Write to a connection to ADDR instead of standard output (forms as for --listen; :port is this machine). At the end of the input shape shuts down its sending side and waits for the peer to close, so nothing is cut off' -r
 complete -c shape -l connect-timeout -d 'How long --connect keeps trying each address (default 10s)' -r
 complete -c shape -l remote -d 'Change the running shape PID (of this user), or every shape on a share (share:NAME), instead of copying: with --rate, --burst, --pause or --resume. Prints the settings now in force; for a PID, after the shape has acknowledged' -r
@@ -22,6 +24,7 @@ elvish\t''
 powershell\t''"
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
 complete -c shape -l stats -d 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate'
+complete -c shape -l per-connection -d 'Proxy: give each connection its own limits instead of all sharing one per direction'
 complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
 complete -c shape -l pause -d 'With --remote: hold the data; nothing flows until --resume'
 complete -c shape -l resume -d 'With --remote: let data flow again, with no catch-up beyond the burst'

@@ -9,6 +9,7 @@ use crate::copy::{CopyError, Ended, Pump};
 use crate::live::{self, Adjuster, Run, default_burst};
 use crate::net::{self, Address};
 use crate::progress::{ProgressMode, Reporter, Source, Style};
+use crate::proxy;
 use crate::rate::{Limit, human_rate};
 use crate::schedule::RateFile;
 use crate::share::{self, Bucket, Opened};
@@ -61,6 +62,12 @@ pub fn main() -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
+    if let (Some(listen), Some(connect)) = (&cli.listen, &cli.connect) {
+        return match proxy(&cli, listen, connect) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => fail(&err),
+        };
+    }
     match run(&cli, rate_file) {
         Ok(true) => ExitCode::from(SUCCESS),
         Ok(false) => ExitCode::from(IO_FAILURE),
@@ -205,6 +212,26 @@ fn share_status(name: &str) -> ExitCode {
         }
         Err(err) => fail(&err),
     }
+}
+
+/// Proxy mode: serves connections until ended by a signal.
+fn proxy(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<()> {
+    let rate = cli.rate.unwrap_or(Limit::Unlimited);
+    let (up, down) = (cli.rate_up.unwrap_or(rate), cli.rate_down.unwrap_or(rate));
+    let burst = |limit| cli.burst.map_or_else(|| default_burst(limit), Size::bytes);
+    let limits = proxy::Limits {
+        up,
+        down,
+        burst_up: burst(up),
+        burst_down: burst(down),
+        per_connection: cli.per_connection,
+    };
+    let shared = (
+        Arc::new(crate::bucket::TokenBucket::new(up, limits.burst_up)?),
+        Arc::new(crate::bucket::TokenBucket::new(down, limits.burst_down)?),
+    );
+    proxy::serve(listen, connect, limits, shared)
+        .with_context(|| format!("proxy from {listen} to {connect}"))
 }
 
 /// The bucket to spend from: the share's, or one of our own.

@@ -116,9 +116,24 @@ pub struct Cli {
 
     /// Read from one connection accepted on ADDR instead of standard input:
     /// host:port, :port (every interface), [::1]:port or unix:PATH. shape
-    /// accepts one connection, reads it to its end, and exits.
-    #[arg(long, value_name = "ADDR", conflicts_with_all = ["files", "connect"])]
+    /// accepts one connection, reads it to its end, and exits. With
+    /// --connect too, shape is a proxy: every connection accepted is
+    /// forwarded to the --connect address, both directions shaped.
+    #[arg(long, value_name = "ADDR", conflicts_with = "files")]
     pub listen: Option<Address>,
+
+    /// Proxy: the rate from clients to the server (default: --rate).
+    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
+    pub rate_up: Option<Limit>,
+
+    /// Proxy: the rate from the server to clients (default: --rate).
+    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
+    pub rate_down: Option<Limit>,
+
+    /// Proxy: give each connection its own limits instead of all sharing
+    /// one per direction.
+    #[arg(long, requires_all = ["listen", "connect"])]
+    pub per_connection: bool,
 
     /// Write to a connection to ADDR instead of standard output (forms as
     /// for --listen; :port is this machine). At the end of the input shape

@@ -25,6 +25,8 @@ pub mod live;
 #[cfg(not(loom))]
 pub mod net;
 pub mod progress;
+#[cfg(not(loom))]
+pub mod proxy;
 pub mod rate;
 pub mod schedule;
 #[cfg(not(loom))]

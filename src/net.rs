@@ -95,6 +95,33 @@ impl Address {
         Ok((host, port).to_socket_addrs()?.collect())
     }
 
+    /// A non-blocking TCP listener on this address.
+    pub fn bind_tcp(&self) -> io::Result<TcpListener> {
+        let Address::Tcp { host, port } = self else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a TCP address",
+            ));
+        };
+        let listener = TcpListener::bind(&*Self::resolve(host, *port, true)?)?;
+        listener.set_nonblocking(true)?;
+        Ok(listener)
+    }
+
+    /// The first socket address a TCP address names, to connect to.
+    pub fn resolve_one(&self) -> io::Result<SocketAddr> {
+        let Address::Tcp { host, port } = self else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a TCP address",
+            ));
+        };
+        Self::resolve(host, *port, false)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
+    }
+
     /// Listens, accepts one connection, and returns it.
     pub fn accept_one(&self) -> io::Result<File> {
         match self {

@@ -8,6 +8,7 @@ mod generated;
 mod live;
 mod net;
 mod options;
+mod proxy;
 mod share;
 mod timing;
 mod usage;

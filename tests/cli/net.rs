@@ -179,6 +179,4 @@ fn socket_errors_name_the_address() {
             );
         }
     }
-    let both = run(shape(["--listen", ":1", "--connect", ":2"]), Stdio::null());
-    assert_eq!(both.code(), 2);
 }

@@ -1,0 +1,379 @@
+//! Proxy mode (`--listen` with `--connect`): every connection accepted on
+//! the listen address is forwarded to the connect address, both directions
+//! shaped, all on one thread driven by mio.
+//!
+//! Each direction holds at most one chunk: it reads a chunk, reserves its
+//! tokens without blocking, and writes it once the reservation is covered.
+//! The thread sleeps in poll until the earliest such deadline or an event,
+//! so a connection waiting for tokens costs no CPU and never holds up the
+//! others; reservations queue in one bucket, so none starves. Half-closes
+//! pass through (an end of input becomes a shutdown of the other side's
+//! writing), and a reset or error on one side resets the other.
+
+use crate::bucket::{Reservation, TokenBucket};
+use crate::clock::{Clock, MonotonicClock};
+use crate::copy::chunk_size;
+use crate::net::Address;
+use crate::rate::Limit;
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use mio::{Events, Interest, Poll, Token};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Bucket = TokenBucket<MonotonicClock>;
+
+/// The largest chunk a direction holds.
+const BUFFER: usize = 64 * 1024;
+/// How long poll may sleep at most, so that a rate changed from outside
+/// re-times waiting connections promptly.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+const LISTENER: Token = Token(usize::MAX);
+
+/// The limits of a proxy.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Client to server.
+    pub up: Limit,
+    /// Server to client.
+    pub down: Limit,
+    pub burst_up: u64,
+    pub burst_down: u64,
+    /// Each connection gets buckets of its own instead of sharing two.
+    pub per_connection: bool,
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+
+    /// Makes the close that follows a reset rather than an orderly end.
+    fn reset_on_close(&self) {
+        let fd = match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        };
+        let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
+    }
+}
+
+/// One direction of a connection.
+struct Direction {
+    buffer: Box<[u8]>,
+    start: usize,
+    end: usize,
+    paid: Option<Reservation>,
+    ended: bool,
+    shut: bool,
+}
+
+impl Direction {
+    fn new() -> Direction {
+        Direction {
+            buffer: vec![0; BUFFER].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            paid: None,
+            ended: false,
+            shut: false,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.shut
+    }
+
+    /// Moves bytes from `from` to `to` until a side would block or tokens
+    /// are short. Returns the deadline to wait for, if waiting for tokens.
+    fn step(
+        &mut self,
+        from: &mut Stream,
+        to: &mut Stream,
+        bucket: &Bucket,
+    ) -> io::Result<Option<u64>> {
+        loop {
+            if self.start < self.end {
+                if let Some(deadline) = self.paid.as_ref().and_then(|paid| bucket.deadline(paid)) {
+                    return Ok(Some(deadline));
+                }
+                match to.write(&self.buffer[self.start..self.end]) {
+                    Ok(n) => self.start += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
+            if self.ended {
+                if !self.shut {
+                    to.shutdown_write()?;
+                    self.shut = true;
+                }
+                return Ok(None);
+            }
+            let want = chunk_size(bucket.limit(), bucket.burst()).min(BUFFER);
+            match from.read(&mut self.buffer[..want]) {
+                Ok(0) => self.ended = true,
+                Ok(n) => {
+                    (self.start, self.end) = (0, n);
+                    self.paid = Some(bucket.reserve(n as u64));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A client, its server, both directions and their buckets.
+struct Connection {
+    client: Stream,
+    server: Stream,
+    up: Direction,
+    down: Direction,
+    buckets: (Arc<Bucket>, Arc<Bucket>),
+    wake_at: Option<u64>,
+}
+
+impl Connection {
+    /// Steps both directions; `Err` means the connection must be reset.
+    fn step(&mut self) -> io::Result<()> {
+        let up = self
+            .up
+            .step(&mut self.client, &mut self.server, &self.buckets.0)?;
+        let down = self
+            .down
+            .step(&mut self.server, &mut self.client, &self.buckets.1)?;
+        self.wake_at = match (up, down) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.up.done() && self.down.done()
+    }
+}
+
+/// The buckets for one connection: the shared pair, or a fresh pair.
+fn buckets(
+    limits: &Limits,
+    shared: &(Arc<Bucket>, Arc<Bucket>),
+) -> io::Result<(Arc<Bucket>, Arc<Bucket>)> {
+    if !limits.per_connection {
+        return Ok(shared.clone());
+    }
+    let make = |limit, burst| {
+        TokenBucket::new(limit, burst)
+            .map(Arc::new)
+            .map_err(io::Error::other)
+    };
+    Ok((
+        make(limits.up, limits.burst_up)?,
+        make(limits.down, limits.burst_down)?,
+    ))
+}
+
+/// Serves connections on `listen`, forwarding each to `connect`, until the
+/// process is ended. The shared buckets are returned through `shared` so
+/// that live controls can change them.
+pub fn serve(
+    listen: &Address,
+    connect: &Address,
+    limits: Limits,
+    shared: (Arc<Bucket>, Arc<Bucket>),
+) -> io::Result<()> {
+    raise_file_limit();
+    let mut poll = Poll::new()?;
+    let mut listener = match listen {
+        Address::Tcp { .. } => Listener::Tcp(TcpListener::from_std(listen.bind_tcp()?)),
+        Address::Unix(path) => Listener::Unix(UnixListener::bind(path)?),
+    };
+    match &mut listener {
+        Listener::Tcp(l) => poll.registry().register(l, LISTENER, Interest::READABLE)?,
+        Listener::Unix(l) => poll.registry().register(l, LISTENER, Interest::READABLE)?,
+    }
+    let upstream: Option<SocketAddr> = match connect {
+        Address::Tcp { .. } => Some(connect.resolve_one()?),
+        Address::Unix(_) => None,
+    };
+    let mut connections: Vec<Option<Connection>> = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    let clock = MonotonicClock;
+    loop {
+        let now = clock.now();
+        let earliest = connections.iter().flatten().filter_map(|c| c.wake_at).min();
+        let sleep = earliest.map_or(MAX_SLEEP, |t| {
+            Duration::from_nanos(t.saturating_sub(now)).min(MAX_SLEEP)
+        });
+        match poll.poll(&mut events, Some(sleep)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let mut ready: Vec<usize> = Vec::new();
+        for event in &events {
+            if event.token() == LISTENER {
+                accept_all(
+                    &mut listener,
+                    connect,
+                    upstream,
+                    &poll,
+                    &mut connections,
+                    &limits,
+                    &shared,
+                    &mut ready,
+                )?;
+            } else {
+                ready.push(event.token().0 / 2);
+            }
+        }
+        let now = clock.now();
+        ready.extend(
+            connections
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    c.as_ref()
+                        .is_some_and(|c| c.wake_at.is_some_and(|t| t <= now))
+                })
+                .map(|(i, _)| i),
+        );
+        ready.sort_unstable();
+        ready.dedup();
+        for index in ready {
+            let Some(connection) = connections.get_mut(index).and_then(Option::as_mut) else {
+                continue;
+            };
+            let finished = match connection.step() {
+                Ok(()) => connection.done(),
+                Err(_) => {
+                    connection.client.reset_on_close();
+                    connection.server.reset_on_close();
+                    true
+                }
+            };
+            if finished {
+                let mut connection = connections[index].take().expect("checked above");
+                let _ = poll.registry().deregister(connection.client.source());
+                let _ = poll.registry().deregister(connection.server.source());
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn accept_all(
+    listener: &mut Listener,
+    connect: &Address,
+    upstream: Option<SocketAddr>,
+    poll: &Poll,
+    connections: &mut Vec<Option<Connection>>,
+    limits: &Limits,
+    shared: &(Arc<Bucket>, Arc<Bucket>),
+    ready: &mut Vec<usize>,
+) -> io::Result<()> {
+    loop {
+        let accepted = match listener {
+            Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+            Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+        };
+        let client = match accepted {
+            Ok(client) => client,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // Out of descriptors or the like: drop this one, keep serving.
+            Err(_) => return Ok(()),
+        };
+        let server = match (connect, upstream) {
+            (_, Some(address)) => TcpStream::connect(address).map(|s| {
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+            (Address::Unix(path), None) => UnixStream::connect(path).map(Stream::Unix),
+            (Address::Tcp { .. }, None) => {
+                unreachable!("a TCP upstream is resolved before serving")
+            }
+        };
+        let Ok(server) = server else {
+            client.reset_on_close();
+            continue;
+        };
+        let index = connections
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or_else(|| {
+                connections.push(None);
+                connections.len() - 1
+            });
+        let mut connection = Connection {
+            client,
+            server,
+            up: Direction::new(),
+            down: Direction::new(),
+            buckets: buckets(limits, shared)?,
+            wake_at: None,
+        };
+        let both = Interest::READABLE | Interest::WRITABLE;
+        poll.registry()
+            .register(connection.client.source(), Token(index * 2), both)?;
+        poll.registry()
+            .register(connection.server.source(), Token(index * 2 + 1), both)?;
+        connections[index] = Some(connection);
+        ready.push(index);
+    }
+}
+
+/// Raises the soft limit on open files to the hard one: each connection
+/// takes two descriptors, and the usual soft limit of 1024 would cap the
+/// proxy near 500 connections.
+fn raise_file_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, raised);
+}

@@ -1,0 +1,277 @@
+//! Proxy mode: `--listen` with `--connect`, in front of servers written
+//! here, on loopback. Rates are loose real-time checks.
+
+use crate::harness::*;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: usize = 1 << 20;
+
+/// A proxy in front of `upstream`, killed when dropped.
+struct Proxy {
+    child: Child,
+    address: String,
+}
+
+impl Proxy {
+    fn start(upstream: &str, args: &[&str]) -> Proxy {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let mut command = shape(["--listen", &address, "--connect", upstream]);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let child = command.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(&address).is_err() {
+            assert!(Instant::now() < deadline, "the proxy never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Proxy { child, address }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server that runs `serve` on every connection, each on its own thread.
+fn server(serve: fn(TcpStream)) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || serve(stream))
+                .unwrap();
+        }
+    });
+    address
+}
+
+/// Echoes everything, then closes when the client has finished sending.
+fn echo(mut stream: TcpStream) {
+    let mut buffer = [0; 16 * 1024];
+    while let Ok(n) = stream.read(&mut buffer) {
+        if n == 0 || stream.write_all(&buffer[..n]).is_err() {
+            break;
+        }
+    }
+}
+
+/// Sends `data` and reads the echo, concurrently.
+fn round_trip(address: &str, data: Vec<u8>) -> Vec<u8> {
+    let stream = TcpStream::connect(address).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        writer.write_all(&data).unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut back = Vec::new();
+    (&stream).read_to_end(&mut back).unwrap();
+    sender.join().unwrap();
+    back
+}
+
+#[test]
+fn clients_share_the_limit_and_every_byte_comes_back() {
+    let upstream = server(echo);
+    let proxy = Proxy::start(&upstream, &["--rate", "2MiB", "--burst", "64KiB"]);
+    let started = Instant::now();
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let address = proxy.address.clone();
+            std::thread::spawn(move || {
+                let data = random_bytes(MIB, 30 + i);
+                (round_trip(&address, data.clone()), data)
+            })
+        })
+        .collect();
+    for client in clients {
+        let (back, sent) = client.join().unwrap();
+        assert!(
+            back == sent,
+            "{} of {} bytes came back",
+            back.len(),
+            sent.len()
+        );
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // 4 MiB each way at 2 MiB/s, less the bursts: about 1.97 s.
+    let rate = 4.0 * MIB as f64 / elapsed;
+    assert!(
+        (rate - 2.0 * MIB as f64).abs() <= 0.1 * 2.0 * MIB as f64,
+        "{rate} B/s over {elapsed} s"
+    );
+}
+
+/// Reads the upload to its end (the client's half-close), then sends 4 MiB
+/// and closes.
+fn upload_then_download(mut stream: TcpStream) {
+    let mut upload = Vec::new();
+    stream.read_to_end(&mut upload).unwrap();
+    let _ = stream.write_all(&upload.len().to_le_bytes());
+    let _ = stream.write_all(&vec![7u8; 4 * MIB]);
+}
+
+#[test]
+fn each_direction_has_its_rate_and_a_half_close_reaches_the_server() {
+    let upstream = server(upload_then_download);
+    let proxy = Proxy::start(
+        &upstream,
+        &[
+            "--rate-up",
+            "1MiB",
+            "--rate-down",
+            "4MiB",
+            "--burst",
+            "64KiB",
+        ],
+    );
+    let mut stream = TcpStream::connect(&proxy.address).unwrap();
+    let started = Instant::now();
+    stream.write_all(&vec![1u8; 2 * MIB]).unwrap();
+    stream.shutdown(Shutdown::Write).unwrap();
+    let mut heard = [0u8; 8];
+    stream.read_exact(&mut heard).unwrap();
+    let uploaded = started.elapsed().as_secs_f64();
+    assert_eq!(
+        usize::from_le_bytes(heard),
+        2 * MIB,
+        "the server saw the end of the upload"
+    );
+    let mut download = Vec::new();
+    stream.read_to_end(&mut download).unwrap();
+    let downloaded = started.elapsed().as_secs_f64() - uploaded;
+    assert_eq!(download.len(), 4 * MIB);
+    assert!(
+        (1.8..2.4).contains(&uploaded),
+        "2 MiB up at 1 MiB/s took {uploaded} s"
+    );
+    assert!(
+        (0.85..1.3).contains(&downloaded),
+        "4 MiB down at 4 MiB/s took {downloaded} s"
+    );
+}
+
+#[test]
+fn per_connection_limits_let_each_client_have_the_rate() {
+    let upstream = server(echo);
+    let proxy = Proxy::start(
+        &upstream,
+        &["--rate", "1MiB", "--burst", "64KiB", "--per-connection"],
+    );
+    let started = Instant::now();
+    let clients: Vec<_> = (0..2)
+        .map(|i| {
+            let address = proxy.address.clone();
+            std::thread::spawn(move || round_trip(&address, random_bytes(MIB, 40 + i)).len())
+        })
+        .collect();
+    for client in clients {
+        assert_eq!(client.join().unwrap(), MIB);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(
+        (0.85..1.5).contains(&elapsed),
+        "two 1 MiB round trips at 1 MiB/s each took {elapsed} s"
+    );
+}
+
+#[test]
+fn a_thousand_connections_at_once_all_complete_byte_exact() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, raised).unwrap();
+    let upstream = server(echo);
+    let proxy = Proxy::start(&upstream, &[]);
+    let streams: Vec<TcpStream> = (0..1000)
+        .map(|_| TcpStream::connect(&proxy.address).unwrap())
+        .collect();
+    for (i, mut stream) in streams.iter().enumerate() {
+        stream
+            .write_all(format!("connection {i:04} says hello").as_bytes())
+            .unwrap();
+        stream.shutdown(Shutdown::Write).unwrap();
+    }
+    for (i, mut stream) in streams.iter().enumerate() {
+        let mut back = String::new();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.read_to_string(&mut back).unwrap();
+        assert_eq!(back, format!("connection {i:04} says hello"));
+    }
+}
+
+#[test]
+fn a_refused_upstream_resets_the_client() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let proxy = Proxy::start(&closed, &[]);
+    let mut stream = TcpStream::connect(&proxy.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buffer = [0; 16];
+    let outcome = stream.read(&mut buffer);
+    assert!(matches!(outcome, Ok(0) | Err(_)), "{outcome:?}");
+}
+
+#[test]
+fn a_unix_socket_can_front_a_tcp_server() {
+    let upstream = server(echo);
+    let dir = Scratch::new("proxy-unix");
+    let socket = dir.0.join("front.sock");
+    let mut child = shape([
+        "--listen",
+        &format!("unix:{}", socket.display()),
+        "--connect",
+        &upstream,
+        "--rate",
+        "10MiB",
+    ])
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stream = loop {
+        match std::os::unix::net::UnixStream::connect(&socket) {
+            Ok(stream) => break stream,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Err(err) => panic!("{err}"),
+        }
+    };
+    let data = random_bytes(3 * MIB, 50);
+    let mut writer = stream.try_clone().unwrap();
+    let sender = {
+        let data = data.clone();
+        std::thread::spawn(move || {
+            writer.write_all(&data).unwrap();
+            writer.shutdown(Shutdown::Write).unwrap();
+        })
+    };
+    let mut back = Vec::new();
+    (&stream).read_to_end(&mut back).unwrap();
+    sender.join().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(back == data);
+}
