@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The proxy on loopback: throughput without a limit, shape against socat in
+# the same run, and shape's CPU seconds per GiB shaped at 200 MiB/s. Prints
+# Markdown tables. Needs socat (installed with apt-get when run as root).
+#
+#   benches/proxy.sh [GiB]      # default 2 GiB per run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v socat >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat >/dev/null 2>&1 || true
+fi
+command -v socat >/dev/null || { echo "skipped: socat is not installed" >&2; exit 0; }
+cargo build --release --quiet --bin shape
+shape=$PWD/target/release/shape
+gib=${1:-2}
+bytes=$((gib << 30))
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# CPU seconds of every thread of a process, from the kernel's schedstat.
+cpu_of() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ns += $1} END {printf "%.3f", ns / 1e9}'; }
+# Keeps the latest CPU reading of process $1 in file $2 until it exits, so
+# that a proxy which ends by itself (socat) is measured too.
+watch_cpu() { while [[ -d /proc/$1 ]]; do local cpu; cpu=$(cpu_of "$1"); [[ $cpu != 0.000 ]] && echo "$cpu" > "$2"; sleep 0.02; done; }
+# Waits until something listens on port $1, without connecting to it (a
+# probe connection would use up a one-connection listener).
+wait_listening() {
+    local port
+    port=$(printf ':%04X' "$1")
+    for _ in $(seq 500); do
+        awk -v p="$port" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' /proc/net/tcp && return
+        sleep 0.01
+    done
+    return 1
+}
+
+# Sends $bytes through a proxy started by "$@" (which gets FRONT and SINK
+# ports in the environment) and prints: seconds, proxy CPU seconds.
+through() {
+    export SINK FRONT
+    SINK=$(free_port) FRONT=$(free_port)
+    socat -u TCP-LISTEN:"$SINK",reuseaddr OPEN:/dev/null &
+    local sink=$!
+    wait_listening "$SINK"
+    bash -c "$*" &
+    local proxy=$! readings
+    readings=$(mktemp)
+    watch_cpu "$proxy" "$readings" &
+    local watcher=$!
+    wait_listening "$FRONT"
+    local start end cpu
+    start=$(date +%s.%N)
+    head -c "$bytes" /dev/zero | socat -u - TCP:127.0.0.1:"$FRONT"
+    wait "$sink"
+    end=$(date +%s.%N)
+    sleep 0.1
+    kill "$proxy" 2>/dev/null || true
+    wait "$proxy" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    cpu=$(cat "$readings")
+    rm -f "$readings"
+    echo "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.6f", b - a }') $cpu"
+}
+
+echo "## Proxy on loopback, $gib GiB per run"
+echo
+echo "| proxy | limit | wall time | throughput | proxy CPU s | CPU s per GiB |"
+echo "| --- | --- | --- | --- | --- | --- |"
+row() {
+    local label=$1 limit=$2 seconds cpu
+    read -r seconds cpu
+    awk -v l="$label" -v r="$limit" -v s="$seconds" -v c="$cpu" -v b="$bytes" -v g="$gib" \
+        'BEGIN { printf "| %s | %s | %.3f s | %.1f MiB/s | %.3f | %.3f |\n", l, r, s, b / 1048576 / s, c, c / g }'
+}
+for round in 1 2; do
+    through 'exec socat TCP-LISTEN:$FRONT,reuseaddr TCP:127.0.0.1:$SINK' | row socat unlimited
+    through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK" | row shape unlimited
+done
+through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate 200MiB" | row shape "200 MiB/s"
