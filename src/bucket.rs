@@ -572,6 +572,13 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         self.config().1.burst
     }
 
+    /// The limit and burst in force, read together: one configuration
+    /// read where a caller needs both, as the copy loop does per chunk.
+    pub fn limit_and_burst(&self) -> (Limit, u64) {
+        let config = self.config().1;
+        (config.limit(), config.burst)
+    }
+
     /// Tokens in hand now; negative while callers wait on reserved debt.
     /// Unlimited buckets report their burst.
     pub fn available(&self) -> i64 {

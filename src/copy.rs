@@ -131,7 +131,8 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// spent. Follows the limit in force, which may change while running.
     fn next_chunk(&self) -> Option<usize> {
         let budget = self.remaining.unwrap_or(u64::MAX);
-        let chunk = chunk_size(self.bucket.limit(), self.bucket.burst());
+        let (limit, burst) = self.bucket.limit_and_burst();
+        let chunk = chunk_size(limit, burst);
         (budget > 0).then(|| chunk.min(usize::try_from(budget).unwrap_or(usize::MAX)))
     }
 

@@ -125,8 +125,9 @@ impl Address {
     /// Listens, accepts one connection, and returns it.
     pub fn accept_one(&self) -> io::Result<File> {
         match self {
-            Address::Tcp { host, port } => {
-                let listener = TcpListener::bind(&*Self::resolve(host, *port, true)?)?;
+            Address::Tcp { .. } => {
+                let listener = self.bind_tcp()?;
+                listener.set_nonblocking(false)?;
                 let (stream, _) = listener.accept()?;
                 Ok(File::from(OwnedFd::from(stream)))
             }

@@ -148,7 +148,8 @@ impl Direction {
                 }
                 return Ok(None);
             }
-            let want = chunk_size(bucket.limit(), bucket.burst()).min(BUFFER);
+            let (limit, burst) = bucket.limit_and_burst();
+            let want = chunk_size(limit, burst).min(BUFFER);
             match from.read(&mut self.buffer[..want]) {
                 Ok(0) => self.ended = true,
                 Ok(n) => {
