@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -q -i -h -V --rate --burst --size --stop-after --quiet --progress --interval --stats --rate-file --schedule --listen --rate-up --rate-down --per-connection --connect --connect-timeout --remote --share --status --pause --resume --generate --help --version"
+            opts="-L -r -b -s -q -i -h -V --rate --burst --size --stop-after --quiet --progress --interval --stats --rate-file --schedule --listen --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --remote --share --status --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -98,6 +98,18 @@ _shape() {
                     return 0
                     ;;
                 --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jitter)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-buffer)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -4,8 +4,10 @@
 //! one-off commands: `--remote` and `--share NAME --status`.
 
 use crate::cli::{Cli, RemoteTarget};
+use crate::clock::MonotonicClock;
 use crate::control::{self, ControlDir, RemoteError, Request, Settings};
 use crate::copy::{CopyError, Ended, Pump};
+use crate::delayed::DelayedOutput;
 use crate::live::{self, Adjuster, Run, default_burst};
 use crate::net::{self, Address};
 use crate::progress::{ProgressMode, Reporter, Source, Style};
@@ -153,6 +155,11 @@ fn usage_message(err: &clap::Error) -> String {
         let why = why.map(|why| format!(": {why}")).unwrap_or_default();
         return escape_controls(&format!("invalid value '{value}' for '{arg}'{why}"));
     }
+    if let (ErrorKind::MissingRequiredArgument, Some(ContextValue::Strings(missing))) =
+        (err.kind(), err.get(ContextKind::InvalidArg))
+    {
+        return format!("{} must be given too", missing.join(" and "));
+    }
     let rendered = err.render().to_string();
     let first = rendered.lines().next().unwrap_or("invalid usage");
     first.strip_prefix("error: ").unwrap_or(first).to_string()
@@ -225,6 +232,7 @@ fn proxy(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<()> {
         burst_up: burst(up),
         burst_down: burst(down),
         per_connection: cli.per_connection,
+        link: cli.slow_link(),
     };
     let shared = (
         Arc::new(crate::bucket::TokenBucket::new(up, limits.burst_up)?),
@@ -299,23 +307,41 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         rate_file: cli.rate_file.clone(),
     };
     let registration = live::start(live, cli.share.clone(), cli.quiet)?;
-    let (output, output_name) = match &cli.connect {
-        Some(address) => {
-            let timeout = cli.connect_timeout.unwrap_or(Duration::from_secs(10));
-            let connection = address
-                .connect(timeout)
-                .with_context(|| format!("connect to {address}"))?;
-            (connection, address.to_string())
-        }
-        None => {
-            let stdout = io::stdout()
-                .as_fd()
-                .try_clone_to_owned()
-                .context("standard output")?;
-            (File::from(stdout), "stdout".to_string())
-        }
+    let (output, output_name) = open_output(cli)?;
+    let link = cli.slow_link();
+    // Behind a delay line the line counts what it has passed on; what the
+    // pump puts in the line is not out yet.
+    let put_in_line = AtomicU64::new(0);
+    let output = if link.delays() {
+        let capacity_of = bucket.clone();
+        let capacity = Box::new(move || {
+            let (limit, burst) = capacity_of.limit_and_burst();
+            link.capacity(limit, burst)
+        });
+        let line = link.line();
+        let delayed =
+            DelayedOutput::start(output, line, capacity, MonotonicClock, forwarded.clone())
+                .context("start the delay line")?;
+        Output::Delayed(delayed)
+    } else {
+        Output::Direct(output)
     };
-    let mut pump = Pump::new(&bucket, &forwarded, cli.stop_after.map(Size::bytes));
+    let counted = match output {
+        Output::Direct(_) => &*forwarded,
+        Output::Delayed(_) => &put_in_line,
+    };
+    let mut pump = Pump::new(&bucket, counted, cli.stop_after.map(Size::bytes))
+        .with_max_chunk(link.max_chunk());
+    let write_failed = |err: io::Error, reporter: Option<Reporter>| {
+        if err.kind() == io::ErrorKind::BrokenPipe {
+            drop(registration);
+            die_of_sigpipe();
+        }
+        if let Some(reporter) = reporter {
+            reporter.finish();
+        }
+        anyhow!(err).context(format!("write to {output_name}"))
+    };
     let mut all_read = true;
     for source in &inputs {
         let name = source.to_string();
@@ -327,25 +353,27 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
                 continue;
             }
         };
-        match pump.forward(&input, &output) {
+        let copied = match &output {
+            Output::Direct(file) => pump.forward(&input, file),
+            Output::Delayed(line) => pump.forward_into(&input, &mut &*line),
+        };
+        match copied {
             Ok(Ended::InputDone) => {}
             Ok(Ended::LimitReached) => break,
             Err(CopyError::Read(err)) => {
                 warn(anyhow!(err).context(format!("read from {name}")));
                 all_read = false;
             }
-            Err(CopyError::Write(err)) => {
-                if err.kind() == io::ErrorKind::BrokenPipe {
-                    drop(registration);
-                    die_of_sigpipe();
-                }
-                if let Some(reporter) = reporter {
-                    reporter.finish();
-                }
-                return Err(anyhow!(err).context(format!("write to {output_name}")));
-            }
+            Err(CopyError::Write(err)) => return Err(write_failed(err, reporter)),
         }
     }
+    let output = match output {
+        Output::Direct(file) => file,
+        Output::Delayed(line) => match line.finish() {
+            Ok(file) => file,
+            Err(err) => return Err(write_failed(err, reporter)),
+        },
+    };
     if cli.connect.is_some() {
         net::finish(output).with_context(|| format!("close the connection to {output_name}"))?;
     }
@@ -362,6 +390,33 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         );
     }
     Ok(all_read)
+}
+
+/// Where bytes go: straight out, or through a delay line.
+enum Output {
+    Direct(File),
+    Delayed(DelayedOutput<MonotonicClock>),
+}
+
+/// The output asked for, and its name for messages: a connection, or
+/// standard output.
+fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
+    match &cli.connect {
+        Some(address) => {
+            let timeout = cli.connect_timeout.unwrap_or(Duration::from_secs(10));
+            let connection = address
+                .connect(timeout)
+                .with_context(|| format!("connect to {address}"))?;
+            Ok((connection, address.to_string()))
+        }
+        None => {
+            let stdout = io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("standard output")?;
+            Ok((File::from(stdout), "stdout".to_string()))
+        }
+    }
 }
 
 /// Where bytes come from.

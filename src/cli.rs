@@ -1,6 +1,7 @@
 //! The command line: every flag, its help text and its value parser. Parsing
 //! only; what the flags do lives in [`crate::app`].
 
+use crate::link::SlowLink;
 use crate::net::Address;
 use crate::progress::{ProgressMode, parse_interval};
 use crate::rate::Limit;
@@ -18,6 +19,7 @@ Examples:
   curl -s \"$url\" | shape -r 200k --progress json 2>progress.log > page.html
   shape --remote 4242 --rate 10MiB      # speed up the shape running as 4242
   shape --schedule \"0s=1MiB, 30s=100k\" < in > out   # a link that degrades
+  shape --listen :8080 --connect localhost:80 --rate 1MiB --delay 50ms   # a slow link
 
 Units: K M G T and KiB MiB GiB TiB are powers of 1024; KB MB GB TB are
 powers of 1000; kbit Mbit Gbit and kbps Mbps Gbps are bits per second,
@@ -146,11 +148,31 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::net::parse_timeout, requires = "connect")]
     pub connect_timeout: Option<Duration>,
 
+    /// Hold every byte for DURATION before it leaves, like a link with that
+    /// one-way latency: '100ms', '1.5s', up to 1h. In proxy mode each
+    /// direction is delayed, so a round trip takes twice as long.
+    #[arg(long, value_name = "DURATION", value_parser = crate::link::parse_delay, allow_hyphen_values = true)]
+    pub delay: Option<Duration>,
+
+    /// Vary the delay of each chunk at random, evenly within DURATION
+    /// either way (never below zero). Byte order is kept: a chunk that
+    /// would overtake the one before it leaves right after that one.
+    #[arg(long, value_name = "DURATION", value_parser = crate::link::parse_delay, requires = "delay", allow_hyphen_values = true)]
+    pub jitter: Option<Duration>,
+
+    /// The most shape holds at once (in proxy mode, per direction of each
+    /// connection); while it is full, shape stops reading. Defaults to what
+    /// flows at the rate during the delay and jitter, plus the burst: from
+    /// 1 MiB to 64 MiB, and 64 MiB when unlimited. Without --delay, shape
+    /// holds one chunk of at most SIZE.
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_buffer, allow_hyphen_values = true)]
+    pub max_buffer: Option<Size>,
+
     /// Change the running shape PID (of this user), or every shape on a
     /// share (share:NAME), instead of copying: with --rate, --burst,
     /// --pause or --resume. Prints the settings now in force; for a PID,
     /// after the shape has acknowledged.
-    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share"])]
+    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "delay", "max_buffer"])]
     pub remote: Option<RemoteTarget>,
 
     /// Spend from the bucket of share NAME, with every shape of this user
@@ -214,15 +236,35 @@ pub enum Generated {
     Powershell,
 }
 
+impl Cli {
+    /// What --delay, --jitter and --max-buffer ask of the link.
+    pub fn slow_link(&self) -> SlowLink {
+        SlowLink {
+            delay: self.delay.unwrap_or_default(),
+            jitter: self.jitter.unwrap_or_default(),
+            max_buffer: self.max_buffer.map(Size::bytes),
+        }
+    }
+}
+
 /// A burst is a size of at least one byte.
 fn parse_burst(text: &str) -> Result<Size, String> {
+    at_least_a_byte(text, "burst")
+}
+
+/// So is the largest buffer.
+fn parse_max_buffer(text: &str) -> Result<Size, String> {
+    at_least_a_byte(text, "buffer")
+}
+
+fn at_least_a_byte(text: &str, what: &str) -> Result<Size, String> {
     match text.parse::<Size>()? {
         Size(0) => Err(format!(
-            "burst must be at least 1 byte ({})",
+            "{what} must be at least 1 byte ({})",
             crate::size::SIZE_EXAMPLES
         )),
         Size(bytes) if bytes > crate::bucket::MAX_BURST => {
-            Err("burst must be at most 4 EiB".into())
+            Err(format!("{what} must be at most 4 EiB"))
         }
         size => Ok(size),
     }
@@ -251,6 +293,14 @@ mod tests {
             cli.files,
             [PathBuf::from("a"), PathBuf::from("-"), PathBuf::from("b")]
         );
+    }
+
+    #[test]
+    fn jitter_needs_a_delay() {
+        assert!(Cli::try_parse_from(["shape", "--jitter", "10ms"]).is_err());
+        let cli = Cli::try_parse_from(["shape", "--delay", "1s", "--jitter", "10ms"]).unwrap();
+        assert_eq!(cli.slow_link().jitter, Duration::from_millis(10));
+        assert_eq!(cli.slow_link().max_buffer, None);
     }
 
     #[test]

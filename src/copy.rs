@@ -95,6 +95,9 @@ pub struct Pump<'a, C: Clock, S: Deref<Target = BucketCell> = Box<BucketCell>> {
     buffer: Vec<u8>,
     /// Tokens already paid for the next chunk.
     prepaid: Option<Paid>,
+    /// The largest chunk to take, below [`MAX_CHUNK`] to keep within a
+    /// buffer limit.
+    max_chunk: usize,
 }
 
 impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
@@ -112,7 +115,14 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
             hand: Hand::new().ok(),
             buffer: Vec::new(),
             prepaid: None,
+            max_chunk: MAX_CHUNK,
         }
+    }
+
+    /// Takes chunks of at most `bytes` (at least one).
+    pub fn with_max_chunk(mut self, bytes: usize) -> Self {
+        self.max_chunk = bytes.clamp(1, MAX_CHUNK);
+        self
     }
 
     /// Copies `input` to `output` until the input ends or the stop-after
@@ -127,12 +137,22 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
         self.forward_buffered(&mut Descriptor(input), &mut Descriptor(output))
     }
 
+    /// Copies `input` into `output`, which is not a file (a delay line), as
+    /// [`Pump::forward`] does.
+    pub fn forward_into(
+        &mut self,
+        input: &File,
+        output: &mut impl Write,
+    ) -> Result<Ended, CopyError> {
+        self.forward_buffered(&mut Descriptor(input), output)
+    }
+
     /// The size of the next chunk, or `None` once the stop-after budget is
     /// spent. Follows the limit in force, which may change while running.
     fn next_chunk(&self) -> Option<usize> {
         let budget = self.remaining.unwrap_or(u64::MAX);
         let (limit, burst) = self.bucket.limit_and_burst();
-        let chunk = chunk_size(limit, burst);
+        let chunk = chunk_size(limit, burst).min(self.max_chunk);
         (budget > 0).then(|| chunk.min(usize::try_from(budget).unwrap_or(usize::MAX)))
     }
 
@@ -307,7 +327,7 @@ fn splice(from: impl AsFd, to: impl AsFd, len: usize) -> Result<usize, Errno> {
 /// A file descriptor read and written directly, waiting (instead of
 /// failing) when it is non-blocking and not ready; a shell may hand shape
 /// such a descriptor.
-struct Descriptor<'f>(&'f File);
+pub(crate) struct Descriptor<'f>(pub(crate) &'f File);
 
 impl Descriptor<'_> {
     fn when_ready<T>(

@@ -57,6 +57,24 @@ Pace a crawl and print a summary at the end.
 .TP
 \fBshape \-r 100k \-\-progress json 2> progress.log < in > out\fR
 Record progress as JSON lines for a script.
+.SH SOCKETS AND SLOW LINKS
+\fB\-\-listen\fR \fIADDR\fR reads one accepted connection instead of standard input; \fB\-\-connect\fR \fIADDR\fR writes to a connection instead of standard output, and at the end shuts down its sending side and waits for the peer to close.
+With both, shape is a proxy: every connection accepted is forwarded, both directions shaped, all connections sharing one limit per direction unless \fB\-\-per\-connection\fR is given.
+.PP
+\fB\-\-delay\fR holds every byte for a time after its tokens are paid, as a link's latency does: the rate plays the link's bandwidth, the delay its length.
+In proxy mode each direction is delayed, so a round trip takes twice the delay.
+\fB\-\-jitter\fR moves the delay of each chunk (about a millisecond's worth of data) at random, evenly within the jitter either way; bytes never overtake each other, so a chunk that would leave before the one ahead of it leaves right after it.
+\fB\-\-max\-buffer\fR bounds what is held: when it is full shape stops reading, so the sender feels it as back\-pressure, and a buffer smaller than what flows during the delay caps the throughput at buffer/delay, as a TCP window does.
+No root and no traffic control are needed.
+.TP
+\fBshape \-\-listen :8080 \-\-connect localhost:80 \-\-rate 1MiB \-\-delay 50ms\fR
+A slow link in front of a web server: 1 MiB/s each way, 100 ms more per round trip.
+.TP
+\fBshape \-\-listen :9000 \-\-connect db:5432 \-\-delay 100ms \-\-jitter 30ms \-\-max\-buffer 256KiB\fR
+A far, uneven link with little buffering.
+.TP
+\fBproducer | shape \-\-rate 100kbit \-\-delay 300ms | consumer\fR
+The same for a pipe.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR
@@ -100,7 +118,7 @@ The reader downstream went away; shape was ended by SIGPIPE, as cat and pv are.
 \fB130\fR
 Interrupted with Ctrl\-C (SIGINT); 143 for SIGTERM.
 .SH SEE ALSO
-\fBpv\fR(1), \fBcstream\fR(1), \fBmbuffer\fR(1), \fBtc\-tbf\fR(8), \fBtrickle\fR(1)
+\fBpv\fR(1), \fBcstream\fR(1), \fBmbuffer\fR(1), \fBtc\-tbf\fR(8), \fBtc\-netem\fR(8), \fBtrickle\fR(1)
 "#;
 
 #[cfg(test)]
@@ -117,6 +135,7 @@ mod tests {
             ".SH SYNOPSIS",
             ".SH OPTIONS",
             ".SH EXAMPLES",
+            ".SH SOCKETS AND SLOW LINKS",
             ".SH EXIT STATUS",
             ".SH SEE ALSO",
         ] {

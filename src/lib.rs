@@ -2,7 +2,8 @@
 //!
 //! The heart of it is [`bucket::TokenBucket`], an exact, lock-free token
 //! bucket whose tokens are bytes, running on a [`clock::Clock`]. [`copy`]
-//! pumps data through a bucket; [`share`] puts a bucket in memory shared by
+//! pumps data through a bucket; [`link`] and [`delayed`] make a link slow
+//! beyond its rate (latency, jitter, a bounded buffer); [`share`] puts a bucket in memory shared by
 //! several processes; [`control`], [`signals`] and [`live`] change a running
 //! shape; [`app`] is the command built on them all.
 //!
@@ -19,7 +20,11 @@ pub mod clock;
 pub mod control;
 pub mod copy;
 #[cfg(not(loom))]
+pub mod delayed;
+#[cfg(not(loom))]
 pub mod generate;
+#[cfg(not(loom))]
+pub mod link;
 #[cfg(not(loom))]
 pub mod live;
 #[cfg(not(loom))]

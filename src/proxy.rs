@@ -2,17 +2,22 @@
 //! the listen address is forwarded to the connect address, both directions
 //! shaped, all on one thread driven by mio.
 //!
-//! Each direction holds at most one chunk: it reads a chunk, reserves its
-//! tokens without blocking, and writes it once the reservation is covered.
-//! The thread sleeps in poll until the earliest such deadline or an event,
-//! so a connection waiting for tokens costs no CPU and never holds up the
-//! others; reservations queue in one bucket, so none starves. Half-closes
-//! pass through (an end of input becomes a shutdown of the other side's
-//! writing), and a reset or error on one side resets the other.
+//! Each direction reads a chunk, reserves its tokens without blocking, and
+//! once they are covered puts the chunk in its delay line (see
+//! [`crate::link`]), which passes it on when due: at once without
+//! `--delay`. The line's capacity bounds what a direction holds; when it is
+//! full the direction stops reading. The thread sleeps in poll until the
+//! earliest deadline (tokens or a release time) or an event, so a
+//! connection that waits costs no CPU and never holds up the others;
+//! reservations queue in one bucket, so none starves. Half-closes pass
+//! through (an end of input becomes a shutdown of the other side's writing
+//! once all held bytes are out), and a reset or error on one side resets
+//! the other.
 
 use crate::bucket::{Reservation, TokenBucket};
 use crate::clock::{Clock, MonotonicClock};
 use crate::copy::chunk_size;
+use crate::link::{Line, SlowLink};
 use crate::net::Address;
 use crate::rate::Limit;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
@@ -25,7 +30,7 @@ use std::time::Duration;
 
 type Bucket = TokenBucket<MonotonicClock>;
 
-/// The largest chunk a direction holds.
+/// The largest chunk a direction reads at once.
 const BUFFER: usize = 64 * 1024;
 /// How long poll may sleep at most, so that a rate changed from outside
 /// re-times waiting connections promptly.
@@ -43,6 +48,9 @@ pub struct Limits {
     pub burst_down: u64,
     /// Each connection gets buckets of its own instead of sharing two.
     pub per_connection: bool,
+    /// Delay, jitter and buffer size, for each direction of each
+    /// connection.
+    pub link: SlowLink,
 }
 
 enum Listener {
@@ -94,23 +102,33 @@ impl Stream {
     }
 }
 
-/// One direction of a connection.
+/// One direction of a connection: bytes read from one side wait for their
+/// tokens, then in the delay line for their release time, then go out to
+/// the other side.
 struct Direction {
-    buffer: Box<[u8]>,
-    start: usize,
-    end: usize,
-    paid: Option<Reservation>,
+    line: Line,
+    /// A chunk read whose tokens are reserved but not yet covered.
+    unpaid: Option<(Vec<u8>, Reservation)>,
+    /// A due chunk being written, and how much of it is out.
+    sending: Option<(Vec<u8>, usize)>,
     ended: bool,
     shut: bool,
 }
 
+/// What a [`Direction::step`] is waiting for.
+enum Waiting {
+    /// An event from a socket.
+    Event,
+    /// An event, or this moment (tokens or a release time).
+    Until(u64),
+}
+
 impl Direction {
-    fn new() -> Direction {
+    fn new(link: &SlowLink) -> Direction {
         Direction {
-            buffer: vec![0; BUFFER].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            paid: None,
+            line: link.line(),
+            unpaid: None,
+            sending: None,
             ended: false,
             shut: false,
         }
@@ -120,45 +138,126 @@ impl Direction {
         self.shut
     }
 
-    /// Moves bytes from `from` to `to` until a side would block or tokens
-    /// are short. Returns the deadline to wait for, if waiting for tokens.
+    /// Moves bytes from `from` to `to` until nothing more can move now:
+    /// each side would block, or tokens, release times or buffer room are
+    /// short.
     fn step(
         &mut self,
         from: &mut Stream,
         to: &mut Stream,
         bucket: &Bucket,
-    ) -> io::Result<Option<u64>> {
+        link: &SlowLink,
+    ) -> io::Result<Waiting> {
         loop {
-            if self.start < self.end {
-                if let Some(deadline) = self.paid.as_ref().and_then(|paid| bucket.deadline(paid)) {
-                    return Ok(Some(deadline));
-                }
-                match to.write(&self.buffer[self.start..self.end]) {
-                    Ok(n) => self.start += n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-                continue;
+            let sent = self.send_due(to, bucket.clock().now())?;
+            let paid = self.settle(bucket);
+            let read = self.read(from, bucket, link)?;
+            if !(sent || paid || read) {
+                break;
             }
-            if self.ended {
-                if !self.shut {
-                    to.shutdown_write()?;
-                    self.shut = true;
-                }
-                return Ok(None);
+        }
+        if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
+            if !self.shut {
+                to.shutdown_write()?;
+                self.shut = true;
             }
-            let (limit, burst) = bucket.limit_and_burst();
-            let want = chunk_size(limit, burst).min(BUFFER);
-            match from.read(&mut self.buffer[..want]) {
-                Ok(0) => self.ended = true,
+            return Ok(Waiting::Event);
+        }
+        let tokens = self
+            .unpaid
+            .as_ref()
+            .and_then(|(_, paid)| bucket.deadline(paid));
+        // While a write is blocked, the next release waits for writability.
+        let release = self
+            .sending
+            .is_none()
+            .then(|| self.line.next_release())
+            .flatten();
+        Ok(match (tokens, release) {
+            (Some(a), Some(b)) => Waiting::Until(a.min(b)),
+            (Some(t), None) | (None, Some(t)) => Waiting::Until(t),
+            (None, None) => Waiting::Event,
+        })
+    }
+
+    /// Writes what is due at `now` until the output would block. Returns
+    /// whether anything went out.
+    fn send_due(&mut self, to: &mut Stream, now: u64) -> io::Result<bool> {
+        let mut progress = false;
+        loop {
+            if self.sending.is_none() {
+                self.sending = self.line.pop_due(now).map(|chunk| (chunk, 0));
+            }
+            let Some((chunk, out)) = &mut self.sending else {
+                return Ok(progress);
+            };
+            match to.write(&chunk[*out..]) {
                 Ok(n) => {
-                    (self.start, self.end) = (0, n);
-                    self.paid = Some(bucket.reserve(n as u64));
+                    *out += n;
+                    progress = true;
+                    if *out == chunk.len() {
+                        let (chunk, _) = self.sending.take().expect("just written from");
+                        self.line.done_with(chunk);
+                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(progress),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Puts the chunk read into the line once its tokens are covered.
+    /// Returns whether it went in.
+    fn settle(&mut self, bucket: &Bucket) -> bool {
+        let covered = self
+            .unpaid
+            .as_ref()
+            .is_some_and(|(_, paid)| bucket.deadline(paid).is_none());
+        if covered {
+            let (chunk, _) = self.unpaid.take().expect("checked above");
+            self.line.push(chunk, bucket.clock().now());
+        }
+        covered
+    }
+
+    /// Reads a chunk, if none waits for tokens and the buffer has room, and
+    /// reserves its tokens. Returns whether anything was read.
+    fn read(&mut self, from: &mut Stream, bucket: &Bucket, link: &SlowLink) -> io::Result<bool> {
+        if self.unpaid.is_some() || self.ended {
+            return Ok(false);
+        }
+        let (limit, burst) = bucket.limit_and_burst();
+        let room = link.capacity(limit, burst).saturating_sub(self.line.held());
+        let want = chunk_size(limit, burst)
+            .min(link.max_chunk())
+            .min(BUFFER)
+            .min(usize::try_from(room).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(false);
+        }
+        let mut chunk = self.line.buffer(want);
+        loop {
+            match from.read(&mut chunk) {
+                Ok(0) => {
+                    self.line.recycle(chunk);
+                    self.ended = true;
+                    return Ok(true);
+                }
+                Ok(n) => {
+                    chunk.truncate(n);
+                    let paid = bucket.reserve(n as u64);
+                    self.unpaid = Some((chunk, paid));
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.line.recycle(chunk);
+                    return match e.kind() {
+                        io::ErrorKind::WouldBlock => Ok(false),
+                        _ => Err(e),
+                    };
+                }
             }
         }
     }
@@ -176,16 +275,17 @@ struct Connection {
 
 impl Connection {
     /// Steps both directions; `Err` means the connection must be reset.
-    fn step(&mut self) -> io::Result<()> {
+    fn step(&mut self, link: &SlowLink) -> io::Result<()> {
         let up = self
             .up
-            .step(&mut self.client, &mut self.server, &self.buckets.0)?;
+            .step(&mut self.client, &mut self.server, &self.buckets.0, link)?;
         let down = self
             .down
-            .step(&mut self.server, &mut self.client, &self.buckets.1)?;
+            .step(&mut self.server, &mut self.client, &self.buckets.1, link)?;
         self.wake_at = match (up, down) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            (Waiting::Until(a), Waiting::Until(b)) => Some(a.min(b)),
+            (Waiting::Until(t), Waiting::Event) | (Waiting::Event, Waiting::Until(t)) => Some(t),
+            (Waiting::Event, Waiting::Event) => None,
         };
         Ok(())
     }
@@ -285,7 +385,7 @@ pub fn serve(
             let Some(connection) = connections.get_mut(index).and_then(Option::as_mut) else {
                 continue;
             };
-            let finished = match connection.step() {
+            let finished = match connection.step(&limits.link) {
                 Ok(()) => connection.done(),
                 Err(_) => {
                     connection.client.reset_on_close();
@@ -352,8 +452,8 @@ fn accept_all(
         let mut connection = Connection {
             client,
             server,
-            up: Direction::new(),
-            down: Direction::new(),
+            up: Direction::new(&limits.link),
+            down: Direction::new(&limits.link),
             buckets: buckets(limits, shared)?,
             wake_at: None,
         };

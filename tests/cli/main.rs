@@ -10,5 +10,6 @@ mod net;
 mod options;
 mod proxy;
 mod share;
+mod slow_link;
 mod timing;
 mod usage;

@@ -7,16 +7,16 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-const MIB: usize = 1 << 20;
+pub const MIB: usize = 1 << 20;
 
 /// A proxy in front of `upstream`, killed when dropped.
-struct Proxy {
-    child: Child,
-    address: String,
+pub struct Proxy {
+    pub child: Child,
+    pub address: String,
 }
 
 impl Proxy {
-    fn start(upstream: &str, args: &[&str]) -> Proxy {
+    pub fn start(upstream: &str, args: &[&str]) -> Proxy {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -46,7 +46,7 @@ impl Drop for Proxy {
 }
 
 /// A server that runs `serve` on every connection, each on its own thread.
-fn server(serve: fn(TcpStream)) -> String {
+pub fn server(serve: fn(TcpStream)) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
@@ -61,7 +61,7 @@ fn server(serve: fn(TcpStream)) -> String {
 }
 
 /// Echoes everything, then closes when the client has finished sending.
-fn echo(mut stream: TcpStream) {
+pub fn echo(mut stream: TcpStream) {
     let mut buffer = [0; 16 * 1024];
     while let Ok(n) = stream.read(&mut buffer) {
         if n == 0 || stream.write_all(&buffer[..n]).is_err() {
@@ -71,7 +71,7 @@ fn echo(mut stream: TcpStream) {
 }
 
 /// Sends `data` and reads the echo, concurrently.
-fn round_trip(address: &str, data: Vec<u8>) -> Vec<u8> {
+pub fn round_trip(address: &str, data: Vec<u8>) -> Vec<u8> {
     let stream = TcpStream::connect(address).unwrap();
     let mut writer = stream.try_clone().unwrap();
     let sender = std::thread::spawn(move || {

@@ -108,6 +108,37 @@ fn malformed_intervals_are_refused() {
 }
 
 #[test]
+fn malformed_delays_and_buffers_are_refused() {
+    let delay_only = [
+        "2h",
+        "1h 1s",
+        "100",
+        "0.5",
+        "-5ms",
+        "soon",
+        "9999999999999999999999s",
+    ];
+    for value in MALFORMED.iter().chain(&delay_only) {
+        refused("--delay", value);
+        refused("--jitter", value);
+    }
+    for value in MALFORMED
+        .iter()
+        .chain(&["0", "0k", "1.5", "5MiB/s", "5EiB"])
+    {
+        refused("--max-buffer", value);
+    }
+}
+
+#[test]
+fn jitter_without_a_delay_is_refused() {
+    let run = run(shape(["--jitter", "10ms"]), Stdio::null());
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("--delay"), "{}", run.stderr);
+}
+
+#[test]
 fn unknown_flags_and_progress_modes_are_refused() {
     let run = run(shape(["--bogus"]), Stdio::null());
     assert_eq!(

@@ -1,0 +1,357 @@
+//! Slow-link emulation: the delay line that holds every byte for a set time
+//! (one-way latency), varied at random by a jitter that keeps the byte
+//! order, in a buffer of bounded size.
+//!
+//! Bytes enter the line once their tokens are paid, so the bucket plays the
+//! link's bandwidth and the line its propagation delay: a chunk paid at `t`
+//! leaves at `t + delay`, give or take the jitter. Release times never go
+//! down, so bytes leave in the order they came: a chunk whose draw would
+//! overtake the one before it leaves right after that one instead. The line
+//! knows nothing of sockets or threads; its users take due chunks out and
+//! say when they are done with them, which is when their memory counts no
+//! more.
+
+use crate::copy::MAX_CHUNK;
+use crate::rate::Limit;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// The longest `--delay` or `--jitter`: an hour, far beyond any real link,
+/// and small enough that no sum of times can overflow.
+pub const LONGEST_DELAY: Duration = Duration::from_secs(3600);
+/// The least the default buffer holds.
+const DEFAULT_BUFFER_LEAST: u64 = 1 << 20;
+/// The most the default buffer holds, and what it holds when the rate is
+/// unlimited: at a 100 ms delay, enough for 640 MiB/s.
+const DEFAULT_BUFFER_MOST: u64 = 64 << 20;
+/// Spare buffers a line keeps for reuse, so that a steady flow allocates
+/// nothing.
+const SPARES: usize = 2;
+
+/// How a link is slow beyond its rate: `--delay`, `--jitter` and
+/// `--max-buffer`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlowLink {
+    /// How long every byte is held.
+    pub delay: Duration,
+    /// How far the delay of each chunk may stray either way, at random.
+    pub jitter: Duration,
+    /// The most held at once; `None` follows the rate (see
+    /// [`SlowLink::capacity`]).
+    pub max_buffer: Option<u64>,
+}
+
+impl SlowLink {
+    /// True if and only if bytes are held at all, so that a delay line is
+    /// needed.
+    pub fn delays(&self) -> bool {
+        !self.delay.is_zero() || !self.jitter.is_zero()
+    }
+
+    /// A fresh, empty line for one direction of this link.
+    pub fn line(&self) -> Line {
+        Line::new(self.delay, self.jitter, fastrand::Rng::new())
+    }
+
+    /// The most a line may hold at `limit` and `burst`. Without a delay,
+    /// a chunk: bytes go straight on. With one, `--max-buffer` if given,
+    /// else what flows at the rate during the longest delay plus the burst
+    /// and a chunk, so that the buffer never holds the rate down; from
+    /// 1 MiB to 64 MiB, and 64 MiB when unlimited.
+    pub fn capacity(&self, limit: Limit, burst: u64) -> u64 {
+        if !self.delays() {
+            return self.max_chunk() as u64;
+        }
+        if let Some(bytes) = self.max_buffer {
+            return bytes;
+        }
+        match limit {
+            Limit::Unlimited => DEFAULT_BUFFER_MOST,
+            Limit::Rate(rate) => {
+                let in_flight = rate.bytes_per_sec() * (self.delay + self.jitter).as_secs_f64();
+                (in_flight as u64)
+                    .saturating_add(burst)
+                    .saturating_add(MAX_CHUNK as u64)
+                    .clamp(DEFAULT_BUFFER_LEAST, DEFAULT_BUFFER_MOST)
+            }
+        }
+    }
+
+    /// The largest chunk to take at once: at most `--max-buffer`, so that
+    /// even the chunk in hand keeps within it.
+    pub fn max_chunk(&self) -> usize {
+        self.max_buffer
+            .map_or(MAX_CHUNK, |bytes| bytes.min(MAX_CHUNK as u64) as usize)
+    }
+}
+
+/// Parses `--delay` and `--jitter`: a humantime duration from 0 to 1h.
+pub fn parse_delay(text: &str) -> Result<Duration, String> {
+    const EXAMPLES: &str = "e.g. 100ms, 1.5s, 0";
+    let delay = humantime::parse_duration(text.trim()).map_err(|e| format!("{e} ({EXAMPLES})"))?;
+    if delay > LONGEST_DELAY {
+        return Err(format!("must be at most 1h ({EXAMPLES})"));
+    }
+    Ok(delay)
+}
+
+/// Chunks waiting for their release time, in order.
+pub struct Line {
+    delay: u64,
+    jitter: u64,
+    rng: fastrand::Rng,
+    waiting: VecDeque<(u64, Vec<u8>)>,
+    /// Bytes pushed and not yet handed back through [`Line::done_with`].
+    held: u64,
+    /// The release time of the last chunk pushed: none leaves before it.
+    last_release: u64,
+    spares: Vec<Vec<u8>>,
+}
+
+impl Line {
+    /// A line holding chunks for `delay`, varied by up to `jitter` either
+    /// way with draws from `rng`.
+    pub fn new(delay: Duration, jitter: Duration, rng: fastrand::Rng) -> Line {
+        let nanos = |d: Duration| d.min(LONGEST_DELAY).as_nanos() as u64;
+        Line {
+            delay: nanos(delay),
+            jitter: nanos(jitter),
+            rng,
+            waiting: VecDeque::new(),
+            held: 0,
+            last_release: 0,
+            spares: Vec::new(),
+        }
+    }
+
+    /// Bytes in the line or taken out and not yet done with: what it holds
+    /// in memory.
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    /// True if and only if no chunk waits in the line.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// When the next chunk is due, if one waits.
+    pub fn next_release(&self) -> Option<u64> {
+        self.waiting.front().map(|(release, _)| *release)
+    }
+
+    /// A buffer of `len` bytes to fill and [`push`](Line::push), reusing a
+    /// spare one when there is one.
+    pub fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut buffer = self.spares.pop().unwrap_or_default();
+        buffer.resize(len, 0);
+        buffer
+    }
+
+    /// Keeps `buffer`, unused, for a later [`Line::buffer`].
+    pub fn recycle(&mut self, buffer: Vec<u8>) {
+        if self.spares.len() < SPARES {
+            self.spares.push(buffer);
+        }
+    }
+
+    /// Puts `bytes`, paid for at `now`, in the line, and returns when they
+    /// are due.
+    pub fn push(&mut self, bytes: Vec<u8>, now: u64) -> u64 {
+        let release = self.release_time(now);
+        self.held += bytes.len() as u64;
+        self.waiting.push_back((release, bytes));
+        release
+    }
+
+    /// [`Line::push`] of a copy of `bytes`.
+    pub fn push_copy(&mut self, bytes: &[u8], now: u64) -> u64 {
+        let mut buffer = self.buffer(0);
+        buffer.extend_from_slice(bytes);
+        self.push(buffer, now)
+    }
+
+    /// Takes out the next chunk if it is due at `now`. It still counts as
+    /// held until given to [`Line::done_with`].
+    pub fn pop_due(&mut self, now: u64) -> Option<Vec<u8>> {
+        if self.next_release()? > now {
+            return None;
+        }
+        self.waiting.pop_front().map(|(_, bytes)| bytes)
+    }
+
+    /// Ends the holding of a chunk taken out by [`Line::pop_due`]: it has
+    /// been passed on.
+    pub fn done_with(&mut self, bytes: Vec<u8>) {
+        self.held -= bytes.len() as u64;
+        self.recycle(bytes);
+    }
+
+    /// `now` plus the delay, moved by a uniform draw within the jitter
+    /// either way, never before `now` and never before the chunk ahead.
+    fn release_time(&mut self, now: u64) -> u64 {
+        let delay = if self.jitter == 0 {
+            self.delay
+        } else {
+            // Both at most an hour in nanoseconds, so the sum fits.
+            let low = self.delay as i64 - self.jitter as i64;
+            let high = self.delay as i64 + self.jitter as i64;
+            self.rng.i64(low..=high).max(0) as u64
+        };
+        let release = now.saturating_add(delay).max(self.last_release);
+        self.last_release = release;
+        release
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::Rate;
+
+    const MS: u64 = 1_000_000;
+
+    fn line(delay_ms: u64, jitter_ms: u64) -> Line {
+        Line::new(
+            Duration::from_millis(delay_ms),
+            Duration::from_millis(jitter_ms),
+            fastrand::Rng::with_seed(7),
+        )
+    }
+
+    #[test]
+    fn every_chunk_leaves_exactly_the_delay_after_it_is_paid() {
+        let mut line = line(100, 0);
+        for i in 0..10u64 {
+            assert_eq!(
+                line.push(vec![i as u8; 10], 1000 + i * 3 * MS),
+                1000 + i * 3 * MS + 100 * MS
+            );
+        }
+        for i in 0..10u64 {
+            let due = 1000 + i * 3 * MS + 100 * MS;
+            assert_eq!(line.pop_due(due - 1), None, "chunk {i} a nanosecond early");
+            assert_eq!(line.pop_due(due), Some(vec![i as u8; 10]));
+        }
+        assert!(line.is_empty());
+    }
+
+    #[test]
+    fn bytes_are_held_until_done_with() {
+        let mut line = line(0, 0);
+        line.push(vec![1; 300], 0);
+        line.push_copy(&[2; 200], 0);
+        assert_eq!(line.held(), 500);
+        let first = line.pop_due(0).unwrap();
+        assert_eq!(line.held(), 500, "taken out is still in memory");
+        line.done_with(first);
+        assert_eq!(line.held(), 200);
+        let second = line.pop_due(0).unwrap();
+        assert_eq!(second, vec![2; 200]);
+        line.done_with(second);
+        assert_eq!(line.held(), 0);
+        assert_eq!(line.pop_due(u64::MAX), None);
+    }
+
+    #[test]
+    fn buffers_are_reused() {
+        let mut line = line(0, 0);
+        let buffer = line.buffer(64 * 1024);
+        line.push(buffer, 0);
+        let chunk = line.pop_due(0).unwrap();
+        let address = chunk.as_ptr();
+        line.done_with(chunk);
+        let reused = line.buffer(1000);
+        assert_eq!(reused.as_ptr(), address);
+    }
+
+    #[test]
+    fn jitter_spreads_delays_evenly_either_way() {
+        let mut line = line(100, 20);
+        let mut delays = Vec::new();
+        // A second apart, so that no draw is held back by the one before.
+        for i in 0..20_000u64 {
+            let paid = i * 1000 * MS;
+            delays.push(line.push(Vec::new(), paid) - paid);
+        }
+        let lowest = *delays.iter().min().unwrap();
+        let highest = *delays.iter().max().unwrap();
+        let mean = delays.iter().sum::<u64>() as f64 / delays.len() as f64;
+        assert!((80 * MS..81 * MS).contains(&lowest), "{lowest}");
+        assert!((119 * MS..=120 * MS).contains(&highest), "{highest}");
+        assert!((mean - 100e6).abs() < 0.5e6, "{mean}");
+    }
+
+    #[test]
+    fn jitter_never_reorders_and_never_releases_early() {
+        let mut line = line(10, 50);
+        let mut last = 0;
+        for i in 0..10_000u64 {
+            let paid = i * MS / 10;
+            let release = line.push(vec![(i % 251) as u8], paid);
+            assert!(release >= last, "chunk {i} would overtake");
+            assert!(release >= paid, "chunk {i} would leave before it came");
+            last = release;
+        }
+        for i in 0..10_000u64 {
+            assert_eq!(line.pop_due(u64::MAX), Some(vec![(i % 251) as u8]));
+        }
+    }
+
+    fn rate(bytes_per_sec: u64) -> Limit {
+        Limit::Rate(Rate::from_whole(bytes_per_sec).unwrap())
+    }
+
+    #[test]
+    fn the_default_buffer_holds_what_flows_during_the_delay() {
+        let link = SlowLink {
+            delay: Duration::from_millis(200),
+            jitter: Duration::from_millis(50),
+            max_buffer: None,
+        };
+        // 40 MiB/s for 250 ms, a 4 MiB burst and a chunk.
+        assert_eq!(
+            link.capacity(rate(40 << 20), 4 << 20),
+            (10 << 20) + (4 << 20) + MAX_CHUNK as u64
+        );
+        assert_eq!(link.capacity(rate(1000), 100), 1 << 20);
+        assert_eq!(link.capacity(rate(1 << 40), 1 << 20), 64 << 20);
+        assert_eq!(link.capacity(Limit::Unlimited, 1 << 17), 64 << 20);
+    }
+
+    #[test]
+    fn max_buffer_bounds_the_line_and_the_chunk() {
+        let link = SlowLink {
+            delay: Duration::from_millis(200),
+            jitter: Duration::ZERO,
+            max_buffer: Some(5000),
+        };
+        assert_eq!(link.capacity(Limit::Unlimited, 1 << 17), 5000);
+        assert_eq!(link.max_chunk(), 5000);
+        assert_eq!(SlowLink::default().max_chunk(), MAX_CHUNK);
+        assert!(link.delays());
+        assert!(!SlowLink::default().delays());
+        let undelayed = SlowLink {
+            max_buffer: Some(1 << 30),
+            ..SlowLink::default()
+        };
+        assert_eq!(
+            undelayed.capacity(Limit::Unlimited, 1 << 17),
+            MAX_CHUNK as u64
+        );
+        assert_eq!(
+            SlowLink::default().capacity(rate(1000), 100),
+            MAX_CHUNK as u64
+        );
+    }
+
+    #[test]
+    fn delays_parse_from_zero_to_an_hour() {
+        assert_eq!(parse_delay("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_delay("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_delay("1h"), Ok(LONGEST_DELAY));
+        for bad in ["", "-1s", "1h 1s", "fast", "100", "1e3ms"] {
+            assert!(parse_delay(bad).is_err(), "{bad}");
+        }
+    }
+}

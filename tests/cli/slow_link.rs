@@ -1,0 +1,157 @@
+//! Slow-link emulation: --delay, --jitter and --max-buffer, through a pipe
+//! and through the proxy. Times are loose real-time checks: never early,
+//! and late only by what a busy machine could explain.
+
+use crate::harness::*;
+use crate::proxy::{MIB, Proxy, echo, round_trip, server};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_delayed_pipe_holds_each_byte_for_the_delay() {
+    let mut child = shape(["--delay", "300ms", "--quiet"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // Once the first bytes are through, shape is surely up and running.
+    stdin.write_all(b"warm").unwrap();
+    stdout.read_exact(&mut [0; 4]).unwrap();
+    let sent = Instant::now();
+    stdin.write_all(b"ping").unwrap();
+    let mut got = [0; 4];
+    stdout.read_exact(&mut got).unwrap();
+    let held = sent.elapsed();
+    drop(stdin);
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(&got, b"ping");
+    assert!(rest.is_empty());
+    assert!(
+        (Duration::from_millis(300)..Duration::from_secs(3)).contains(&held),
+        "held for {held:?}"
+    );
+}
+
+#[test]
+fn jitter_keeps_the_byte_order() {
+    // 2 KiB chunks every millisecond, each delayed 5 to 55 ms at random:
+    // most draws would overtake the chunk before.
+    let data = random_bytes(MIB, 60);
+    let run = run_with_input(
+        shape(["--rate", "2MiB", "--delay", "30ms", "--jitter", "25ms"]),
+        data.clone(),
+        4096,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stdout == data, "{} bytes came out", run.stdout.len());
+}
+
+#[test]
+fn a_full_buffer_stops_shape_reading() {
+    let mut child = shape(["--delay", "500ms", "--max-buffer", "256KiB", "--quiet"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let data = random_bytes(2 * MIB, 61);
+    let feeder = {
+        let (taken, data) = (taken.clone(), data.clone());
+        std::thread::spawn(move || {
+            for piece in data.chunks(4096) {
+                stdin.write_all(piece).unwrap();
+                taken.fetch_add(piece.len(), Ordering::SeqCst);
+            }
+        })
+    };
+    // Nothing is due before 500 ms, so by 250 ms shape holds what it took:
+    // the buffer and one chunk, and the pipe into it holds 64 KiB more.
+    std::thread::sleep(Duration::from_millis(250));
+    let accepted = taken.load(Ordering::SeqCst);
+    let output = drain(child.stdout.take().unwrap());
+    feeder.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(output.join().unwrap() == data, "every byte, in order");
+    assert!(
+        accepted <= (256 + 128 + 64 + 4) * 1024,
+        "{accepted} bytes were taken in while nothing could leave"
+    );
+    assert!(accepted >= 256 * 1024, "only {accepted} bytes taken in");
+}
+
+#[test]
+fn a_round_trip_through_a_delayed_proxy_takes_twice_the_delay() {
+    let upstream = server(echo);
+    let proxy = Proxy::start(&upstream, &["--delay", "100ms"]);
+    let mut stream = TcpStream::connect(&proxy.address).unwrap();
+    let mut round_trips: Vec<Duration> = (0..3)
+        .map(|i| {
+            let started = Instant::now();
+            stream.write_all(&[i; 5]).unwrap();
+            let mut back = [0; 5];
+            stream.read_exact(&mut back).unwrap();
+            assert_eq!(back, [i; 5]);
+            started.elapsed()
+        })
+        .collect();
+    round_trips.sort();
+    assert!(
+        round_trips[0] >= Duration::from_millis(200),
+        "a round trip took {:?}, less than both delays",
+        round_trips[0]
+    );
+    assert!(
+        round_trips[1] < Duration::from_millis(400),
+        "round trips took {round_trips:?}"
+    );
+}
+
+#[test]
+fn jitter_through_the_proxy_keeps_the_byte_order() {
+    let upstream = server(echo);
+    let proxy = Proxy::start(
+        &upstream,
+        &["--rate", "4MiB", "--delay", "20ms", "--jitter", "15ms"],
+    );
+    let data = random_bytes(MIB, 62);
+    assert!(round_trip(&proxy.address, data.clone()) == data);
+}
+
+/// Reads everything and drops it.
+fn sink(mut stream: TcpStream) {
+    let mut buffer = vec![0; 1 << 16];
+    while matches!(stream.read(&mut buffer), Ok(n) if n > 0) {}
+}
+
+#[test]
+fn max_buffer_bounds_what_the_proxy_holds() {
+    let upstream = server(sink);
+    let proxy = Proxy::start(&upstream, &["--delay", "200ms", "--max-buffer", "2MiB"]);
+    let mut stream = TcpStream::connect(&proxy.address).unwrap();
+    // Unbounded, shape would take all 24 MiB in at once and hold it for the
+    // delay; bounded, it holds 2 MiB and takes the rest as it leaves.
+    let data = vec![9u8; 24 * MIB];
+    stream.write_all(&data).unwrap();
+    stream.shutdown(Shutdown::Write).unwrap();
+    let mut end = Vec::new();
+    stream.read_to_end(&mut end).unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", proxy.child.id())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        peak_kib < 12 * 1024,
+        "the proxy's peak memory was {peak_kib} KiB"
+    );
+}
