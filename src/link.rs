@@ -27,6 +27,13 @@ const DEFAULT_BUFFER_MOST: u64 = 64 << 20;
 /// Spare buffers a line keeps for reuse, so that a steady flow allocates
 /// nothing.
 const SPARES: usize = 2;
+/// What a chunk costs in memory beyond its buffer: its place in the queue
+/// and the allocator's header. Counted, so that a flood of tiny chunks
+/// cannot hold far more memory than the buffer limit says.
+const CHUNK_OVERHEAD: u64 = 64;
+/// Slack a chunk's buffer may have beyond twice its length before it is
+/// copied into one that fits.
+const SLACK: usize = 64;
 
 /// How a link is slow beyond its rate: `--delay`, `--jitter` and
 /// `--max-buffer`.
@@ -124,8 +131,8 @@ impl Line {
         }
     }
 
-    /// Bytes in the line or taken out and not yet done with: what it holds
-    /// in memory.
+    /// The memory of the chunks in the line or taken out and not yet done
+    /// with: their buffers and bookkeeping, a little more than their bytes.
     pub fn held(&self) -> u64 {
         self.held
     }
@@ -157,9 +164,15 @@ impl Line {
 
     /// Puts `bytes`, paid for at `now`, in the line, and returns when they
     /// are due.
-    pub fn push(&mut self, bytes: Vec<u8>, now: u64) -> u64 {
+    pub fn push(&mut self, mut bytes: Vec<u8>, now: u64) -> u64 {
+        if bytes.capacity() > 2 * bytes.len() + SLACK {
+            // A short read into a large buffer: keep the bytes, not the
+            // room around them.
+            let fitted = bytes.as_slice().to_vec();
+            self.recycle(std::mem::replace(&mut bytes, fitted));
+        }
         let release = self.release_time(now);
-        self.held += bytes.len() as u64;
+        self.held += footprint(&bytes);
         self.waiting.push_back((release, bytes));
         release
     }
@@ -183,8 +196,12 @@ impl Line {
     /// Ends the holding of a chunk taken out by [`Line::pop_due`]: it has
     /// been passed on.
     pub fn done_with(&mut self, bytes: Vec<u8>) {
-        self.held -= bytes.len() as u64;
+        self.held -= footprint(&bytes);
         self.recycle(bytes);
+        if self.waiting.is_empty() && self.waiting.capacity() > 1024 {
+            // The queue of a past flood of small chunks.
+            self.waiting = VecDeque::new();
+        }
     }
 
     /// `now` plus the delay, moved by a uniform draw within the jitter
@@ -202,6 +219,11 @@ impl Line {
         self.last_release = release;
         release
     }
+}
+
+/// What a chunk's buffer costs in memory.
+fn footprint(bytes: &Vec<u8>) -> u64 {
+    bytes.capacity() as u64 + CHUNK_OVERHEAD
 }
 
 #[cfg(test)]
@@ -237,20 +259,36 @@ mod tests {
     }
 
     #[test]
-    fn bytes_are_held_until_done_with() {
+    fn memory_is_held_until_done_with() {
         let mut line = line(0, 0);
         line.push(vec![1; 300], 0);
         line.push_copy(&[2; 200], 0);
-        assert_eq!(line.held(), 500);
+        let both = line.held();
+        assert!((500 + 2 * CHUNK_OVERHEAD..600 + 2 * CHUNK_OVERHEAD).contains(&both));
         let first = line.pop_due(0).unwrap();
-        assert_eq!(line.held(), 500, "taken out is still in memory");
+        assert_eq!(line.held(), both, "taken out is still in memory");
         line.done_with(first);
-        assert_eq!(line.held(), 200);
+        assert_eq!(line.held(), both - 300 - CHUNK_OVERHEAD);
         let second = line.pop_due(0).unwrap();
         assert_eq!(second, vec![2; 200]);
         line.done_with(second);
         assert_eq!(line.held(), 0);
         assert_eq!(line.pop_due(u64::MAX), None);
+    }
+
+    #[test]
+    fn small_chunks_in_large_buffers_hold_only_their_bytes() {
+        let mut line = line(1000, 0);
+        for i in 0..1000 {
+            let mut buffer = line.buffer(64 * 1024);
+            buffer.truncate(10);
+            line.push(buffer, i);
+        }
+        assert!(
+            line.held() <= 1000 * (10 + 2 * CHUNK_OVERHEAD),
+            "{}",
+            line.held()
+        );
     }
 
     #[test]

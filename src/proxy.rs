@@ -148,14 +148,17 @@ impl Direction {
         bucket: &Bucket,
         link: &SlowLink,
     ) -> io::Result<Waiting> {
-        loop {
+        // The deadline comes from the same look at the bucket that found
+        // the tokens short: asked again later, the tokens might be covered
+        // by then, and nothing would come back for the chunk.
+        let tokens = loop {
             let sent = self.send_due(to, bucket.clock().now())?;
-            let paid = self.settle(bucket);
+            let (paid, tokens) = self.settle(bucket);
             let read = self.read(from, bucket, link)?;
             if !(sent || paid || read) {
-                break;
+                break tokens;
             }
-        }
+        };
         if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
             if !self.shut {
                 to.shutdown_write()?;
@@ -163,10 +166,6 @@ impl Direction {
             }
             return Ok(Waiting::Event);
         }
-        let tokens = self
-            .unpaid
-            .as_ref()
-            .and_then(|(_, paid)| bucket.deadline(paid));
         // While a write is blocked, the next release waits for writability.
         let release = self
             .sending
@@ -208,17 +207,18 @@ impl Direction {
     }
 
     /// Puts the chunk read into the line once its tokens are covered.
-    /// Returns whether it went in.
-    fn settle(&mut self, bucket: &Bucket) -> bool {
-        let covered = self
-            .unpaid
-            .as_ref()
-            .is_some_and(|(_, paid)| bucket.deadline(paid).is_none());
-        if covered {
-            let (chunk, _) = self.unpaid.take().expect("checked above");
-            self.line.push(chunk, bucket.clock().now());
+    /// Returns whether it went in, and else when its tokens will be
+    /// covered, if a chunk waits.
+    fn settle(&mut self, bucket: &Bucket) -> (bool, Option<u64>) {
+        let Some((_, paid)) = &self.unpaid else {
+            return (false, None);
+        };
+        if let Some(deadline) = bucket.deadline(paid) {
+            return (false, Some(deadline));
         }
-        covered
+        let (chunk, _) = self.unpaid.take().expect("checked above");
+        self.line.push(chunk, bucket.clock().now());
+        (true, None)
     }
 
     /// Reads a chunk, if none waits for tokens and the buffer has room, and

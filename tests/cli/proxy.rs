@@ -70,9 +70,19 @@ pub fn echo(mut stream: TcpStream) {
     }
 }
 
+/// A connection to `address` whose reads fail after a minute, so that a
+/// proxy that stalls fails the test instead of hanging it.
+pub fn connect(address: &str) -> TcpStream {
+    let stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+}
+
 /// Sends `data` and reads the echo, concurrently.
 pub fn round_trip(address: &str, data: Vec<u8>) -> Vec<u8> {
-    let stream = TcpStream::connect(address).unwrap();
+    let stream = connect(address);
     let mut writer = stream.try_clone().unwrap();
     let sender = std::thread::spawn(move || {
         writer.write_all(&data).unwrap();
@@ -139,7 +149,7 @@ fn each_direction_has_its_rate_and_a_half_close_reaches_the_server() {
             "64KiB",
         ],
     );
-    let mut stream = TcpStream::connect(&proxy.address).unwrap();
+    let mut stream = connect(&proxy.address);
     let started = Instant::now();
     stream.write_all(&vec![1u8; 2 * MIB]).unwrap();
     stream.shutdown(Shutdown::Write).unwrap();

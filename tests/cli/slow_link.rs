@@ -3,7 +3,7 @@
 //! and late only by what a busy machine could explain.
 
 use crate::harness::*;
-use crate::proxy::{MIB, Proxy, echo, round_trip, server};
+use crate::proxy::{MIB, Proxy, connect, echo, round_trip, server};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::process::Stdio;
@@ -92,7 +92,7 @@ fn a_full_buffer_stops_shape_reading() {
 fn a_round_trip_through_a_delayed_proxy_takes_twice_the_delay() {
     let upstream = server(echo);
     let proxy = Proxy::start(&upstream, &["--delay", "100ms"]);
-    let mut stream = TcpStream::connect(&proxy.address).unwrap();
+    let mut stream = connect(&proxy.address);
     let mut round_trips: Vec<Duration> = (0..3)
         .map(|i| {
             let started = Instant::now();
@@ -136,7 +136,7 @@ fn sink(mut stream: TcpStream) {
 fn max_buffer_bounds_what_the_proxy_holds() {
     let upstream = server(sink);
     let proxy = Proxy::start(&upstream, &["--delay", "200ms", "--max-buffer", "2MiB"]);
-    let mut stream = TcpStream::connect(&proxy.address).unwrap();
+    let mut stream = connect(&proxy.address);
     // Unbounded, shape would take all 24 MiB in at once and hold it for the
     // delay; bounded, it holds 2 MiB and takes the rest as it leaves.
     let data = vec![9u8; 24 * MIB];
