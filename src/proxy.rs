@@ -21,10 +21,15 @@ use crate::link::{Line, SlowLink};
 use crate::net::Address;
 use crate::rate::Limit;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use rustix::time::{
+    Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
+    timerfd_settime,
+};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +41,7 @@ const BUFFER: usize = 64 * 1024;
 /// re-times waiting connections promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
 const LISTENER: Token = Token(usize::MAX);
+const ALARM: Token = Token(usize::MAX - 1);
 
 /// The limits of a proxy.
 #[derive(Debug, Clone, Copy)]
@@ -340,12 +346,24 @@ pub fn serve(
     let mut connections: Vec<Option<Connection>> = Vec::new();
     let mut events = Events::with_capacity(1024);
     let clock = MonotonicClock;
+    let mut alarm = Alarm::new().ok();
+    if let Some(alarm) = &alarm {
+        let fd = alarm.fd.as_raw_fd();
+        poll.registry()
+            .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)?;
+    }
     loop {
         let now = clock.now();
         let earliest = connections.iter().flatten().filter_map(|c| c.wake_at).min();
-        let sleep = earliest.map_or(MAX_SLEEP, |t| {
-            Duration::from_nanos(t.saturating_sub(now)).min(MAX_SLEEP)
-        });
+        let sleep = match (earliest, &mut alarm) {
+            (Some(t), _) if t <= now => Duration::ZERO,
+            (Some(t), Some(alarm)) => {
+                alarm.ring_at(t);
+                MAX_SLEEP
+            }
+            (Some(t), None) => Duration::from_nanos(t - now).min(MAX_SLEEP),
+            (None, _) => MAX_SLEEP,
+        };
         match poll.poll(&mut events, Some(sleep)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -353,7 +371,11 @@ pub fn serve(
         }
         let mut ready: Vec<usize> = Vec::new();
         for event in &events {
-            if event.token() == LISTENER {
+            if event.token() == ALARM {
+                if let Some(alarm) = &mut alarm {
+                    alarm.silence();
+                }
+            } else if event.token() == LISTENER {
                 accept_all(
                     &mut listener,
                     connect,
@@ -464,6 +486,54 @@ fn accept_all(
             .register(connection.server.source(), Token(index * 2 + 1), both)?;
         connections[index] = Some(connection);
         ready.push(index);
+    }
+}
+
+/// A timer that wakes poll at a moment on the monotonic clock, to the
+/// microsecond: poll's own timeout counts whole milliseconds, which would
+/// make every release time and token deadline up to a millisecond late.
+struct Alarm {
+    fd: OwnedFd,
+    /// The moment it is set for, if armed.
+    armed: Option<u64>,
+}
+
+impl Alarm {
+    fn new() -> io::Result<Alarm> {
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
+        )?;
+        Ok(Alarm { fd, armed: None })
+    }
+
+    /// Rings at `moment` (a value of [`MonotonicClock`]) instead of when
+    /// it was set for.
+    fn ring_at(&mut self, moment: u64) {
+        if self.armed == Some(moment) {
+            return;
+        }
+        let at = Timespec {
+            tv_sec: (moment / 1_000_000_000) as i64,
+            tv_nsec: (moment % 1_000_000_000) as _,
+        };
+        let once = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: at,
+        };
+        if timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &once).is_ok() {
+            self.armed = Some(moment);
+        }
+    }
+
+    /// Takes note that it rang, so that it can ring again.
+    fn silence(&mut self) {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(&self.fd, &mut count);
+        self.armed = None;
     }
 }
 
