@@ -95,6 +95,9 @@ impl<C: Clock + Send + Sync + 'static> Write for &DelayedOutput<C> {
     /// Puts as much of `buf` in the line as it has room for, waiting while
     /// it is full.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
         let shared = &self.shared;
         let mut state = shared.lock();
         loop {
@@ -102,14 +105,11 @@ impl<C: Clock + Send + Sync + 'static> Write for &DelayedOutput<C> {
                 return Err(copy_of(err));
             }
             let room = (shared.capacity)().saturating_sub(state.line.held());
-            if room > 0 && !buf.is_empty() {
+            if room > 0 {
                 let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
                 state.line.push_copy(&buf[..n], shared.clock.now());
                 shared.changed.notify_all();
                 return Ok(n);
-            }
-            if buf.is_empty() {
-                return Ok(0);
             }
             state = shared.wait(state);
         }

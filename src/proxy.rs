@@ -121,14 +121,6 @@ struct Direction {
     shut: bool,
 }
 
-/// What a [`Direction::step`] is waiting for.
-enum Waiting {
-    /// An event from a socket.
-    Event,
-    /// An event, or this moment (tokens or a release time).
-    Until(u64),
-}
-
 impl Direction {
     fn new(link: &SlowLink) -> Direction {
         Direction {
@@ -146,14 +138,15 @@ impl Direction {
 
     /// Moves bytes from `from` to `to` until nothing more can move now:
     /// each side would block, or tokens, release times or buffer room are
-    /// short.
+    /// short. Returns when to step again if no event comes first: when
+    /// tokens will be covered or a chunk is due.
     fn step(
         &mut self,
         from: &mut Stream,
         to: &mut Stream,
         bucket: &Bucket,
         link: &SlowLink,
-    ) -> io::Result<Waiting> {
+    ) -> io::Result<Option<u64>> {
         // The deadline comes from the same look at the bucket that found
         // the tokens short: asked again later, the tokens might be covered
         // by then, and nothing would come back for the chunk.
@@ -170,7 +163,7 @@ impl Direction {
                 to.shutdown_write()?;
                 self.shut = true;
             }
-            return Ok(Waiting::Event);
+            return Ok(None);
         }
         // While a write is blocked, the next release waits for writability.
         let release = self
@@ -178,11 +171,7 @@ impl Direction {
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
-        Ok(match (tokens, release) {
-            (Some(a), Some(b)) => Waiting::Until(a.min(b)),
-            (Some(t), None) | (None, Some(t)) => Waiting::Until(t),
-            (None, None) => Waiting::Event,
-        })
+        Ok(earliest(tokens, release))
     }
 
     /// Writes what is due at `now` until the output would block. Returns
@@ -269,6 +258,14 @@ impl Direction {
     }
 }
 
+/// The earlier of two moments, either of which may be missing.
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// A client, its server, both directions and their buckets.
 struct Connection {
     client: Stream,
@@ -288,11 +285,7 @@ impl Connection {
         let down = self
             .down
             .step(&mut self.server, &mut self.client, &self.buckets.1, link)?;
-        self.wake_at = match (up, down) {
-            (Waiting::Until(a), Waiting::Until(b)) => Some(a.min(b)),
-            (Waiting::Until(t), Waiting::Event) | (Waiting::Event, Waiting::Until(t)) => Some(t),
-            (Waiting::Event, Waiting::Event) => None,
-        };
+        self.wake_at = earliest(up, down);
         Ok(())
     }
 
@@ -355,14 +348,11 @@ pub fn serve(
     loop {
         let now = clock.now();
         let earliest = connections.iter().flatten().filter_map(|c| c.wake_at).min();
-        let sleep = match (earliest, &mut alarm) {
-            (Some(t), _) if t <= now => Duration::ZERO,
-            (Some(t), Some(alarm)) => {
-                alarm.ring_at(t);
-                MAX_SLEEP
-            }
-            (Some(t), None) => Duration::from_nanos(t - now).min(MAX_SLEEP),
-            (None, _) => MAX_SLEEP,
+        let sleep = match earliest {
+            Some(t) if t <= now => Duration::ZERO,
+            Some(t) if alarm.as_mut().is_some_and(|alarm| alarm.ring_at(t)) => MAX_SLEEP,
+            Some(t) => Duration::from_nanos(t - now).min(MAX_SLEEP),
+            None => MAX_SLEEP,
         };
         match poll.poll(&mut events, Some(sleep)) {
             Ok(()) => {}
@@ -508,10 +498,10 @@ impl Alarm {
     }
 
     /// Rings at `moment` (a value of [`MonotonicClock`]) instead of when
-    /// it was set for.
-    fn ring_at(&mut self, moment: u64) {
+    /// it was set for. Returns false if it could not be set.
+    fn ring_at(&mut self, moment: u64) -> bool {
         if self.armed == Some(moment) {
-            return;
+            return true;
         }
         let at = Timespec {
             tv_sec: (moment / 1_000_000_000) as i64,
@@ -524,9 +514,9 @@ impl Alarm {
             },
             it_value: at,
         };
-        if timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &once).is_ok() {
-            self.armed = Some(moment);
-        }
+        let set = timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &once).is_ok();
+        self.armed = set.then_some(moment);
+        set
     }
 
     /// Takes note that it rang, so that it can ring again.
