@@ -4,9 +4,10 @@
 //!
 //! Bytes enter the line once their tokens are paid, so the bucket plays the
 //! link's bandwidth and the line its propagation delay: a chunk paid at `t`
-//! leaves at `t + delay`, give or take the jitter. Release times never go
-//! down, so bytes leave in the order they came: a chunk whose draw would
-//! overtake the one before it leaves right after that one instead. The line
+//! leaves at `t + delay`, give or take the jitter. The line is first in,
+//! first out, and release times never go down, so bytes leave in the order
+//! they came: a chunk whose draw would overtake the one before it leaves
+//! right after that one instead. The line
 //! knows nothing of sockets or threads; its users take due chunks out and
 //! say when they are done with them, which is when their memory counts no
 //! more.
