@@ -65,7 +65,11 @@ pub fn main() -> ExitCode {
         }
     };
     if let (Some(listen), Some(connect)) = (&cli.listen, &cli.connect) {
-        return match proxy(&cli, listen, connect) {
+        if let Some(flag) = not_for_a_proxy(&cli) {
+            eprintln!("shape: {flag} does not apply to a proxy (--listen with --connect)");
+            return ExitCode::from(USAGE);
+        }
+        return match proxy(&cli, listen, connect, rate_file) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => fail(&err),
         };
@@ -221,25 +225,86 @@ fn share_status(name: &str) -> ExitCode {
     }
 }
 
-/// Proxy mode: serves connections until ended by a signal.
-fn proxy(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<()> {
-    let rate = cli.rate.unwrap_or(Limit::Unlimited);
+/// The first flag given that means nothing to a proxy, which serves until
+/// it is ended and spends from buckets of its own.
+fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
+    [
+        (cli.share.is_some(), "--share"),
+        (cli.stop_after.is_some(), "--stop-after"),
+        (cli.size.is_some(), "--size"),
+        (cli.stats, "--stats"),
+        (cli.connect_timeout.is_some(), "--connect-timeout"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}
+
+/// Proxy mode: serves connections until ended by a signal, with the live
+/// controls of a copy (--remote, --rate-file, --schedule, SIGUSR1), which
+/// change both directions.
+fn proxy(
+    cli: &Cli,
+    listen: &Address,
+    connect: &Address,
+    rate_file: Option<RateFile>,
+) -> anyhow::Result<()> {
+    let rate = rate_file.map_or(cli.rate.unwrap_or(Limit::Unlimited), |file| file.limit);
+    let set_burst = cli
+        .burst
+        .map(Size::bytes)
+        .or(rate_file.and_then(|file| file.burst));
     let (up, down) = (cli.rate_up.unwrap_or(rate), cli.rate_down.unwrap_or(rate));
-    let burst = |limit| cli.burst.map_or_else(|| default_burst(limit), Size::bytes);
-    let limits = proxy::Limits {
-        up,
-        down,
-        burst_up: burst(up),
-        burst_down: burst(down),
+    let burst = |limit| set_burst.unwrap_or_else(|| default_burst(limit));
+    let shared = (
+        Arc::new(share::own(up, burst(up))?),
+        Arc::new(share::own(down, burst(down))?),
+    );
+    let adjuster = Arc::new(Adjuster::over(
+        vec![shared.0.clone(), shared.1.clone()],
+        set_burst.is_some(),
+    ));
+    let forwarded = Arc::new(AtomicU64::new(0));
+    let reporter = start_reporter(cli, &forwarded, None, &shared.0);
+    let started = Instant::now();
+    if let Some(schedule) = cli.schedule.clone() {
+        live::follow(schedule, adjuster.clone(), started);
+    }
+    let live = Run {
+        adjuster: adjuster.clone(),
+        forwarded: forwarded.clone(),
+        started,
+        printer: reporter.as_ref().map(Reporter::printer).unwrap_or_default(),
+        rate_file: cli.rate_file.clone(),
+    };
+    let _registration = live::start(live, None, cli.quiet)?;
+    let shaping = proxy::Shaping {
+        shared,
+        adjuster,
         per_connection: cli.per_connection,
         link: cli.slow_link(),
+        forwarded,
     };
-    let shared = (
-        Arc::new(crate::bucket::TokenBucket::new(up, limits.burst_up)?),
-        Arc::new(crate::bucket::TokenBucket::new(down, limits.burst_down)?),
-    );
-    proxy::serve(listen, connect, limits, shared)
+    proxy::serve(listen, connect, &shaping)
         .with_context(|| format!("proxy from {listen} to {connect}"))
+}
+
+/// The progress reporter asked for, if any, counting `forwarded` towards
+/// `total` and showing the limit of `bucket`.
+fn start_reporter(
+    cli: &Cli,
+    forwarded: &Arc<AtomicU64>,
+    total: Option<u64>,
+    bucket: &Arc<Bucket>,
+) -> Option<Reporter> {
+    progress_style(cli).map(|(style, interval)| {
+        let bucket = bucket.clone();
+        let source = Source {
+            bytes: forwarded.clone(),
+            total,
+            limit: Box::new(move || bucket.limit()),
+        };
+        Reporter::start(style, interval, source)
+    })
 }
 
 /// The bucket to spend from: the share's, or one of our own.
@@ -285,15 +350,7 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         .or_else(|| known_total(&inputs))
         .map(|total| cli.stop_after.map_or(total, |stop| total.min(stop.bytes())));
     let forwarded = Arc::new(AtomicU64::new(0));
-    let reporter = progress_style(cli).map(|(style, interval)| {
-        let bucket = bucket.clone();
-        let source = Source {
-            bytes: forwarded.clone(),
-            total,
-            limit: Box::new(move || bucket.limit()),
-        };
-        Reporter::start(style, interval, source)
-    });
+    let reporter = start_reporter(cli, &forwarded, total, &bucket);
 
     let started = Instant::now();
     if let Some(schedule) = cli.schedule.clone() {

@@ -95,6 +95,7 @@ changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints 
 A running shape whose burst was never set keeps a tenth of a second of its new rate as burst.
 Messages travel as files in a directory only the user can enter ($XDG_RUNTIME_DIR/shape, or /tmp/shape\-UID with mode 0700); files are opened without following links and created exclusively, and a message that is malformed, a link, or another user's is refused with a line on standard error.
 If \fIPID\fR is not a running shape of this user, or no answer comes within a second, \fBshape \-\-remote\fR says so and exits with status 1.
+A proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) answers too, as do \fB\-\-rate\-file\fR, \fB\-\-schedule\fR and SIGUSR1 there: a change applies to both directions and to every connection, including each connection's own limits with \fB\-\-per\-connection\fR; the answer shows the client-to-server direction.
 .SH SHARES
 \fBshape \-\-share\fR \fINAME\fR spends from one bucket together with every other shape of the user that names \fINAME\fR, so that the limit is their total: eight parallel transfers on one 50 MiB/s share add up to 50 MiB/s.
 The first to start creates the share with its \fB\-\-rate\fR and \fB\-\-burst\fR; while any shape is on it, later ones use the share's settings, and say so on standard error if theirs differ. A shape that finds nobody on a share starts it afresh with its own settings.

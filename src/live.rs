@@ -12,22 +12,57 @@ use crate::signals::{Handlers, answer};
 use crate::size::human_bytes;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-/// Changes the settings of the running shape's bucket.
+/// Changes the settings of the running shape's buckets: one for a copy, a
+/// proxy's two directions, and the buckets a proxy makes for each
+/// connection with `--per-connection`.
 pub struct Adjuster {
-    bucket: Arc<Bucket>,
+    /// What every change applies to; the first is what answers report.
+    buckets: Vec<Arc<Bucket>>,
+    /// Buckets made from the settings while running, reached while they
+    /// live. The lock also keeps a change from falling between making one
+    /// and registering it.
+    followers: Mutex<Vec<Weak<Bucket>>>,
     /// True until someone sets a burst.
     burst_follows_rate: AtomicBool,
+    /// Called after each change, so that a user that does not sleep on the
+    /// buckets (a proxy's poll loop) re-times its waits.
+    on_change: Mutex<Option<Box<dyn Fn() + Send>>>,
 }
 
 impl Adjuster {
     pub fn new(bucket: Arc<Bucket>, burst_was_set: bool) -> Adjuster {
+        Adjuster::over(vec![bucket], burst_was_set)
+    }
+
+    /// An adjuster of several buckets, changed together.
+    pub fn over(buckets: Vec<Arc<Bucket>>, burst_was_set: bool) -> Adjuster {
+        assert!(!buckets.is_empty(), "an adjuster needs a bucket");
         Adjuster {
-            bucket,
+            buckets,
+            followers: Mutex::new(Vec::new()),
             burst_follows_rate: AtomicBool::new(!burst_was_set),
+            on_change: Mutex::new(None),
         }
+    }
+
+    /// Calls `notify` after every change from now on.
+    pub fn on_change(&self, notify: Box<dyn Fn() + Send>) {
+        *lock(&self.on_change) = Some(notify);
+    }
+
+    /// A fresh bucket with the settings bucket `index` has now, which later
+    /// changes reach too while it lives.
+    pub fn follower(&self, index: usize) -> anyhow::Result<Arc<Bucket>> {
+        let mut followers = lock(&self.followers);
+        let model = &self.buckets[index];
+        let bucket = Arc::new(crate::share::own(model.limit(), model.burst())?);
+        bucket.set_paused(model.paused());
+        followers.retain(|follower| follower.strong_count() > 0);
+        followers.push(Arc::downgrade(&bucket));
+        Ok(bucket)
     }
 
     /// Applies `request`, giving a new rate its default burst unless a
@@ -39,12 +74,41 @@ impl Adjuster {
         } else if self.burst_follows_rate.load(Ordering::Relaxed) {
             request.burst = request.limit.map(default_burst);
         }
-        apply(&self.bucket, &request);
+        {
+            let followers = lock(&self.followers);
+            for bucket in &self.buckets {
+                apply(bucket, &request);
+            }
+            for bucket in followers.iter().filter_map(Weak::upgrade) {
+                apply(&bucket, &request);
+            }
+        }
+        if let Some(notify) = lock(&self.on_change).as_ref() {
+            notify();
+        }
     }
 
+    /// The settings of the first bucket: what an answer to `--remote`
+    /// reports.
     pub fn settings(&self) -> Settings {
-        Settings::of(&self.bucket)
+        Settings::of(&self.buckets[0])
     }
+
+    /// The settings for a status line: of the one bucket, or of a proxy's
+    /// two directions if they differ.
+    pub fn describe(&self) -> String {
+        match self.buckets.as_slice() {
+            [up, down] if Settings::of(up) != Settings::of(down) => {
+                format!("up {}; down {}", Settings::of(up), Settings::of(down))
+            }
+            _ => self.settings().to_string(),
+        }
+    }
+}
+
+/// Locks `mutex`, which no code panics while holding.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A tenth of a second at the rate, at least one byte; 128 KiB unlimited
@@ -114,13 +178,13 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> anyhow::Result<Opt
             Box::new(move || {
                 let now = Instant::now();
                 let bytes = forwarded.load(Ordering::Relaxed);
-                let mut last = last_status.lock().unwrap_or_else(|e| e.into_inner());
+                let mut last = lock(&last_status);
                 let line = status_line(
                     bytes,
                     now - started,
                     bytes - last.1,
                     now - last.0,
-                    adjuster.settings(),
+                    &adjuster.describe(),
                 );
                 *last = (now, bytes);
                 printer.line(&line);
@@ -177,7 +241,7 @@ fn status_line(
     elapsed: std::time::Duration,
     recent: u64,
     over: std::time::Duration,
-    settings: Settings,
+    settings: &str,
 ) -> String {
     let rate = if over.is_zero() {
         0.0
@@ -221,7 +285,7 @@ mod tests {
                 Duration::from_secs(3),
                 1 << 20,
                 Duration::from_secs(1),
-                settings
+                &settings.to_string()
             ),
             "shape: 3145728 bytes (3.0 MiB) in 3.000 s, 1.00 MiB/s now; rate 1.00 MiB/s, burst 100.0 KiB"
         );

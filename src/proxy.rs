@@ -13,13 +13,18 @@
 //! through (an end of input becomes a shutdown of the other side's writing
 //! once all held bytes are out), and a reset or error on one side resets
 //! the other.
+//!
+//! Live changes (`--remote`, `--rate-file`, `--schedule`) go through the
+//! [`Adjuster`], which wakes poll, and every waiting connection is stepped
+//! again: its deadline may have moved.
 
-use crate::bucket::{Reservation, TokenBucket};
+use crate::bucket::Reservation;
 use crate::clock::{Clock, MonotonicClock};
 use crate::copy::chunk_size;
 use crate::link::{Line, SlowLink};
+use crate::live::Adjuster;
 use crate::net::Address;
-use crate::rate::Limit;
+use crate::share::Bucket;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -31,32 +36,32 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-
-type Bucket = TokenBucket<MonotonicClock>;
 
 /// The largest chunk a direction reads at once.
 const BUFFER: usize = 64 * 1024;
-/// How long poll may sleep at most, so that a rate changed from outside
-/// re-times waiting connections promptly.
+/// How long poll sleeps at most when nothing is due.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
 const LISTENER: Token = Token(usize::MAX);
 const ALARM: Token = Token(usize::MAX - 1);
+const CHANGED: Token = Token(usize::MAX - 2);
 
-/// The limits of a proxy.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Client to server.
-    pub up: Limit,
-    /// Server to client.
-    pub down: Limit,
-    pub burst_up: u64,
-    pub burst_down: u64,
+/// How the proxy shapes every connection.
+pub struct Shaping {
+    /// The buckets of the two directions (client to server, server to
+    /// client) that all connections share, or that each connection's own
+    /// copy with `per_connection`.
+    pub shared: (Arc<Bucket>, Arc<Bucket>),
+    /// Changes the buckets while running; makes each connection's own.
+    pub adjuster: Arc<Adjuster>,
     /// Each connection gets buckets of its own instead of sharing two.
     pub per_connection: bool,
     /// Delay, jitter and buffer size, for each direction of each
     /// connection.
     pub link: SlowLink,
+    /// Bytes passed on, both directions together.
+    pub forwarded: Arc<AtomicU64>,
 }
 
 enum Listener {
@@ -146,12 +151,13 @@ impl Direction {
         to: &mut Stream,
         bucket: &Bucket,
         link: &SlowLink,
+        forwarded: &AtomicU64,
     ) -> io::Result<Option<u64>> {
         // The deadline comes from the same look at the bucket that found
         // the tokens short: asked again later, the tokens might be covered
         // by then, and nothing would come back for the chunk.
         let tokens = loop {
-            let sent = self.send_due(to, bucket.clock().now())?;
+            let sent = self.send_due(to, bucket.clock().now(), forwarded)?;
             let (paid, tokens) = self.settle(bucket);
             let read = self.read(from, bucket, link)?;
             if !(sent || paid || read) {
@@ -176,7 +182,7 @@ impl Direction {
 
     /// Writes what is due at `now` until the output would block. Returns
     /// whether anything went out.
-    fn send_due(&mut self, to: &mut Stream, now: u64) -> io::Result<bool> {
+    fn send_due(&mut self, to: &mut Stream, now: u64, forwarded: &AtomicU64) -> io::Result<bool> {
         let mut progress = false;
         loop {
             if self.sending.is_none() {
@@ -188,6 +194,7 @@ impl Direction {
             match to.write(&chunk[*out..]) {
                 Ok(n) => {
                     *out += n;
+                    forwarded.fetch_add(n as u64, Ordering::Relaxed);
                     progress = true;
                     if *out == chunk.len() {
                         let (chunk, _) = self.sending.take().expect("just written from");
@@ -278,13 +285,21 @@ struct Connection {
 
 impl Connection {
     /// Steps both directions; `Err` means the connection must be reset.
-    fn step(&mut self, link: &SlowLink) -> io::Result<()> {
-        let up = self
-            .up
-            .step(&mut self.client, &mut self.server, &self.buckets.0, link)?;
-        let down = self
-            .down
-            .step(&mut self.server, &mut self.client, &self.buckets.1, link)?;
+    fn step(&mut self, link: &SlowLink, forwarded: &AtomicU64) -> io::Result<()> {
+        let up = self.up.step(
+            &mut self.client,
+            &mut self.server,
+            &self.buckets.0,
+            link,
+            forwarded,
+        )?;
+        let down = self.down.step(
+            &mut self.server,
+            &mut self.client,
+            &self.buckets.1,
+            link,
+            forwarded,
+        )?;
         self.wake_at = earliest(up, down);
         Ok(())
     }
@@ -294,34 +309,24 @@ impl Connection {
     }
 }
 
-/// The buckets for one connection: the shared pair, or a fresh pair.
-fn buckets(
-    limits: &Limits,
-    shared: &(Arc<Bucket>, Arc<Bucket>),
-) -> io::Result<(Arc<Bucket>, Arc<Bucket>)> {
-    if !limits.per_connection {
-        return Ok(shared.clone());
+/// The buckets for one connection: the shared pair, or a fresh pair with
+/// the settings now in force.
+fn buckets(shaping: &Shaping) -> io::Result<(Arc<Bucket>, Arc<Bucket>)> {
+    if !shaping.per_connection {
+        return Ok(shaping.shared.clone());
     }
-    let make = |limit, burst| {
-        TokenBucket::new(limit, burst)
-            .map(Arc::new)
+    let own = |direction| {
+        shaping
+            .adjuster
+            .follower(direction)
             .map_err(io::Error::other)
     };
-    Ok((
-        make(limits.up, limits.burst_up)?,
-        make(limits.down, limits.burst_down)?,
-    ))
+    Ok((own(0)?, own(1)?))
 }
 
 /// Serves connections on `listen`, forwarding each to `connect`, until the
-/// process is ended. The shared buckets are returned through `shared` so
-/// that live controls can change them.
-pub fn serve(
-    listen: &Address,
-    connect: &Address,
-    limits: Limits,
-    shared: (Arc<Bucket>, Arc<Bucket>),
-) -> io::Result<()> {
+/// process is ended.
+pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
     raise_file_limit();
     let mut poll = Poll::new()?;
     let mut listener = match listen {
@@ -339,6 +344,17 @@ pub fn serve(
     let mut connections: Vec<Option<Connection>> = Vec::new();
     let mut events = Events::with_capacity(1024);
     let clock = MonotonicClock;
+    // A change of settings may move every deadline: the adjuster wakes
+    // poll, and every waiting connection is stepped again.
+    let changed = Arc::new(AtomicBool::new(false));
+    let waker = mio::Waker::new(poll.registry(), CHANGED)?;
+    shaping.adjuster.on_change({
+        let changed = changed.clone();
+        Box::new(move || {
+            changed.store(true, Ordering::SeqCst);
+            let _ = waker.wake();
+        })
+    });
     let mut alarm = Alarm::new().ok();
     if let Some(alarm) = &alarm {
         let fd = alarm.fd.as_raw_fd();
@@ -372,22 +388,25 @@ pub fn serve(
                     upstream,
                     &poll,
                     &mut connections,
-                    &limits,
-                    &shared,
+                    shaping,
                     &mut ready,
                 )?;
-            } else {
+            } else if event.token() != CHANGED {
                 ready.push(event.token().0 / 2);
             }
         }
         let now = clock.now();
+        let due = match changed.swap(false, Ordering::SeqCst) {
+            true => u64::MAX,
+            false => now,
+        };
         ready.extend(
             connections
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| {
                     c.as_ref()
-                        .is_some_and(|c| c.wake_at.is_some_and(|t| t <= now))
+                        .is_some_and(|c| c.wake_at.is_some_and(|t| t <= due))
                 })
                 .map(|(i, _)| i),
         );
@@ -397,7 +416,7 @@ pub fn serve(
             let Some(connection) = connections.get_mut(index).and_then(Option::as_mut) else {
                 continue;
             };
-            let finished = match connection.step(&limits.link) {
+            let finished = match connection.step(&shaping.link, &shaping.forwarded) {
                 Ok(()) => connection.done(),
                 Err(_) => {
                     connection.client.reset_on_close();
@@ -421,8 +440,7 @@ fn accept_all(
     upstream: Option<SocketAddr>,
     poll: &Poll,
     connections: &mut Vec<Option<Connection>>,
-    limits: &Limits,
-    shared: &(Arc<Bucket>, Arc<Bucket>),
+    shaping: &Shaping,
     ready: &mut Vec<usize>,
 ) -> io::Result<()> {
     loop {
@@ -464,9 +482,9 @@ fn accept_all(
         let mut connection = Connection {
             client,
             server,
-            up: Direction::new(&limits.link),
-            down: Direction::new(&limits.link),
-            buckets: buckets(limits, shared)?,
+            up: Direction::new(&shaping.link),
+            down: Direction::new(&shaping.link),
+            buckets: buckets(shaping)?,
             wake_at: None,
         };
         let both = Interest::READABLE | Interest::WRITABLE;

@@ -4,7 +4,7 @@
 use crate::harness::*;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const MIB: usize = 1 << 20;
@@ -17,13 +17,19 @@ pub struct Proxy {
 
 impl Proxy {
     pub fn start(upstream: &str, args: &[&str]) -> Proxy {
+        Proxy::start_with(shape::<[&str; 0], &str>([]), upstream, args)
+    }
+
+    /// A proxy started from `command` (a shape command without its
+    /// addresses).
+    pub fn start_with(mut command: Command, upstream: &str, args: &[&str]) -> Proxy {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let address = format!("127.0.0.1:{port}");
-        let mut command = shape(["--listen", &address, "--connect", upstream]);
+        command.args(["--listen", &address, "--connect", upstream]);
         command
             .args(args)
             .stdin(Stdio::null())
@@ -284,4 +290,100 @@ fn a_unix_socket_can_front_a_tcp_server() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(back == data);
+}
+
+/// Sends zeros until the client goes away.
+fn flood(mut stream: TcpStream) {
+    let zeros = vec![0u8; 64 * 1024];
+    while stream.write_all(&zeros).is_ok() {}
+}
+
+#[test]
+fn a_remote_rate_change_reaches_a_proxy_at_once() {
+    let runtime = Runtime::new("proxy-remote");
+    let upstream = server(flood);
+    let proxy = Proxy::start_with(
+        runtime.shape([]),
+        &upstream,
+        &["--rate", "1MiB", "--burst", "64KiB"],
+    );
+    let pid = proxy.child.id();
+    runtime.wait_registered(pid);
+    let mut stream = connect(&proxy.address);
+    let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let reader = {
+        let arrivals = arrivals.clone();
+        std::thread::spawn(move || {
+            let mut buffer = vec![0; 1 << 16];
+            while let Ok(n @ 1..) = stream.read(&mut buffer) {
+                arrivals.lock().unwrap().push((Instant::now(), n));
+            }
+        })
+    };
+    let bytes_between = |from: Instant, to: Instant| -> usize {
+        let arrivals = arrivals.lock().unwrap();
+        arrivals
+            .iter()
+            .filter(|(at, _)| *at >= from && *at < to)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_millis(1300));
+    let answer = runtime.remote(pid, ["--rate", "4MiB"]);
+    let changed = Instant::now();
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        format!("shape {pid}: rate 4.00 MiB/s, burst 64.0 KiB\n")
+    );
+    std::thread::sleep(Duration::from_millis(1600));
+    let before = bytes_between(start + Duration::from_millis(300), changed) as f64 / 1.0;
+    let after = bytes_between(
+        changed + Duration::from_millis(100),
+        changed + Duration::from_millis(1600),
+    ) as f64
+        / 1.5;
+    // Paused, a proxy holds every connection; resumed, it wakes them.
+    assert_eq!(runtime.remote(pid, ["--pause"]).code(), 0);
+    let paused = Instant::now();
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(runtime.remote(pid, ["--resume"]).code(), 0);
+    let resumed = Instant::now();
+    std::thread::sleep(Duration::from_millis(600));
+    let while_paused = bytes_between(paused + Duration::from_millis(100), resumed);
+    let after_resume = bytes_between(resumed, resumed + Duration::from_millis(600));
+    drop(proxy);
+    reader.join().unwrap();
+    assert!(
+        while_paused <= 256 * 1024,
+        "{while_paused} bytes came through while paused"
+    );
+    assert!(
+        after_resume >= MIB,
+        "only {after_resume} bytes in 600 ms after resuming at 4 MiB/s"
+    );
+    let mib = MIB as f64;
+    assert!((before - mib).abs() <= 0.1 * mib, "before: {before} B/s");
+    assert!(
+        (after - 4.0 * mib).abs() <= 0.1 * 4.0 * mib,
+        "after: {after} B/s"
+    );
+}
+
+#[test]
+fn flags_a_proxy_cannot_honour_are_refused() {
+    for flag in [
+        ["--stop-after", "1k"],
+        ["--size", "1k"],
+        ["--share", "links"],
+        ["--connect-timeout", "1s"],
+    ] {
+        let mut command = shape(["--listen", "127.0.0.1:9", "--connect", "127.0.0.1:9"]);
+        command.args(flag);
+        let run = run(command, Stdio::null());
+        assert_eq!(run.code(), 2, "{flag:?}: {}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(run.stderr.contains(flag[0]), "{}", run.stderr);
+    }
 }
