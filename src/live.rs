@@ -75,13 +75,17 @@ impl Adjuster {
             request.burst = request.limit.map(default_burst);
         }
         {
-            let followers = lock(&self.followers);
+            let mut followers = lock(&self.followers);
             for bucket in &self.buckets {
                 apply(bucket, &request);
             }
-            for bucket in followers.iter().filter_map(Weak::upgrade) {
-                apply(&bucket, &request);
-            }
+            followers.retain(|follower| match follower.upgrade() {
+                Some(bucket) => {
+                    apply(&bucket, &request);
+                    true
+                }
+                None => false,
+            });
         }
         if let Some(notify) = lock(&self.on_change).as_ref() {
             notify();
@@ -288,6 +292,45 @@ mod tests {
                 &settings.to_string()
             ),
             "shape: 3145728 bytes (3.0 MiB) in 3.000 s, 1.00 MiB/s now; rate 1.00 MiB/s, burst 100.0 KiB"
+        );
+    }
+
+    #[test]
+    fn changes_reach_every_bucket_and_every_living_follower() {
+        let kib = |n: u64| Limit::Rate(Rate::from_whole(n << 10).unwrap());
+        let up = Arc::new(crate::share::own(kib(64), 1000).unwrap());
+        let down = Arc::new(crate::share::own(kib(1024), 1000).unwrap());
+        let adjuster = Adjuster::over(vec![up.clone(), down.clone()], true);
+        let changes = Arc::new(AtomicU64::new(0));
+        adjuster.on_change({
+            let changes = changes.clone();
+            Box::new(move || {
+                changes.fetch_add(1, Ordering::SeqCst);
+            })
+        });
+        assert_eq!(
+            adjuster.describe(),
+            "up rate 64.00 KiB/s, burst 1000 B; down rate 1.00 MiB/s, burst 1000 B"
+        );
+        let follower = adjuster.follower(1).unwrap();
+        assert_eq!(follower.limit(), kib(1024), "made with the settings now");
+        let gone = adjuster.follower(0).unwrap();
+        drop(gone);
+        adjuster.apply(&Request {
+            limit: Some(kib(8)),
+            paused: Some(true),
+            ..Request::default()
+        });
+        for bucket in [&up, &down, &follower] {
+            assert_eq!(bucket.limit(), kib(8));
+            assert!(bucket.paused());
+        }
+        assert_eq!(adjuster.describe(), "rate 8.00 KiB/s, burst 1000 B, paused");
+        assert_eq!(changes.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            lock(&adjuster.followers).len(),
+            1,
+            "the dropped one is gone"
         );
     }
 
