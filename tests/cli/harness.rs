@@ -140,13 +140,60 @@ impl Drop for Scratch {
     }
 }
 
+/// Bytes read from a stream on a thread of their own, timestamped as they
+/// arrive.
+pub struct Arrivals {
+    times: std::sync::Arc<std::sync::Mutex<Vec<(Instant, usize)>>>,
+    reader: Option<JoinHandle<Vec<u8>>>,
+}
+
+impl Arrivals {
+    /// Starts reading `from` to its end, keeping the bytes only if `keep`.
+    pub fn record(mut from: impl Read + Send + 'static, keep: bool) -> Arrivals {
+        let times = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = {
+            let times = times.clone();
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                let mut buffer = vec![0; 1 << 20];
+                while let Ok(n @ 1..) = from.read(&mut buffer) {
+                    times.lock().unwrap().push((Instant::now(), n));
+                    if keep {
+                        kept.extend_from_slice(&buffer[..n]);
+                    }
+                }
+                kept
+            })
+        };
+        Arrivals {
+            times,
+            reader: Some(reader),
+        }
+    }
+
+    /// Bytes that arrived in [from, to).
+    pub fn bytes_between(&self, from: Instant, to: Instant) -> usize {
+        self.times
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, _)| *at >= from && *at < to)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Waits for the stream to end; what was kept.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.reader.take().unwrap().join().unwrap()
+    }
+}
+
 /// A shape running in the background, its output read and timestamped as
 /// it arrives.
 pub struct Running {
     pub child: Child,
     pub pid: u32,
-    arrivals: std::sync::Arc<std::sync::Mutex<Vec<(Instant, usize)>>>,
-    output: Option<JoinHandle<Vec<u8>>>,
+    arrivals: Option<Arrivals>,
     stderr: Option<JoinHandle<Vec<u8>>>,
 }
 
@@ -159,32 +206,13 @@ impl Running {
             .stderr(Stdio::piped())
             .spawn()
             .expect("shape runs");
-        let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut stdout = child.stdout.take().unwrap();
-        let output = {
-            let arrivals = arrivals.clone();
-            std::thread::spawn(move || {
-                let mut kept = Vec::new();
-                let mut buffer = vec![0; 1 << 20];
-                while let Ok(n) = stdout.read(&mut buffer) {
-                    if n == 0 {
-                        break;
-                    }
-                    arrivals.lock().unwrap().push((Instant::now(), n));
-                    if keep {
-                        kept.extend_from_slice(&buffer[..n]);
-                    }
-                }
-                kept
-            })
-        };
+        let arrivals = Arrivals::record(child.stdout.take().unwrap(), keep);
         let stderr = drain(child.stderr.take().unwrap());
         let pid = child.id();
         Running {
             child,
             pid,
-            arrivals,
-            output: Some(output),
+            arrivals: Some(arrivals),
             stderr: Some(stderr),
         }
     }
@@ -192,12 +220,9 @@ impl Running {
     /// Bytes that arrived in [from, to).
     pub fn bytes_between(&self, from: Instant, to: Instant) -> usize {
         self.arrivals
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(at, _)| *at >= from && *at < to)
-            .map(|(_, n)| n)
-            .sum()
+            .as_ref()
+            .expect("only taken by finish")
+            .bytes_between(from, to)
     }
 
     /// Bytes per second that arrived from `from` for `length`, waiting for
@@ -225,7 +250,7 @@ impl Running {
     /// Waits for it to exit by itself.
     pub fn finish(mut self) -> (ExitStatus, Vec<u8>, String) {
         let status = self.child.wait().unwrap();
-        let output = self.output.take().unwrap().join().unwrap();
+        let output = self.arrivals.take().unwrap().finish();
         let stderr =
             String::from_utf8_lossy(&self.stderr.take().unwrap().join().unwrap()).into_owned();
         (status, output, stderr)

@@ -309,25 +309,8 @@ fn a_remote_rate_change_reaches_a_proxy_at_once() {
     );
     let pid = proxy.child.id();
     runtime.wait_registered(pid);
-    let mut stream = connect(&proxy.address);
-    let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let reader = {
-        let arrivals = arrivals.clone();
-        std::thread::spawn(move || {
-            let mut buffer = vec![0; 1 << 16];
-            while let Ok(n @ 1..) = stream.read(&mut buffer) {
-                arrivals.lock().unwrap().push((Instant::now(), n));
-            }
-        })
-    };
-    let bytes_between = |from: Instant, to: Instant| -> usize {
-        let arrivals = arrivals.lock().unwrap();
-        arrivals
-            .iter()
-            .filter(|(at, _)| *at >= from && *at < to)
-            .map(|(_, n)| n)
-            .sum()
-    };
+    let arrivals = Arrivals::record(connect(&proxy.address), false);
+    let bytes_between = |from, to| arrivals.bytes_between(from, to);
     let start = Instant::now();
     std::thread::sleep(Duration::from_millis(1300));
     let answer = runtime.remote(pid, ["--rate", "4MiB"]);
@@ -354,7 +337,7 @@ fn a_remote_rate_change_reaches_a_proxy_at_once() {
     let while_paused = bytes_between(paused + Duration::from_millis(100), resumed);
     let after_resume = bytes_between(resumed, resumed + Duration::from_millis(600));
     drop(proxy);
-    reader.join().unwrap();
+    arrivals.finish();
     assert!(
         while_paused <= 256 * 1024,
         "{while_paused} bytes came through while paused"
