@@ -566,14 +566,10 @@ fn decode_answer(text: &str) -> Result<Settings, RemoteError> {
 mod tests {
     use super::*;
 
-    fn mib(n: u64) -> Limit {
-        Limit::Rate(Rate::from_whole(n << 20).unwrap())
-    }
-
     #[test]
     fn requests_and_answers_survive_the_trip() {
         let request = Request {
-            limit: Some(mib(4)),
+            limit: Some(Limit::per_second(4 << 20)),
             burst: Some(65_536),
             paused: Some(false),
         };
@@ -584,7 +580,7 @@ mod tests {
         };
         assert_eq!(decode_request(&encode_request(&lift)), Ok(lift));
         let settings = Settings {
-            limit: mib(1),
+            limit: Limit::per_second(1 << 20),
             burst: 7,
             paused: true,
         };
@@ -619,7 +615,7 @@ mod tests {
     #[test]
     fn settings_read_as_a_person_would_write_them() {
         let settings = Settings {
-            limit: mib(4),
+            limit: Limit::per_second(4 << 20),
             burst: 65_536,
             paused: false,
         };

@@ -373,12 +373,7 @@ mod tests {
     use super::*;
     use crate::bucket::Fill;
     use crate::clock::FakeClock;
-    use crate::rate::Rate;
     use std::sync::Arc;
-
-    fn rate(bytes_per_sec: u64) -> Limit {
-        Limit::Rate(Rate::from_whole(bytes_per_sec).unwrap())
-    }
 
     fn unlimited() -> TokenBucket<FakeClock> {
         TokenBucket::with_clock(Limit::Unlimited, 10, Fill::Full, FakeClock::new(0)).unwrap()
@@ -393,12 +388,12 @@ mod tests {
     #[test]
     fn chunks_follow_the_rate_within_bounds() {
         assert_eq!(chunk_size(Limit::Unlimited, 1 << 30), MAX_CHUNK);
-        assert_eq!(chunk_size(rate(4096), 1 << 20), 4);
-        assert_eq!(chunk_size(rate(1), 1 << 20), 1);
-        assert_eq!(chunk_size(rate(1 << 20), 1 << 20), 1048);
-        assert_eq!(chunk_size(rate(200 << 20), 1 << 30), MAX_CHUNK);
-        assert_eq!(chunk_size(rate(200 << 20), 1000), 500);
-        assert_eq!(chunk_size(rate(200 << 20), 1), 1);
+        assert_eq!(chunk_size(Limit::per_second(4096), 1 << 20), 4);
+        assert_eq!(chunk_size(Limit::per_second(1), 1 << 20), 1);
+        assert_eq!(chunk_size(Limit::per_second(1 << 20), 1 << 20), 1048);
+        assert_eq!(chunk_size(Limit::per_second(200 << 20), 1 << 30), MAX_CHUNK);
+        assert_eq!(chunk_size(Limit::per_second(200 << 20), 1000), 500);
+        assert_eq!(chunk_size(Limit::per_second(200 << 20), 1), 1);
     }
 
     /// Hands out its data seven bytes at a time, failing with EINTR in
@@ -425,7 +420,9 @@ mod tests {
     #[test]
     fn buffered_every_byte_arrives_once_at_exactly_the_rate() {
         let clock = Arc::new(FakeClock::new(0));
-        let bucket = TokenBucket::with_clock(rate(1000), 10, Fill::Empty, clock.clone()).unwrap();
+        let bucket =
+            TokenBucket::with_clock(Limit::per_second(1000), 10, Fill::Empty, clock.clone())
+                .unwrap();
         let forwarded = AtomicU64::new(0);
         let data = data(5000);
         let mut input = Jerky {

@@ -230,7 +230,6 @@ fn footprint(bytes: &Vec<u8>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate::Rate;
 
     const MS: u64 = 1_000_000;
 
@@ -337,10 +336,6 @@ mod tests {
         }
     }
 
-    fn rate(bytes_per_sec: u64) -> Limit {
-        Limit::Rate(Rate::from_whole(bytes_per_sec).unwrap())
-    }
-
     #[test]
     fn the_default_buffer_holds_what_flows_during_the_delay() {
         let link = SlowLink {
@@ -350,11 +345,11 @@ mod tests {
         };
         // 40 MiB/s for 250 ms, a 4 MiB burst and a chunk.
         assert_eq!(
-            link.capacity(rate(40 << 20), 4 << 20),
+            link.capacity(Limit::per_second(40 << 20), 4 << 20),
             (10 << 20) + (4 << 20) + MAX_CHUNK as u64
         );
-        assert_eq!(link.capacity(rate(1000), 100), 1 << 20);
-        assert_eq!(link.capacity(rate(1 << 40), 1 << 20), 64 << 20);
+        assert_eq!(link.capacity(Limit::per_second(1000), 100), 1 << 20);
+        assert_eq!(link.capacity(Limit::per_second(1 << 40), 1 << 20), 64 << 20);
         assert_eq!(link.capacity(Limit::Unlimited, 1 << 17), 64 << 20);
     }
 
@@ -379,7 +374,7 @@ mod tests {
             MAX_CHUNK as u64
         );
         assert_eq!(
-            SlowLink::default().capacity(rate(1000), 100),
+            SlowLink::default().capacity(Limit::per_second(1000), 100),
             MAX_CHUNK as u64
         );
     }

@@ -263,23 +263,19 @@ fn status_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate::Rate;
     use std::time::Duration;
 
     #[test]
     fn the_default_burst_is_a_tenth_of_a_second() {
-        assert_eq!(
-            default_burst(Limit::Rate(Rate::from_whole(5 << 20).unwrap())),
-            524_288
-        );
-        assert_eq!(default_burst(Limit::Rate(Rate::from_whole(4).unwrap())), 1);
+        assert_eq!(default_burst(Limit::per_second(5 << 20)), 524_288);
+        assert_eq!(default_burst(Limit::per_second(4)), 1);
         assert_eq!(default_burst(Limit::Unlimited), 131_072);
     }
 
     #[test]
     fn status_lines_say_bytes_time_rate_and_settings() {
         let settings = Settings {
-            limit: Limit::Rate(Rate::from_whole(1 << 20).unwrap()),
+            limit: Limit::per_second(1 << 20),
             burst: 102_400,
             paused: false,
         };
@@ -297,7 +293,7 @@ mod tests {
 
     #[test]
     fn changes_reach_every_bucket_and_every_living_follower() {
-        let kib = |n: u64| Limit::Rate(Rate::from_whole(n << 10).unwrap());
+        let kib = |n: u64| Limit::per_second(n << 10);
         let up = Arc::new(crate::share::own(kib(64), 1000).unwrap());
         let down = Arc::new(crate::share::own(kib(1024), 1000).unwrap());
         let adjuster = Adjuster::over(vec![up.clone(), down.clone()], true);
@@ -338,7 +334,7 @@ mod tests {
     fn a_burst_never_set_follows_the_rate() {
         let bucket = Arc::new(crate::share::own(Limit::Unlimited, 10).unwrap());
         let adjuster = Adjuster::new(bucket.clone(), false);
-        let mib = Limit::Rate(Rate::from_whole(1 << 20).unwrap());
+        let mib = Limit::per_second(1 << 20);
         adjuster.apply(&Request {
             limit: Some(mib),
             ..Request::default()

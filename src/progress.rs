@@ -256,7 +256,6 @@ fn json_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate::Rate;
 
     #[test]
     fn intervals_parse_in_both_forms() {
@@ -284,7 +283,7 @@ mod tests {
 
     #[test]
     fn json_lines_carry_every_figure() {
-        let limit = Limit::Rate(Rate::from_whole(1000).unwrap());
+        let limit = Limit::per_second(1000);
         assert_eq!(
             json_line(500, 1.5, 900.0, limit, Some(2000), false),
             r#"{"bytes":500,"elapsed":1.500,"rate":900.000,"limit":1000.000,"total":2000,"eta":1.667,"done":false}"#

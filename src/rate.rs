@@ -78,6 +78,14 @@ pub enum Limit {
     Rate(Rate),
 }
 
+#[cfg(test)]
+impl Limit {
+    /// A limit of a whole number of bytes per second, for tests.
+    pub(crate) fn per_second(bytes: u64) -> Limit {
+        Limit::Rate(Rate::from_whole(bytes).expect("a valid test rate"))
+    }
+}
+
 impl Limit {
     /// The rate, or `None` when unlimited.
     pub fn rate(self) -> Option<Rate> {

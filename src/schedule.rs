@@ -94,11 +94,6 @@ impl RateFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate::Rate;
-
-    fn mib(n: u64) -> Limit {
-        Limit::Rate(Rate::from_whole(n << 20).unwrap())
-    }
 
     #[test]
     fn a_timetable_parses_in_order() {
@@ -106,14 +101,14 @@ mod tests {
         assert_eq!(
             schedule.0,
             [
-                (Duration::ZERO, mib(1)),
-                (Duration::from_secs(30), mib(10)),
+                (Duration::ZERO, Limit::per_second(1 << 20)),
+                (Duration::from_secs(30), Limit::per_second(10 << 20)),
                 (Duration::from_secs(120), Limit::Unlimited)
             ]
         );
         assert_eq!(
             "0=1m".parse::<Schedule>().unwrap().0,
-            [(Duration::ZERO, mib(1))]
+            [(Duration::ZERO, Limit::per_second(1 << 20))]
         );
     }
 
@@ -140,14 +135,14 @@ mod tests {
         assert_eq!(
             "2MiB\n".parse(),
             Ok(RateFile {
-                limit: mib(2),
+                limit: Limit::per_second(2 << 20),
                 burst: None
             })
         );
         assert_eq!(
             "# nightly\n\n 4MiB 64k \n".parse(),
             Ok(RateFile {
-                limit: mib(4),
+                limit: Limit::per_second(4 << 20),
                 burst: Some(65_536)
             })
         );

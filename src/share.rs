@@ -372,7 +372,6 @@ fn create(dir: &ControlDir, file: &str, limit: Limit, burst: u64) -> Result<Mapp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate::Rate;
     use std::os::unix::fs::PermissionsExt;
 
     fn dir(name: &str) -> (ControlDir, std::path::PathBuf) {
@@ -381,25 +380,24 @@ mod tests {
         (ControlDir::open_at(path.clone()).unwrap(), path)
     }
 
-    fn mib(n: u64) -> Limit {
-        Limit::Rate(Rate::from_whole(n << 20).unwrap())
-    }
-
     #[test]
     fn the_first_creates_and_the_second_attaches_to_the_same_bucket() {
         let (dir, path) = dir("pair");
-        let (first, opened) = open(&dir, "backup", mib(8), 1 << 20).unwrap();
+        let (first, opened) = open(&dir, "backup", Limit::per_second(8 << 20), 1 << 20).unwrap();
         assert_eq!(opened, Opened::Created);
-        let (second, opened) = open(&dir, "backup", mib(1), 10).unwrap();
+        let (second, opened) = open(&dir, "backup", Limit::per_second(1 << 20), 10).unwrap();
         assert_eq!(opened, Opened::Attached);
-        assert_eq!((second.limit(), second.burst()), (mib(8), 1 << 20));
+        assert_eq!(
+            (second.limit(), second.burst()),
+            (Limit::per_second(8 << 20), 1 << 20)
+        );
         assert_eq!(first.try_acquire(1 << 20), Ok(()));
         assert!(
             second.try_acquire(1024).is_err(),
             "the second sees the first's spending"
         );
-        second.set_limit(mib(2));
-        assert_eq!(first.limit(), mib(2));
+        second.set_limit(Limit::per_second(2 << 20));
+        assert_eq!(first.limit(), Limit::per_second(2 << 20));
         let mode = std::fs::metadata(path.join("backup.share"))
             .unwrap()
             .permissions()
@@ -413,7 +411,7 @@ mod tests {
         let (dir, path) = dir("bad");
         let good = || {
             let _ = std::fs::remove_file(path.join("s.share"));
-            drop(open(&dir, "s", mib(1), 1000).unwrap());
+            drop(open(&dir, "s", Limit::per_second(1 << 20), 1000).unwrap());
             std::fs::read(path.join("s.share")).unwrap()
         };
         let refused = |bytes: &[u8]| {

@@ -458,7 +458,7 @@ proptest! {
 #[test]
 fn two_threads_get_the_rate_in_real_time() {
     let (bps, burst) = (10_000_000u64, 1_000_000u64);
-    let b = Arc::new(TokenBucket::new(Limit::Rate(Rate::from_whole(bps).unwrap()), burst).unwrap());
+    let b = Arc::new(TokenBucket::new(Limit::per_second(bps), burst).unwrap());
     let start = std::time::Instant::now();
     let threads: Vec<_> = (0..2)
         .map(|_| {
