@@ -5,7 +5,7 @@
 
 use crate::cli::{Cli, RemoteTarget};
 use crate::clock::MonotonicClock;
-use crate::control::{self, ControlDir, RemoteError, Request, Settings};
+use crate::control::{self, ControlDir, Registration, RemoteError, Request, Settings};
 use crate::copy::{CopyError, Ended, Pump};
 use crate::delayed::DelayedOutput;
 use crate::live::{self, Adjuster, Run, default_burst};
@@ -248,11 +248,7 @@ fn proxy(
     connect: &Address,
     rate_file: Option<RateFile>,
 ) -> anyhow::Result<()> {
-    let rate = rate_file.map_or(cli.rate.unwrap_or(Limit::Unlimited), |file| file.limit);
-    let set_burst = cli
-        .burst
-        .map(Size::bytes)
-        .or(rate_file.and_then(|file| file.burst));
+    let (rate, set_burst) = starting_settings(cli, rate_file);
     let (up, down) = (cli.rate_up.unwrap_or(rate), cli.rate_down.unwrap_or(rate));
     let burst = |limit| set_burst.unwrap_or_else(|| default_burst(limit));
     let shared = (
@@ -265,20 +261,8 @@ fn proxy(
     ));
     let forwarded = Arc::new(AtomicU64::new(0));
     let reporter = start_reporter(cli, &forwarded, None, &shared.0);
-    let started = Instant::now();
-    if let Some(schedule) = cli.schedule.clone() {
-        live::follow(schedule, adjuster.clone(), started);
-    }
-    let live = Run {
-        adjuster: adjuster.clone(),
-        forwarded: forwarded.clone(),
-        started,
-        printer: reporter.as_ref().map(Reporter::printer).unwrap_or_default(),
-        rate_file: cli.rate_file.clone(),
-    };
-    let _registration = live::start(live, None, cli.quiet)?;
+    let (_, _registration) = go_live(cli, adjuster.clone(), &forwarded, reporter.as_ref())?;
     let shaping = proxy::Shaping {
-        shared,
         adjuster,
         per_connection: cli.per_connection,
         link: cli.slow_link(),
@@ -286,6 +270,41 @@ fn proxy(
     };
     proxy::serve(listen, connect, &shaping)
         .with_context(|| format!("proxy from {listen} to {connect}"))
+}
+
+/// The limit to start with, and the burst if one was set: from the rate
+/// file if given, else from --rate and --burst.
+fn starting_settings(cli: &Cli, rate_file: Option<RateFile>) -> (Limit, Option<u64>) {
+    let limit = rate_file.map_or(cli.rate.unwrap_or(Limit::Unlimited), |file| file.limit);
+    let set_burst = cli
+        .burst
+        .map(Size::bytes)
+        .or(rate_file.and_then(|file| file.burst));
+    (limit, set_burst)
+}
+
+/// Starts the live controls of a run: the timetable, signals and remote
+/// control (registered with the share if there is one). Returns when the
+/// run started and the registration to keep until it ends.
+fn go_live(
+    cli: &Cli,
+    adjuster: Arc<Adjuster>,
+    forwarded: &Arc<AtomicU64>,
+    reporter: Option<&Reporter>,
+) -> anyhow::Result<(Instant, Option<Registration>)> {
+    let started = Instant::now();
+    if let Some(schedule) = cli.schedule.clone() {
+        live::follow(schedule, adjuster.clone(), started);
+    }
+    let live = Run {
+        adjuster,
+        forwarded: forwarded.clone(),
+        started,
+        printer: reporter.map(Reporter::printer).unwrap_or_default(),
+        rate_file: cli.rate_file.clone(),
+    };
+    let registration = live::start(live, cli.share.clone(), cli.quiet)?;
+    Ok((started, registration))
 }
 
 /// The progress reporter asked for, if any, counting `forwarded` towards
@@ -332,11 +351,7 @@ fn bucket(cli: &Cli, limit: Limit, burst: u64) -> anyhow::Result<Bucket> {
 }
 
 fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
-    let limit = rate_file.map_or(cli.rate.unwrap_or(Limit::Unlimited), |file| file.limit);
-    let set_burst = cli
-        .burst
-        .map(Size::bytes)
-        .or(rate_file.and_then(|file| file.burst));
+    let (limit, set_burst) = starting_settings(cli, rate_file);
     let bucket = Arc::new(bucket(
         cli,
         limit,
@@ -351,19 +366,7 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         .map(|total| cli.stop_after.map_or(total, |stop| total.min(stop.bytes())));
     let forwarded = Arc::new(AtomicU64::new(0));
     let reporter = start_reporter(cli, &forwarded, total, &bucket);
-
-    let started = Instant::now();
-    if let Some(schedule) = cli.schedule.clone() {
-        live::follow(schedule, adjuster.clone(), started);
-    }
-    let live = Run {
-        adjuster,
-        forwarded: forwarded.clone(),
-        started,
-        printer: reporter.as_ref().map(Reporter::printer).unwrap_or_default(),
-        rate_file: cli.rate_file.clone(),
-    };
-    let registration = live::start(live, cli.share.clone(), cli.quiet)?;
+    let (started, registration) = go_live(cli, adjuster, &forwarded, reporter.as_ref())?;
     let (output, output_name) = open_output(cli)?;
     let link = cli.slow_link();
     // Behind a delay line the line counts what it has passed on; what the

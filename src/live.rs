@@ -92,6 +92,11 @@ impl Adjuster {
         }
     }
 
+    /// The buckets every change applies to, in the order given.
+    pub fn buckets(&self) -> &[Arc<Bucket>] {
+        &self.buckets
+    }
+
     /// The settings of the first bucket: what an answer to `--remote`
     /// reports.
     pub fn settings(&self) -> Settings {

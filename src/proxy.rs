@@ -49,11 +49,9 @@ const CHANGED: Token = Token(usize::MAX - 2);
 
 /// How the proxy shapes every connection.
 pub struct Shaping {
-    /// The buckets of the two directions (client to server, server to
-    /// client) that all connections share, or that each connection's own
-    /// copy with `per_connection`.
-    pub shared: (Arc<Bucket>, Arc<Bucket>),
-    /// Changes the buckets while running; makes each connection's own.
+    /// Holds the buckets of the two directions (client to server, server
+    /// to client) that all connections share, or that each connection's
+    /// own copy with `per_connection`; changes them while running.
     pub adjuster: Arc<Adjuster>,
     /// Each connection gets buckets of its own instead of sharing two.
     pub per_connection: bool,
@@ -312,8 +310,11 @@ impl Connection {
 /// The buckets for one connection: the shared pair, or a fresh pair with
 /// the settings now in force.
 fn buckets(shaping: &Shaping) -> io::Result<(Arc<Bucket>, Arc<Bucket>)> {
+    let [up, down] = shaping.adjuster.buckets() else {
+        return Err(io::Error::other("a proxy needs a bucket per direction"));
+    };
     if !shaping.per_connection {
-        return Ok(shaping.shared.clone());
+        return Ok((up.clone(), down.clone()));
     }
     let own = |direction| {
         shaping
