@@ -227,10 +227,12 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
                 Err(err) => return Err(CopyError::Read(err.into())),
             };
             self.pay_for(n);
-            if !self.pass_on(n, output)? {
+            let still_splicing = self.pass_on(n, output)?;
+            // Counted whichever way the bytes went out.
+            self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
+            if !still_splicing {
                 return Ok(None);
             }
-            self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
 
@@ -531,6 +533,27 @@ mod tests {
         pump.write_from_hand(hand, data.len(), &output).unwrap();
         assert!(std::fs::read(&path).unwrap() == data);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn bytes_written_after_splice_is_refused_are_counted() {
+        // Splice to a file opened for appending fails with EINVAL; the
+        // chunk in hand then goes out by write and must still count.
+        let dir = tempfile::tempdir().unwrap();
+        let data = data(1_000_003);
+        std::fs::write(dir.path().join("in"), &data).unwrap();
+        let output = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("out"))
+            .unwrap();
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let input = File::open(dir.path().join("in")).unwrap();
+        assert_eq!(pump.forward(&input, &output).unwrap(), Ended::InputDone);
+        assert!(std::fs::read(dir.path().join("out")).unwrap() == data);
+        assert_eq!(forwarded.load(Ordering::Relaxed), data.len() as u64);
     }
 
     #[test]

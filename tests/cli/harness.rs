@@ -65,6 +65,26 @@ pub fn run(mut command: Command, stdin: Stdio) -> Run {
     collect(spawn(command), started)
 }
 
+/// Runs `command` with no input and its standard output sent to
+/// `stdout` instead of collected.
+pub fn run_into(mut command: Command, stdout: Stdio) -> Run {
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("shape runs");
+    let stderr = drain(child.stderr.take().unwrap());
+    let status = child.wait().unwrap();
+    Run {
+        status,
+        stdout: Vec::new(),
+        stderr: String::from_utf8_lossy(&stderr.join().unwrap()).into_owned(),
+        elapsed: started.elapsed(),
+    }
+}
+
 fn spawn(mut command: Command) -> Child {
     command
         .stdout(Stdio::piped())

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod counting;
 mod exactness;
 mod failures;
 mod generated;
