@@ -155,10 +155,6 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> anyhow::Result<Opt
             None
         }
     };
-    let registration = match &control {
-        Some(dir) => Some(dir.register(pid, share.as_deref())?),
-        None => None,
-    };
     let Run {
         adjuster,
         forwarded,
@@ -209,13 +205,22 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> anyhow::Result<Opt
                 }
             })
         },
-        before_exit: Box::new(move || {
-            if let Some(dir) = &control {
-                dir.unregister(pid);
-            }
-        }),
+        before_exit: {
+            let control = control.clone();
+            Box::new(move || {
+                if let Some(dir) = &control {
+                    dir.unregister(pid);
+                }
+            })
+        },
     };
+    // Answer first, publish second: a remote that finds the registration
+    // sends SIGUSR2, whose default action would end the process.
     answer(handlers)?;
+    let registration = match &control {
+        Some(dir) => Some(dir.register(pid, share.as_deref())?),
+        None => None,
+    };
     Ok(registration)
 }
 

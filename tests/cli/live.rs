@@ -6,6 +6,7 @@
 use crate::harness::*;
 use rustix::process::Signal;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -350,4 +351,33 @@ fn a_change_reaches_a_shape_asleep_at_a_slow_rate_at_once() {
         latency.is_some_and(|l| l < Duration::from_millis(500)),
         "{latency:?}"
     );
+}
+
+#[test]
+fn a_remote_change_the_moment_a_shape_registers_never_kills_it() {
+    let runtime = Runtime::new("remote-early");
+    for round in 0..30 {
+        let mut shape = Running::start(
+            runtime.shape(["--rate", "1MiB", "--progress", "none"]),
+            Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+            false,
+        );
+        // Watch for the registration without sleeping, and send what a
+        // remote sends the instant it appears.
+        let marker = runtime.control_dir().join(format!("{}.shape", shape.pid));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !marker.exists() {
+            assert!(Instant::now() < deadline, "shape never registered");
+            std::hint::spin_loop();
+        }
+        shape.signal(Signal::USR2);
+        let answer = runtime.remote(shape.pid, ["--rate", "2MiB"]);
+        assert!(
+            shape.child.try_wait().unwrap().is_none(),
+            "round {round}: a control signal right after registering ended shape"
+        );
+        assert_eq!(answer.code(), 0, "round {round}: {}", answer.stderr);
+        let (status, _, stderr) = shape.stop();
+        assert_eq!(status.signal(), Some(15), "round {round}: {stderr}");
+    }
 }
