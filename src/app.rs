@@ -96,13 +96,12 @@ fn remote(cli: &Cli, target: &RemoteTarget) -> ExitCode {
     }
     let dir = ControlDir::open().map_err(RemoteError::Io);
     let sent = match target {
-        RemoteTarget::Process(pid) => {
-            dir.and_then(|dir| dir.send(*pid, &request, Duration::from_secs(1)))
-        }
-        RemoteTarget::Share(name) => dir.and_then(|dir| {
-            let bucket =
-                share::find(&dir, name).map_err(|e| RemoteError::Io(io::Error::other(e)))?;
-            control::apply(&bucket, &request);
+        RemoteTarget::Process(pid) => dir
+            .and_then(|dir| dir.send(*pid, &request, Duration::from_secs(1)))
+            .map_err(anyhow::Error::from),
+        RemoteTarget::Share(name) => dir.map_err(anyhow::Error::from).and_then(|dir| {
+            let bucket = share::find(&dir, name)?;
+            control::apply(&bucket, &request).with_context(|| format!("share {name}"))?;
             Ok(Settings::of(&bucket))
         }),
     };
@@ -116,7 +115,7 @@ fn remote(cli: &Cli, target: &RemoteTarget) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("shape: {}", escape_controls(&err.to_string()));
+            eprintln!("shape: {}", escape_controls(&describe(&err)));
             ExitCode::from(IO_FAILURE)
         }
     }

@@ -355,7 +355,8 @@ impl<C: Clock> TokenBucket<C> {
     }
 }
 
-fn check_burst(burst: u64) -> Result<(), InvalidBurst> {
+/// Checks that a bucket can take `burst`: 1 byte to [`MAX_BURST`].
+pub fn check_burst(burst: u64) -> Result<(), InvalidBurst> {
     if (1..=MAX_BURST).contains(&burst) {
         Ok(())
     } else {

@@ -17,7 +17,7 @@
 //! holding the settings now in force, and deletes the request. Anything
 //! else is refused with one line on standard error and never acted on.
 
-use crate::bucket::{BucketCell, TokenBucket};
+use crate::bucket::{BucketCell, InvalidBurst, TokenBucket, check_burst};
 use crate::clock::Clock;
 use crate::rate::{Limit, Rate};
 use rustix::fs::{AtFlags, Dir, Mode, OFlags};
@@ -341,11 +341,12 @@ impl ControlDir {
 
     /// Serves every request waiting for the shape running as `pid`:
     /// carries out the valid ones with `apply`, answers each with what
-    /// `settings` then says, and returns a line for each one refused.
+    /// `settings` then says, or with why it was refused (malformed, or
+    /// refused by `apply`), and returns a line for each one refused.
     pub fn serve(
         &self,
         pid: u32,
-        apply: &dyn Fn(&Request),
+        apply: &dyn Fn(&Request) -> Result<(), String>,
         settings: &dyn Fn() -> Settings,
     ) -> Vec<String> {
         let prefix = format!("{pid}.req.");
@@ -363,11 +364,9 @@ impl ControlDir {
             let answer = match self
                 .read(&name, true)
                 .and_then(|text| decode_request(&text))
+                .and_then(|request| apply(&request))
             {
-                Ok(request) => {
-                    apply(&request);
-                    encode_answer(&Ok(settings()))
-                }
+                Ok(()) => encode_answer(&Ok(settings())),
                 Err(why) => {
                     refusals.push(format!(
                         "refused control message {}: {why}",
@@ -435,24 +434,25 @@ fn start_time(pid: u32) -> io::Result<String> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed /proc stat"))
 }
 
-/// Applies `request` to `bucket` as one change where it can.
+/// Applies `request` to `bucket` as one change where it can. A burst the
+/// bucket cannot take refuses the whole request, before anything changes.
 pub fn apply<C: Clock, S: Deref<Target = BucketCell>>(
     bucket: &TokenBucket<C, S>,
     request: &Request,
-) {
+) -> Result<(), InvalidBurst> {
+    if let Some(burst) = request.burst {
+        check_burst(burst)?;
+    }
     match (request.limit, request.burst) {
-        (Some(limit), Some(burst)) => {
-            let _ = bucket.set(limit, burst);
-        }
+        (Some(limit), Some(burst)) => bucket.set(limit, burst)?,
         (Some(limit), None) => bucket.set_limit(limit),
-        (None, Some(burst)) => {
-            let _ = bucket.set_burst(burst);
-        }
+        (None, Some(burst)) => bucket.set_burst(burst)?,
         (None, None) => {}
     }
     if let Some(paused) = request.paused {
         bucket.set_paused(paused);
     }
+    Ok(())
 }
 
 fn encode_limit(limit: Limit) -> String {
@@ -473,11 +473,11 @@ fn decode_limit(text: &str) -> Result<Limit, String> {
         .ok_or_else(|| format!("bad rate '{}'", text.escape_debug()))
 }
 
+/// A burst as a number of bytes; whether the bucket can take it is the
+/// bucket's to say, in [`apply`].
 fn decode_burst(text: &str) -> Result<u64, String> {
     text.parse::<u64>()
-        .ok()
-        .filter(|b| (1..=crate::bucket::MAX_BURST).contains(b))
-        .ok_or_else(|| format!("bad burst '{}'", text.escape_debug()))
+        .map_err(|_| format!("bad burst '{}'", text.escape_debug()))
 }
 
 fn encode_request(request: &Request) -> String {
@@ -601,8 +601,8 @@ mod tests {
             "shape-control 2\nrate 65536\n",
             "shape-control 1\nrate 0\n",
             "shape-control 1\nrate fast\n",
-            "shape-control 1\nburst 0\n",
             "shape-control 1\nburst -5\n",
+            "shape-control 1\nburst 99999999999999999999\n",
             "shape-control 1\nrate 65536\nrate 65536\n",
             "shape-control 1\npause\nresume\n",
             "shape-control 1\nexec rm -rf /\n",

@@ -3,6 +3,7 @@
 //! the timetable. Also owns one rule: a burst the user never set follows
 //! the rate (a tenth of a second of it), whoever changes the rate.
 
+use crate::bucket::{InvalidBurst, check_burst};
 use crate::control::{ControlDir, Registration, Request, Settings, apply};
 use crate::progress::Printer;
 use crate::rate::{Limit, human_rate};
@@ -66,30 +67,42 @@ impl Adjuster {
     }
 
     /// Applies `request`, giving a new rate its default burst unless a
-    /// burst was ever set.
-    pub fn apply(&self, request: &Request) {
+    /// burst was ever set. A burst no bucket can take refuses the whole
+    /// request, and nothing changes.
+    pub fn apply(&self, request: &Request) -> Result<(), InvalidBurst> {
         let mut request = *request;
+        if let Some(burst) = request.burst {
+            check_burst(burst)?;
+        }
         if request.burst.is_some() {
             self.burst_follows_rate.store(false, Ordering::Relaxed);
         } else if self.burst_follows_rate.load(Ordering::Relaxed) {
             request.burst = request.limit.map(default_burst);
         }
         {
+            // The burst was checked above: no bucket refuses the request.
             let mut followers = lock(&self.followers);
             for bucket in &self.buckets {
-                apply(bucket, &request);
+                apply(bucket, &request)?;
             }
             followers.retain(|follower| match follower.upgrade() {
-                Some(bucket) => {
-                    apply(&bucket, &request);
-                    true
-                }
+                Some(bucket) => apply(&bucket, &request).is_ok(),
                 None => false,
             });
         }
         if let Some(notify) = lock(&self.on_change).as_ref() {
             notify();
         }
+        Ok(())
+    }
+
+    /// Changes the limit alone, as a timetable does.
+    pub fn set_limit(&self, limit: Limit) {
+        // A limit, and the burst that may follow it, are always valid.
+        let _ = self.apply(&Request {
+            limit: Some(limit),
+            ..Request::default()
+        });
     }
 
     /// The buckets every change applies to, in the order given.
@@ -166,16 +179,22 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> anyhow::Result<Opt
     let handlers = Handlers {
         reload: rate_file.map(|path| {
             let (adjuster, printer) = (adjuster.clone(), printer.clone());
-            Box::new(move || match RateFile::load(&path) {
-                Ok(file) => adjuster.apply(&Request {
-                    limit: Some(file.limit),
-                    burst: file.burst,
-                    paused: None,
-                }),
-                Err(why) => printer.line(&format!(
-                    "shape: {}: {why}; settings unchanged",
-                    path.display()
-                )),
+            Box::new(move || {
+                let applied = RateFile::load(&path).and_then(|file| {
+                    adjuster
+                        .apply(&Request {
+                            limit: Some(file.limit),
+                            burst: file.burst,
+                            paused: None,
+                        })
+                        .map_err(|err| err.to_string())
+                });
+                if let Err(why) = applied {
+                    printer.line(&format!(
+                        "shape: {}: {why}; settings unchanged",
+                        path.display()
+                    ));
+                }
             }) as Box<dyn Fn() + Send>
         }),
         status: {
@@ -199,7 +218,9 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> anyhow::Result<Opt
             let control = control.clone();
             Box::new(move || {
                 if let Some(dir) = &control {
-                    for refusal in dir.serve(pid, &|r| adjuster.apply(r), &|| adjuster.settings()) {
+                    let apply =
+                        |request: &Request| adjuster.apply(request).map_err(|err| err.to_string());
+                    for refusal in dir.serve(pid, &apply, &|| adjuster.settings()) {
                         printer.line(&format!("shape: {refusal}"));
                     }
                 }
@@ -232,18 +253,12 @@ pub fn follow(schedule: Schedule, adjuster: Arc<Adjuster>, started: Instant) {
         .into_iter()
         .partition(|(offset, _)| offset.is_zero());
     for (_, limit) in now {
-        adjuster.apply(&Request {
-            limit: Some(limit),
-            ..Request::default()
-        });
+        adjuster.set_limit(limit);
     }
     std::thread::spawn(move || {
         for (offset, limit) in later {
             std::thread::sleep((started + offset).saturating_duration_since(Instant::now()));
-            adjuster.apply(&Request {
-                limit: Some(limit),
-                ..Request::default()
-            });
+            adjuster.set_limit(limit);
         }
     });
 }
@@ -322,11 +337,13 @@ mod tests {
         assert_eq!(follower.limit(), kib(1024), "made with the settings now");
         let gone = adjuster.follower(0).unwrap();
         drop(gone);
-        adjuster.apply(&Request {
-            limit: Some(kib(8)),
-            paused: Some(true),
-            ..Request::default()
-        });
+        adjuster
+            .apply(&Request {
+                limit: Some(kib(8)),
+                paused: Some(true),
+                ..Request::default()
+            })
+            .unwrap();
         for bucket in [&up, &down, &follower] {
             assert_eq!(bucket.limit(), kib(8));
             assert!(bucket.paused());
@@ -345,19 +362,38 @@ mod tests {
         let bucket = Arc::new(crate::share::own(Limit::Unlimited, 10).unwrap());
         let adjuster = Adjuster::new(bucket.clone(), false);
         let mib = Limit::per_second(1 << 20);
-        adjuster.apply(&Request {
-            limit: Some(mib),
-            ..Request::default()
-        });
+        adjuster.set_limit(mib);
         assert_eq!(bucket.burst(), 104_857);
-        adjuster.apply(&Request {
-            burst: Some(5000),
-            ..Request::default()
-        });
-        adjuster.apply(&Request {
-            limit: Some(Limit::Unlimited),
-            ..Request::default()
-        });
+        adjuster
+            .apply(&Request {
+                burst: Some(5000),
+                ..Request::default()
+            })
+            .unwrap();
+        adjuster.set_limit(Limit::Unlimited);
         assert_eq!(bucket.burst(), 5000);
+    }
+
+    #[test]
+    fn a_burst_no_bucket_can_take_refuses_the_whole_request() {
+        let up = Arc::new(crate::share::own(Limit::per_second(1000), 100).unwrap());
+        let down = Arc::new(crate::share::own(Limit::per_second(1000), 100).unwrap());
+        let adjuster = Adjuster::over(vec![up.clone(), down.clone()], true);
+        let follower = adjuster.follower(0).unwrap();
+        for burst in [0, crate::bucket::MAX_BURST + 1] {
+            let refused = adjuster.apply(&Request {
+                limit: Some(Limit::per_second(5000)),
+                burst: Some(burst),
+                paused: Some(true),
+            });
+            assert_eq!(refused, Err(InvalidBurst(burst)));
+            for bucket in [&up, &down, &follower] {
+                assert_eq!(
+                    (bucket.limit(), bucket.burst(), bucket.paused()),
+                    (Limit::per_second(1000), 100, false),
+                    "nothing changed"
+                );
+            }
+        }
     }
 }

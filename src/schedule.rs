@@ -2,6 +2,7 @@
 //! timetable of rates (`--schedule`) and a rate file reread on SIGHUP
 //! (`--rate-file`).
 
+use crate::bucket::check_burst;
 use crate::rate::Limit;
 use crate::size::Size;
 use std::path::Path;
@@ -68,10 +69,11 @@ impl FromStr for RateFile {
         let limit = words.next().ok_or("no rate in it")?.parse::<Limit>()?;
         let burst = match words.next() {
             None => None,
-            Some(word) => match word.parse::<Size>()? {
-                Size(0) => return Err("the burst must be at least 1 byte".into()),
-                Size(bytes) => Some(bytes),
-            },
+            Some(word) => {
+                let Size(bytes) = word.parse::<Size>()?;
+                check_burst(bytes).map_err(|err| err.to_string())?;
+                Some(bytes)
+            }
         };
         if let Some(extra) = words.next() {
             return Err(format!("unexpected '{extra}' after RATE BURST"));
@@ -158,6 +160,7 @@ mod tests {
             "# only a comment",
             "fast",
             "1MiB 0",
+            "1MiB 4194305T",
             "1MiB 64k extra",
             "0",
         ] {

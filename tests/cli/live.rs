@@ -381,3 +381,79 @@ fn a_remote_change_the_moment_a_shape_registers_never_kills_it() {
         assert_eq!(status.signal(), Some(15), "round {round}: {stderr}");
     }
 }
+
+#[test]
+fn a_burst_the_bucket_cannot_take_is_refused_with_its_cause_and_changes_nothing() {
+    let runtime = Runtime::new("remote-bad-burst");
+    let shape = runtime.start(["--rate", "1MiB", "--burst", "64k"]);
+    let dir = runtime.control_dir();
+    // A well-formed request whose burst no bucket can take, with a rate
+    // that must not be applied either.
+    std::fs::write(
+        dir.join(format!("{}.req.zero", shape.pid)),
+        format!("shape-control 1\nrate {}\nburst 0\n", 4u64 << 36),
+    )
+    .unwrap();
+    shape.signal(Signal::USR2);
+    let answer = dir.join(format!("{}.ack.zero", shape.pid));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !answer.exists() {
+        assert!(Instant::now() < deadline, "no answer to the request");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let answer = std::fs::read_to_string(answer).unwrap();
+    let settings = runtime.remote(shape.pid, ["--burst", "64k"]);
+    let pid = shape.pid;
+    let (_, _, stderr) = shape.stop();
+    assert_eq!(
+        answer,
+        "shape-control 1\nrefused burst must be 1 byte to 4 EiB, not 0 bytes\n"
+    );
+    assert!(
+        stderr.contains("zero: burst must be 1 byte to 4 EiB, not 0 bytes"),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&settings.stdout),
+        format!("shape {pid}: rate 1.00 MiB/s, burst 64.0 KiB\n")
+    );
+}
+
+#[test]
+fn a_rate_file_burst_over_the_maximum_is_refused_at_start_and_on_sighup() {
+    let runtime = Runtime::new("rate-file-burst");
+    let too_big = "1MiB 4194305T\n";
+    let file = runtime.0.file("rate", too_big.as_bytes());
+    let refused = run(
+        runtime.shape(["--rate-file", file.to_str().unwrap()]),
+        Stdio::null(),
+    );
+    assert_eq!(refused.code(), 2);
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "shape: --rate-file {}: burst must be 1 byte to 4 EiB, not 4611687117939015680 bytes\n",
+            file.display()
+        )
+    );
+
+    std::fs::write(&file, "1MiB 64k\n").unwrap();
+    let shape = runtime.start(["--rate-file", file.to_str().unwrap()]);
+    std::fs::write(&file, too_big).unwrap();
+    shape.signal(Signal::HUP);
+    std::thread::sleep(Duration::from_millis(300));
+    let settings = runtime.remote(shape.pid, ["--resume"]);
+    let pid = shape.pid;
+    let (_, _, stderr) = shape.stop();
+    assert_eq!(
+        stderr,
+        format!(
+            "shape: {}: burst must be 1 byte to 4 EiB, not 4611687117939015680 bytes; settings unchanged\n",
+            file.display()
+        )
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&settings.stdout),
+        format!("shape {pid}: rate 1.00 MiB/s, burst 64.0 KiB\n")
+    );
+}

@@ -218,3 +218,14 @@ fn a_share_whose_shapes_have_all_ended_starts_afresh() {
         "{status:?}"
     );
 }
+
+#[test]
+fn a_remote_change_of_a_missing_share_names_the_share() {
+    let runtime = Runtime::new("share-missing");
+    let run = run(
+        runtime.shape(["--remote", "share:nothing", "--rate", "1MiB"]),
+        Stdio::null(),
+    );
+    assert_eq!(run.code(), 1);
+    assert_eq!(run.stderr, "shape: share nothing: no such share\n");
+}
