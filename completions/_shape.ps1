@@ -50,6 +50,7 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate')
             [CompletionResult]::new('--per-connection', '--per-connection', [CompletionResultType]::ParameterName, 'Proxy: give each connection its own limits instead of all sharing one per direction')
             [CompletionResult]::new('--status', '--status', [CompletionResultType]::ParameterName, 'With --share: print the share''s settings and current use, and exit')
+            [CompletionResult]::new('--reset', '--reset', [CompletionResultType]::ParameterName, 'With --share: remove the share''s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit')
             [CompletionResult]::new('--pause', '--pause', [CompletionResultType]::ParameterName, 'With --remote: hold the data; nothing flows until --resume')
             [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'With --remote: let data flow again, with no catch-up beyond the burst')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')

@@ -47,6 +47,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --stats 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate'
             cand --per-connection 'Proxy: give each connection its own limits instead of all sharing one per direction'
             cand --status 'With --share: print the share''s settings and current use, and exit'
+            cand --reset 'With --share: remove the share''s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit'
             cand --pause 'With --remote: hold the data; nothing flows until --resume'
             cand --resume 'With --remote: let data flow again, with no catch-up beyond the burst'
             cand -h 'Print help (see more with ''--help'')'

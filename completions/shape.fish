@@ -29,6 +29,7 @@ complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (
 complete -c shape -l stats -d 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate'
 complete -c shape -l per-connection -d 'Proxy: give each connection its own limits instead of all sharing one per direction'
 complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
+complete -c shape -l reset -d 'With --share: remove the share\'s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit'
 complete -c shape -l pause -d 'With --remote: hold the data; nothing flows until --resume'
 complete -c shape -l resume -d 'With --remote: let data flow again, with no catch-up beyond the burst'
 complete -c shape -s h -l help -d 'Print help (see more with \'--help\')'

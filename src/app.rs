@@ -53,6 +53,9 @@ pub fn main() -> ExitCode {
     if let (Some(name), true) = (&cli.share, cli.status) {
         return share_status(name);
     }
+    if let (Some(name), true) = (&cli.share, cli.reset) {
+        return share_reset(name);
+    }
     let rate_file = match cli.rate_file.as_deref().map(RateFile::load).transpose() {
         Ok(file) => file,
         Err(why) => {
@@ -218,6 +221,25 @@ fn share_status(name: &str) -> ExitCode {
                 human_rate(used),
                 bucket.available()
             );
+            ExitCode::SUCCESS
+        }
+        Err(err) => fail(&err),
+    }
+}
+
+/// `shape --share NAME --reset`: removes the share's file so that the next
+/// shape on it starts it afresh.
+fn share_reset(name: &str) -> ExitCode {
+    let removed = ControlDir::open()
+        .map_err(anyhow::Error::from)
+        .and_then(|dir| Ok(share::reset(&dir, name)?));
+    match removed {
+        Ok(true) => {
+            println!("share {name}: removed; the next shape on it starts it afresh");
+            ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            println!("share {name}: there was none; the next shape on it starts it");
             ExitCode::SUCCESS
         }
         Err(err) => fail(&err),

@@ -186,6 +186,12 @@ pub struct Cli {
     #[arg(long, requires = "share")]
     pub status: bool,
 
+    /// With --share: remove the share's file, whatever it holds (a corrupt
+    /// or foreign one too), so that the next shape on it creates it afresh;
+    /// refused while a running shape is on it. Then exit.
+    #[arg(long, requires = "share", conflicts_with = "status")]
+    pub reset: bool,
+
     /// With --remote: hold the data; nothing flows until --resume.
     #[arg(long, requires = "remote", conflicts_with = "resume")]
     pub pause: bool,

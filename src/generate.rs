@@ -101,7 +101,8 @@ A proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) answers too, as do \fB\-\-rate
 The first to start creates the share with its \fB\-\-rate\fR and \fB\-\-burst\fR; while any shape is on it, later ones use the share's settings, and say so on standard error if theirs differ. A shape that finds nobody on a share starts it afresh with its own settings.
 \fBshape \-\-remote share:\fR\fINAME\fR changes the limit for all of them at once, and \fBshape \-\-share\fR \fINAME\fR \fB\-\-status\fR shows it and what they spend together.
 The bucket lives in \fINAME\fR.share (mode 0600) in the private control directory; it is lock-free, so a shape killed at any instant never holds up the others.
-A share file that is too short, of another version, a link, open to others or another user's is refused with a message.
+A share file that is too short, of another version, corrupt, a link, open to others or another user's is refused with a message naming the file.
+\fBshape \-\-share\fR \fINAME\fR \fB\-\-reset\fR removes it, whatever it holds, unless a running shape is on the share; the next shape on it starts it afresh.
 .SH EXIT STATUS
 .TP
 \fB0\fR

@@ -172,6 +172,29 @@ pub struct ShareError {
     pub why: String,
 }
 
+impl ShareError {
+    fn new(name: &str, why: impl Into<String>) -> ShareError {
+        ShareError {
+            name: name.to_string(),
+            why: why.into(),
+        }
+    }
+
+    /// A share file that cannot be used as it is: the message names the
+    /// file and the way out.
+    fn unusable(dir: &ControlDir, name: &str, refusal: Refusal) -> ShareError {
+        let path = dir.path().join(file_name(name));
+        let why = match refusal {
+            Refusal::Missing | Refusal::System(_) => refusal.to_string(),
+            refusal => format!(
+                "{} {refusal}; remove it with 'shape --share {name} --reset'",
+                path.display()
+            ),
+        };
+        ShareError::new(name, why)
+    }
+}
+
 impl fmt::Display for ShareError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "share {}: {}", self.name, self.why)
@@ -214,11 +237,7 @@ pub fn open(
     limit: Limit,
     burst: u64,
 ) -> Result<(Bucket, Opened), ShareError> {
-    let fail = |why: String| ShareError {
-        name: name.to_string(),
-        why,
-    };
-    let file = format!("{name}.share");
+    let file = file_name(name);
     loop {
         match attach(dir, &file) {
             Ok(mapping) => {
@@ -228,7 +247,7 @@ pub fn open(
                 ));
             }
             Err(Refusal::Missing) => {}
-            Err(refusal) => return Err(fail(refusal.to_string())),
+            Err(refusal) => return Err(ShareError::unusable(dir, name, refusal)),
         }
         match create(dir, &file, limit, burst) {
             Ok(mapping) => {
@@ -239,19 +258,50 @@ pub fn open(
             }
             // Another process created it first: attach to theirs.
             Err(Errno::EXIST) => continue,
-            Err(err) => return Err(fail(err.to_string())),
+            Err(err) => return Err(ShareError::new(name, err.to_string())),
         }
     }
 }
 
 /// Opens share `name` only if it exists.
 pub fn find(dir: &ControlDir, name: &str) -> Result<Bucket, ShareError> {
-    attach(dir, &format!("{name}.share"))
+    attach(dir, &file_name(name))
         .map(|mapping| TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock))
-        .map_err(|refusal| ShareError {
-            name: name.to_string(),
-            why: refusal.to_string(),
-        })
+        .map_err(|refusal| ShareError::unusable(dir, name, refusal))
+}
+
+/// Removes share `name`'s file, whatever it holds, so that the next shape
+/// on the share creates it afresh; refused while a running shape is on it.
+/// Returns whether there was a file to remove.
+pub fn reset(dir: &ControlDir, name: &str) -> Result<bool, ShareError> {
+    match dir.spenders(name) {
+        0 => {}
+        1 => {
+            return Err(ShareError::new(
+                name,
+                "a running shape is on it; stop it first",
+            ));
+        }
+        n => {
+            return Err(ShareError::new(
+                name,
+                format!("{n} running shapes are on it; stop them first"),
+            ));
+        }
+    }
+    match rustix::fs::unlinkat(dir.fd(), file_name(name).as_str(), AtFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(err) => Err(ShareError::new(
+            name,
+            format!("{}: {err}", dir.path().join(file_name(name)).display()),
+        )),
+    }
+}
+
+/// The file that holds share `name`, in the control directory.
+fn file_name(name: &str) -> String {
+    format!("{name}.share")
 }
 
 /// Why a share file was not used.
@@ -274,23 +324,20 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Missing => f.write_str("no such share"),
-            Refusal::Link => f.write_str("the file is a symbolic link"),
-            Refusal::NotAFile => f.write_str("the file is not a regular file"),
-            Refusal::Foreign => f.write_str("the file belongs to another user"),
-            Refusal::OpenToOthers => f.write_str("the file is open to other users"),
-            Refusal::TooShort => write!(
-                f,
-                "the file is too short (a share file is {FILE_SIZE} bytes)"
-            ),
-            Refusal::NotAShare => f.write_str("the file is not a shape share file"),
+            Refusal::Link => f.write_str("is a symbolic link"),
+            Refusal::NotAFile => f.write_str("is not a regular file"),
+            Refusal::Foreign => f.write_str("belongs to another user"),
+            Refusal::OpenToOthers => f.write_str("is open to other users"),
+            Refusal::TooShort => write!(f, "is too short (a share file is {FILE_SIZE} bytes)"),
+            Refusal::NotAShare => f.write_str("is not a shape share file"),
             Refusal::OtherVersion => write!(
                 f,
-                "the file is of another version (this shape reads version {VERSION})"
+                "is of another version (this shape reads version {VERSION})"
             ),
             Refusal::OtherLayout => {
-                f.write_str("the file's header does not match this shape's layout")
+                f.write_str("has a header that does not match this shape's layout")
             }
-            Refusal::Corrupt => f.write_str("the bucket in the file is corrupt"),
+            Refusal::Corrupt => f.write_str("holds a corrupt bucket"),
             Refusal::System(err) => write!(f, "{err}"),
         }
     }

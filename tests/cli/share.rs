@@ -158,7 +158,12 @@ fn bad_share_files_are_refused_with_their_reason() {
         );
         assert_eq!(run.code(), 1, "{reason}: {}", run.stderr);
         assert!(
-            run.stderr.starts_with("shape: share x: ") && run.stderr.contains(reason),
+            run.stderr
+                .starts_with(&format!("shape: share x: {} ", path.display()))
+                && run.stderr.contains(reason)
+                && run
+                    .stderr
+                    .ends_with("; remove it with 'shape --share x --reset'\n"),
             "{reason}: {}",
             run.stderr
         );
@@ -228,4 +233,57 @@ fn a_remote_change_of_a_missing_share_names_the_share() {
     );
     assert_eq!(run.code(), 1);
     assert_eq!(run.stderr, "shape: share nothing: no such share\n");
+}
+
+#[test]
+fn a_corrupt_share_names_its_file_and_reset_recreates_it_when_nobody_is_on_it() {
+    let runtime = Runtime::new("share-reset");
+    let path = runtime.share_file("t9");
+    let on_share = |extra: &[&str]| {
+        let mut command = runtime.shape(["--share", "t9"]);
+        command.args(extra);
+        run(
+            command,
+            Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        )
+    };
+    let created = on_share(&["--rate", "1MiB", "--stop-after", "1"]);
+    assert_eq!(created.code(), 0, "{}", created.stderr);
+    let mut corrupt = std::fs::read(&path).unwrap();
+    corrupt[128..464].fill(0xff);
+    std::fs::write(&path, &corrupt).unwrap();
+
+    let refused = on_share(&["--stop-after", "1"]);
+    assert_eq!(refused.code(), 1);
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "shape: share t9: {} holds a corrupt bucket; remove it with 'shape --share t9 --reset'\n",
+            path.display()
+        )
+    );
+    let status = on_share(&["--status"]);
+    assert_eq!(status.code(), 1);
+    assert_eq!(status.stderr, refused.stderr);
+
+    let reset = on_share(&["--reset"]);
+    assert_eq!(reset.code(), 0, "{}", reset.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&reset.stdout),
+        "share t9: removed; the next shape on it starts it afresh\n"
+    );
+    let again = on_share(&["--rate", "2MiB", "--stop-after", "1k"]);
+    assert_eq!(again.code(), 0, "{}", again.stderr);
+    assert_eq!(again.stdout.len(), 1024);
+
+    // Not while a shape spends from it.
+    let running = runtime.start(["--share", "t9", "--rate", "2MiB"]);
+    let refused = on_share(&["--reset"]);
+    running.stop();
+    assert_eq!(refused.code(), 1);
+    assert_eq!(
+        refused.stderr,
+        "shape: share t9: a running shape is on it; stop it first\n"
+    );
+    assert!(path.exists(), "the share file was kept");
 }
