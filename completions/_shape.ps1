@@ -47,7 +47,7 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--generate', '--generate', [CompletionResultType]::ParameterName, 'Print the man page or a shell completion script, and exit')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print nothing on standard error but errors (no progress, no stats)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print nothing on standard error but errors (no progress, no stats)')
-            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Print a one-line summary on standard error at the end: bytes, elapsed time, the average rate since the start, and the limit and burst (a full bucket at the start lifts a short run''s average above the limit)')
             [CompletionResult]::new('--per-connection', '--per-connection', [CompletionResultType]::ParameterName, 'Proxy: give each connection its own limits instead of all sharing one per direction')
             [CompletionResult]::new('--status', '--status', [CompletionResultType]::ParameterName, 'With --share: print the share''s settings and current use, and exit')
             [CompletionResult]::new('--reset', '--reset', [CompletionResultType]::ParameterName, 'With --share: remove the share''s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit')

@@ -44,7 +44,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --generate 'Print the man page or a shell completion script, and exit'
             cand -q 'Print nothing on standard error but errors (no progress, no stats)'
             cand --quiet 'Print nothing on standard error but errors (no progress, no stats)'
-            cand --stats 'Print a one-line summary on standard error at the end: bytes, elapsed time, average rate'
+            cand --stats 'Print a one-line summary on standard error at the end: bytes, elapsed time, the average rate since the start, and the limit and burst (a full bucket at the start lifts a short run''s average above the limit)'
             cand --per-connection 'Proxy: give each connection its own limits instead of all sharing one per direction'
             cand --status 'With --share: print the share''s settings and current use, and exit'
             cand --reset 'With --share: remove the share''s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit'

@@ -462,11 +462,14 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         reporter.finish();
     }
     if cli.stats && !cli.quiet {
+        let (limit, burst) = bucket.limit_and_burst();
         eprintln!(
             "{}",
             stats_line(
                 forwarded.load(Ordering::Relaxed),
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                limit,
+                burst
             )
         );
     }
@@ -562,15 +565,20 @@ fn progress_style(cli: &Cli) -> Option<(Style, std::time::Duration)> {
     Some((style, cli.interval.unwrap_or(style.default_interval())))
 }
 
-/// The `--stats` summary.
-fn stats_line(bytes: u64, seconds: f64) -> String {
+/// The `--stats` summary: what passed, and an average that says what it
+/// is, beside the limit and the burst that may lift an average above it.
+fn stats_line(bytes: u64, seconds: f64, limit: Limit, burst: u64) -> String {
     let average = if seconds > 0.0 {
         bytes as f64 / seconds
     } else {
         0.0
     };
+    let limit = match limit {
+        Limit::Unlimited => "no limit".to_string(),
+        Limit::Rate(_) => format!("limit {limit} plus a {} burst", human_bytes(burst)),
+    };
     format!(
-        "shape: {bytes} bytes ({}) in {seconds:.3} s, {}/s",
+        "shape: {bytes} bytes ({}) in {seconds:.3} s: average {}/s, {limit}",
         human_bytes(bytes),
         human_rate(average)
     )
@@ -596,10 +604,14 @@ mod tests {
     }
 
     #[test]
-    fn stats_say_bytes_time_and_rate() {
+    fn stats_say_bytes_time_the_average_and_what_bounds_it() {
         assert_eq!(
-            stats_line(2 << 20, 2.0),
-            "shape: 2097152 bytes (2.0 MiB) in 2.000 s, 1.00 MiB/s"
+            stats_line(2 << 20, 1.9, Limit::per_second(1 << 20), 104_857),
+            "shape: 2097152 bytes (2.00 MiB) in 1.900 s: average 1.05 MiB/s, limit 1.00 MiB/s plus a 102.40 KiB burst"
+        );
+        assert_eq!(
+            stats_line(7, 0.0, Limit::Unlimited, 1 << 17),
+            "shape: 7 bytes (7 B) in 0.000 s: average 0 B/s, no limit"
         );
     }
 }

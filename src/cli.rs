@@ -96,7 +96,9 @@ pub struct Cli {
     pub interval: Option<Duration>,
 
     /// Print a one-line summary on standard error at the end: bytes,
-    /// elapsed time, average rate.
+    /// elapsed time, the average rate since the start, and the limit and
+    /// burst (a full bucket at the start lifts a short run's average above
+    /// the limit).
     #[arg(long)]
     pub stats: bool,
 

@@ -619,7 +619,7 @@ mod tests {
             burst: 65_536,
             paused: false,
         };
-        assert_eq!(settings.to_string(), "rate 4.00 MiB/s, burst 64.0 KiB");
+        assert_eq!(settings.to_string(), "rate 4.00 MiB/s, burst 64.00 KiB");
         let paused = Settings {
             limit: Limit::Unlimited,
             burst: 1,

@@ -312,7 +312,7 @@ mod tests {
                 Duration::from_secs(1),
                 &settings.to_string()
             ),
-            "shape: 3145728 bytes (3.0 MiB) in 3.000 s, 1.00 MiB/s now; rate 1.00 MiB/s, burst 100.0 KiB"
+            "shape: 3145728 bytes (3.00 MiB) in 3.000 s, 1.00 MiB/s now; rate 1.00 MiB/s, burst 100.00 KiB"
         );
     }
 

@@ -4,8 +4,10 @@
 //! never slows the copy and never touches standard output.
 
 use crate::rate::{Limit, human_rate};
+use crate::size::human_bytes;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -104,7 +106,7 @@ impl Reporter {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let mut draw = Drawing::new(style, interval, &source);
         let printer = Printer(match &draw {
-            Drawing::Bar(bar) => Some(bar.clone()),
+            Drawing::Bar(bar, _) => Some(bar.clone()),
             Drawing::Json { .. } => None,
         });
         let thread = {
@@ -148,9 +150,50 @@ impl Reporter {
     }
 }
 
+/// How far back the bar's rate looks: recent enough to show the limit at
+/// work once the first burst has passed, long enough to be steady.
+const RECENT: Duration = Duration::from_secs(1);
+
+/// The rate over the last [`RECENT`] stretch of time, as pv shows it,
+/// rather than the average since the start, which an initial burst lifts
+/// above the limit for a long time.
+struct RecentRate {
+    /// Byte counts and when they were read, oldest first; the first is the
+    /// newest one at least [`RECENT`] old, once there is one.
+    samples: VecDeque<(Instant, u64)>,
+}
+
+impl RecentRate {
+    fn new(start: Instant) -> RecentRate {
+        RecentRate {
+            samples: VecDeque::from([(start, 0)]),
+        }
+    }
+
+    /// Takes note that `bytes` had passed at `now`, and returns the bytes
+    /// per second since the sample [`RECENT`] before it (or the start).
+    fn update(&mut self, now: Instant, bytes: u64) -> f64 {
+        self.samples.push_back((now, bytes));
+        while self
+            .samples
+            .get(1)
+            .is_some_and(|&(at, _)| now.saturating_duration_since(at) >= RECENT)
+        {
+            self.samples.pop_front();
+        }
+        let (since, before) = self.samples[0];
+        let seconds = now.saturating_duration_since(since).as_secs_f64();
+        if seconds > 0.0 {
+            bytes.saturating_sub(before) as f64 / seconds
+        } else {
+            0.0
+        }
+    }
+}
+
 /// The drawing state of one reporter.
 enum Drawing {
-    Bar(ProgressBar),
+    Bar(ProgressBar, RecentRate),
     Json {
         start: Instant,
         last: (Instant, u64),
@@ -167,18 +210,20 @@ impl Drawing {
                 let stderr = Box::new(console::Term::stderr());
                 let target = ProgressDrawTarget::term_like_with_hz(stderr, hz);
                 let bar = ProgressBar::with_draw_target(source.total, target);
+                // Bytes and rate are drawn by shape, in the one style it
+                // prints sizes and rates in (see `bar_message`).
                 let template = if source.total.is_some() {
-                    "{binary_bytes} {binary_bytes_per_sec} {msg} {elapsed_precise} [{wide_bar}] {percent}% ETA {eta}"
+                    "{msg} {elapsed_precise} [{wide_bar}] {percent}% ETA {eta}"
                 } else {
-                    "{binary_bytes} {binary_bytes_per_sec} {msg} {elapsed_precise}"
+                    "{msg} {elapsed_precise}"
                 };
                 bar.set_style(
                     ProgressStyle::with_template(template)
                         .expect("the template is valid")
                         .progress_chars("=> "),
                 );
-                bar.set_message(limit_message((source.limit)()));
-                Drawing::Bar(bar)
+                bar.set_message(bar_message(0, 0.0, (source.limit)()));
+                Drawing::Bar(bar, RecentRate::new(Instant::now()))
             }
             Style::Json => Drawing::Json {
                 start: Instant::now(),
@@ -191,11 +236,15 @@ impl Drawing {
         let bytes = source.bytes.load(Ordering::Relaxed);
         let limit = (source.limit)();
         match self {
-            Drawing::Bar(bar) => {
-                bar.set_message(limit_message(limit));
+            Drawing::Bar(bar, recent) => {
+                let rate = recent.update(Instant::now(), bytes);
+                bar.set_message(bar_message(bytes, rate, limit));
                 bar.set_position(bytes);
                 if done {
                     bar.finish();
+                    // The bar leaves the cursor at the end of its line: end
+                    // it, or the next line (--stats) would run on from it.
+                    eprintln!();
                 }
             }
             Drawing::Json { start, last } => {
@@ -221,11 +270,14 @@ impl Drawing {
     }
 }
 
-fn limit_message(limit: Limit) -> String {
-    match limit {
-        Limit::Unlimited => "(unlimited)".into(),
-        Limit::Rate(rate) => format!("(limit {}/s)", human_rate(rate.bytes_per_sec())),
-    }
+/// What the bar shows before the time: bytes so far, the recent rate and
+/// the limit, e.g. `2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)`.
+fn bar_message(bytes: u64, rate: f64, limit: Limit) -> String {
+    let limit = match limit {
+        Limit::Unlimited => "unlimited".to_string(),
+        Limit::Rate(_) => format!("limit {limit}"),
+    };
+    format!("{} {}/s ({limit})", human_bytes(bytes), human_rate(rate))
 }
 
 /// One progress record. `eta` is seconds left at the limit (or, with no
@@ -279,6 +331,36 @@ mod tests {
         ] {
             assert!(parse_interval(bad).unwrap_err().contains("e.g."), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_bar_rate_is_the_last_second_not_the_average_since_the_start() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut recent = RecentRate::new(start);
+        // A 100 KiB burst at once, then 1 KiB every millisecond (1000
+        // KiB/s), read every 100 ms.
+        let burst = 100 * 1024;
+        assert_eq!(recent.update(at(100), burst + 100 * 1024), 2000.0 * 1024.0);
+        let mut rate = 0.0;
+        for tick in 2..=20 {
+            rate = recent.update(at(tick * 100), burst + tick * 100 * 1024);
+        }
+        assert_eq!(rate, 1000.0 * 1024.0, "the burst has left the window");
+        assert_eq!(recent.samples.len(), 11, "a second of samples at most");
+        assert_eq!(recent.update(at(2000), burst + 2000 * 1024), rate);
+    }
+
+    #[test]
+    fn the_bar_says_bytes_rate_and_limit_in_one_style() {
+        assert_eq!(
+            bar_message(2 << 20, 1_048_576.0, Limit::per_second(1 << 20)),
+            "2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)"
+        );
+        assert_eq!(
+            bar_message(500, 250.4, Limit::Unlimited),
+            "500 B 250 B/s (unlimited)"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! 100 GiB/s. A rate stored as whole nanoseconds per byte would be 11% off at
 //! 300 MB/s and could not pass 1 GB/s.
 
-use crate::size::{byte_factor, split_number};
+use crate::size::{byte_factor, human_bytes, split_number};
 use std::fmt;
 use std::num::NonZeroU64;
 use std::str::FromStr;
@@ -176,21 +176,11 @@ impl fmt::Display for Limit {
     }
 }
 
-/// A rate in bytes per second, in binary units with three significant
-/// figures (`1.50 MiB`), without the `/s`.
+/// A rate in bytes per second as [`human_bytes`] prints sizes, rounded to
+/// the byte, without the `/s`.
 pub fn human_rate(bytes_per_sec: f64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = bytes_per_sec;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{value:.0} B")
-    } else {
-        format!("{value:.2} {}", UNITS[unit])
-    }
+    // `as` saturates: NaN and negatives print as 0 B, never panic.
+    human_bytes(bytes_per_sec.round() as u64)
 }
 
 impl From<Rate> for Limit {

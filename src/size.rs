@@ -113,10 +113,11 @@ fn exact(factor: f64) -> Option<u64> {
     (factor.fract() == 0.0).then_some(factor as u64)
 }
 
-/// `bytes` in binary units with three significant figures, as the progress
-/// display and messages show sizes.
+/// `bytes` in binary units with two decimals (`512 B`, `64.00 KiB`,
+/// `1.50 MiB`): the one way shape prints a size, and through
+/// [`crate::rate::human_rate`] a rate, so that a line never mixes styles.
 pub fn human_bytes(bytes: u64) -> String {
-    bytesize::ByteSize::b(bytes).display().iec().to_string()
+    format!("{:.2}", bytesize::ByteSize::b(bytes).display().iec())
 }
 
 #[cfg(test)]
@@ -182,7 +183,9 @@ mod tests {
 
     #[test]
     fn sizes_print_in_binary_units() {
-        assert_eq!(human_bytes(20 << 20), "20.0 MiB");
+        assert_eq!(human_bytes(20 << 20), "20.00 MiB");
+        assert_eq!(human_bytes(102_400), "100.00 KiB");
+        assert_eq!(human_bytes(1023), "1023 B");
         assert_eq!(Size(512).to_string(), "512 B");
     }
 }

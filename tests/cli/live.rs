@@ -29,7 +29,7 @@ fn a_remote_rate_change_takes_effect_downstream() {
     assert_eq!(answer.code(), 0, "{}", answer.stderr);
     assert_eq!(
         String::from_utf8_lossy(&answer.stdout),
-        format!("shape {}: rate 4.00 MiB/s, burst 64.0 KiB\n", shape.pid)
+        format!("shape {}: rate 4.00 MiB/s, burst 64.00 KiB\n", shape.pid)
     );
     let after = shape.rate_over(
         changed + Duration::from_millis(100),
@@ -47,7 +47,7 @@ fn the_limit_can_be_lifted_and_the_burst_changed() {
     let answer = runtime.remote(shape.pid, ["--burst", "1MiB"]);
     assert_eq!(
         String::from_utf8_lossy(&answer.stdout),
-        format!("shape {}: rate 1.00 MiB/s, burst 1.0 MiB\n", shape.pid)
+        format!("shape {}: rate 1.00 MiB/s, burst 1.00 MiB\n", shape.pid)
     );
     let answer = runtime.remote(shape.pid, ["--rate", "unlimited"]);
     assert_eq!(answer.code(), 0, "{}", answer.stderr);
@@ -90,7 +90,7 @@ fn pause_holds_the_data_and_resume_brings_no_catch_up() {
     shape.stop();
     assert_eq!(held, 0.0, "bytes flowed while paused");
     // The burst, the chunk in hand and a pipe buffer at most, not the
-    // 1.4 MiB a catch-up would send.
+    // 1.40 MiB a catch-up would send.
     assert!(
         first <= 64 * 1024 + 2048 + 64 * 1024 + 100 * 1024,
         "{first} bytes right after resuming"
@@ -283,7 +283,7 @@ fn planted_and_foreign_control_messages_are_refused() {
     let (_, _, stderr) = shape.stop();
     assert_eq!(
         String::from_utf8_lossy(&answer.stdout),
-        format!("shape {pid}: rate 1.00 MiB/s, burst 64.0 KiB\n")
+        format!("shape {pid}: rate 1.00 MiB/s, burst 64.00 KiB\n")
     );
     assert!(
         stderr.contains("planted: it is a symbolic link"),
@@ -415,7 +415,7 @@ fn a_burst_the_bucket_cannot_take_is_refused_with_its_cause_and_changes_nothing(
     );
     assert_eq!(
         String::from_utf8_lossy(&settings.stdout),
-        format!("shape {pid}: rate 1.00 MiB/s, burst 64.0 KiB\n")
+        format!("shape {pid}: rate 1.00 MiB/s, burst 64.00 KiB\n")
     );
 }
 
@@ -454,6 +454,6 @@ fn a_rate_file_burst_over_the_maximum_is_refused_at_start_and_on_sighup() {
     );
     assert_eq!(
         String::from_utf8_lossy(&settings.stdout),
-        format!("shape {pid}: rate 1.00 MiB/s, burst 64.0 KiB\n")
+        format!("shape {pid}: rate 1.00 MiB/s, burst 64.00 KiB\n")
     );
 }

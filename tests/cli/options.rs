@@ -80,7 +80,8 @@ fn stats_print_one_summary_line_and_quiet_silences_everything() {
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{}", run.stderr);
     assert!(
-        lines[0].starts_with("shape: 100000 bytes (97.7 KiB) in "),
+        lines[0].starts_with("shape: 100000 bytes (97.66 KiB) in ")
+            && lines[0].ends_with(" no limit"),
         "{}",
         lines[0]
     );
@@ -137,4 +138,53 @@ fn every_rate_form_reaches_the_bucket_as_the_right_bytes_per_second() {
             serde_json::from_str(run.stderr.lines().last().unwrap()).unwrap();
         assert_eq!(last["limit"], bytes_per_sec, "{rate}");
     }
+}
+
+/// The figure before `/s (limit` in the last bar drawn, in bytes per
+/// second.
+fn last_bar_rate(stderr: &str) -> f64 {
+    let end = stderr.rfind("/s (limit").expect("a bar with a limit");
+    let mut words = stderr[..end].rsplit(' ');
+    let unit = match words.next() {
+        Some("B") => 1.0,
+        Some("KiB") => 1024.0,
+        Some("MiB") => 1_048_576.0,
+        other => panic!("unexpected unit {other:?} in {stderr}"),
+    };
+    words.next().unwrap().parse::<f64>().unwrap() * unit
+}
+
+#[test]
+fn the_bar_and_the_stats_do_not_make_the_limit_look_broken() {
+    // 2 MiB at 1 MiB/s with the default burst of 102.4 KiB: the average
+    // since the start is above the limit, the recent rate is not.
+    let data = random_bytes(2 << 20, 8);
+    let run = run_with_input(
+        shape([
+            "--rate",
+            "1MiB",
+            "--stats",
+            "--progress",
+            "bar",
+            "--interval",
+            "100ms",
+        ]),
+        data.clone(),
+        65_536,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stdout == data);
+    let rate = last_bar_rate(&run.stderr);
+    assert!(
+        (0.9 * 1_048_576.0..=1.1 * 1_048_576.0).contains(&rate),
+        "the bar ended at {rate} B/s: {}",
+        run.stderr
+    );
+    let stats = run.stderr.lines().last().unwrap();
+    assert!(
+        stats.starts_with("shape: 2097152 bytes (2.00 MiB) in ")
+            && stats.contains(": average ")
+            && stats.ends_with(" MiB/s, limit 1.00 MiB/s plus a 102.40 KiB burst"),
+        "{stats}"
+    );
 }

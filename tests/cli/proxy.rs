@@ -318,7 +318,7 @@ fn a_remote_rate_change_reaches_a_proxy_at_once() {
     assert_eq!(answer.code(), 0, "{}", answer.stderr);
     assert_eq!(
         String::from_utf8_lossy(&answer.stdout),
-        format!("shape {pid}: rate 4.00 MiB/s, burst 64.0 KiB\n")
+        format!("shape {pid}: rate 4.00 MiB/s, burst 64.00 KiB\n")
     );
     std::thread::sleep(Duration::from_millis(1600));
     let before = bytes_between(start + Duration::from_millis(300), changed) as f64 / 1.0;

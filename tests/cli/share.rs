@@ -95,7 +95,7 @@ fn a_remote_change_of_the_share_reaches_every_shape() {
     assert_eq!(answer.code(), 0, "{}", answer.stderr);
     assert_eq!(
         String::from_utf8_lossy(&answer.stdout),
-        "share sync: rate 8.00 MiB/s, burst 128.0 KiB\n"
+        "share sync: rate 8.00 MiB/s, burst 128.00 KiB\n"
     );
     let each = rates(
         &shapes,
@@ -114,7 +114,7 @@ fn a_remote_change_of_the_share_reaches_every_shape() {
     assert!(each.iter().all(|r| *r > 2.0 * MIB), "{each:?}");
     let status = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(
-        status.starts_with("share sync: rate 8.00 MiB/s, burst 128.0 KiB; in use "),
+        status.starts_with("share sync: rate 8.00 MiB/s, burst 128.00 KiB; in use "),
         "{status}"
     );
 }
@@ -134,7 +134,7 @@ fn a_later_shape_adopts_the_share_and_says_so() {
     assert_eq!(second.code(), 0, "{}", second.stderr);
     assert_eq!(
         second.stderr,
-        "shape: share s is at rate 1.00 MiB/s, burst 102.4 KiB; using that (change it with --remote share:s)\n"
+        "shape: share s is at rate 1.00 MiB/s, burst 102.40 KiB; using that (change it with --remote share:s)\n"
     );
 }
 
@@ -219,7 +219,7 @@ fn a_share_whose_shapes_have_all_ended_starts_afresh() {
     assert_eq!(stderr, "", "no warning: nobody else was on the share");
     assert!(
         String::from_utf8_lossy(&status.stdout)
-            .starts_with("share n: rate 3.00 MiB/s, burst 64.0 KiB;"),
+            .starts_with("share n: rate 3.00 MiB/s, burst 64.00 KiB;"),
         "{status:?}"
     );
 }
