@@ -9,8 +9,9 @@ use crate::control::{self, ControlDir, Registration, RemoteError, Request, Setti
 use crate::copy::{CopyError, Ended, Pump};
 use crate::delayed::DelayedOutput;
 use crate::live::{self, Adjuster, Run, default_burst};
+use crate::message::{self, escape_controls};
 use crate::net::{self, Address};
-use crate::progress::{ProgressMode, Reporter, Source, Style};
+use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
 use crate::proxy;
 use crate::rate::{Limit, human_rate};
 use crate::schedule::RateFile;
@@ -118,7 +119,7 @@ fn remote(cli: &Cli, target: &RemoteTarget) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("shape: {}", escape_controls(&describe(&err)));
+            eprintln!("shape: {}", describe(&err));
             ExitCode::from(IO_FAILURE)
         }
     }
@@ -171,31 +172,14 @@ fn usage_message(err: &clap::Error) -> String {
     first.strip_prefix("error: ").unwrap_or(first).to_string()
 }
 
-fn escape_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_debug().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
 fn fail(err: &anyhow::Error) -> ExitCode {
     eprintln!("shape: {}", describe(err));
     ExitCode::from(IO_FAILURE)
 }
 
-/// An error chain on one line, without the "(os error N)" that io errors
-/// append.
+/// An error chain on one line; see [`message::one_line`].
 fn describe(err: &anyhow::Error) -> String {
-    let text = format!("{err:#}");
-    match text.rfind(" (os error ") {
-        Some(at) if text.ends_with(')') => text[..at].to_string(),
-        _ => text,
-    }
+    message::one_line(err)
 }
 
 fn warn(err: anyhow::Error) {
@@ -283,11 +267,16 @@ fn proxy(
     let forwarded = Arc::new(AtomicU64::new(0));
     let reporter = start_reporter(cli, &forwarded, None, &shared.0);
     let (_, _registration) = go_live(cli, adjuster.clone(), &forwarded, reporter.as_ref())?;
+    let report = match (cli.quiet, &reporter) {
+        (true, _) => None,
+        (false, reporter) => Some(reporter.as_ref().map(Reporter::printer).unwrap_or_default()),
+    };
     let shaping = proxy::Shaping {
         adjuster,
         per_connection: cli.per_connection,
         link: cli.slow_link(),
         forwarded,
+        report,
     };
     proxy::serve(listen, connect, &shaping)
         .with_context(|| format!("proxy from {listen} to {connect}"))
@@ -423,10 +412,11 @@ fn run(cli: &Cli, rate_file: Option<RateFile>) -> anyhow::Result<bool> {
         }
         anyhow!(err).context(format!("write to {output_name}"))
     };
+    let say = (!cli.quiet).then(|| reporter.as_ref().map(Reporter::printer).unwrap_or_default());
     let mut all_read = true;
     for source in &inputs {
         let name = source.to_string();
-        let input = match source.open() {
+        let input = match source.open(say.as_ref()) {
             Ok(input) => input,
             Err(err) => {
                 warn(anyhow!(err).context(name.clone()));
@@ -512,14 +502,21 @@ enum Input {
 }
 
 impl Input {
-    /// Opens the input; `-` is a fresh handle on standard input.
-    fn open(&self) -> io::Result<File> {
+    /// Opens the input; `-` is a fresh handle on standard input. A listener
+    /// says where it listens through `say` before it waits.
+    fn open(&self, say: Option<&Printer>) -> io::Result<File> {
         match self {
             Input::Path(path) if path == Path::new("-") => {
                 Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?))
             }
             Input::Path(path) => File::open(path),
-            Input::Listen(address) => address.accept_one(),
+            Input::Listen(address) => {
+                let listening = address.listen()?;
+                if let Some(say) = say {
+                    say.line(&format!("shape: listening on {}", listening.local()));
+                }
+                listening.accept_one()
+            }
         }
     }
 }
@@ -596,12 +593,6 @@ fn die_of_sigpipe() -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn os_error_numbers_are_left_out() {
-        let err = anyhow!(io::Error::from_raw_os_error(28)).context("write to stdout");
-        assert_eq!(describe(&err), "write to stdout: No space left on device");
-    }
 
     #[test]
     fn stats_say_bytes_time_the_average_and_what_bounds_it() {

@@ -119,10 +119,12 @@ pub struct Cli {
     pub schedule: Option<Schedule>,
 
     /// Read from one connection accepted on ADDR instead of standard input:
-    /// host:port, :port (every interface), [::1]:port or unix:PATH. shape
-    /// accepts one connection, reads it to its end, and exits. With
-    /// --connect too, shape is a proxy: every connection accepted is
-    /// forwarded to the --connect address, both directions shaped.
+    /// host:port, :port (every interface), [::1]:port or unix:PATH; port 0
+    /// takes any free port. shape says where it listens on standard error
+    /// ('shape: listening on 127.0.0.1:41234'), accepts one connection,
+    /// reads it to its end, and exits. With --connect too, shape is a
+    /// proxy: every connection accepted is forwarded to the --connect
+    /// address, both directions shaped.
     #[arg(long, value_name = "ADDR", conflicts_with = "files")]
     pub listen: Option<Address>,
 
@@ -143,7 +145,7 @@ pub struct Cli {
     /// for --listen; :port is this machine). At the end of the input shape
     /// shuts down its sending side and waits for the peer to close, so
     /// nothing is cut off.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_connect)]
     pub connect: Option<Address>,
 
     /// How long --connect keeps trying each address (default 10s).

@@ -59,7 +59,9 @@ Pace a crawl and print a summary at the end.
 Record progress as JSON lines for a script.
 .SH SOCKETS AND SLOW LINKS
 \fB\-\-listen\fR \fIADDR\fR reads one accepted connection instead of standard input; \fB\-\-connect\fR \fIADDR\fR writes to a connection instead of standard output, and at the end shuts down its sending side and waits for the peer to close.
+Listening, shape says where on standard error (\fBshape: listening on 127.0.0.1:41234\fR) unless \fB\-q\fR is given; port 0 takes any free port.
 With both, shape is a proxy: every connection accepted is forwarded, both directions shaped, all connections sharing one limit per direction unless \fB\-\-per\-connection\fR is given.
+A failure ends that connection only, both sides reset, and is said in one line naming the client; when descriptors run out, new clients wait in the backlog until others end, and that is said once.
 .PP
 \fB\-\-delay\fR holds every byte for a time after its tokens are paid, as a link's latency does: the rate plays the link's bandwidth, the delay its length.
 In proxy mode each direction is delayed, so a round trip takes twice the delay.

@@ -28,6 +28,8 @@ pub mod link;
 #[cfg(not(loom))]
 pub mod live;
 #[cfg(not(loom))]
+pub mod message;
+#[cfg(not(loom))]
 pub mod net;
 pub mod progress;
 #[cfg(not(loom))]

@@ -63,13 +63,22 @@ impl FromStr for Address {
         }
         let port = port
             .parse::<u16>()
-            .ok()
-            .filter(|&p| p > 0)
-            .ok_or_else(|| format!("'{port}' is not a port from 1 to 65535 ({EXAMPLES})"))?;
+            .map_err(|_| format!("'{port}' is not a port from 0 to 65535 ({EXAMPLES})"))?;
         Ok(Address::Tcp {
             host: host.to_string(),
             port,
         })
+    }
+}
+
+/// Parses `--connect`: an address as for `--listen`, but port 0 (any
+/// port, which only listening can ask for) is refused.
+pub fn parse_connect(text: &str) -> Result<Address, String> {
+    match text.parse()? {
+        Address::Tcp { port: 0, .. } => Err(format!(
+            "port 0 means any port, which only --listen can take ({EXAMPLES})"
+        )),
+        address => Ok(address),
     }
 }
 
@@ -95,17 +104,15 @@ impl Address {
         Ok((host, port).to_socket_addrs()?.collect())
     }
 
-    /// A non-blocking TCP listener on this address.
-    pub fn bind_tcp(&self) -> io::Result<TcpListener> {
-        let Address::Tcp { host, port } = self else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a TCP address",
-            ));
-        };
-        let listener = TcpListener::bind(&*Self::resolve(host, *port, true)?)?;
-        listener.set_nonblocking(true)?;
-        Ok(listener)
+    /// Listens on this address. Port 0 asks the system for a free port;
+    /// [`Listening::local`] says which.
+    pub fn listen(&self) -> io::Result<Listening> {
+        match self {
+            Address::Tcp { host, port } => Ok(Listening::Tcp(TcpListener::bind(&*Self::resolve(
+                host, *port, true,
+            )?)?)),
+            Address::Unix(path) => Ok(Listening::Unix(UnixListener::bind(path)?, path.clone())),
+        }
     }
 
     /// The first socket address a TCP address names, to connect to.
@@ -120,25 +127,6 @@ impl Address {
             .into_iter()
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
-    }
-
-    /// Listens, accepts one connection, and returns it.
-    pub fn accept_one(&self) -> io::Result<File> {
-        match self {
-            Address::Tcp { .. } => {
-                let listener = self.bind_tcp()?;
-                listener.set_nonblocking(false)?;
-                let (stream, _) = listener.accept()?;
-                Ok(File::from(OwnedFd::from(stream)))
-            }
-            Address::Unix(path) => {
-                let listener = UnixListener::bind(path)?;
-                let accepted = listener.accept();
-                // The path served its purpose once a peer is in.
-                let _ = std::fs::remove_file(path);
-                Ok(File::from(OwnedFd::from(accepted?.0)))
-            }
-        }
     }
 
     /// Connects, giving up on each TCP address after `timeout`.
@@ -158,6 +146,39 @@ impl Address {
                 Err(last)
             }
             Address::Unix(path) => Ok(File::from(OwnedFd::from(UnixStream::connect(path)?))),
+        }
+    }
+}
+
+/// A socket listening for connections, blocking until one comes.
+pub enum Listening {
+    Tcp(TcpListener),
+    /// A Unix socket and its path.
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listening {
+    /// The address listened on, as `--listen` takes it, with the port the
+    /// system chose if port 0 was asked for.
+    pub fn local(&self) -> String {
+        match self {
+            Listening::Tcp(listener) => listener
+                .local_addr()
+                .map_or_else(|err| err.to_string(), |address| address.to_string()),
+            Listening::Unix(_, path) => format!("unix:{}", path.display()),
+        }
+    }
+
+    /// Accepts one connection, and returns it.
+    pub fn accept_one(self) -> io::Result<File> {
+        match self {
+            Listening::Tcp(listener) => Ok(File::from(OwnedFd::from(listener.accept()?.0))),
+            Listening::Unix(listener, path) => {
+                let accepted = listener.accept();
+                // The path served its purpose once a peer is in.
+                let _ = std::fs::remove_file(path);
+                Ok(File::from(OwnedFd::from(accepted?.0)))
+            }
         }
     }
 }
@@ -204,6 +225,13 @@ mod tests {
         assert_eq!(":9000".parse(), Ok(tcp("", 9000)));
         assert_eq!("127.0.0.1:1".parse(), Ok(tcp("127.0.0.1", 1)));
         assert_eq!("[::1]:65535".parse(), Ok(tcp("::1", 65535)));
+        assert_eq!("127.0.0.1:0".parse(), Ok(tcp("127.0.0.1", 0)));
+        assert!(
+            parse_connect("127.0.0.1:0")
+                .unwrap_err()
+                .contains("only --listen")
+        );
+        assert_eq!(parse_connect(":1"), Ok(tcp("", 1)));
         assert_eq!("unix:/tmp/s".parse(), Ok(Address::Unix("/tmp/s".into())));
         assert_eq!("[::1]:8".parse::<Address>().unwrap().to_string(), "[::1]:8");
     }
@@ -215,7 +243,6 @@ mod tests {
             "9000",
             "host",
             "host:",
-            "host:0",
             "host:65536",
             "host:http",
             "::1:80",

@@ -17,13 +17,21 @@
 //! Live changes (`--remote`, `--rate-file`, `--schedule`) go through the
 //! [`Adjuster`], which wakes poll, and every waiting connection is stepped
 //! again: its deadline may have moved.
+//!
+//! A failure that concerns one connection (its upstream refuses, a side
+//! resets, poll will not take it) resets that connection only and is said
+//! in one line naming its peer. When the system will not accept more
+//! connections (out of descriptors), new ones wait in the backlog and
+//! accepting is tried again after a pause, said once: the loop never spins.
 
 use crate::bucket::Reservation;
 use crate::clock::{Clock, MonotonicClock};
 use crate::copy::chunk_size;
 use crate::link::{Line, SlowLink};
 use crate::live::Adjuster;
-use crate::net::Address;
+use crate::message::one_line;
+use crate::net::{Address, Listening};
+use crate::progress::Printer;
 use crate::share::Bucket;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::unix::SourceFd;
@@ -32,6 +40,7 @@ use rustix::time::{
     Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
     timerfd_settime,
 };
+use slab::Slab;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -43,6 +52,8 @@ use std::time::Duration;
 const BUFFER: usize = 64 * 1024;
 /// How long poll sleeps at most when nothing is due.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
+/// How long accepting rests after the system refused to accept.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 const LISTENER: Token = Token(usize::MAX);
 const ALARM: Token = Token(usize::MAX - 1);
 const CHANGED: Token = Token(usize::MAX - 2);
@@ -60,6 +71,9 @@ pub struct Shaping {
     pub link: SlowLink,
     /// Bytes passed on, both directions together.
     pub forwarded: Arc<AtomicU64>,
+    /// Where to say where the proxy listens and what failed; `None` with
+    /// `--quiet`.
+    pub report: Option<Printer>,
 }
 
 enum Listener {
@@ -111,10 +125,63 @@ impl Stream {
     }
 }
 
+impl Listener {
+    /// A non-blocking listener for poll, from one bound by [`Address::listen`].
+    fn from_listening(listening: Listening) -> io::Result<Listener> {
+        match listening {
+            Listening::Tcp(listener) => {
+                listener.set_nonblocking(true)?;
+                Ok(Listener::Tcp(TcpListener::from_std(listener)))
+            }
+            Listening::Unix(listener, _) => {
+                listener.set_nonblocking(true)?;
+                Ok(Listener::Unix(UnixListener::from_std(listener)))
+            }
+        }
+    }
+
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Listener::Tcp(l) => l,
+            Listener::Unix(l) => l,
+        }
+    }
+
+    /// Accepts a client, and describes it for messages.
+    fn accept(&mut self, listen: &str) -> io::Result<(Stream, String)> {
+        match self {
+            Listener::Tcp(l) => l.accept().map(|(s, peer)| {
+                let _ = s.set_nodelay(true);
+                (Stream::Tcp(s), format!("connection from {peer}"))
+            }),
+            // Unix clients are rarely bound to a name: say where they came.
+            Listener::Unix(l) => l
+                .accept()
+                .map(|(s, _)| (Stream::Unix(s), format!("connection on {listen}"))),
+        }
+    }
+}
+
+/// Which end of a connection something happened at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Client,
+    Server,
+}
+
+/// What ended a connection: the end that failed, and how.
+#[derive(Debug)]
+struct Failure {
+    end: End,
+    err: io::Error,
+}
+
 /// One direction of a connection: bytes read from one side wait for their
 /// tokens, then in the delay line for their release time, then go out to
 /// the other side.
 struct Direction {
+    /// The end read from and the end written to.
+    ends: (End, End),
     line: Line,
     /// A chunk read whose tokens are reserved but not yet covered.
     unpaid: Option<(Vec<u8>, Reservation)>,
@@ -125,8 +192,9 @@ struct Direction {
 }
 
 impl Direction {
-    fn new(link: &SlowLink) -> Direction {
+    fn new(link: &SlowLink, from: End, to: End) -> Direction {
         Direction {
+            ends: (from, to),
             line: link.line(),
             unpaid: None,
             sending: None,
@@ -150,21 +218,25 @@ impl Direction {
         bucket: &Bucket,
         link: &SlowLink,
         forwarded: &AtomicU64,
-    ) -> io::Result<Option<u64>> {
+    ) -> Result<Option<u64>, Failure> {
+        let (from_end, to_end) = self.ends;
+        let at = |end| move |err| Failure { end, err };
         // The deadline comes from the same look at the bucket that found
         // the tokens short: asked again later, the tokens might be covered
         // by then, and nothing would come back for the chunk.
         let tokens = loop {
-            let sent = self.send_due(to, bucket.clock().now(), forwarded)?;
+            let sent = self
+                .send_due(to, bucket.clock().now(), forwarded)
+                .map_err(at(to_end))?;
             let (paid, tokens) = self.settle(bucket);
-            let read = self.read(from, bucket, link)?;
+            let read = self.read(from, bucket, link).map_err(at(from_end))?;
             if !(sent || paid || read) {
                 break tokens;
             }
         };
         if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
             if !self.shut {
-                to.shutdown_write()?;
+                to.shutdown_write().map_err(at(to_end))?;
                 self.shut = true;
             }
             return Ok(None);
@@ -279,11 +351,13 @@ struct Connection {
     down: Direction,
     buckets: (Arc<Bucket>, Arc<Bucket>),
     wake_at: Option<u64>,
+    /// Who it is, for messages: `connection from 127.0.0.1:41234`.
+    peer: String,
 }
 
 impl Connection {
-    /// Steps both directions; `Err` means the connection must be reset.
-    fn step(&mut self, link: &SlowLink, forwarded: &AtomicU64) -> io::Result<()> {
+    /// Steps both directions.
+    fn step(&mut self, link: &SlowLink, forwarded: &AtomicU64) -> Result<(), Failure> {
         let up = self.up.step(
             &mut self.client,
             &mut self.server,
@@ -304,6 +378,12 @@ impl Connection {
 
     fn done(&self) -> bool {
         self.up.done() && self.down.done()
+    }
+
+    /// Makes closing both sides a reset.
+    fn reset_on_close(&self) {
+        self.client.reset_on_close();
+        self.server.reset_on_close();
     }
 }
 
@@ -326,176 +406,328 @@ fn buckets(shaping: &Shaping) -> io::Result<(Arc<Bucket>, Arc<Bucket>)> {
 }
 
 /// Serves connections on `listen`, forwarding each to `connect`, until the
-/// process is ended.
+/// process is ended. Fails only if the proxy cannot start; after that, a
+/// failure ends one connection, never the proxy.
 pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
     raise_file_limit();
-    let mut poll = Poll::new()?;
-    let mut listener = match listen {
-        Address::Tcp { .. } => Listener::Tcp(TcpListener::from_std(listen.bind_tcp()?)),
-        Address::Unix(path) => Listener::Unix(UnixListener::bind(path)?),
-    };
-    match &mut listener {
-        Listener::Tcp(l) => poll.registry().register(l, LISTENER, Interest::READABLE)?,
-        Listener::Unix(l) => poll.registry().register(l, LISTENER, Interest::READABLE)?,
-    }
-    let upstream: Option<SocketAddr> = match connect {
-        Address::Tcp { .. } => Some(connect.resolve_one()?),
-        Address::Unix(_) => None,
-    };
-    let mut connections: Vec<Option<Connection>> = Vec::new();
-    let mut events = Events::with_capacity(1024);
-    let clock = MonotonicClock;
-    // A change of settings may move every deadline: the adjuster wakes
-    // poll, and every waiting connection is stepped again.
-    let changed = Arc::new(AtomicBool::new(false));
-    let waker = mio::Waker::new(poll.registry(), CHANGED)?;
-    shaping.adjuster.on_change({
-        let changed = changed.clone();
-        Box::new(move || {
-            changed.store(true, Ordering::SeqCst);
-            let _ = waker.wake();
-        })
-    });
-    let mut alarm = Alarm::new().ok();
-    if let Some(alarm) = &alarm {
-        let fd = alarm.fd.as_raw_fd();
-        poll.registry()
-            .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)?;
-    }
-    loop {
-        let now = clock.now();
-        let earliest = connections.iter().flatten().filter_map(|c| c.wake_at).min();
-        let sleep = match earliest {
-            Some(t) if t <= now => Duration::ZERO,
-            Some(t) if alarm.as_mut().is_some_and(|alarm| alarm.ring_at(t)) => MAX_SLEEP,
-            Some(t) => Duration::from_nanos(t - now).min(MAX_SLEEP),
-            None => MAX_SLEEP,
-        };
-        match poll.poll(&mut events, Some(sleep)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-        let mut ready: Vec<usize> = Vec::new();
-        for event in &events {
-            if event.token() == ALARM {
-                if let Some(alarm) = &mut alarm {
-                    alarm.silence();
-                }
-            } else if event.token() == LISTENER {
-                accept_all(
-                    &mut listener,
-                    connect,
-                    upstream,
-                    &poll,
-                    &mut connections,
-                    shaping,
-                    &mut ready,
-                )?;
-            } else if event.token() != CHANGED {
-                ready.push(event.token().0 / 2);
-            }
-        }
-        let now = clock.now();
-        let due = match changed.swap(false, Ordering::SeqCst) {
-            true => u64::MAX,
-            false => now,
-        };
-        ready.extend(
-            connections
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| {
-                    c.as_ref()
-                        .is_some_and(|c| c.wake_at.is_some_and(|t| t <= due))
-                })
-                .map(|(i, _)| i),
-        );
-        ready.sort_unstable();
-        ready.dedup();
-        for index in ready {
-            let Some(connection) = connections.get_mut(index).and_then(Option::as_mut) else {
-                continue;
-            };
-            let finished = match connection.step(&shaping.link, &shaping.forwarded) {
-                Ok(()) => connection.done(),
-                Err(_) => {
-                    connection.client.reset_on_close();
-                    connection.server.reset_on_close();
-                    true
-                }
-            };
-            if finished {
-                let mut connection = connections[index].take().expect("checked above");
-                let _ = poll.registry().deregister(connection.client.source());
-                let _ = poll.registry().deregister(connection.server.source());
-            }
-        }
-    }
+    let listening = listen.listen()?;
+    let listen = listening.local();
+    let mut server = Server::new(
+        Listener::from_listening(listening)?,
+        listen,
+        connect,
+        shaping,
+    )?;
+    server.say(&format!("shape: listening on {}", server.listen));
+    server.run()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn accept_all(
-    listener: &mut Listener,
-    connect: &Address,
+/// The proxy's whole state, driven by one thread.
+struct Server<'a> {
+    poll: Poll,
+    events: Events,
+    listener: Listener,
+    /// Where it listens, for messages.
+    listen: String,
+    connect: &'a Address,
+    /// The connect address, resolved once, if it is a TCP one.
     upstream: Option<SocketAddr>,
-    poll: &Poll,
-    connections: &mut Vec<Option<Connection>>,
-    shaping: &Shaping,
-    ready: &mut Vec<usize>,
-) -> io::Result<()> {
-    loop {
-        let accepted = match listener {
-            Listener::Tcp(l) => l.accept().map(|(s, _)| {
-                let _ = s.set_nodelay(true);
-                Stream::Tcp(s)
-            }),
-            Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+    shaping: &'a Shaping,
+    connections: Slab<Connection>,
+    /// Connections to step in this round, kept to reuse its memory.
+    ready: Vec<usize>,
+    alarm: Option<Alarm>,
+    /// Set when the settings change: every waiting connection is stepped.
+    changed: Arc<AtomicBool>,
+    /// While accepting rests for want of resources: until when.
+    accept_resumes: Option<u64>,
+    /// A client accepted when no descriptor was left for its server: it
+    /// waits for one, first in line.
+    parked: Option<(Stream, String)>,
+    /// Whether the current shortage of resources has been said.
+    shortage_said: bool,
+    clock: MonotonicClock,
+}
+
+impl<'a> Server<'a> {
+    fn new(
+        mut listener: Listener,
+        listen: String,
+        connect: &'a Address,
+        shaping: &'a Shaping,
+    ) -> io::Result<Server<'a>> {
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(listener.source(), LISTENER, Interest::READABLE)?;
+        let upstream = match connect {
+            Address::Tcp { .. } => Some(connect.resolve_one()?),
+            Address::Unix(_) => None,
         };
-        let client = match accepted {
-            Ok(client) => client,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            // Out of descriptors or the like: drop this one, keep serving.
-            Err(_) => return Ok(()),
+        // A change of settings may move every deadline: the adjuster wakes
+        // poll, and every waiting connection is stepped again.
+        let changed = Arc::new(AtomicBool::new(false));
+        let waker = mio::Waker::new(poll.registry(), CHANGED)?;
+        shaping.adjuster.on_change({
+            let changed = changed.clone();
+            Box::new(move || {
+                changed.store(true, Ordering::SeqCst);
+                let _ = waker.wake();
+            })
+        });
+        let alarm = Alarm::new().ok();
+        if let Some(alarm) = &alarm {
+            let fd = alarm.fd.as_raw_fd();
+            poll.registry()
+                .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)?;
+        }
+        Ok(Server {
+            poll,
+            events: Events::with_capacity(1024),
+            listener,
+            listen,
+            connect,
+            upstream,
+            shaping,
+            connections: Slab::new(),
+            ready: Vec::new(),
+            alarm,
+            changed,
+            accept_resumes: None,
+            parked: None,
+            shortage_said: false,
+            clock: MonotonicClock,
+        })
+    }
+
+    /// Says `line` on standard error, unless quiet.
+    fn say(&self, line: &str) {
+        if let Some(report) = &self.shaping.report {
+            report.line(line);
+        }
+    }
+
+    fn run(&mut self) -> io::Result<()> {
+        loop {
+            let sleep = self.sleep();
+            match self.poll.poll(&mut self.events, Some(sleep)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let mut ready = std::mem::take(&mut self.ready);
+            let mut accept = false;
+            for event in &self.events {
+                match event.token() {
+                    ALARM => {
+                        if let Some(alarm) = &mut self.alarm {
+                            alarm.silence();
+                        }
+                    }
+                    LISTENER => accept = true,
+                    CHANGED => {}
+                    token => ready.push(token.0 / 2),
+                }
+            }
+            let now = self.clock.now();
+            if accept || self.accept_resumes.is_some_and(|t| t <= now) {
+                self.accept_all(&mut ready);
+            }
+            let due = match self.changed.swap(false, Ordering::SeqCst) {
+                true => u64::MAX,
+                false => now,
+            };
+            ready.extend(
+                self.connections
+                    .iter()
+                    .filter(|(_, c)| c.wake_at.is_some_and(|t| t <= due))
+                    .map(|(key, _)| key),
+            );
+            ready.sort_unstable();
+            ready.dedup();
+            for key in ready.drain(..) {
+                self.step(key);
+            }
+            self.ready = ready;
+        }
+    }
+
+    /// How long poll may sleep: until the earliest deadline of a
+    /// connection or of the rest from accepting, at most [`MAX_SLEEP`].
+    fn sleep(&mut self) -> Duration {
+        let now = self.clock.now();
+        let earliest = self
+            .connections
+            .iter()
+            .filter_map(|(_, c)| c.wake_at)
+            .chain(self.accept_resumes)
+            .min();
+        match earliest {
+            Some(t) if t <= now => Duration::ZERO,
+            Some(t) if self.alarm.as_mut().is_some_and(|alarm| alarm.ring_at(t)) => MAX_SLEEP,
+            Some(t) => Duration::from_nanos(t - now).min(MAX_SLEEP),
+            None => MAX_SLEEP,
+        }
+    }
+
+    /// Admits the client that waits for resources, then every client
+    /// waiting to be accepted, unless accepting rests.
+    fn accept_all(&mut self, ready: &mut Vec<usize>) {
+        if self.accept_resumes.is_some_and(|t| t > self.clock.now()) {
+            return;
+        }
+        self.accept_resumes = None;
+        if let Some((client, peer)) = self.parked.take() {
+            ready.extend(self.admit(client, peer));
+        }
+        while self.accept_resumes.is_none() {
+            match self.listener.accept(&self.listen) {
+                Ok((client, peer)) => ready.extend(self.admit(client, peer)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The client gave up before it was accepted.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+                // Out of descriptors, memory or buffers, or worse: trying
+                // again at once would fail the same way and spin.
+                Err(err) => self.wait_for_resources(&format!("accept on {}", self.listen), &err),
+            }
+        }
+        if self.accept_resumes.is_none() && self.parked.is_none() {
+            // Everything waiting got in: a later shortage is news again.
+            self.shortage_said = false;
+        }
+    }
+
+    /// Stops accepting for [`ACCEPT_PAUSE`] after `what` failed with `err`,
+    /// and says so once per shortage.
+    fn wait_for_resources(&mut self, what: &str, err: &io::Error) {
+        if !self.shortage_said {
+            self.say(&format!(
+                "shape: {what}: {}; new connections wait, tried again every {ACCEPT_PAUSE:?}",
+                one_line(err)
+            ));
+            self.shortage_said = true;
+        }
+        self.accept_resumes = Some(self.clock.now() + ACCEPT_PAUSE.as_nanos() as u64);
+    }
+
+    /// Connects a new client to the server and starts serving it; on
+    /// failure resets the client and says why. Returns its key.
+    fn admit(&mut self, client: Stream, peer: String) -> Option<usize> {
+        let server = match self.connect_upstream() {
+            Ok(server) => server,
+            Err(err) if out_of_resources(&err) => {
+                // Only time (connections ending) mends this: the client
+                // waits, and those behind it wait in the backlog.
+                self.parked = Some((client, peer));
+                self.wait_for_resources(&format!("connect to {}", self.connect), &err);
+                return None;
+            }
+            Err(err) => {
+                client.reset_on_close();
+                self.say(&format!(
+                    "shape: {peer}: connect to {}: {}",
+                    self.connect,
+                    one_line(&err)
+                ));
+                return None;
+            }
         };
-        let server = match (connect, upstream) {
+        let buckets = match buckets(self.shaping) {
+            Ok(buckets) => buckets,
+            Err(err) => {
+                client.reset_on_close();
+                server.reset_on_close();
+                self.say(&format!("shape: {peer}: {}", one_line(&err)));
+                return None;
+            }
+        };
+        let entry = self.connections.vacant_entry();
+        let key = entry.key();
+        let mut connection = Connection {
+            client,
+            server,
+            up: Direction::new(&self.shaping.link, End::Client, End::Server),
+            down: Direction::new(&self.shaping.link, End::Server, End::Client),
+            buckets,
+            wake_at: None,
+            peer,
+        };
+        let registry = self.poll.registry();
+        let both = Interest::READABLE | Interest::WRITABLE;
+        let registered = registry
+            .register(connection.client.source(), Token(key * 2), both)
+            .and_then(|()| {
+                registry
+                    .register(connection.server.source(), Token(key * 2 + 1), both)
+                    .inspect_err(|_| {
+                        let _ = registry.deregister(connection.client.source());
+                    })
+            });
+        if let Err(err) = registered {
+            connection.reset_on_close();
+            self.say(&format!(
+                "shape: {}: cannot be watched: {}",
+                connection.peer,
+                one_line(&err)
+            ));
+            return None;
+        }
+        entry.insert(connection);
+        Some(key)
+    }
+
+    /// A new connection to the server; completes in the background.
+    fn connect_upstream(&self) -> io::Result<Stream> {
+        match (self.connect, self.upstream) {
             (_, Some(address)) => TcpStream::connect(address).map(|s| {
                 let _ = s.set_nodelay(true);
                 Stream::Tcp(s)
             }),
             (Address::Unix(path), None) => UnixStream::connect(path).map(Stream::Unix),
-            (Address::Tcp { .. }, None) => {
-                unreachable!("a TCP upstream is resolved before serving")
+            (Address::Tcp { .. }, None) => Err(io::Error::other("the address was not resolved")),
+        }
+    }
+
+    /// Steps connection `key`, and closes it if it is done or failed (a
+    /// failure resets both sides and is said).
+    fn step(&mut self, key: usize) {
+        let Some(connection) = self.connections.get_mut(key) else {
+            return;
+        };
+        let finished = match connection.step(&self.shaping.link, &self.shaping.forwarded) {
+            Ok(()) => connection.done(),
+            Err(failure) => {
+                connection.reset_on_close();
+                let end = match failure.end {
+                    End::Client => "client".to_string(),
+                    End::Server => format!("server {}", self.connect),
+                };
+                let line = format!(
+                    "shape: {}: {end}: {}",
+                    connection.peer,
+                    one_line(&failure.err)
+                );
+                self.say(&line);
+                true
             }
         };
-        let Ok(server) = server else {
-            client.reset_on_close();
-            continue;
-        };
-        let index = connections
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or_else(|| {
-                connections.push(None);
-                connections.len() - 1
-            });
-        let mut connection = Connection {
-            client,
-            server,
-            up: Direction::new(&shaping.link),
-            down: Direction::new(&shaping.link),
-            buckets: buckets(shaping)?,
-            wake_at: None,
-        };
-        let both = Interest::READABLE | Interest::WRITABLE;
-        poll.registry()
-            .register(connection.client.source(), Token(index * 2), both)?;
-        poll.registry()
-            .register(connection.server.source(), Token(index * 2 + 1), both)?;
-        connections[index] = Some(connection);
-        ready.push(index);
+        if finished {
+            let mut connection = self.connections.remove(key);
+            let _ = self.poll.registry().deregister(connection.client.source());
+            let _ = self.poll.registry().deregister(connection.server.source());
+        }
     }
+}
+
+/// True if `err` says the process or the system ran out of descriptors,
+/// memory or buffers, which only time (connections ending) can mend.
+fn out_of_resources(err: &io::Error) -> bool {
+    use rustix::io::Errno;
+    err.raw_os_error().is_some_and(|code| {
+        [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
+            .iter()
+            .any(|errno| errno.raw_os_error() == code)
+    })
 }
 
 /// A timer that wakes poll at a moment on the monotonic clock, to the

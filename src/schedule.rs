@@ -85,10 +85,7 @@ impl FromStr for RateFile {
 impl RateFile {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<RateFile, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            let text = e.to_string();
-            text.split(" (os error").next().unwrap_or(&text).to_string()
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|err| crate::message::one_line(&err))?;
         text.parse()
     }
 }

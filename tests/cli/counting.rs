@@ -28,8 +28,7 @@ fn stats_bytes(stderr: &str) -> u64 {
 fn progress_bytes(stderr: &str) -> u64 {
     let last = stderr
         .lines()
-        .filter(|line| line.starts_with('{'))
-        .last()
+        .rfind(|line| line.starts_with('{'))
         .unwrap_or_else(|| panic!("no progress record in {stderr}"));
     let record: serde_json::Value = serde_json::from_str(last).unwrap();
     assert_eq!(record["done"], true, "{last}");

@@ -347,3 +347,92 @@ impl Runtime {
         self.control_dir().join(format!("{name}.share"))
     }
 }
+
+/// A shape listening on an address it chose (`--listen` with port 0),
+/// its standard error read on a thread of its own.
+pub struct Listening {
+    pub child: Child,
+    /// Where it listens, as it said: `127.0.0.1:41234` or `unix:PATH`.
+    pub address: String,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Listening {
+    /// Starts `command` (which has `--listen`) with `stdout`, and waits for
+    /// it to say where it listens.
+    pub fn start(mut command: Command, stdout: Stdio) -> Listening {
+        use std::io::BufRead;
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("shape runs");
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        lines.read_line(&mut first).unwrap();
+        let address = first
+            .trim_end()
+            .strip_prefix("shape: listening on ")
+            .unwrap_or_else(|| panic!("shape did not say where it listens: {first:?}"))
+            .to_string();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        {
+            let stderr = stderr.clone();
+            std::thread::spawn(move || {
+                for line in lines.lines().map_while(Result::ok) {
+                    let mut text = stderr.lock().unwrap();
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            });
+        }
+        Listening {
+            child,
+            address,
+            stderr,
+        }
+    }
+
+    /// What it has said on standard error since it said where it listens.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits up to ten seconds for a line of standard error containing
+    /// `text`, and returns all it said by then.
+    pub fn wait_for_stderr(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let said = self.stderr();
+            if said.lines().any(|line| line.contains(text)) {
+                return said;
+            }
+            assert!(Instant::now() < deadline, "never said {text:?}: {said}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback TCP port that refuses connections for as long as the
+/// returned socket lives: bound, so nobody else can take the port, and not
+/// listening, so a connection to it is refused.
+pub fn refusing_port() -> (std::os::fd::OwnedFd, u16) {
+    use rustix::net::{AddressFamily, SocketType, ipproto};
+    let socket =
+        rustix::net::socket(AddressFamily::INET, SocketType::STREAM, Some(ipproto::TCP)).unwrap();
+    let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    rustix::net::bind(&socket, &any_port).unwrap();
+    let bound: std::net::SocketAddr = rustix::net::getsockname(&socket)
+        .unwrap()
+        .try_into()
+        .unwrap();
+    (socket, bound.port())
+}

@@ -75,6 +75,9 @@ fn pause_holds_the_data_and_resume_brings_no_catch_up() {
         paused + Duration::from_millis(50),
         Duration::from_millis(700),
     );
+    // Data may flow from the moment the resume is asked for, before the
+    // answer comes back: "right after resuming" starts there.
+    let asked = Instant::now();
     let answer = runtime.remote(shape.pid, ["--resume"]);
     let resumed = Instant::now();
     assert!(
@@ -82,7 +85,7 @@ fn pause_holds_the_data_and_resume_brings_no_catch_up() {
         "{answer:?}"
     );
     std::thread::sleep(Duration::from_millis(1200));
-    let first = shape.bytes_between(resumed, resumed + Duration::from_millis(50));
+    let first = shape.bytes_between(asked, resumed + Duration::from_millis(50));
     let flowing = shape.bytes_between(
         resumed + Duration::from_millis(200),
         resumed + Duration::from_millis(1200),
@@ -178,14 +181,17 @@ fn sighup_rereads_a_good_rate_file_and_keeps_settings_on_a_bad_one() {
 #[test]
 fn a_schedule_changes_the_rate_on_time_and_bad_ones_are_usage_errors() {
     let runtime = Runtime::new("schedule");
-    let started = Instant::now();
+    // shape's timetable starts between these two moments: the switch to
+    // 4 MiB/s comes between a second after the first and after the second.
+    let spawned = Instant::now();
     let running = runtime.start(["--schedule", "0s=1MiB, 1s=4MiB", "--burst", "64k"]);
+    let registered = Instant::now();
     let slow = running.rate_over(
-        started + Duration::from_millis(200),
+        spawned + Duration::from_millis(200),
         Duration::from_millis(700),
     );
     let fast = running.rate_over(
-        started + Duration::from_millis(1300),
+        registered + Duration::from_millis(1300),
         Duration::from_millis(1200),
     );
     running.stop();

@@ -8,53 +8,35 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Connects to `connect`, retrying while shape is still setting up.
-fn connect_when_ready<T>(mut connect: impl FnMut() -> std::io::Result<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match connect() {
-            Ok(stream) => return stream,
-            Err(err) if Instant::now() < deadline => {
-                let _ = err;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(err) => panic!("shape never listened: {err}"),
-        }
-    }
-}
-
 #[test]
 fn listen_on_tcp_reads_one_connection_byte_exact() {
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
     let data = random_bytes(8 << 20, 21);
-    let child = shape(["--listen", &address, "--rate", "200MiB"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stream = connect_when_ready(|| TcpStream::connect(&address));
+    let mut shape = Listening::start(
+        shape(["--listen", "127.0.0.1:0", "--rate", "200MiB"]),
+        Stdio::piped(),
+    );
+    assert!(
+        shape.address.starts_with("127.0.0.1:") && !shape.address.ends_with(":0"),
+        "{}",
+        shape.address
+    );
+    let mut stream = TcpStream::connect(&shape.address).unwrap();
     let sender = {
         let data = data.clone();
         std::thread::spawn(move || stream.write_all(&data).unwrap())
     };
-    let output = child.wait_with_output().unwrap();
+    let mut got = Vec::new();
+    shape
+        .child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut got)
+        .unwrap();
+    let status = shape.child.wait().unwrap();
     sender.join().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.stdout == data);
+    assert!(status.success(), "{}", shape.stderr());
+    assert!(got == data);
 }
 
 #[test]
@@ -90,19 +72,24 @@ fn unix_sockets_work_both_ways() {
     // In: shape listens.
     let socket = dir.0.join("in.sock");
     let address = format!("unix:{}", socket.display());
-    let child = shape(["--listen", &address])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stream = connect_when_ready(|| UnixStream::connect(&socket));
+    let mut shape_in = Listening::start(shape(["--listen", &address]), Stdio::piped());
+    assert_eq!(shape_in.address, address);
+    let mut stream = UnixStream::connect(&socket).unwrap();
     let sender = {
         let data = data.clone();
         std::thread::spawn(move || stream.write_all(&data).unwrap())
     };
-    let output = child.wait_with_output().unwrap();
+    let mut got = Vec::new();
+    shape_in
+        .child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut got)
+        .unwrap();
+    assert!(shape_in.child.wait().unwrap().success());
     sender.join().unwrap();
-    assert!(output.status.success());
-    assert!(output.stdout == data);
+    assert!(got == data);
     assert!(
         !socket.exists(),
         "the socket path is removed once a peer is in"
@@ -126,8 +113,9 @@ fn unix_sockets_work_both_ways() {
 
 #[test]
 fn socket_errors_name_the_address() {
+    let (_refusing, port) = refusing_port();
     let refused = run(
-        shape(["--connect", &format!("127.0.0.1:{}", free_port())]),
+        shape(["--connect", &format!("127.0.0.1:{port}")]),
         Stdio::null(),
     );
     assert_eq!(refused.code(), 1);
@@ -160,15 +148,14 @@ fn socket_errors_name_the_address() {
         missing.stderr
     );
 
-    for bad in [
-        "9000",
-        "host:",
-        "host:0",
-        "host:99999",
-        "::1:80",
-        "unix:",
-        "a b:80",
-    ] {
+    let any_port = run(shape(["--connect", "127.0.0.1:0"]), Stdio::null());
+    assert_eq!(any_port.code(), 2);
+    assert!(
+        any_port.stderr.contains("--connect") && any_port.stderr.contains("only --listen"),
+        "{}",
+        any_port.stderr
+    );
+    for bad in ["9000", "host:", "host:99999", "::1:80", "unix:", "a b:80"] {
         for flag in ["--listen", "--connect"] {
             let run = run(shape([flag, bad]), Stdio::null());
             assert_eq!(run.code(), 2, "{flag} {bad}: {}", run.stderr);
@@ -179,4 +166,31 @@ fn socket_errors_name_the_address() {
             );
         }
     }
+}
+
+#[test]
+fn quiet_listening_says_nothing() {
+    let dir = Scratch::new("listen-quiet");
+    let socket = dir.0.join("quiet.sock");
+    let child = shape(["--listen", &format!("unix:{}", socket.display()), "-q"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut stream = loop {
+        match UnixStream::connect(&socket) {
+            Ok(stream) => break stream,
+            Err(err) => {
+                assert!(Instant::now() < deadline, "shape never listened: {err}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    stream.write_all(b"quiet").unwrap();
+    drop(stream);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(output.stdout, b"quiet");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
