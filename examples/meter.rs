@@ -21,9 +21,8 @@
 //! ```
 
 use clap::Parser;
-use shape::clock::{Clock, MonotonicClock};
-use shape::rate::{Limit, human_rate};
-use shape::size::{Size, human_bytes};
+use shape_bucket::units::{Size, human_bytes, human_rate};
+use shape_bucket::{Clock, Limit, MonotonicClock};
 use std::io::Read;
 use std::process::{Command, Stdio};
 

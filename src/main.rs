@@ -1,11 +1,27 @@
-//! The `shape` command. Everything it does lives in the library; see
-//! `shape::app`.
+//! The `shape` command: parse the command line, run the mode it asks for,
+//! and turn the outcome into an exit status. What each part owns is in
+//! ARCHITECTURE.md; the token bucket is the `shape-bucket` crate.
 
-#[cfg(not(loom))]
-fn main() -> std::process::ExitCode {
-    shape::app::main()
+mod chunk;
+mod cli;
+mod control;
+mod duration;
+mod exit;
+mod lock;
+mod message;
+mod mode;
+mod net;
+mod pipe;
+mod progress;
+mod slowlink;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let exit = match cli::Cli::try_parse() {
+        Ok(cli) => mode::run(&cli),
+        Err(err) => cli::usage::report(&err),
+    };
+    exit.into()
 }
-
-/// Under the loom model checker only the bucket is built.
-#[cfg(loom)]
-fn main() {}

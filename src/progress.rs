@@ -3,10 +3,11 @@
 //! counter that the copy bumps with one relaxed add per chunk, so progress
 //! never slows the copy and never touches standard output.
 
-use crate::rate::{Limit, human_rate};
-use crate::size::human_bytes;
+use crate::lock::{lock, wait_timeout};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use shape_bucket::Limit;
+use shape_bucket::units::{human_bytes, human_rate};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,30 +27,6 @@ pub enum ProgressMode {
     Json,
     /// Nothing.
     None,
-}
-
-/// Shortest and longest progress interval accepted.
-const INTERVAL_RANGE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(3600));
-
-/// Parses a progress interval: a humantime duration (`500ms`, `2s`, `1m`)
-/// or plain seconds (`0.5`), from 10ms to 1h.
-pub fn parse_interval(text: &str) -> Result<Duration, String> {
-    const EXAMPLES: &str = "e.g. 100ms, 0.5, 2s, 1m";
-    let text = text.trim();
-    let plain_seconds = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    let interval = if plain_seconds {
-        text.parse::<f64>()
-            .ok()
-            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
-            .ok_or_else(|| format!("expected a duration ({EXAMPLES})"))?
-    } else {
-        humantime::parse_duration(text).map_err(|e| format!("{e} ({EXAMPLES})"))?
-    };
-    let (shortest, longest) = INTERVAL_RANGE;
-    if interval < shortest || interval > longest {
-        return Err(format!("interval must be from 10ms to 1h ({EXAMPLES})"));
-    }
-    Ok(interval)
 }
 
 /// How a running reporter draws.
@@ -112,15 +89,12 @@ impl Reporter {
         let thread = {
             let stop = stop.clone();
             std::thread::spawn(move || {
-                let (lock, signal) = &*stop;
-                let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let (stopping, signal) = &*stop;
+                let mut stopped = lock(stopping);
                 let mut next = Instant::now() + interval;
                 while !*stopped {
                     let wait = next.saturating_duration_since(Instant::now());
-                    stopped = signal
-                        .wait_timeout(stopped, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    stopped = wait_timeout(signal, stopped, wait);
                     if !*stopped && Instant::now() >= next {
                         draw.update(&source, false);
                         next += interval;
@@ -143,8 +117,8 @@ impl Reporter {
 
     /// Draws the final state and stops the thread.
     pub fn finish(self) {
-        let (lock, signal) = &*self.stop;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        let (stopping, signal) = &*self.stop;
+        *lock(stopping) = true;
         signal.notify_all();
         let _ = self.thread.join();
     }
@@ -308,30 +282,6 @@ fn json_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn intervals_parse_in_both_forms() {
-        assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_interval("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_interval("1m"), Ok(Duration::from_secs(60)));
-        for bad in [
-            "",
-            "0",
-            "0s",
-            "5ms",
-            "2h",
-            "-1",
-            "1e3",
-            "soon",
-            "1.2.3",
-            "nan",
-            "inf",
-            "1 fortnight",
-        ] {
-            assert!(parse_interval(bad).unwrap_err().contains("e.g."), "{bad}");
-        }
-    }
 
     #[test]
     fn the_bar_rate_is_the_last_second_not_the_average_since_the_start() {

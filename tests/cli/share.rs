@@ -197,7 +197,7 @@ fn bad_share_files_are_refused_with_their_reason() {
         );
         assert_eq!(foreign.code(), 1);
         assert!(
-            foreign.stderr.contains("belongs to another user"),
+            foreign.stderr.contains("belongs to user 65534"),
             "{}",
             foreign.stderr
         );

@@ -1,0 +1,371 @@
+//! The bucket's shared state, [`BucketCell`], and how its configuration
+//! changes while others read it.
+//!
+//! A live rate change needs `t0`, `v0`, `rate` and `burst` to change
+//! together, which does not fit in the state word. The change is made
+//! continuous instead: the new fill line starts where the old one stood
+//! (`v0 = V_old(now)`, capped at the new burst), so `S` itself never has to
+//! change. Tokens in hand stay in hand, and debt, being counted in bytes,
+//! is re-timed at the new rate by construction.
+//!
+//! Configurations are published like a seqlock with several slots: a writer
+//! fills a slot that is not current, stamps it with its generation and then
+//! advances the generation word. A reader takes the slot of the current
+//! generation and checks the stamp before and after; since the current slot
+//! is never written, a reader never waits for a writer and a writer that
+//! dies mid-way leaves only an unused slot behind. Writers (rate changes,
+//! rare) take turns through a claim word; a claim older than a second is
+//! taken over, and the new writer then skips a slot, so a writer that was
+//! frozen rather than dead writes into a slot that is not reused for three
+//! more generations. Acquirers never touch the claim.
+//!
+//! The generation word is also what sleepers wait on (a futex): a rate
+//! change wakes them and they re-time their wait against the new line.
+
+use super::{Fill, InvalidBurst, TokenBucket, check_burst};
+use crate::atomics::{AtomicU32, AtomicU64, Ordering, fence};
+use crate::clock::Clock;
+use crate::rate::{Limit, Rate};
+use std::ops::Deref;
+
+/// Nanoseconds per second times the rate's fixed-point scale: `V` advances
+/// by `elapsed_ns * rate_fixed / SCALE` bytes.
+const SCALE: u128 = 1_000_000_000 << Rate::FRACTION_BITS;
+/// Configuration slots. Writers skip one slot after taking over a claim, so
+/// four leave a frozen writer's slot unused for three generations.
+const SLOTS: usize = 4;
+/// Marks a slot stamp whose slot is being written.
+const WRITING: u64 = 1 << 32;
+/// A writer's claim older than this is taken over.
+const CLAIM_TIMEOUT_NS: u64 = 1_000_000_000;
+/// How far `V` may run past `v0` before the fill line is rebased.
+const REBASE_AFTER: u128 = 1 << 62;
+/// What a new configuration changes; `None` keeps the old value.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Change {
+    pub(super) limit: Option<Limit>,
+    pub(super) burst: Option<u64>,
+    pub(super) paused: Option<bool>,
+}
+
+/// One configuration, as a plain value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Config {
+    /// Clock time at which the fill line stood at `v0`.
+    pub(super) t0: u64,
+    /// The fill line at `t0`, modulo 2^64.
+    pub(super) v0: u64,
+    /// The rate as fixed point, or 0 for unlimited.
+    pub(super) rate: u64,
+    pub(super) burst: u64,
+    /// Nothing is granted while paused, and the fill line stands still.
+    pub(super) paused: bool,
+}
+
+impl Config {
+    pub(super) fn unlimited(&self) -> bool {
+        self.rate == 0
+    }
+
+    /// `V(now) - v0`: tokens that have flowed in since `t0`, exactly. None
+    /// while paused: the line stands still, so that tokens reserved before
+    /// or during a pause and the tokens in hand together still fit in the
+    /// burst when it ends.
+    pub(super) fn inflow(&self, now: u64) -> u128 {
+        if self.paused {
+            return 0;
+        }
+        u128::from(now.saturating_sub(self.t0)) * u128::from(self.rate) / SCALE
+    }
+
+    /// `V(now) - S`, uncapped: tokens in hand if positive, debt if negative.
+    pub(super) fn level(&self, spent: u64, now: u64) -> i128 {
+        // S - v0 lies in [-2^62, 3 * 2^62): shift, wrap, shift back.
+        const SHIFT: u64 = 1 << 62;
+        let spent_since_v0 =
+            i128::from(spent.wrapping_sub(self.v0).wrapping_add(SHIFT)) - i128::from(SHIFT);
+        self.inflow(now) as i128 - spent_since_v0
+    }
+
+    /// True if the fill line must be rebased before anything is spent.
+    pub(super) fn rebase_due(&self, now: u64) -> bool {
+        !self.unlimited() && self.inflow(now) > REBASE_AFTER
+    }
+
+    /// The first clock time at which the fill line reaches `mark`, or `None`
+    /// if it had by `t0`.
+    pub(super) fn time_of(&self, mark: u64) -> Option<u64> {
+        let needed = mark.wrapping_sub(self.v0) as i64;
+        if needed <= 0 {
+            return None;
+        }
+        let ns = (needed as u128 * SCALE).div_ceil(u128::from(self.rate));
+        Some(
+            self.t0
+                .saturating_add(u64::try_from(ns).unwrap_or(u64::MAX)),
+        )
+    }
+
+    pub(super) fn limit(&self) -> Limit {
+        Rate::from_fixed(self.rate).map_or(Limit::Unlimited, Limit::Rate)
+    }
+}
+
+/// One published configuration and the stamp that says which generation it
+/// holds.
+#[repr(C)]
+#[derive(Debug)]
+struct ConfigSlot {
+    stamp: AtomicU64,
+    t0: AtomicU64,
+    v0: AtomicU64,
+    rate: AtomicU64,
+    burst: AtomicU64,
+    paused: AtomicU64,
+}
+
+impl ConfigSlot {
+    fn new(stamp: u64, config: Config) -> Self {
+        ConfigSlot {
+            stamp: AtomicU64::new(stamp),
+            t0: AtomicU64::new(config.t0),
+            v0: AtomicU64::new(config.v0),
+            rate: AtomicU64::new(config.rate),
+            burst: AtomicU64::new(config.burst),
+            paused: AtomicU64::new(config.paused.into()),
+        }
+    }
+
+    /// The slot's configuration if it holds generation `generation` and was
+    /// not being rewritten while read.
+    fn read(&self, generation: u32) -> Option<Config> {
+        let before = self.stamp.load(Ordering::Acquire);
+        let config = Config {
+            t0: self.t0.load(Ordering::Relaxed),
+            v0: self.v0.load(Ordering::Relaxed),
+            rate: self.rate.load(Ordering::Relaxed),
+            burst: self.burst.load(Ordering::Relaxed),
+            paused: self.paused.load(Ordering::Relaxed) != 0,
+        };
+        fence(Ordering::Acquire);
+        let after = self.stamp.load(Ordering::Relaxed);
+        (before == after && before == u64::from(generation)).then_some(config)
+    }
+}
+
+/// Everything a bucket shares between its users: plain atomics in a fixed
+/// layout, with no pointers, so that it can live in memory shared between
+/// processes. Build one with [`TokenBucket`].
+///
+/// `S` has a cache line to itself: every grant writes it, while the
+/// configuration is read by every call and written almost never, and must
+/// not be dragged between cores by those writes.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct BucketCell {
+    /// `S`: every token ever spent, modulo 2^64.
+    spent: CacheLine<AtomicU64>,
+    /// The current configuration's generation; sleepers wait on it.
+    generation: AtomicU32,
+    /// Which writer may publish a configuration: 0, or the clock time at
+    /// which the claim was taken (odd, so it is never 0).
+    claim: AtomicU64,
+    slots: [ConfigSlot; SLOTS],
+}
+
+/// Keeps its content on a cache line of its own.
+#[repr(C, align(64))]
+#[derive(Debug)]
+struct CacheLine<T>(T);
+
+impl<T> Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl BucketCell {
+    /// `S`, every token ever spent.
+    pub(super) fn spent(&self) -> &AtomicU64 {
+        &self.spent
+    }
+
+    /// The generation of the current configuration, which sleepers wait on.
+    pub(super) fn generation(&self) -> &AtomicU32 {
+        &self.generation
+    }
+
+    /// A cell for a bucket at `limit` holding at most `burst`, starting
+    /// full or empty at clock time `now`: for a bucket whose cell lives
+    /// elsewhere (shared memory); see [`TokenBucket::from_cell`].
+    pub fn new(limit: Limit, burst: u64, fill: Fill, now: u64) -> Result<Self, InvalidBurst> {
+        check_burst(burst)?;
+        Ok(Self::from_config(Config {
+            t0: now,
+            v0: match fill {
+                Fill::Full => burst,
+                Fill::Empty => 0,
+            },
+            rate: limit.rate().map_or(0, Rate::fixed),
+            burst,
+            paused: false,
+        }))
+    }
+
+    /// True if the cell holds a readable configuration with settings in
+    /// range: a check for a cell found in a file, which may be corrupt.
+    /// Never spins: a few reads, then it gives up.
+    pub fn is_sound(&self) -> bool {
+        (0..1000).any(|_| {
+            let generation = self.generation.load(Ordering::Acquire);
+            self.slots[generation as usize % SLOTS]
+                .read(generation)
+                .is_some_and(|config| {
+                    (config.rate == 0 || Rate::from_fixed(config.rate).is_some())
+                        && check_burst(config.burst).is_ok()
+                })
+        })
+    }
+
+    fn from_config(config: Config) -> Self {
+        BucketCell {
+            spent: CacheLine(AtomicU64::new(0)),
+            generation: AtomicU32::new(0),
+            claim: AtomicU64::new(0),
+            slots: std::array::from_fn(|i| {
+                if i == 0 {
+                    ConfigSlot::new(0, config)
+                } else {
+                    ConfigSlot::new(WRITING, config)
+                }
+            }),
+        }
+    }
+}
+
+impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
+    /// Moves `S` from `spent` past any tokens above the burst and then by
+    /// `n`, returning the new `S`, or the `S` another caller left there
+    /// first.
+    ///
+    /// Callers read the clock after `S`, never before, and again after a
+    /// failure: every `S` that lands was then computed at a time no earlier
+    /// than that of the `S` it replaced. With an older time the burst cap
+    /// would be applied at a point the bucket has already passed, letting
+    /// through up to rate x staleness bytes too many.
+    pub(super) fn spend(&self, spent: u64, level: i128, burst: u64, n: u64) -> Result<u64, u64> {
+        // Tokens above the burst were never in the bucket: skip them. The
+        // excess can pass 2^64 after a long idle spell; arithmetic on S is
+        // modulo 2^64 anyway.
+        let overflow = (level - level.min(i128::from(burst))) as u64;
+        let new_spent = spent.wrapping_add(overflow).wrapping_add(n);
+        self.cell
+            .spent
+            .compare_exchange(spent, new_spent, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| new_spent)
+    }
+
+    /// The current generation and its configuration.
+    pub(super) fn config(&self) -> (u32, Config) {
+        loop {
+            let generation = self.cell.generation.load(Ordering::Acquire);
+            if let Some(config) = self.cell.slots[generation as usize % SLOTS].read(generation) {
+                return (generation, config);
+            }
+            // A writer went round every slot while we read: read again.
+        }
+    }
+
+    /// Publishes a configuration with the given changes, continuing the
+    /// fill line from now.
+    pub(super) fn publish(&self, change: Change) {
+        loop {
+            let (token, took_over) = self.claim();
+            let published = self.publish_claimed(token, took_over, change);
+            let _ =
+                self.cell
+                    .claim
+                    .compare_exchange(token, 0, Ordering::Release, Ordering::Relaxed);
+            if published {
+                self.clock.wake(&self.cell.generation);
+                return;
+            }
+            // Our claim was taken over while we wrote: start again.
+        }
+    }
+
+    fn publish_claimed(&self, token: u64, took_over: bool, change: Change) -> bool {
+        let (generation, old) = self.config();
+        let spent = self.cell.spent.load(Ordering::Acquire);
+        let now = self.clock.now();
+        let rate = change
+            .limit
+            .map_or(old.rate, |l| l.rate().map_or(0, Rate::fixed));
+        let burst = change.burst.unwrap_or(old.burst);
+        let in_hand = if old.unlimited() {
+            i128::from(burst)
+        } else {
+            old.level(spent, now)
+                .min(old.burst.into())
+                .min(burst.into())
+        };
+        let new = Config {
+            t0: now,
+            v0: spent.wrapping_add(in_hand as i64 as u64),
+            rate,
+            burst,
+            paused: change.paused.unwrap_or(old.paused),
+        };
+        let next = generation.wrapping_add(if took_over { 2 } else { 1 });
+        let slot = &self.cell.slots[next as usize % SLOTS];
+        let still_ours = || self.cell.claim.load(Ordering::Acquire) == token;
+        if !still_ours() {
+            return false;
+        }
+        slot.stamp
+            .store(WRITING | u64::from(next), Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (field, value) in [
+            (&slot.t0, new.t0),
+            (&slot.v0, new.v0),
+            (&slot.rate, new.rate),
+            (&slot.burst, new.burst),
+            (&slot.paused, new.paused.into()),
+        ] {
+            // Narrows the window in which a writer whose claim was taken
+            // over could still write to a slot someone else now fills.
+            if !still_ours() {
+                return false;
+            }
+            field.store(value, Ordering::Relaxed);
+        }
+        slot.stamp.store(u64::from(next), Ordering::Release);
+        self.cell
+            .generation
+            .compare_exchange(generation, next, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Takes the writers' claim, waiting while another writer holds it.
+    /// Returns its token and whether it was taken over from a writer that
+    /// held it too long.
+    fn claim(&self) -> (u64, bool) {
+        loop {
+            let now = self.clock.now();
+            let token = now | 1;
+            let held = self.cell.claim.load(Ordering::Acquire);
+            let stale = held != 0 && now.saturating_sub(held) > CLAIM_TIMEOUT_NS;
+            if (held == 0 || stale)
+                && self
+                    .cell
+                    .claim
+                    .compare_exchange(held, token, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return (token, stale);
+            }
+            crate::atomics::back_off();
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! How much moves at once: the chunk every mode takes from its input, pays
+//! for and passes on, sized by the rate.
+
+use shape_bucket::Limit;
+
+/// The largest chunk: big enough that per-chunk costs vanish at any rate,
+/// small enough that a chunk never lingers.
+pub const MAX_CHUNK: usize = 128 * 1024;
+
+/// The bytes of one chunk at `limit`: about a millisecond's worth, at least
+/// one byte, at most [`MAX_CHUNK`] and at most half the burst. Half, so that
+/// the chunk paid ahead and the one being written fit in the burst together
+/// and a small burst at a high rate is not exceeded downstream.
+pub fn chunk_size(limit: Limit, burst: u64) -> usize {
+    let chunk = match limit {
+        Limit::Unlimited => MAX_CHUNK,
+        Limit::Rate(rate) => (rate.bytes_per_sec() / 1000.0).clamp(1.0, MAX_CHUNK as f64) as usize,
+    };
+    chunk.min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_follow_the_rate_within_bounds() {
+        assert_eq!(chunk_size(Limit::Unlimited, 1 << 30), MAX_CHUNK);
+        assert_eq!(chunk_size(Limit::per_second(4096), 1 << 20), 4);
+        assert_eq!(chunk_size(Limit::per_second(1), 1 << 20), 1);
+        assert_eq!(chunk_size(Limit::per_second(1 << 20), 1 << 20), 1048);
+        assert_eq!(chunk_size(Limit::per_second(200 << 20), 1 << 30), MAX_CHUNK);
+        assert_eq!(chunk_size(Limit::per_second(200 << 20), 1000), 500);
+        assert_eq!(chunk_size(Limit::per_second(200 << 20), 1), 1);
+    }
+}

@@ -1,0 +1,289 @@
+//! The command line: every flag, its help text and its value parser
+//! ([`values`]), the one-line usage errors ([`usage`]), and the man page
+//! and completions generated from the same definition ([`generate`]).
+//! Parsing only; what the flags do lives in [`crate::mode`].
+
+pub mod generate;
+pub mod usage;
+mod values;
+
+use crate::control::Schedule;
+use crate::net::Address;
+use crate::progress::ProgressMode;
+use crate::slowlink::SlowLink;
+use clap::{Parser, ValueEnum};
+use shape_bucket::Limit;
+use shape_bucket::units::Size;
+use std::path::PathBuf;
+use std::time::Duration;
+use values::{parse_burst, parse_interval, parse_max_buffer, parse_share_name};
+
+const EXAMPLES: &str = "\
+Examples:
+  cat big.iso | shape --rate 5MiB --burst 20MiB | nc host 9000
+  shape --rate 40Mbit backup.tar > /mnt/slow/backup.tar
+  shape -L 1m < in > out
+  curl -s \"$url\" | shape -r 200k --progress json 2>progress.log > page.html
+  shape --remote 4242 --rate 10MiB      # speed up the shape running as 4242
+  shape --schedule \"0s=1MiB, 30s=100k\" < in > out   # a link that degrades
+  shape --listen :8080 --connect localhost:80 --rate 1MiB --delay 50ms   # a slow link
+
+Units: K M G T and KiB MiB GiB TiB are powers of 1024; KB MB GB TB are
+powers of 1000; kbit Mbit Gbit and kbps Mbps Gbps are bits per second,
+powers of 1000. '/s' may follow; fractions work (1.5MiB).
+
+Signals: SIGHUP rereads --rate-file; SIGUSR1 prints a status line;
+SIGUSR2 is how 'shape --remote PID' reaches a running shape; SIGINT and
+SIGTERM stop it (what was written stays written).
+
+Exit status: 0 success, 1 an input or output failed (or --remote found no
+shape, or no answer), 2 bad usage, 141 (SIGPIPE) when the reader downstream
+went away, 130 on Ctrl-C (SIGINT), 143 on SIGTERM.";
+
+/// Passes a byte stream through at a controlled rate.
+///
+/// shape copies its inputs to standard output, paying one token per byte
+/// from a token bucket that refills at RATE and holds at most BURST. Reads
+/// are paced by the tokens, so the producer upstream feels the limit too.
+// Values may start with '-', so that '--rate -1' is refused as a bad rate
+// rather than as an unknown flag that names neither.
+#[derive(Debug, Parser)]
+#[command(name = "shape", version, after_help = EXAMPLES, max_term_width = 100)]
+pub struct Cli {
+    /// Inputs, read in order; '-' is standard input. None means standard
+    /// input. A missing or unreadable file is reported and skipped, and the
+    /// exit status is then 1.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Bytes per second, or 'unlimited' (the default: shape is then a
+    /// progress pipe).
+    ///
+    /// A plain number is bytes; K M G T and KiB MiB GiB TiB are powers of
+    /// 1024 (as in pv); KB MB GB TB are powers of 1000; kbit Mbit Gbit and
+    /// kbps Mbps Gbps are bits per second, powers of 1000. An optional '/s'
+    /// is accepted and fractions work: 5MiB, 1.5M/s, 40Mbit, 100kbps.
+    #[arg(
+        short,
+        long,
+        visible_short_alias = 'L',
+        value_name = "RATE",
+        allow_hyphen_values = true
+    )]
+    pub rate: Option<Limit>,
+
+    /// The bucket's depth: the most that may pass at once after a pause.
+    ///
+    /// Defaults to a tenth of a second at the rate (at least one byte). The
+    /// bucket starts full.
+    #[arg(short, long, value_name = "SIZE", value_parser = parse_burst, allow_hyphen_values = true)]
+    pub burst: Option<Size>,
+
+    /// The expected total, for the percentage and ETA when reading standard
+    /// input (the size of files is known).
+    #[arg(short, long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub size: Option<Size>,
+
+    /// Forward at most SIZE bytes, then exit successfully.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub stop_after: Option<Size>,
+
+    /// Print nothing on standard error but errors (no progress, no stats).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// How to show progress on standard error. It never touches standard
+    /// output and never slows the copy.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+
+    /// How often progress is shown: '500ms', '2s', or plain seconds ('0.5').
+    /// Defaults to 1s for json and 0.1s for the bar.
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, allow_hyphen_values = true)]
+    pub interval: Option<Duration>,
+
+    /// Print a one-line summary on standard error at the end: bytes,
+    /// elapsed time, the average rate since the start, and the limit and
+    /// burst (a full bucket at the start lifts a short run's average above
+    /// the limit).
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Read the rate (and optionally the burst) from FILE: 'RATE [BURST]'
+    /// on its first line that is not a '#' comment. Read at start and again
+    /// on SIGHUP; a bad file then leaves the settings as they were.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "schedule"])]
+    pub rate_file: Option<PathBuf>,
+
+    /// Follow a timetable of rates from the start of the transfer, e.g.
+    /// "0s=1MiB, 30s=10MiB, 2m=unlimited" (humantime offsets, increasing).
+    #[arg(
+        long,
+        value_name = "TIMETABLE",
+        conflicts_with = "rate",
+        allow_hyphen_values = true
+    )]
+    pub schedule: Option<Schedule>,
+
+    /// Read from one connection accepted on ADDR instead of standard input:
+    /// host:port, :port (every interface), [::1]:port or unix:PATH; port 0
+    /// takes any free port. shape says where it listens on standard error
+    /// ('shape: listening on 127.0.0.1:41234'), accepts one connection,
+    /// reads it to its end, and exits. With --connect too, shape is a
+    /// proxy: every connection accepted is forwarded to the --connect
+    /// address, both directions shaped.
+    #[arg(long, value_name = "ADDR", conflicts_with = "files")]
+    pub listen: Option<Address>,
+
+    /// Proxy: the rate from clients to the server (default: --rate).
+    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
+    pub rate_up: Option<Limit>,
+
+    /// Proxy: the rate from the server to clients (default: --rate).
+    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
+    pub rate_down: Option<Limit>,
+
+    /// Proxy: give each connection its own limits instead of all sharing
+    /// one per direction.
+    #[arg(long, requires_all = ["listen", "connect"])]
+    pub per_connection: bool,
+
+    /// Write to a connection to ADDR instead of standard output (forms as
+    /// for --listen; :port is this machine). At the end of the input shape
+    /// shuts down its sending side and waits for the peer to close, so
+    /// nothing is cut off.
+    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_connect)]
+    pub connect: Option<Address>,
+
+    /// How long --connect keeps trying each address (default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = crate::net::parse_timeout, requires = "connect")]
+    pub connect_timeout: Option<Duration>,
+
+    /// Hold every byte for DURATION before it leaves, like a link with that
+    /// one-way latency: '100ms', '1.5s', up to 1h. In proxy mode each
+    /// direction is delayed, so a round trip takes twice as long.
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true)]
+    pub delay: Option<Duration>,
+
+    /// Vary the delay of each chunk at random, evenly within DURATION
+    /// either way (never below zero). Byte order is kept: a chunk that
+    /// would overtake the one before it leaves right after that one.
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "delay", allow_hyphen_values = true)]
+    pub jitter: Option<Duration>,
+
+    /// The most shape holds at once (in proxy mode, per direction of each
+    /// connection); while it is full, shape stops reading. Defaults to what
+    /// flows at the rate during the delay and jitter, plus the burst: from
+    /// 1 MiB to 64 MiB, and 64 MiB when unlimited. Without --delay, shape
+    /// holds one chunk of at most SIZE.
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_buffer, allow_hyphen_values = true)]
+    pub max_buffer: Option<Size>,
+
+    /// Change the running shape PID (of this user), or every shape on a
+    /// share (share:NAME), instead of copying: with --rate, --burst,
+    /// --pause or --resume. Prints the settings now in force; for a PID,
+    /// after the shape has acknowledged.
+    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "delay", "max_buffer"])]
+    pub remote: Option<RemoteTarget>,
+
+    /// Spend from the bucket of share NAME, with every shape of this user
+    /// that names it: the limit is their total. The first creates it with
+    /// its --rate and --burst; while any shape is on it, later ones use the
+    /// share's settings (and say so if theirs differ).
+    #[arg(long, value_name = "NAME", value_parser = parse_share_name)]
+    pub share: Option<String>,
+
+    /// With --share: print the share's settings and current use, and exit.
+    #[arg(long, requires = "share")]
+    pub status: bool,
+
+    /// With --share: remove the share's file, whatever it holds (a corrupt
+    /// or foreign one too), so that the next shape on it creates it afresh;
+    /// refused while a running shape is on it. Then exit.
+    #[arg(long, requires = "share", conflicts_with = "status")]
+    pub reset: bool,
+
+    /// With --remote: hold the data; nothing flows until --resume.
+    #[arg(long, requires = "remote", conflicts_with = "resume")]
+    pub pause: bool,
+
+    /// With --remote: let data flow again, with no catch-up beyond the
+    /// burst.
+    #[arg(long, requires = "remote")]
+    pub resume: bool,
+
+    /// Print the man page or a shell completion script, and exit.
+    #[arg(long, value_name = "WHAT", value_enum, hide = true)]
+    pub generate: Option<Generated>,
+}
+
+/// What `--remote` changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteTarget {
+    /// The shape running as this PID.
+    Process(u32),
+    /// Every shape on this share.
+    Share(String),
+}
+
+/// What `--generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+impl Cli {
+    /// What --delay, --jitter and --max-buffer ask of the link.
+    pub fn slow_link(&self) -> SlowLink {
+        SlowLink {
+            delay: self.delay.unwrap_or_default(),
+            jitter: self.jitter.unwrap_or_default(),
+            max_buffer: self.max_buffer.map(Size::bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn pv_users_short_flag_sets_the_rate() {
+        let cli = Cli::try_parse_from(["shape", "-L", "1m"]).unwrap();
+        assert_eq!(cli.rate, Some("1MiB".parse().unwrap()));
+    }
+
+    #[test]
+    fn files_and_dash_are_inputs_in_order() {
+        let cli = Cli::try_parse_from(["shape", "a", "-", "b"]).unwrap();
+        assert_eq!(
+            cli.files,
+            [PathBuf::from("a"), PathBuf::from("-"), PathBuf::from("b")]
+        );
+    }
+
+    #[test]
+    fn jitter_needs_a_delay() {
+        assert!(Cli::try_parse_from(["shape", "--jitter", "10ms"]).is_err());
+        let cli = Cli::try_parse_from(["shape", "--delay", "1s", "--jitter", "10ms"]).unwrap();
+        assert_eq!(cli.slow_link().jitter, Duration::from_millis(10));
+        assert_eq!(cli.slow_link().max_buffer, None);
+    }
+
+    #[test]
+    fn a_zero_burst_is_refused() {
+        assert!(Cli::try_parse_from(["shape", "--burst", "0"]).is_err());
+        assert!(Cli::try_parse_from(["shape", "--burst", "1"]).is_ok());
+    }
+}

@@ -1,0 +1,53 @@
+//! What a command line that clap refused becomes: help and version on
+//! standard output with status 0, anything else one line naming the flag
+//! and the value, with status 2.
+
+use crate::exit::Exit;
+use crate::message::escape_controls;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+
+/// Prints what `err` calls for, and returns the exit status.
+pub fn report(err: &clap::Error) -> Exit {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        let _ = err.print();
+        return Exit::Success;
+    }
+    eprintln!("shape: {}", message(err));
+    Exit::Usage
+}
+
+/// The one line a usage error prints. Control characters are escaped, so
+/// that a newline in a bad value cannot break the line.
+fn message(err: &clap::Error) -> String {
+    let context = |kind| match err.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.clone()),
+        _ => None,
+    };
+    if let (Some(arg), Some(value)) = (
+        context(ContextKind::InvalidArg),
+        context(ContextKind::InvalidValue),
+    ) {
+        let why = match err.kind() {
+            ErrorKind::ValueValidation => std::error::Error::source(err).map(|e| e.to_string()),
+            _ => match err.get(ContextKind::ValidValue) {
+                Some(ContextValue::Strings(valid)) => {
+                    Some(format!("expected one of {}", valid.join(", ")))
+                }
+                _ => None,
+            },
+        };
+        let why = why.map(|why| format!(": {why}")).unwrap_or_default();
+        return escape_controls(&format!("invalid value '{value}' for '{arg}'{why}"));
+    }
+    if let (ErrorKind::MissingRequiredArgument, Some(ContextValue::Strings(missing))) =
+        (err.kind(), err.get(ContextKind::InvalidArg))
+    {
+        return format!("{} must be given too", missing.join(" and "));
+    }
+    let rendered = err.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid usage");
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}

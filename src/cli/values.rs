@@ -1,0 +1,93 @@
+//! The value parsers of flags whose values are not a type's own `FromStr`
+//! (rates, sizes, addresses and timetables parse themselves).
+
+use super::RemoteTarget;
+use crate::control::share;
+use crate::duration::{self, Span};
+use shape_bucket::MAX_BURST;
+use shape_bucket::units::{SIZE_EXAMPLES, Size};
+use std::time::Duration;
+
+/// Parses `--interval`: a duration from 10ms to 1h, or plain seconds.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    duration::parse(
+        text,
+        &Span {
+            least: Duration::from_millis(10),
+            most: Duration::from_secs(3600),
+            plain_seconds: true,
+            examples: "e.g. 100ms, 0.5, 2s, 1m",
+        },
+    )
+}
+
+/// Parses `--share`: a share name.
+pub fn parse_share_name(text: &str) -> Result<String, String> {
+    share::check_name(text)
+}
+
+impl std::str::FromStr for RemoteTarget {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.strip_prefix("share:") {
+            Some(name) => share::check_name(name).map(RemoteTarget::Share),
+            None => text
+                .parse::<u32>()
+                .ok()
+                .filter(|&pid| pid > 0 && pid <= i32::MAX as u32)
+                .map(RemoteTarget::Process)
+                .ok_or_else(|| "expected a process ID or share:NAME".into()),
+        }
+    }
+}
+
+/// A burst is a size of at least one byte.
+pub fn parse_burst(text: &str) -> Result<Size, String> {
+    at_least_a_byte(text, "burst")
+}
+
+/// So is the largest buffer.
+pub fn parse_max_buffer(text: &str) -> Result<Size, String> {
+    at_least_a_byte(text, "buffer")
+}
+
+fn at_least_a_byte(text: &str, what: &str) -> Result<Size, String> {
+    match text.parse::<Size>()? {
+        Size(0) => Err(format!(
+            "{what} must be at least 1 byte ({})",
+            SIZE_EXAMPLES
+        )),
+        Size(bytes) if bytes > MAX_BURST => Err(format!("{what} must be at most 4 EiB")),
+        size => Ok(size),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_parse_in_both_forms() {
+        assert_eq!(parse_interval("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_interval("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_interval("1m"), Ok(Duration::from_secs(60)));
+        for bad in [
+            "",
+            "0",
+            "0s",
+            "5ms",
+            "2h",
+            "-1",
+            "1e3",
+            "soon",
+            "1.2.3",
+            "nan",
+            "inf",
+            "1 fortnight",
+        ] {
+            assert!(parse_interval(bad).unwrap_err().contains("e.g."), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Everything that changes a running shape, and everything shapes share:
+//! the private control directory ([`dir`]), the messages of
+//! `shape --remote` ([`protocol`], [`messages`]), the [`Adjuster`] that
+//! applies every change, the signals and timetables that drive it
+//! ([`signals`], [`schedule`], [`running`]), and limits shared between
+//! processes ([`share`]).
+//!
+//! Messages and shares are files in a directory only the user can enter
+//! (`$XDG_RUNTIME_DIR/shape`, or `/tmp/shape-UID`, mode 0700): checked
+//! before use, opened relative to it without following links, created
+//! whole or not at all, so nobody can plant or redirect one.
+
+mod adjuster;
+mod dir;
+mod messages;
+mod protocol;
+mod running;
+mod schedule;
+pub mod share;
+mod signals;
+
+pub use adjuster::{Adjuster, default_burst};
+pub use dir::{ControlDir, Registration};
+pub use protocol::{Request, Settings, apply};
+pub use running::{Run, follow, start};
+pub use schedule::{RateFile, Schedule};
+pub use share::Bucket;

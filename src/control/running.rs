@@ -1,0 +1,187 @@
+//! Wires a running shape to what may change it while it runs: remote
+//! control messages, SIGHUP and the rate file, SIGUSR1 status lines, and
+//! the timetable.
+
+use super::adjuster::Adjuster;
+use super::dir::{ControlDir, Registration};
+use super::protocol::Request;
+use super::schedule::{RateFile, Schedule};
+use super::signals::{Handlers, answer};
+use crate::lock::lock;
+use crate::progress::Printer;
+use shape_bucket::units::{human_bytes, human_rate};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What the live controls need to know of the run.
+pub struct Run {
+    pub adjuster: Arc<Adjuster>,
+    pub forwarded: Arc<AtomicU64>,
+    pub started: Instant,
+    pub printer: Printer,
+    pub rate_file: Option<PathBuf>,
+}
+
+/// Starts answering signals and remote control for `run`, registered as
+/// spending from `share` if it does. The result
+/// keeps the registration for remote control; drop it at the end. If the
+/// control directory is unusable, says why once (unless `quiet`) and runs
+/// without remote control.
+pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<Registration>> {
+    let pid = std::process::id();
+    let control = match ControlDir::open() {
+        Ok(dir) => Some(Arc::new(dir)),
+        Err(err) => {
+            if !quiet {
+                run.printer
+                    .line(&format!("shape: remote control is off: {err}"));
+            }
+            None
+        }
+    };
+    let Run {
+        adjuster,
+        forwarded,
+        started,
+        printer,
+        rate_file,
+    } = run;
+    let last_status = Mutex::new((started, 0u64));
+    let handlers = Handlers {
+        reload: rate_file.map(|path| {
+            let (adjuster, printer) = (adjuster.clone(), printer.clone());
+            Box::new(move || {
+                let applied = RateFile::load(&path).and_then(|file| {
+                    adjuster
+                        .apply(&Request {
+                            limit: Some(file.limit),
+                            burst: file.burst,
+                            paused: None,
+                        })
+                        .map_err(|err| err.to_string())
+                });
+                if let Err(why) = applied {
+                    printer.line(&format!(
+                        "shape: {}: {why}; settings unchanged",
+                        path.display()
+                    ));
+                }
+            }) as Box<dyn Fn() + Send>
+        }),
+        status: {
+            let (adjuster, printer) = (adjuster.clone(), printer.clone());
+            Box::new(move || {
+                let now = Instant::now();
+                let bytes = forwarded.load(Ordering::Relaxed);
+                let mut last = lock(&last_status);
+                let line = status_line(
+                    bytes,
+                    now - started,
+                    bytes - last.1,
+                    now - last.0,
+                    &adjuster.describe(),
+                );
+                *last = (now, bytes);
+                printer.line(&line);
+            })
+        },
+        control: {
+            let control = control.clone();
+            Box::new(move || {
+                if let Some(dir) = &control {
+                    let apply =
+                        |request: &Request| adjuster.apply(request).map_err(|err| err.to_string());
+                    for refusal in dir.serve(pid, &apply, &|| adjuster.settings()) {
+                        printer.line(&format!("shape: {refusal}"));
+                    }
+                }
+            })
+        },
+        before_exit: {
+            let control = control.clone();
+            Box::new(move || {
+                if let Some(dir) = &control {
+                    dir.unregister(pid);
+                }
+            })
+        },
+    };
+    // Answer first, publish second: a remote that finds the registration
+    // sends SIGUSR2, whose default action would end the process.
+    answer(handlers)?;
+    let registration = match &control {
+        Some(dir) => Some(dir.register(pid, share.as_deref())?),
+        None => None,
+    };
+    Ok(registration)
+}
+
+/// Follows `schedule` from `started` on a thread of its own; entries at
+/// offset zero are applied before this returns.
+pub fn follow(schedule: Schedule, adjuster: Arc<Adjuster>, started: Instant) {
+    let (now, later): (Vec<_>, Vec<_>) = schedule
+        .0
+        .into_iter()
+        .partition(|(offset, _)| offset.is_zero());
+    for (_, limit) in now {
+        adjuster.set_limit(limit);
+    }
+    std::thread::spawn(move || {
+        for (offset, limit) in later {
+            std::thread::sleep((started + offset).saturating_duration_since(Instant::now()));
+            adjuster.set_limit(limit);
+        }
+    });
+}
+
+/// The SIGUSR1 line: bytes so far, time so far, the rate since the last
+/// such line (or the start), and the settings.
+fn status_line(
+    bytes: u64,
+    elapsed: std::time::Duration,
+    recent: u64,
+    over: std::time::Duration,
+    settings: &str,
+) -> String {
+    let rate = if over.is_zero() {
+        0.0
+    } else {
+        recent as f64 / over.as_secs_f64()
+    };
+    format!(
+        "shape: {bytes} bytes ({}) in {:.3} s, {}/s now; {settings}",
+        human_bytes(bytes),
+        elapsed.as_secs_f64(),
+        human_rate(rate)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Settings;
+    use shape_bucket::Limit;
+    use std::time::Duration;
+
+    #[test]
+    fn status_lines_say_bytes_time_rate_and_settings() {
+        let settings = Settings {
+            limit: Limit::per_second(1 << 20),
+            burst: 102_400,
+            paused: false,
+        };
+        assert_eq!(
+            status_line(
+                3 << 20,
+                Duration::from_secs(3),
+                1 << 20,
+                Duration::from_secs(1),
+                &settings.to_string()
+            ),
+            "shape: 3145728 bytes (3.00 MiB) in 3.000 s, 1.00 MiB/s now; rate 1.00 MiB/s, burst 100.00 KiB"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The share file's layout and its mapping into memory: a versioned
+//! `#[repr(C)]` header (magic, version, sizes) followed by the bucket's
+//! cell on cache lines of its own. Also the bucket of a running shape,
+//! whose cell is its own or a share's.
+
+use rustix::mm::{MapFlags, ProtFlags};
+use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
+use std::ops::Deref;
+use std::os::fd::AsFd;
+use std::ptr::NonNull;
+
+/// The first bytes of every share file.
+pub(super) const MAGIC: [u8; 8] = *b"SHAPEBKT";
+/// The layout this shape reads and writes.
+pub(super) const VERSION: u32 = 1;
+/// Where the cell starts: the header has the first cache line to itself.
+pub(super) const CELL_OFFSET: usize = 64;
+/// The size of a share file: one page.
+pub(super) const FILE_SIZE: usize = 4096;
+
+/// The header at the start of a share file.
+#[repr(C)]
+pub(super) struct Header {
+    pub(super) magic: [u8; 8],
+    pub(super) version: u32,
+    pub(super) header_size: u32,
+    pub(super) cell_offset: u32,
+    pub(super) cell_size: u32,
+    pub(super) file_size: u64,
+}
+
+const _: () = assert!(size_of::<Header>() <= CELL_OFFSET);
+const _: () = assert!(CELL_OFFSET + size_of::<BucketCell>() <= FILE_SIZE);
+const _: () = assert!(CELL_OFFSET % align_of::<BucketCell>() == 0);
+
+impl Header {
+    pub(super) fn expected() -> Header {
+        Header {
+            magic: MAGIC,
+            version: VERSION,
+            header_size: size_of::<Header>() as u32,
+            cell_offset: CELL_OFFSET as u32,
+            cell_size: size_of::<BucketCell>() as u32,
+            file_size: FILE_SIZE as u64,
+        }
+    }
+}
+
+/// The bucket of a running shape: its own, or a share's.
+pub type Bucket = TokenBucket<MonotonicClock, Cell>;
+
+/// Where a bucket's cell lives.
+pub enum Cell {
+    /// In this process only.
+    Own(Box<BucketCell>),
+    /// In a share file mapped into this process.
+    Shared(Mapping),
+}
+
+impl Deref for Cell {
+    type Target = BucketCell;
+    fn deref(&self) -> &BucketCell {
+        match self {
+            Cell::Own(cell) => cell,
+            Cell::Shared(mapping) => mapping.cell(),
+        }
+    }
+}
+
+/// A bucket of this process's own.
+pub fn own(limit: Limit, burst: u64) -> Result<Bucket, InvalidBurst> {
+    let cell = BucketCell::new(limit, burst, Fill::Full, MonotonicClock.now())?;
+    Ok(TokenBucket::from_cell(
+        Cell::Own(Box::new(cell)),
+        MonotonicClock,
+    ))
+}
+
+/// A share file mapped into memory.
+pub struct Mapping {
+    base: NonNull<u8>,
+}
+
+// SAFETY: the mapping is only ever accessed through the atomics of the
+// cell (and the header, read once and never written after creation), so
+// sharing it between threads is as safe as sharing the atomics.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps the whole of `fd`, which is at least `FILE_SIZE` bytes.
+    pub(super) fn map(fd: impl AsFd) -> rustix::io::Result<Mapping> {
+        // SAFETY: a fresh shared mapping of a file of FILE_SIZE bytes, at an
+        // address the kernel picks; nothing else in this process refers to
+        // that memory.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                FILE_SIZE,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )?
+        };
+        Ok(Mapping {
+            base: NonNull::new(base.cast()).expect("mmap never returns null on success"),
+        })
+    }
+
+    pub(super) fn header(&self) -> &Header {
+        // SAFETY: the mapping is page-aligned and FILE_SIZE bytes long, and
+        // Header is plain old data valid for any bit pattern.
+        unsafe { &*self.base.as_ptr().cast::<Header>() }
+    }
+
+    pub(super) fn cell(&self) -> &BucketCell {
+        // SAFETY: CELL_OFFSET is aligned for BucketCell and the cell fits
+        // in the mapping (checked at compile time above); BucketCell is
+        // made of atomics only, valid for any bit pattern, and a cell found
+        // in a file is checked with `is_sound` before any bucket uses it.
+        unsafe { &*self.base.as_ptr().add(CELL_OFFSET).cast::<BucketCell>() }
+    }
+
+    /// Fills a fresh mapping with the header and `cell`.
+    pub(super) fn fill(&mut self, cell: BucketCell) {
+        // SAFETY: as in `header` and `cell`; the file was just created by
+        // this process and is not yet visible under its name, so nothing
+        // else reads it while it is written.
+        unsafe {
+            self.base
+                .as_ptr()
+                .cast::<Header>()
+                .write(Header::expected());
+            self.base
+                .as_ptr()
+                .add(CELL_OFFSET)
+                .cast::<BucketCell>()
+                .write(cell);
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by `map` with this length, and no
+        // reference into it outlives the Mapping that hands them out.
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), FILE_SIZE) };
+    }
+}

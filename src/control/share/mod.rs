@@ -1,0 +1,356 @@
+//! One limit shared by many processes: every shape of the user that names
+//! the same share (`--share NAME`) spends from one bucket, kept in a small
+//! file `NAME.share` in the private control directory and mapped into each
+//! process ([`mapping`] says how the file is laid out).
+//!
+//! A share file is created whole or not at all, so two processes racing to
+//! create it agree on one. A file that is too short, of another version,
+//! not built as expected, corrupt, a link, open to others or another
+//! user's is refused with a message that names the file and the remedy,
+//! never read blindly. The bucket is lock-free: a participant killed at any
+//! instant never blocks the others.
+
+mod mapping;
+
+pub use mapping::{Bucket, Cell, own};
+
+use super::dir::{ControlDir, Unfit, check_own};
+use super::protocol::Settings;
+use mapping::{FILE_SIZE, Header, MAGIC, Mapping, VERSION};
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+use shape_bucket::{BucketCell, Clock, Fill, Limit, MonotonicClock, TokenBucket};
+use std::io;
+
+/// Why a share could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("share {name}: {why}")]
+pub struct ShareError {
+    name: String,
+    why: String,
+}
+
+impl ShareError {
+    fn new(name: &str, why: impl Into<String>) -> ShareError {
+        ShareError {
+            name: name.to_string(),
+            why: why.into(),
+        }
+    }
+
+    /// A share file that cannot be used as it is: the message names the
+    /// file and the way out.
+    fn unusable(dir: &ControlDir, name: &str, refusal: Refusal) -> ShareError {
+        let path = dir.path().join(file_name(name));
+        let why = match refusal {
+            Refusal::Missing | Refusal::System(_) => refusal.to_string(),
+            refusal => format!(
+                "{} {refusal}; remove it with 'shape --share {name} --reset'",
+                path.display()
+            ),
+        };
+        ShareError::new(name, why)
+    }
+}
+
+/// Checks a share name: letters, digits, `.`, `_` and `-`, not starting
+/// with a dot, at most 64 characters.
+pub fn check_name(name: &str) -> Result<String, String> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if valid {
+        Ok(name.to_string())
+    } else {
+        Err(
+            "a share name is 1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
+                .into(),
+        )
+    }
+}
+
+/// Whether [`open`] made the share or found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opened {
+    Created,
+    Attached,
+}
+
+/// Opens share `name` in `dir`, creating it with `limit` and `burst` if it
+/// does not exist yet.
+pub fn open(
+    dir: &ControlDir,
+    name: &str,
+    limit: Limit,
+    burst: u64,
+) -> Result<(Bucket, Opened), ShareError> {
+    let file = file_name(name);
+    loop {
+        match attach(dir, &file) {
+            Ok(mapping) => {
+                return Ok((
+                    TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
+                    Opened::Attached,
+                ));
+            }
+            Err(Refusal::Missing) => {}
+            Err(refusal) => return Err(ShareError::unusable(dir, name, refusal)),
+        }
+        match create(dir, &file, limit, burst) {
+            Ok(mapping) => {
+                return Ok((
+                    TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
+                    Opened::Created,
+                ));
+            }
+            // Another process created it first: attach to theirs.
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(ShareError::new(name, err.to_string())),
+        }
+    }
+}
+
+/// Opens share `name` for a shape about to spend from it, with `limit` and
+/// `burst` if it creates it. A share that others are on keeps its settings:
+/// if `settings_given` and they differ, the notice returned says so. A
+/// share nobody is on any more starts afresh with these settings.
+pub fn join(
+    dir: &ControlDir,
+    name: &str,
+    limit: Limit,
+    burst: u64,
+    settings_given: bool,
+) -> Result<(Bucket, Option<String>), ShareError> {
+    let (bucket, opened) = open(dir, name, limit, burst)?;
+    let differs = bucket.limit() != limit || bucket.burst() != burst;
+    if opened == Opened::Created || !settings_given || !differs {
+        return Ok((bucket, None));
+    }
+    if dir.spenders(name) == 0 {
+        // A share left by shapes that have all ended.
+        bucket
+            .set(limit, burst)
+            .map_err(|err| ShareError::new(name, err.to_string()))?;
+        return Ok((bucket, None));
+    }
+    let notice = format!(
+        "share {name} is at {}; using that (change it with --remote share:{name})",
+        Settings::of(&bucket)
+    );
+    Ok((bucket, Some(notice)))
+}
+
+/// Opens share `name` only if it exists.
+pub fn find(dir: &ControlDir, name: &str) -> Result<Bucket, ShareError> {
+    attach(dir, &file_name(name))
+        .map(|mapping| TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock))
+        .map_err(|refusal| ShareError::unusable(dir, name, refusal))
+}
+
+/// Removes share `name`'s file, whatever it holds, so that the next shape
+/// on the share creates it afresh; refused while a running shape is on it.
+/// Returns whether there was a file to remove.
+pub fn reset(dir: &ControlDir, name: &str) -> Result<bool, ShareError> {
+    match dir.spenders(name) {
+        0 => {}
+        1 => {
+            return Err(ShareError::new(
+                name,
+                "a running shape is on it; stop it first",
+            ));
+        }
+        n => {
+            return Err(ShareError::new(
+                name,
+                format!("{n} running shapes are on it; stop them first"),
+            ));
+        }
+    }
+    match rustix::fs::unlinkat(
+        dir.fd(),
+        file_name(name).as_str(),
+        rustix::fs::AtFlags::empty(),
+    ) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(err) => Err(ShareError::new(
+            name,
+            format!("{}: {err}", dir.path().join(file_name(name)).display()),
+        )),
+    }
+}
+
+/// The file that holds share `name`, in the control directory.
+fn file_name(name: &str) -> String {
+    format!("{name}.share")
+}
+
+/// Why a share file was not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Refusal {
+    #[error("no such share")]
+    Missing,
+    #[error("{0}")]
+    Unfit(Unfit),
+    #[error("is too short (a share file is {FILE_SIZE} bytes)")]
+    TooShort,
+    #[error("is not a shape share file")]
+    NotAShare,
+    #[error("is of another version (this shape reads version {VERSION})")]
+    OtherVersion,
+    #[error("has a header that does not match this shape's layout")]
+    OtherLayout,
+    #[error("holds a corrupt bucket")]
+    Corrupt,
+    #[error("{0}")]
+    System(Errno),
+}
+
+impl From<Errno> for Refusal {
+    fn from(err: Errno) -> Self {
+        match err {
+            Errno::NOENT => Refusal::Missing,
+            Errno::LOOP => Refusal::Unfit(Unfit::Link),
+            err => Refusal::System(err),
+        }
+    }
+}
+
+/// Maps an existing share file after checking it.
+fn attach(dir: &ControlDir, file: &str) -> Result<Mapping, Refusal> {
+    let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir.fd(), file, flags, Mode::empty())?;
+    let stat = rustix::fs::fstat(&fd)?;
+    check_own(&stat, FileType::RegularFile, true).map_err(Refusal::Unfit)?;
+    if (stat.st_size as u64) < FILE_SIZE as u64 {
+        return Err(Refusal::TooShort);
+    }
+    let mapping = Mapping::map(&fd)?;
+    let header = mapping.header();
+    if header.magic != MAGIC {
+        return Err(Refusal::NotAShare);
+    }
+    if header.version != VERSION {
+        return Err(Refusal::OtherVersion);
+    }
+    let layout = |h: &Header| (h.header_size, h.cell_offset, h.cell_size, h.file_size);
+    if layout(header) != layout(&Header::expected()) {
+        return Err(Refusal::OtherLayout);
+    }
+    if !mapping.cell().is_sound() {
+        return Err(Refusal::Corrupt);
+    }
+    Ok(mapping)
+}
+
+/// Builds a share file whole and puts it in place, failing with
+/// `AlreadyExists` if one appeared meanwhile.
+fn create(dir: &ControlDir, file: &str, limit: Limit, burst: u64) -> io::Result<Mapping> {
+    let cell = BucketCell::new(limit, burst, Fill::Full, MonotonicClock.now())
+        .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+    dir.create_with(file, |fd| {
+        rustix::fs::ftruncate(fd, FILE_SIZE as u64)?;
+        let mut mapping = Mapping::map(fd)?;
+        mapping.fill(cell);
+        Ok(mapping)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A control directory of its own, removed with the guard.
+    fn dir() -> (ControlDir, std::path::PathBuf, tempfile::TempDir) {
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("control");
+        (ControlDir::open_at(path.clone()).unwrap(), path, scratch)
+    }
+
+    #[test]
+    fn the_first_creates_and_the_second_attaches_to_the_same_bucket() {
+        let (dir, path, _scratch) = dir();
+        let (first, opened) = open(&dir, "backup", Limit::per_second(8 << 20), 1 << 20).unwrap();
+        assert_eq!(opened, Opened::Created);
+        let (second, opened) = open(&dir, "backup", Limit::per_second(1 << 20), 10).unwrap();
+        assert_eq!(opened, Opened::Attached);
+        assert_eq!(
+            (second.limit(), second.burst()),
+            (Limit::per_second(8 << 20), 1 << 20)
+        );
+        assert_eq!(first.try_acquire(1 << 20), Ok(()));
+        assert!(
+            second.try_acquire(1024).is_err(),
+            "the second sees the first's spending"
+        );
+        second.set_limit(Limit::per_second(2 << 20));
+        assert_eq!(first.limit(), Limit::per_second(2 << 20));
+        let mode = std::fs::metadata(path.join("backup.share"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_their_reason() {
+        let (dir, path, _scratch) = dir();
+        let good = || {
+            let _ = std::fs::remove_file(path.join("s.share"));
+            drop(open(&dir, "s", Limit::per_second(1 << 20), 1000).unwrap());
+            std::fs::read(path.join("s.share")).unwrap()
+        };
+        let refused = |bytes: &[u8]| {
+            std::fs::write(path.join("s.share"), bytes).unwrap();
+            find(&dir, "s").expect_err("refused").why
+        };
+        let bytes = good();
+        assert!(refused(&bytes[..100]).contains("too short"));
+        let mut version = bytes.clone();
+        version[8] = 2;
+        assert!(refused(&version).contains("another version"));
+        let mut magic = bytes.clone();
+        magic[0] = b'X';
+        assert!(refused(&magic).contains("not a shape share file"));
+        let mut layout = bytes.clone();
+        layout[16] = 0xff;
+        assert!(refused(&layout).contains("layout"));
+        let mut corrupt = bytes.clone();
+        corrupt[mapping::CELL_OFFSET + 64..mapping::CELL_OFFSET + 400].fill(0xff);
+        assert!(refused(&corrupt).contains("corrupt"));
+        std::fs::write(path.join("s.share"), &bytes).unwrap();
+        std::fs::set_permissions(path.join("s.share"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        assert!(
+            find(&dir, "s")
+                .err()
+                .unwrap()
+                .why
+                .contains("is open to others")
+        );
+        std::fs::remove_file(path.join("s.share")).unwrap();
+        std::os::unix::fs::symlink(path.join("elsewhere"), path.join("s.share")).unwrap();
+        assert!(find(&dir, "s").err().unwrap().why.contains("symbolic link"));
+        assert!(
+            find(&dir, "none")
+                .err()
+                .unwrap()
+                .why
+                .contains("no such share")
+        );
+    }
+
+    #[test]
+    fn names_are_plain() {
+        for good in ["backup", "crawl-1", "a.b_c"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".hidden", "a/b", "../x", "a b", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Durations as people write them on the command line: humantime's forms
+//! (`500ms`, `1.5s`, `2m`, `1h 30m`), and for some flags plain seconds as
+//! pv takes them (`0.5`). One parser for every flag, each with its range.
+
+use std::time::Duration;
+
+/// What one flag accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    /// The shortest accepted.
+    pub least: Duration,
+    /// The longest accepted.
+    pub most: Duration,
+    /// Whether a bare number counts as seconds; where it does not, a bare
+    /// number other than 0 is refused as ambiguous.
+    pub plain_seconds: bool,
+    /// Examples shown in every error.
+    pub examples: &'static str,
+}
+
+/// Parses `text` as a duration within `span`.
+pub fn parse(text: &str, span: &Span) -> Result<Duration, String> {
+    let text = text.trim();
+    let plain = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let duration = if plain && span.plain_seconds {
+        text.parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("expected a duration ({})", span.examples))?
+    } else {
+        humantime::parse_duration(text).map_err(|e| format!("{e} ({})", span.examples))?
+    };
+    if duration < span.least || duration > span.most {
+        return Err(format!(
+            "must be from {} to {} ({})",
+            humantime::format_duration(span.least),
+            humantime::format_duration(span.most),
+            span.examples
+        ));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPAN: Span = Span {
+        least: Duration::from_millis(10),
+        most: Duration::from_secs(3600),
+        plain_seconds: true,
+        examples: "e.g. 100ms, 0.5, 2s, 1m",
+    };
+
+    #[test]
+    fn humantime_forms_and_plain_seconds_parse() {
+        assert_eq!(parse("100ms", &SPAN), Ok(Duration::from_millis(100)));
+        assert_eq!(parse("0.5", &SPAN), Ok(Duration::from_millis(500)));
+        assert_eq!(parse(" 2s ", &SPAN), Ok(Duration::from_secs(2)));
+        assert_eq!(parse("1h", &SPAN), Ok(Duration::from_secs(3600)));
+        let strict = Span {
+            least: Duration::ZERO,
+            plain_seconds: false,
+            ..SPAN
+        };
+        assert_eq!(parse("0", &strict), Ok(Duration::ZERO));
+        assert!(parse("100", &strict).is_err(), "ms or s?");
+    }
+
+    #[test]
+    fn out_of_range_and_malformed_durations_say_why() {
+        for bad in [
+            "",
+            "0",
+            "0s",
+            "5ms",
+            "2h",
+            "-1",
+            "1e3",
+            "soon",
+            "1.2.3",
+            "nan",
+            "inf",
+            "1 fortnight",
+        ] {
+            assert!(parse(bad, &SPAN).unwrap_err().contains("e.g."), "{bad}");
+        }
+        assert_eq!(
+            parse("2h", &SPAN).unwrap_err(),
+            "must be from 10ms to 1h (e.g. 100ms, 0.5, 2s, 1m)"
+        );
+    }
+}

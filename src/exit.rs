@@ -1,0 +1,41 @@
+//! How shape ends: its exit statuses, in one place.
+//!
+//! Three are shape's own ([`Exit`]); the others are the shell's way of
+//! saying a signal ended it, as for cat and pv: 141 when the reader
+//! downstream went away (SIGPIPE, [`die_of_sigpipe`]), 130 on Ctrl-C and
+//! 143 on SIGTERM (see `control::signals`).
+
+use std::process::ExitCode;
+
+/// shape's own exit statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: everything was copied (or `--stop-after` was reached), or a
+    /// one-off command did what it was asked.
+    Success,
+    /// 1: an input could not be read, the output failed, or a one-off
+    /// command could not do its work (no such shape, no answer, a share
+    /// that cannot be used).
+    Failure,
+    /// 2: bad usage; one line names the flag and the value.
+    Usage,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(match exit {
+            Exit::Success => 0,
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+        })
+    }
+}
+
+/// Ends the process the way cat and pv end when the reader downstream has
+/// gone: killed by SIGPIPE, which the shell reports as status 141. Rust
+/// ignores SIGPIPE, which is why a write returned EPIPE instead.
+pub fn die_of_sigpipe() -> ! {
+    let _ = signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGPIPE);
+    // Only reached if the signal could not be raised.
+    std::process::exit(141)
+}

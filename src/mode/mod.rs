@@ -1,0 +1,84 @@
+//! What shape does, picked from the command line as ripgrep picks its
+//! mode: copy (the default: inputs to standard output or a connection),
+//! proxy (`--listen` with `--connect`), remote (`--remote`), a share's
+//! status or reset, and generate (man page, completions). Each mode runs
+//! to an [`Exit`]; a failure is printed here, once, as one line.
+
+mod copy;
+mod input;
+mod live;
+mod proxy;
+mod remote;
+mod share;
+
+use crate::cli::{Cli, Generated, RemoteTarget};
+use crate::exit::Exit;
+use crate::message::one_line;
+use crate::net::Address;
+use std::io;
+
+/// One thing shape can be asked to do.
+enum Mode<'a> {
+    Generate(Generated),
+    Remote(&'a RemoteTarget),
+    ShareStatus(&'a str),
+    ShareReset(&'a str),
+    Proxy {
+        listen: &'a Address,
+        connect: &'a Address,
+    },
+    Copy,
+}
+
+impl<'a> Mode<'a> {
+    /// The mode `cli` asks for.
+    fn of(cli: &'a Cli) -> Mode<'a> {
+        if let Some(what) = cli.generate {
+            return Mode::Generate(what);
+        }
+        if let Some(target) = &cli.remote {
+            return Mode::Remote(target);
+        }
+        match (&cli.share, cli.status, cli.reset) {
+            (Some(name), true, _) => return Mode::ShareStatus(name),
+            (Some(name), _, true) => return Mode::ShareReset(name),
+            _ => {}
+        }
+        match (&cli.listen, &cli.connect) {
+            (Some(listen), Some(connect)) => Mode::Proxy { listen, connect },
+            _ => Mode::Copy,
+        }
+    }
+}
+
+/// A command line that parsed but asks for something shape cannot do:
+/// said in one line, with status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs what `cli` asks for.
+pub fn run(cli: &Cli) -> Exit {
+    let ran = match Mode::of(cli) {
+        Mode::Generate(what) => crate::cli::generate::write(what, &mut io::stdout().lock())
+            .map(|()| Exit::Success)
+            .map_err(|err| anyhow::Error::from(err).context("write to stdout")),
+        Mode::Remote(target) => remote::run(cli, target),
+        Mode::ShareStatus(name) => share::status(name),
+        Mode::ShareReset(name) => share::reset(name),
+        Mode::Proxy { listen, connect } => proxy::run(cli, listen, connect),
+        Mode::Copy => copy::run(cli),
+    };
+    ran.unwrap_or_else(|err| {
+        eprintln!("shape: {}", one_line(&err));
+        match err.downcast_ref::<UsageError>() {
+            Some(_) => Exit::Usage,
+            None => Exit::Failure,
+        }
+    })
+}
+
+/// Says `err` on standard error, for a failure that does not end the run.
+fn warn(err: &anyhow::Error) {
+    eprintln!("shape: {}", one_line(err));
+}

@@ -1,0 +1,63 @@
+//! Proxy mode (`--listen` with `--connect`): serves connections until
+//! ended by a signal, with the live controls of a copy (`--remote`,
+//! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
+
+use super::UsageError;
+use super::live::{Start, go_live, printer, start_reporter};
+use crate::cli::Cli;
+use crate::control::{Adjuster, default_burst, share};
+use crate::exit::Exit;
+use crate::net::{Address, proxy};
+use anyhow::Context;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+/// Serves until the process is ended; returns only if it cannot serve.
+pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
+    if let Some(flag) = not_for_a_proxy(cli) {
+        return Err(UsageError(format!(
+            "{flag} does not apply to a proxy (--listen with --connect)"
+        ))
+        .into());
+    }
+    let start = Start::of(cli)?;
+    let up = cli.rate_up.unwrap_or(start.limit);
+    let down = cli.rate_down.unwrap_or(start.limit);
+    let burst = |limit| start.burst.unwrap_or_else(|| default_burst(limit));
+    let (up, down) = (
+        Arc::new(share::own(up, burst(up))?),
+        Arc::new(share::own(down, burst(down))?),
+    );
+    let adjuster = Arc::new(Adjuster::over(
+        vec![up.clone(), down],
+        start.burst.is_some(),
+    ));
+    let forwarded = Arc::new(AtomicU64::new(0));
+    let reporter = start_reporter(cli, &forwarded, None, &up);
+    let printer = printer(reporter.as_ref());
+    let (_, _registration) = go_live(cli, adjuster.clone(), &forwarded, printer.clone())?;
+    let shaping = proxy::Shaping {
+        adjuster,
+        per_connection: cli.per_connection,
+        link: cli.slow_link(),
+        forwarded,
+        report: (!cli.quiet).then_some(printer),
+    };
+    proxy::serve(listen, connect, &shaping)
+        .with_context(|| format!("proxy from {listen} to {connect}"))?;
+    Ok(Exit::Success)
+}
+
+/// The first flag given that means nothing to a proxy, which serves until
+/// it is ended and spends from buckets of its own.
+fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
+    [
+        (cli.share.is_some(), "--share"),
+        (cli.stop_after.is_some(), "--stop-after"),
+        (cli.size.is_some(), "--size"),
+        (cli.stats, "--stats"),
+        (cli.connect_timeout.is_some(), "--connect-timeout"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}

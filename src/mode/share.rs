@@ -1,0 +1,36 @@
+//! The one-off commands on a share: `--share NAME --status` and
+//! `--share NAME --reset`.
+
+use crate::control::{ControlDir, Settings, share};
+use crate::exit::Exit;
+use shape_bucket::units::human_rate;
+use std::time::{Duration, Instant};
+
+/// How long `--status` watches the share to say what it spends.
+const WATCH: Duration = Duration::from_millis(500);
+
+/// The share's settings and what its shapes spend together, measured over
+/// half a second.
+pub fn status(name: &str) -> anyhow::Result<Exit> {
+    let bucket = share::find(&ControlDir::open()?, name)?;
+    let (before, started) = (bucket.spent(), Instant::now());
+    std::thread::sleep(WATCH);
+    let used = bucket.spent().wrapping_sub(before) as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "share {name}: {}; in use {}/s; {} bytes in hand",
+        Settings::of(&bucket),
+        human_rate(used),
+        bucket.available()
+    );
+    Ok(Exit::Success)
+}
+
+/// Removes the share's file so that the next shape on it starts it afresh.
+pub fn reset(name: &str) -> anyhow::Result<Exit> {
+    if share::reset(&ControlDir::open()?, name)? {
+        println!("share {name}: removed; the next shape on it starts it afresh");
+    } else {
+        println!("share {name}: there was none; the next shape on it starts it");
+    }
+    Ok(Exit::Success)
+}

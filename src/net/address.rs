@@ -1,0 +1,264 @@
+//! Sockets as input and output: `--listen ADDR` reads one accepted
+//! connection instead of standard input, `--connect ADDR` writes to a
+//! connection instead of standard output. Addresses are `host:port`,
+//! `:port`, `[::1]:port` or `unix:PATH`. A connection becomes a plain
+//! `File` on its descriptor, so the copy loop splices to and from it as
+//! from any other file.
+
+use crate::duration::{self, Span};
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+const EXAMPLES: &str =
+    "e.g. localhost:9000, :9000, 127.0.0.1:9000, [::1]:9000, unix:/tmp/shape.sock";
+
+/// Where to listen or connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// A TCP host (name or address; empty for `:port`) and port.
+    Tcp { host: String, port: u16 },
+    /// A Unix socket path.
+    Unix(PathBuf),
+}
+
+impl FromStr for Address {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            return if path.is_empty() {
+                Err(format!("a unix address needs a path ({EXAMPLES})"))
+            } else {
+                Ok(Address::Unix(PathBuf::from(path)))
+            };
+        }
+        let Some((host, port)) = text.rsplit_once(':') else {
+            return Err(format!("expected HOST:PORT or unix:PATH ({EXAMPLES})"));
+        };
+        let host = match host.strip_prefix('[') {
+            Some(inner) => inner
+                .strip_suffix(']')
+                .filter(|h| h.parse::<std::net::Ipv6Addr>().is_ok())
+                .ok_or_else(|| {
+                    format!("'{host}' is not an IPv6 address in brackets ({EXAMPLES})")
+                })?,
+            None if host.contains(':') => {
+                return Err(format!("an IPv6 address goes in brackets ({EXAMPLES})"));
+            }
+            None => host,
+        };
+        let valid_host = host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b));
+        if !valid_host {
+            return Err(format!(
+                "'{host}' is not a host name or address ({EXAMPLES})"
+            ));
+        }
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| format!("'{port}' is not a port from 0 to 65535 ({EXAMPLES})"))?;
+        Ok(Address::Tcp {
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+/// Parses `--connect`: an address as for `--listen`, but port 0 (any
+/// port, which only listening can ask for) is refused.
+pub fn parse_connect(text: &str) -> Result<Address, String> {
+    match text.parse()? {
+        Address::Tcp { port: 0, .. } => Err(format!(
+            "port 0 means any port, which only --listen can take ({EXAMPLES})"
+        )),
+        address => Ok(address),
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
+            Address::Tcp { host, port } => write!(f, "{host}:{port}"),
+            Address::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+impl Address {
+    /// The socket addresses a TCP address names. An empty host means every
+    /// interface to listen on, or this machine to connect to.
+    fn resolve(host: &str, port: u16, listening: bool) -> io::Result<Vec<SocketAddr>> {
+        let host = match host {
+            "" if listening => "0.0.0.0",
+            "" => "localhost",
+            host => host,
+        };
+        Ok((host, port).to_socket_addrs()?.collect())
+    }
+
+    /// Listens on this address. Port 0 asks the system for a free port;
+    /// [`Listening::local`] says which.
+    pub fn listen(&self) -> io::Result<Listening> {
+        match self {
+            Address::Tcp { host, port } => Ok(Listening::Tcp(TcpListener::bind(&*Self::resolve(
+                host, *port, true,
+            )?)?)),
+            Address::Unix(path) => Ok(Listening::Unix(UnixListener::bind(path)?, path.clone())),
+        }
+    }
+
+    /// The first socket address a TCP address names, to connect to.
+    pub fn resolve_one(&self) -> io::Result<SocketAddr> {
+        let Address::Tcp { host, port } = self else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a TCP address",
+            ));
+        };
+        Self::resolve(host, *port, false)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
+    }
+
+    /// Connects, giving up on each TCP address after `timeout`.
+    pub fn connect(&self, timeout: Duration) -> io::Result<File> {
+        match self {
+            Address::Tcp { host, port } => {
+                let mut last = io::Error::new(io::ErrorKind::NotFound, "no address found");
+                for address in Self::resolve(host, *port, false)? {
+                    match TcpStream::connect_timeout(&address, timeout) {
+                        Ok(stream) => {
+                            let _ = stream.set_nodelay(true);
+                            return Ok(File::from(OwnedFd::from(stream)));
+                        }
+                        Err(err) => last = err,
+                    }
+                }
+                Err(last)
+            }
+            Address::Unix(path) => Ok(File::from(OwnedFd::from(UnixStream::connect(path)?))),
+        }
+    }
+}
+
+/// A socket listening for connections, blocking until one comes.
+pub enum Listening {
+    Tcp(TcpListener),
+    /// A Unix socket and its path.
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listening {
+    /// The address listened on, as `--listen` takes it, with the port the
+    /// system chose if port 0 was asked for.
+    pub fn local(&self) -> String {
+        match self {
+            Listening::Tcp(listener) => listener
+                .local_addr()
+                .map_or_else(|err| err.to_string(), |address| address.to_string()),
+            Listening::Unix(_, path) => format!("unix:{}", path.display()),
+        }
+    }
+
+    /// Accepts one connection, and returns it.
+    pub fn accept_one(self) -> io::Result<File> {
+        match self {
+            Listening::Tcp(listener) => Ok(File::from(OwnedFd::from(listener.accept()?.0))),
+            Listening::Unix(listener, path) => {
+                let accepted = listener.accept();
+                // The path served its purpose once a peer is in.
+                let _ = std::fs::remove_file(path);
+                Ok(File::from(OwnedFd::from(accepted?.0)))
+            }
+        }
+    }
+}
+
+/// Parses `--connect-timeout`: a duration from 1ms to 1h.
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    duration::parse(
+        text,
+        &Span {
+            least: Duration::from_millis(1),
+            most: Duration::from_secs(3600),
+            plain_seconds: false,
+            examples: "e.g. 500ms, 10s, 1m",
+        },
+    )
+}
+
+/// Ends the sending side of `connection` and waits for the peer to close
+/// its side, so that nothing sent is cut off by closing too early. What the
+/// peer sends meanwhile is read and dropped.
+pub fn finish(connection: File) -> io::Result<()> {
+    rustix::net::shutdown(&connection, rustix::net::Shutdown::Write)?;
+    let mut connection = connection;
+    let mut sink = [0u8; 16 * 1024];
+    loop {
+        match connection.read(&mut sink) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_address_form_parses() {
+        let tcp = |host: &str, port| Address::Tcp {
+            host: host.into(),
+            port,
+        };
+        assert_eq!("localhost:9000".parse(), Ok(tcp("localhost", 9000)));
+        assert_eq!(":9000".parse(), Ok(tcp("", 9000)));
+        assert_eq!("127.0.0.1:1".parse(), Ok(tcp("127.0.0.1", 1)));
+        assert_eq!("[::1]:65535".parse(), Ok(tcp("::1", 65535)));
+        assert_eq!("127.0.0.1:0".parse(), Ok(tcp("127.0.0.1", 0)));
+        assert!(
+            parse_connect("127.0.0.1:0")
+                .unwrap_err()
+                .contains("only --listen")
+        );
+        assert_eq!(parse_connect(":1"), Ok(tcp("", 1)));
+        assert_eq!("unix:/tmp/s".parse(), Ok(Address::Unix("/tmp/s".into())));
+        assert_eq!("[::1]:8".parse::<Address>().unwrap().to_string(), "[::1]:8");
+    }
+
+    #[test]
+    fn malformed_addresses_say_why() {
+        for bad in [
+            "",
+            "9000",
+            "host",
+            "host:",
+            "host:65536",
+            "host:http",
+            "::1:80",
+            "[::1:80",
+            "[zz]:80",
+            "unix:",
+            "a b:80",
+            "host:-1",
+        ] {
+            assert!(
+                bad.parse::<Address>().unwrap_err().contains("e.g."),
+                "{bad}"
+            );
+        }
+    }
+}

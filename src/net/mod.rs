@@ -1,0 +1,7 @@
+//! Sockets: addresses to listen on and connect to, one connection as a
+//! copy's input or output ([`address`]), and the shaping [`proxy`].
+
+mod address;
+pub mod proxy;
+
+pub use address::{Address, Listening, finish, parse_connect, parse_timeout};

@@ -1,0 +1,481 @@
+//! The copy loop: take a chunk from the input, pay for it from the bucket,
+//! pass it on.
+//!
+//! shape holds at most one chunk: it takes more from the input only after
+//! the previous chunk is written, so the producer upstream feels the limit
+//! as back-pressure instead of shape reading ahead. The chunk size follows
+//! the rate, so that writes are small enough to flow evenly at low rates and
+//! large enough to be cheap at high ones.
+//!
+//! The chunk waits in a pipe of shape's own (the "hand"), so that both moves
+//! are splice(2) and the bytes never enter user space. Where an input or
+//! the output cannot splice (a terminal, a file opened for appending), the
+//! copy goes through a buffer instead, with read(2) and write(2).
+
+mod delayed;
+mod descriptor;
+mod output;
+mod splice;
+
+pub use delayed::DelayedOutput;
+pub use descriptor::Descriptor;
+pub use output::Output;
+
+use crate::chunk::{MAX_CHUNK, chunk_size};
+use rustix::io::Errno;
+use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
+use splice::{Hand, splice};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a [`Pump::forward`] ended without error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The input reached its end.
+    InputDone,
+    /// `--stop-after` bytes have been forwarded.
+    LimitReached,
+}
+
+/// A failed read or write, kept apart because they end a run differently:
+/// a read fails one input, a write the whole run.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// Reading the input failed.
+    #[error("read: {0}")]
+    Read(#[source] io::Error),
+    /// Writing the output failed.
+    #[error("write: {0}")]
+    Write(#[source] io::Error),
+}
+
+/// Tokens paid for a chunk not yet taken from the input.
+struct Paid {
+    reservation: Reservation,
+    bytes: usize,
+}
+
+/// Forwards inputs through a bucket, counting what passed.
+pub struct Pump<'a, C: Clock, S: Deref<Target = BucketCell> = Box<BucketCell>> {
+    bucket: &'a TokenBucket<C, S>,
+    forwarded: &'a AtomicU64,
+    remaining: Option<u64>,
+    /// `None` once the output has refused splice, or if no pipe could be
+    /// made.
+    hand: Option<Hand>,
+    /// For the buffered path; allocated on first use.
+    buffer: Vec<u8>,
+    /// Tokens already paid for the next chunk.
+    prepaid: Option<Paid>,
+    /// The largest chunk to take, below [`MAX_CHUNK`] to keep within a
+    /// buffer limit.
+    max_chunk: usize,
+}
+
+impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
+    /// A pump paying from `bucket`, adding each chunk to `forwarded`, and
+    /// stopping for good after `stop_after` bytes if given.
+    pub fn new(
+        bucket: &'a TokenBucket<C, S>,
+        forwarded: &'a AtomicU64,
+        stop_after: Option<u64>,
+    ) -> Self {
+        Pump {
+            bucket,
+            forwarded,
+            remaining: stop_after,
+            hand: Hand::new().ok(),
+            buffer: Vec::new(),
+            prepaid: None,
+            max_chunk: MAX_CHUNK,
+        }
+    }
+
+    /// Takes chunks of at most `bytes` (at least one).
+    pub fn with_max_chunk(mut self, bytes: usize) -> Self {
+        self.max_chunk = bytes.clamp(1, MAX_CHUNK);
+        self
+    }
+
+    /// Copies `input` to `output` until the input ends or the stop-after
+    /// budget is spent. Interrupted calls are retried and partial ones
+    /// continued, so no byte is lost or repeated.
+    pub fn forward(&mut self, input: &File, output: &File) -> Result<Ended, CopyError> {
+        if self.hand.is_some() {
+            if let Some(ended) = self.forward_spliced(input, output)? {
+                return Ok(ended);
+            }
+        }
+        self.forward_buffered(&mut Descriptor(input), &mut Descriptor(output))
+    }
+
+    /// Copies `input` into `output`, which is not a file (a delay line), as
+    /// [`Pump::forward`] does.
+    pub fn forward_into(
+        &mut self,
+        input: &File,
+        output: &mut impl Write,
+    ) -> Result<Ended, CopyError> {
+        self.forward_buffered(&mut Descriptor(input), output)
+    }
+
+    /// The size of the next chunk, or `None` once the stop-after budget is
+    /// spent. Follows the limit in force, which may change while running.
+    fn next_chunk(&self) -> Option<usize> {
+        let budget = self.remaining.unwrap_or(u64::MAX);
+        let (limit, burst) = self.bucket.limit_and_burst();
+        let chunk = chunk_size(limit, burst).min(self.max_chunk);
+        (budget > 0).then(|| chunk.min(usize::try_from(budget).unwrap_or(usize::MAX)))
+    }
+
+    /// How much to take from the input next: what is paid ahead, or a
+    /// fresh chunk. `None` once the stop-after budget is spent.
+    fn chunk_to_take(&self) -> Option<usize> {
+        match &self.prepaid {
+            Some(paid) => Some(paid.bytes),
+            None => self.next_chunk(),
+        }
+    }
+
+    /// Waits until `taken` bytes just taken from the input are paid for,
+    /// then pays ahead for the next chunk.
+    ///
+    /// Paying ahead, before this chunk is written, keeps the bucket filling
+    /// towards the next chunk while the write blocks: otherwise a write
+    /// slower than the burst lasts would let tokens overflow and be lost,
+    /// and a small burst at a high rate would fall short of the rate. The
+    /// price: after the input stalls, the chunk paid ahead can go out on top
+    /// of a full burst, so the most that passes at once is the burst plus
+    /// one chunk (a millisecond's worth, at most 128 KiB and half the
+    /// burst).
+    fn pay_for(&mut self, taken: usize) {
+        let reservation = match self.prepaid.take() {
+            Some(mut paid) => {
+                self.bucket
+                    .give_back(&mut paid.reservation, (paid.bytes - taken) as u64);
+                paid.reservation
+            }
+            None => self.bucket.reserve(taken as u64),
+        };
+        self.bucket.wait(&reservation);
+        if let Some(left) = &mut self.remaining {
+            *left -= taken as u64;
+        }
+        self.prepaid = self.next_chunk().map(|bytes| Paid {
+            reservation: self.bucket.reserve(bytes as u64),
+            bytes,
+        });
+    }
+
+    /// Gives back every token of `paid`, unused.
+    fn unpay(&self, mut paid: Paid) {
+        self.bucket
+            .give_back(&mut paid.reservation, paid.bytes as u64);
+    }
+
+    /// Gives back what was paid ahead: the input has ended.
+    fn unpay_ahead(&mut self) {
+        if let Some(paid) = self.prepaid.take() {
+            self.unpay(paid);
+        }
+    }
+
+    /// Input to hand to output by splice. `None` when the input cannot be
+    /// spliced from, or the output has just refused to be spliced to: the
+    /// copy then goes on through the buffer.
+    fn forward_spliced(&mut self, input: &File, output: &File) -> Result<Option<Ended>, CopyError> {
+        loop {
+            let Some(want) = self.chunk_to_take() else {
+                return Ok(Some(Ended::LimitReached));
+            };
+            let hand = self.hand.as_ref().expect("only called with a hand");
+            let n = match splice(input, &hand.write, want.min(hand.capacity)) {
+                Ok(0) => {
+                    self.unpay_ahead();
+                    return Ok(Some(Ended::InputDone));
+                }
+                Ok(n) => n,
+                Err(Errno::INVAL) => return Ok(None),
+                Err(err) => return Err(CopyError::Read(err.into())),
+            };
+            self.pay_for(n);
+            let still_splicing = self.pass_on(n, output)?;
+            // Counted whichever way the bytes went out.
+            self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
+            if !still_splicing {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Moves the `n` bytes in the hand to `output`. If the output refuses
+    /// splice, writes them from the buffer, gives up the hand and returns
+    /// false.
+    fn pass_on(&mut self, mut n: usize, output: &File) -> Result<bool, CopyError> {
+        let hand = self.hand.as_ref().expect("only called with a hand");
+        while n > 0 {
+            match splice(&hand.read, output, n) {
+                Ok(moved) => n -= moved,
+                Err(Errno::INVAL) => break,
+                Err(err) => return Err(CopyError::Write(err.into())),
+            }
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+        let hand = self.hand.take().expect("checked above");
+        self.write_from_hand(hand, n, output)?;
+        Ok(false)
+    }
+
+    /// Writes the `n` bytes waiting in `hand` to `output` through the
+    /// buffer.
+    fn write_from_hand(&mut self, hand: Hand, n: usize, output: &File) -> Result<(), CopyError> {
+        let buffer = self.buffer(n);
+        let held = File::from(hand.read);
+        Descriptor(&held)
+            .read_exact(buffer)
+            .map_err(CopyError::Read)?;
+        Descriptor(output)
+            .write_all(buffer)
+            .map_err(CopyError::Write)
+    }
+
+    /// Input to buffer to output by read and write.
+    fn forward_buffered(
+        &mut self,
+        input: &mut impl Read,
+        output: &mut impl Write,
+    ) -> Result<Ended, CopyError> {
+        loop {
+            let Some(want) = self.chunk_to_take() else {
+                return Ok(Ended::LimitReached);
+            };
+            let n = match input.read(self.buffer(want)) {
+                Ok(0) => {
+                    self.unpay_ahead();
+                    return Ok(Ended::InputDone);
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(CopyError::Read(e)),
+            };
+            self.pay_for(n);
+            output
+                .write_all(&self.buffer[..n])
+                .map_err(CopyError::Write)?;
+            self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The first `len` bytes of the buffer, allocating it on first use.
+    fn buffer(&mut self, len: usize) -> &mut [u8] {
+        if self.buffer.is_empty() {
+            self.buffer = vec![0; MAX_CHUNK];
+        }
+        &mut self.buffer[..len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shape_bucket::{FakeClock, Fill, Limit};
+    use std::io::Seek;
+    use std::sync::Arc;
+
+    fn unlimited() -> TokenBucket<FakeClock> {
+        TokenBucket::with_clock(Limit::Unlimited, 10, Fill::Full, FakeClock::new(0)).unwrap()
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        let mut bytes = vec![0; len];
+        fastrand::Rng::with_seed(len as u64).fill(&mut bytes);
+        bytes
+    }
+
+    /// Hands out its data seven bytes at a time, failing with EINTR in
+    /// between.
+    struct Jerky {
+        data: Vec<u8>,
+        at: usize,
+        interrupt: bool,
+    }
+
+    impl Read for Jerky {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.interrupt = !self.interrupt;
+            if self.interrupt {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(self.data.len() - self.at).min(7);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn buffered_every_byte_arrives_once_at_exactly_the_rate() {
+        let clock = Arc::new(FakeClock::new(0));
+        let bucket =
+            TokenBucket::with_clock(Limit::per_second(1000), 10, Fill::Empty, clock.clone())
+                .unwrap();
+        let forwarded = AtomicU64::new(0);
+        let data = data(5000);
+        let mut input = Jerky {
+            data: data.clone(),
+            at: 0,
+            interrupt: false,
+        };
+        let mut output = Vec::new();
+        let ended = Pump::new(&bucket, &forwarded, None)
+            .forward_buffered(&mut input, &mut output)
+            .unwrap();
+        assert_eq!(ended, Ended::InputDone);
+        assert_eq!(output, data);
+        assert_eq!(forwarded.load(Ordering::Relaxed), 5000);
+        assert_eq!(clock.now(), 5_000_000_000);
+    }
+
+    #[test]
+    fn stop_after_ends_mid_input_and_stays_ended() {
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, Some(300_000));
+        let zero = File::open("/dev/zero").unwrap();
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            File::from(read).read_to_end(&mut got).unwrap();
+            got.len()
+        });
+        let output = File::from(write);
+        assert_eq!(pump.forward(&zero, &output).unwrap(), Ended::LimitReached);
+        assert_eq!(pump.forward(&zero, &output).unwrap(), Ended::LimitReached);
+        drop(output);
+        assert_eq!(reader.join().unwrap(), 300_000);
+    }
+
+    /// Copies `data` from a file to a file and returns what the output
+    /// got, and whether the pump still splices.
+    fn through(data: &[u8]) -> (Vec<u8>, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let input_path = dir.path().join("in");
+        std::fs::write(&input_path, data).unwrap();
+        let output_path = dir.path().join("out");
+        let out = File::create(&output_path).unwrap();
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let ended = pump
+            .forward(&File::open(&input_path).unwrap(), &out)
+            .unwrap();
+        assert_eq!(ended, Ended::InputDone);
+        assert_eq!(forwarded.load(Ordering::Relaxed), data.len() as u64);
+        let got = std::fs::read(&output_path).unwrap();
+        (got, pump.hand.is_some())
+    }
+
+    #[test]
+    fn a_file_splices_into_a_file() {
+        let data = data(1_000_003);
+        let (got, spliced) = through(&data);
+        assert!(got == data);
+        assert!(spliced);
+    }
+
+    #[test]
+    fn an_input_that_refuses_splice_is_read_instead() {
+        // procfs files like this one cannot be spliced from.
+        let expected = std::fs::read("/proc/self/cmdline").unwrap();
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            File::from(read).read_to_end(&mut got).unwrap();
+            got
+        });
+        let output = File::from(write);
+        let input = File::open("/proc/self/cmdline").unwrap();
+        assert_eq!(pump.forward(&input, &output).unwrap(), Ended::InputDone);
+        drop(output);
+        assert_eq!(reader.join().unwrap(), expected);
+        assert!(pump.hand.is_some(), "the output can still be spliced to");
+    }
+
+    #[test]
+    fn bytes_in_the_hand_reach_an_output_that_refused_splice() {
+        // Old kernels refuse to splice to terminals and appending files;
+        // what is in the hand then goes out by write.
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let hand = Hand::new().unwrap();
+        let data = data(50_000);
+        File::from(hand.write.try_clone().unwrap())
+            .write_all(&data)
+            .unwrap();
+        let mut output = tempfile::tempfile().unwrap();
+        pump.write_from_hand(hand, data.len(), &output).unwrap();
+        let mut got = Vec::new();
+        output.seek(std::io::SeekFrom::Start(0)).unwrap();
+        output.read_to_end(&mut got).unwrap();
+        assert!(got == data);
+    }
+
+    #[test]
+    fn bytes_written_after_splice_is_refused_are_counted() {
+        // Splice to a file opened for appending fails with EINVAL; the
+        // chunk in hand then goes out by write and must still count.
+        let dir = tempfile::tempdir().unwrap();
+        let data = data(1_000_003);
+        std::fs::write(dir.path().join("in"), &data).unwrap();
+        let output = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("out"))
+            .unwrap();
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, None);
+        let input = File::open(dir.path().join("in")).unwrap();
+        assert_eq!(pump.forward(&input, &output).unwrap(), Ended::InputDone);
+        assert!(std::fs::read(dir.path().join("out")).unwrap() == data);
+        assert_eq!(forwarded.load(Ordering::Relaxed), data.len() as u64);
+    }
+
+    #[test]
+    fn a_non_blocking_output_is_waited_for_not_failed() {
+        let bucket = unlimited();
+        let forwarded = AtomicU64::new(0);
+        let mut pump = Pump::new(&bucket, &forwarded, Some(2_000_000));
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::NONBLOCK).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut read = File::from(read);
+            let mut buf = vec![0; 1 << 16];
+            loop {
+                match read.read(&mut buf) {
+                    Ok(0) => return got.len(),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(std::time::Duration::from_micros(200))
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        let output = File::from(write);
+        let ended = pump
+            .forward(&File::open("/dev/zero").unwrap(), &output)
+            .unwrap();
+        assert_eq!(ended, Ended::LimitReached);
+        drop(output);
+        assert_eq!(reader.join().unwrap(), 2_000_000);
+    }
+}
