@@ -63,7 +63,7 @@ fn the_count_is_what_was_written_on_every_kind_of_output() {
     let data = random_bytes(LEN, 60);
     let input = dir.file("in", &data);
 
-    let plain = dir.0.join("plain");
+    let plain = dir.path().join("plain");
     counted(
         "file",
         &input,

@@ -74,8 +74,8 @@ fn a_missing_file_is_reported_and_the_others_still_copied() {
     let dir = Scratch::new("missing");
     let a = dir.file("a", b"first ");
     let b = dir.file("b", b"second");
-    let missing = dir.0.join("missing");
-    let run = run(shape([&a, &missing, &dir.0, &b]), Stdio::null());
+    let missing = dir.path().join("missing");
+    let run = run(shape([&a, &missing, dir.path(), &b]), Stdio::null());
     assert_eq!(run.code(), 1);
     assert_eq!(run.stdout, b"first second");
     let lines: Vec<&str> = run.stderr.lines().collect();
@@ -86,7 +86,7 @@ fn a_missing_file_is_reported_and_the_others_still_copied() {
     );
     assert_eq!(
         lines[1],
-        format!("shape: read from {}: Is a directory", dir.0.display())
+        format!("shape: read from {}: Is a directory", dir.path().display())
     );
 }
 

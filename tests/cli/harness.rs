@@ -122,41 +122,31 @@ pub fn drain(mut from: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
     })
 }
 
-/// `len` bytes that do not repeat in any short period (xorshift).
+/// `len` random bytes, the same for the same seed.
 pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
+    let mut bytes = vec![0; len];
+    fastrand::Rng::with_seed(seed).fill(&mut bytes);
+    bytes
 }
 
-/// A scratch directory removed when dropped.
-pub struct Scratch(pub std::path::PathBuf);
+/// A scratch directory, removed when dropped.
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("shape-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+        let prefix = format!("shape-test-{name}-");
+        Scratch(tempfile::Builder::new().prefix(&prefix).tempdir().unwrap())
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.0.path()
     }
 
     /// Writes `bytes` to a file `name` in the directory, returning its path.
     pub fn file(&self, name: &str, bytes: &[u8]) -> std::path::PathBuf {
-        let path = self.0.join(name);
+        let path = self.path().join(name);
         std::fs::write(&path, bytes).unwrap();
         path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -292,7 +282,7 @@ impl Runtime {
     /// `shape ARGS` using this runtime directory.
     pub fn shape<const N: usize>(&self, args: [&str; N]) -> Command {
         let mut command = shape(args);
-        command.env("XDG_RUNTIME_DIR", &self.0.0);
+        command.env("XDG_RUNTIME_DIR", self.0.path());
         command
     }
 
@@ -340,7 +330,7 @@ impl Runtime {
     }
 
     pub fn control_dir(&self) -> std::path::PathBuf {
-        self.0.0.join("shape")
+        self.0.path().join("shape")
     }
 
     pub fn share_file(&self, name: &str) -> std::path::PathBuf {

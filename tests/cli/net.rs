@@ -70,7 +70,7 @@ fn unix_sockets_work_both_ways() {
     let dir = Scratch::new("unix");
     let data = random_bytes(3 << 20, 23);
     // In: shape listens.
-    let socket = dir.0.join("in.sock");
+    let socket = dir.path().join("in.sock");
     let address = format!("unix:{}", socket.display());
     let mut shape_in = Listening::start(shape(["--listen", &address]), Stdio::piped());
     assert_eq!(shape_in.address, address);
@@ -95,7 +95,7 @@ fn unix_sockets_work_both_ways() {
         "the socket path is removed once a peer is in"
     );
     // Out: shape connects.
-    let socket = dir.0.join("out.sock");
+    let socket = dir.path().join("out.sock");
     let listener = UnixListener::bind(&socket).unwrap();
     let address = format!("unix:{}", socket.display());
     let input = std::fs::File::open(dir.file("in", &data)).unwrap();
@@ -171,7 +171,7 @@ fn socket_errors_name_the_address() {
 #[test]
 fn quiet_listening_says_nothing() {
     let dir = Scratch::new("listen-quiet");
-    let socket = dir.0.join("quiet.sock");
+    let socket = dir.path().join("quiet.sock");
     let child = shape(["--listen", &format!("unix:{}", socket.display()), "-q"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

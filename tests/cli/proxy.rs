@@ -268,7 +268,7 @@ fn a_refused_upstream_resets_that_client_says_so_and_the_proxy_serves_on() {
 fn a_unix_socket_can_front_a_tcp_server() {
     let upstream = server(echo);
     let dir = Scratch::new("proxy-unix");
-    let socket = dir.0.join("front.sock");
+    let socket = dir.path().join("front.sock");
     let proxy = Listening::start(
         shape([
             "--listen",
