@@ -67,14 +67,9 @@ pub fn run(mut command: Command, stdin: Stdio) -> Run {
 
 /// Runs `command` with no input and its standard output sent to
 /// `stdout` instead of collected.
-pub fn run_into(mut command: Command, stdout: Stdio) -> Run {
+pub fn run_into(command: Command, stdout: Stdio) -> Run {
     let started = Instant::now();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("shape runs");
+    let mut child = spawn_into(command, stdout);
     let stderr = drain(child.stderr.take().unwrap());
     let status = child.wait().unwrap();
     Run {
@@ -83,6 +78,17 @@ pub fn run_into(mut command: Command, stdout: Stdio) -> Run {
         stderr: String::from_utf8_lossy(&stderr.join().unwrap()).into_owned(),
         elapsed: started.elapsed(),
     }
+}
+
+/// Starts `command` with no input, its standard output sent to `stdout`
+/// and its standard error piped.
+fn spawn_into(mut command: Command, stdout: Stdio) -> Child {
+    command
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("shape runs")
 }
 
 fn spawn(mut command: Command) -> Child {
@@ -350,14 +356,9 @@ pub struct Listening {
 impl Listening {
     /// Starts `command` (which has `--listen`) with `stdout`, and waits for
     /// it to say where it listens.
-    pub fn start(mut command: Command, stdout: Stdio) -> Listening {
+    pub fn start(command: Command, stdout: Stdio) -> Listening {
         use std::io::BufRead;
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("shape runs");
+        let mut child = spawn_into(command, stdout);
         let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut first = String::new();
         lines.read_line(&mut first).unwrap();
@@ -382,6 +383,15 @@ impl Listening {
             address,
             stderr,
         }
+    }
+
+    /// Waits for it to exit, and returns its status and what it wrote
+    /// (its standard output must be piped).
+    pub fn finish(mut self) -> (ExitStatus, Vec<u8>) {
+        let mut output = Vec::new();
+        let mut stdout = self.child.stdout.take().expect("a piped output");
+        stdout.read_to_end(&mut output).unwrap();
+        (self.child.wait().unwrap(), output)
     }
 
     /// What it has said on standard error since it said where it listens.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn listen_on_tcp_reads_one_connection_byte_exact() {
     let data = random_bytes(8 << 20, 21);
-    let mut shape = Listening::start(
+    let shape = Listening::start(
         shape(["--listen", "127.0.0.1:0", "--rate", "200MiB"]),
         Stdio::piped(),
     );
@@ -25,17 +25,10 @@ fn listen_on_tcp_reads_one_connection_byte_exact() {
         let data = data.clone();
         std::thread::spawn(move || stream.write_all(&data).unwrap())
     };
-    let mut got = Vec::new();
-    shape
-        .child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut got)
-        .unwrap();
-    let status = shape.child.wait().unwrap();
+    let said = shape.stderr();
+    let (status, got) = shape.finish();
     sender.join().unwrap();
-    assert!(status.success(), "{}", shape.stderr());
+    assert!(status.success(), "{said}");
     assert!(got == data);
 }
 
@@ -72,22 +65,15 @@ fn unix_sockets_work_both_ways() {
     // In: shape listens.
     let socket = dir.path().join("in.sock");
     let address = format!("unix:{}", socket.display());
-    let mut shape_in = Listening::start(shape(["--listen", &address]), Stdio::piped());
+    let shape_in = Listening::start(shape(["--listen", &address]), Stdio::piped());
     assert_eq!(shape_in.address, address);
     let mut stream = UnixStream::connect(&socket).unwrap();
     let sender = {
         let data = data.clone();
         std::thread::spawn(move || stream.write_all(&data).unwrap())
     };
-    let mut got = Vec::new();
-    shape_in
-        .child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut got)
-        .unwrap();
-    assert!(shape_in.child.wait().unwrap().success());
+    let (status, got) = shape_in.finish();
+    assert!(status.success());
     sender.join().unwrap();
     assert!(got == data);
     assert!(

@@ -114,29 +114,24 @@ impl Clock for FakeClock {
     fn wake(&self, _word: &AtomicU32) {}
 }
 
-impl<C: Clock + ?Sized> Clock for &C {
-    fn now(&self) -> u64 {
-        (**self).now()
-    }
-    fn sleep_until(&self, deadline: u64, word: &AtomicU32, seen: u32) {
-        (**self).sleep_until(deadline, word, seen)
-    }
-    fn wake(&self, word: &AtomicU32) {
-        (**self).wake(word)
-    }
+/// A reference to a clock, or a shared one, is that clock.
+macro_rules! forward_clock {
+    ($($pointer:ty),*) => {$(
+        impl<C: Clock + ?Sized> Clock for $pointer {
+            fn now(&self) -> u64 {
+                (**self).now()
+            }
+            fn sleep_until(&self, deadline: u64, word: &AtomicU32, seen: u32) {
+                (**self).sleep_until(deadline, word, seen)
+            }
+            fn wake(&self, word: &AtomicU32) {
+                (**self).wake(word)
+            }
+        }
+    )*};
 }
 
-impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
-    fn now(&self) -> u64 {
-        (**self).now()
-    }
-    fn sleep_until(&self, deadline: u64, word: &AtomicU32, seen: u32) {
-        (**self).sleep_until(deadline, word, seen)
-    }
-    fn wake(&self, word: &AtomicU32) {
-        (**self).wake(word)
-    }
-}
+forward_clock!(&C, std::sync::Arc<C>);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

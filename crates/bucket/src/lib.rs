@@ -64,7 +64,7 @@ pub use clock::MonotonicClock;
 pub use clock::{Clock, FakeClock};
 pub use rate::{Limit, RATE_EXAMPLES, Rate};
 #[cfg(not(loom))]
-pub use shaped::Shaped;
+pub use shaped::{Payer, Shaped};
 
 /// The README's example, compiled and run as a test.
 #[cfg(doctest)]

@@ -38,13 +38,16 @@ use std::ops::Deref;
 #[derive(Debug)]
 pub struct Shaped<T, B> {
     inner: T,
-    bucket: B,
+    payer: B,
 }
 
 impl<T, B> Shaped<T, B> {
     /// `inner`, paying for its bytes from `bucket`.
     pub fn new(inner: T, bucket: B) -> Self {
-        Shaped { inner, bucket }
+        Shaped {
+            inner,
+            payer: bucket,
+        }
     }
 
     /// The reader or writer within.
@@ -64,55 +67,64 @@ impl<T, B> Shaped<T, B> {
     }
 }
 
-impl<T, B, C, S> Shaped<T, B>
+/// What a [`Shaped`] pays from: anything that leads to a bucket, such as
+/// `&TokenBucket` or `Arc<TokenBucket>`.
+pub trait Payer {
+    /// The bucket's clock.
+    type Clock: Clock;
+    /// Where the bucket's cell lives.
+    type Cell: Deref<Target = BucketCell>;
+    /// The bucket.
+    fn bucket(&self) -> &TokenBucket<Self::Clock, Self::Cell>;
+}
+
+impl<B, C, S> Payer for B
 where
     B: Deref<Target = TokenBucket<C, S>>,
     C: Clock,
     S: Deref<Target = BucketCell>,
 {
+    type Clock = C;
+    type Cell = S;
+
+    fn bucket(&self) -> &TokenBucket<C, S> {
+        self
+    }
+}
+
+impl<T, B: Payer> Shaped<T, B> {
     /// The most one call moves: `wanted`, at most a burst, at least one
     /// byte.
     fn piece(&self, wanted: usize) -> usize {
-        let burst = usize::try_from(self.bucket.burst()).unwrap_or(usize::MAX);
+        let burst = usize::try_from(self.payer.bucket().burst()).unwrap_or(usize::MAX);
         wanted.min(burst).max(1)
     }
 }
 
-impl<T, B, C, S> Read for Shaped<T, B>
-where
-    T: Read,
-    B: Deref<Target = TokenBucket<C, S>>,
-    C: Clock,
-    S: Deref<Target = BucketCell>,
-{
+impl<T: Read, B: Payer> Read for Shaped<T, B> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
         let piece = self.piece(buf.len());
         let n = self.inner.read(&mut buf[..piece])?;
-        self.bucket.acquire(n as u64);
+        self.payer.bucket().acquire(n as u64);
         Ok(n)
     }
 }
 
-impl<T, B, C, S> Write for Shaped<T, B>
-where
-    T: Write,
-    B: Deref<Target = TokenBucket<C, S>>,
-    C: Clock,
-    S: Deref<Target = BucketCell>,
-{
+impl<T: Write, B: Payer> Write for Shaped<T, B> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return self.inner.write(buf);
         }
         let piece = self.piece(buf.len());
-        let mut paid = self.bucket.reserve(piece as u64);
-        self.bucket.wait(&paid);
+        let bucket = self.payer.bucket();
+        let mut paid = bucket.reserve(piece as u64);
+        bucket.wait(&paid);
         let written = self.inner.write(&buf[..piece]);
         let unused = written.as_ref().map_or(piece, |&n| piece - n.min(piece));
-        self.bucket.give_back(&mut paid, unused as u64);
+        bucket.give_back(&mut paid, unused as u64);
         written
     }
 
