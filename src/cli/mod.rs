@@ -47,6 +47,9 @@ went away, 130 on Ctrl-C (SIGINT), 143 on SIGTERM.";
 /// are paced by the tokens, so the producer upstream feels the limit too.
 // Values may start with '-', so that '--rate -1' is refused as a bad rate
 // rather than as an unknown flag that names neither.
+// The doc comments below are --help text: brackets in them ('[BURST]',
+// '[::1]:port') are literal, not links.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Parser)]
 #[command(name = "shape", version, after_help = EXAMPLES, max_term_width = 100)]
 pub struct Cli {

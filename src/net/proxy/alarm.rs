@@ -25,7 +25,7 @@ impl Alarm {
         Ok(Alarm { fd, armed: None })
     }
 
-    /// Rings at `moment` (a value of [`MonotonicClock`]) instead of when
+    /// Rings at `moment` (a value of [`MonotonicClock`](shape_bucket::MonotonicClock)) instead of when
     /// it was set for. Returns false if it could not be set.
     pub(super) fn ring_at(&mut self, moment: u64) -> bool {
         if self.armed == Some(moment) {

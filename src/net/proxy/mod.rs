@@ -4,7 +4,7 @@
 //!
 //! Each direction reads a chunk, reserves its tokens without blocking, and
 //! once they are covered puts the chunk in its delay line (see
-//! [`crate::link`]), which passes it on when due: at once without
+//! [`crate::slowlink`]), which passes it on when due: at once without
 //! `--delay`. The line's capacity bounds what a direction holds; when it is
 //! full the direction stops reading. The thread sleeps in poll until the
 //! earliest deadline (tokens or a release time) or an event, so a

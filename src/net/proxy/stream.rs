@@ -60,7 +60,7 @@ impl Stream {
 }
 
 impl Listener {
-    /// A non-blocking listener for poll, from one bound by [`Address::listen`].
+    /// A non-blocking listener for poll, from one bound by [`Address::listen`](crate::net::Address::listen).
     pub(super) fn from_listening(listening: Listening) -> io::Result<Listener> {
         match listening {
             Listening::Tcp(listener) => {
