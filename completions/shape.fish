@@ -1,7 +1,7 @@
-complete -c shape -s r -s L -l rate -d 'Bytes per second, or \'unlimited\' (the default: shape is then a progress pipe)' -r
+complete -c shape -s r -s L -l rate -d 'Bytes (or with --lines, --null: records) per second, or \'unlimited\' (the default: shape is then a progress pipe)' -r
 complete -c shape -s b -l burst -d 'The bucket\'s depth: the most that may pass at once after a pause' -r
-complete -c shape -s s -l size -d 'The expected total, for the percentage and ETA when reading standard input (the size of files is known)' -r
-complete -c shape -l stop-after -d 'Forward at most SIZE bytes, then exit successfully' -r
+complete -c shape -s s -l size -d 'The expected total, for the percentage and ETA when reading standard input (the size of files is known; records are not counted ahead)' -r
+complete -c shape -l stop-after -d 'Forward at most SIZE bytes (or records), then exit successfully' -r
 complete -c shape -l progress -d 'How to show progress on standard error. It never touches standard output and never slows the copy' -r -f -a "auto\t'A bar when standard error is a terminal, otherwise nothing'
 bar\t'A progress bar'
 json\t'One JSON object per line per interval'
@@ -25,6 +25,8 @@ zsh\t''
 fish\t''
 elvish\t''
 powershell\t''"
+complete -c shape -s l -l lines -d 'Count lines instead of bytes: the rate, burst, sizes, progress and stats are in lines, and a line leaves whole, once paid for'
+complete -c shape -s 0 -l null -d 'Count records ending in a NUL byte (as find -print0 writes them) instead of bytes, as --lines counts lines'
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
 complete -c shape -l stats -d 'Print a one-line summary on standard error at the end: bytes, elapsed time, the average rate since the start, and the limit and burst (a full bucket at the start lifts a short run\'s average above the limit)'
 complete -c shape -l per-connection -d 'Proxy: give each connection its own limits instead of all sharing one per direction'

@@ -1,6 +1,7 @@
 //! How much moves at once: the chunk every mode takes from its input, pays
 //! for and passes on, sized by the rate.
 
+use crate::counting::TOKENS_PER_RECORD;
 use shape_bucket::Limit;
 
 /// The largest chunk: big enough that per-chunk costs vanish at any rate,
@@ -19,6 +20,23 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     chunk.min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
 }
 
+/// The most records paid for at once: a few writes per buffer of short
+/// lines when unlimited.
+pub const MAX_RECORDS: u64 = 1 << 16;
+
+/// The records of one chunk at `limit` and `burst` (in tokens): about a
+/// millisecond's worth, at least one, at most [`MAX_RECORDS`] and at most
+/// half the burst, as [`chunk_size`] for bytes.
+pub fn chunk_records(limit: Limit, burst: u64) -> u64 {
+    let per_millisecond = match limit {
+        Limit::Unlimited => MAX_RECORDS,
+        Limit::Rate(rate) => (rate.bytes_per_sec() / TOKENS_PER_RECORD as f64 / 1000.0) as u64,
+    };
+    per_millisecond
+        .clamp(1, MAX_RECORDS)
+        .min((burst / TOKENS_PER_RECORD / 2).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,5 +50,19 @@ mod tests {
         assert_eq!(chunk_size(Limit::per_second(200 << 20), 1 << 30), MAX_CHUNK);
         assert_eq!(chunk_size(Limit::per_second(200 << 20), 1000), 500);
         assert_eq!(chunk_size(Limit::per_second(200 << 20), 1), 1);
+    }
+
+    #[test]
+    fn record_chunks_follow_the_rate_within_the_burst() {
+        let records = |per_second: u64| Limit::per_second(per_second * TOKENS_PER_RECORD);
+        let burst = |records: u64| records * TOKENS_PER_RECORD;
+        assert_eq!(chunk_records(records(5), burst(1)), 1);
+        assert_eq!(
+            chunk_records(records(100_000), burst(1)),
+            1,
+            "a burst of one"
+        );
+        assert_eq!(chunk_records(records(100_000), burst(1000)), 100);
+        assert_eq!(chunk_records(Limit::Unlimited, burst(1 << 20)), MAX_RECORDS);
     }
 }

@@ -5,6 +5,7 @@
 mod chunk;
 mod cli;
 mod control;
+mod counting;
 mod duration;
 mod exit;
 mod lock;

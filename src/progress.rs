@@ -3,11 +3,11 @@
 //! counter that the copy bumps with one relaxed add per chunk, so progress
 //! never slows the copy and never touches standard output.
 
+use crate::counting::Counting;
 use crate::lock::{lock, wait_timeout};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use shape_bucket::Limit;
-use shape_bucket::units::{human_bytes, human_rate};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,11 +48,13 @@ impl Style {
 
 /// What a reporter reads each interval.
 pub struct Source {
-    /// Bytes forwarded so far, bumped by the copy.
-    pub bytes: Arc<AtomicU64>,
+    /// Bytes (or records) forwarded so far, bumped by the copy.
+    pub count: Arc<AtomicU64>,
+    /// What is counted.
+    pub counting: Counting,
     /// The expected total, if known.
     pub total: Option<u64>,
-    /// The limit in force now.
+    /// The limit in force now, in tokens.
     pub limit: Box<dyn Fn() -> Limit + Send>,
 }
 
@@ -196,7 +198,7 @@ impl Drawing {
                         .expect("the template is valid")
                         .progress_chars("=> "),
                 );
-                bar.set_message(bar_message(0, 0.0, (source.limit)()));
+                bar.set_message(bar_message(source.counting, 0, 0.0, (source.limit)()));
                 Drawing::Bar(bar, RecentRate::new(Instant::now()))
             }
             Style::Json => Drawing::Json {
@@ -207,13 +209,13 @@ impl Drawing {
     }
 
     fn update(&mut self, source: &Source, done: bool) {
-        let bytes = source.bytes.load(Ordering::Relaxed);
+        let count = source.count.load(Ordering::Relaxed);
         let limit = (source.limit)();
         match self {
             Drawing::Bar(bar, recent) => {
-                let rate = recent.update(Instant::now(), bytes);
-                bar.set_message(bar_message(bytes, rate, limit));
-                bar.set_position(bytes);
+                let rate = recent.update(Instant::now(), count);
+                bar.set_message(bar_message(source.counting, count, rate, limit));
+                bar.set_position(count);
                 if done {
                     bar.finish();
                     // The bar leaves the cursor at the end of its line: end
@@ -225,58 +227,80 @@ impl Drawing {
                 let now = Instant::now();
                 let seconds = (now - last.0).as_secs_f64();
                 let rate = if seconds > 0.0 {
-                    (bytes - last.1) as f64 / seconds
+                    (count - last.1) as f64 / seconds
                 } else {
                     0.0
                 };
-                *last = (now, bytes);
-                let line = json_line(
-                    bytes,
-                    (now - *start).as_secs_f64(),
+                *last = (now, count);
+                let record = Record {
+                    count,
+                    elapsed: (now - *start).as_secs_f64(),
                     rate,
-                    limit,
-                    source.total,
+                    limit: source.counting.per_second(limit),
+                    total: source.total,
                     done,
-                );
-                let _ = writeln!(std::io::stderr().lock(), "{line}");
+                };
+                let _ = writeln!(std::io::stderr().lock(), "{}", record.json(source.counting));
             }
         }
     }
 }
 
-/// What the bar shows before the time: bytes so far, the recent rate and
-/// the limit, e.g. `2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)`.
-fn bar_message(bytes: u64, rate: f64, limit: Limit) -> String {
+/// What the bar shows before the time: what passed so far, the recent
+/// rate and the limit, e.g. `2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)` or
+/// `120 lines 2.00 lines/s (limit 2.00 lines/s)`.
+fn bar_message(counting: Counting, count: u64, rate: f64, limit: Limit) -> String {
     let limit = match limit {
         Limit::Unlimited => "unlimited".to_string(),
-        Limit::Rate(_) => format!("limit {limit}"),
+        Limit::Rate(_) => format!("limit {}", counting.show_limit(limit)),
     };
-    format!("{} {}/s ({limit})", human_bytes(bytes), human_rate(rate))
+    format!(
+        "{} {} ({limit})",
+        counting.show(count),
+        counting.show_rate(rate)
+    )
 }
 
-/// One progress record. `eta` is seconds left at the limit (or, with no
-/// limit, at the rate of the last interval), when the total is known.
-fn json_line(
-    bytes: u64,
+/// One progress record, in the unit counted.
+struct Record {
+    count: u64,
     elapsed: f64,
+    /// Over the last interval.
     rate: f64,
-    limit: Limit,
+    /// The limit per second, if any.
+    limit: Option<f64>,
     total: Option<u64>,
     done: bool,
-) -> String {
-    let limit_bps = limit.rate().map(|r| r.bytes_per_sec());
-    let pace = limit_bps.map_or(rate, |l| if rate > 0.0 { rate.min(l) } else { l });
-    let eta = total.and_then(|total| {
-        let left = total.saturating_sub(bytes) as f64;
-        (left == 0.0 || pace > 0.0).then(|| left / pace.max(f64::MIN_POSITIVE))
-    });
-    let number = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
-    format!(
-        "{{\"bytes\":{bytes},\"elapsed\":{elapsed:.3},\"rate\":{rate:.3},\"limit\":{},\"total\":{},\"eta\":{},\"done\":{done}}}",
-        number(limit_bps),
-        total.map_or("null".to_string(), |t| t.to_string()),
-        number(eta),
-    )
+}
+
+impl Record {
+    /// The record as one JSON line, its count named for what is counted
+    /// (`bytes`, `lines`, `records`). `eta` is seconds left at the limit
+    /// (or, with no limit, at the rate of the last interval), when the
+    /// total is known.
+    fn json(&self, counting: Counting) -> String {
+        let Record {
+            count,
+            elapsed,
+            rate,
+            limit,
+            total,
+            done,
+        } = *self;
+        let pace = limit.map_or(rate, |l| if rate > 0.0 { rate.min(l) } else { l });
+        let eta = total.and_then(|total| {
+            let left = total.saturating_sub(count) as f64;
+            (left == 0.0 || pace > 0.0).then(|| left / pace.max(f64::MIN_POSITIVE))
+        });
+        let number = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
+        format!(
+            "{{\"{}\":{count},\"elapsed\":{elapsed:.3},\"rate\":{rate:.3},\"limit\":{},\"total\":{},\"eta\":{},\"done\":{done}}}",
+            counting.units(),
+            number(limit),
+            total.map_or("null".to_string(), |t| t.to_string()),
+            number(eta),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -302,31 +326,52 @@ mod tests {
     }
 
     #[test]
-    fn the_bar_says_bytes_rate_and_limit_in_one_style() {
+    fn the_bar_says_what_passed_the_rate_and_the_limit_in_one_style() {
         assert_eq!(
-            bar_message(2 << 20, 1_048_576.0, Limit::per_second(1 << 20)),
+            bar_message(
+                Counting::Bytes,
+                2 << 20,
+                1_048_576.0,
+                Limit::per_second(1 << 20)
+            ),
             "2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)"
         );
         assert_eq!(
-            bar_message(500, 250.4, Limit::Unlimited),
+            bar_message(Counting::Bytes, 500, 250.4, Limit::Unlimited),
             "500 B 250 B/s (unlimited)"
+        );
+        assert_eq!(
+            bar_message(Counting::Lines, 120, 2.0, Limit::per_second(2 << 20)),
+            "120 lines 2.00 lines/s (limit 2.00 lines/s)"
         );
     }
 
     #[test]
     fn json_lines_carry_every_figure() {
-        let limit = Limit::per_second(1000);
+        let record = |count, elapsed, rate, limit, total, done| Record {
+            count,
+            elapsed,
+            rate,
+            limit,
+            total,
+            done,
+        };
         assert_eq!(
-            json_line(500, 1.5, 900.0, limit, Some(2000), false),
+            record(500, 1.5, 900.0, Some(1000.0), Some(2000), false).json(Counting::Bytes),
             r#"{"bytes":500,"elapsed":1.500,"rate":900.000,"limit":1000.000,"total":2000,"eta":1.667,"done":false}"#
         );
         assert_eq!(
-            json_line(7, 0.25, 28.0, Limit::Unlimited, None, true),
+            record(7, 0.25, 28.0, None, None, true).json(Counting::Bytes),
             r#"{"bytes":7,"elapsed":0.250,"rate":28.000,"limit":null,"total":null,"eta":null,"done":true}"#
         );
         assert!(
-            json_line(2000, 2.0, 0.0, Limit::Unlimited, Some(2000), true)
+            record(2000, 2.0, 0.0, None, Some(2000), true)
+                .json(Counting::Bytes)
                 .contains(r#""eta":0.000"#)
+        );
+        assert_eq!(
+            record(40, 20.0, 2.0, Some(2.0), Some(100), false).json(Counting::Lines),
+            r#"{"lines":40,"elapsed":20.000,"rate":2.000,"limit":2.000,"total":100,"eta":30.000,"done":false}"#
         );
     }
 }

@@ -8,12 +8,13 @@ pub mod usage;
 mod values;
 
 use crate::control::Schedule;
+use crate::counting::{Counting, Written};
 use crate::net::Address;
 use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
 use clap::{Parser, ValueEnum};
-use shape_bucket::Limit;
-use shape_bucket::units::Size;
+use shape_bucket::RateSpec;
+use shape_bucket::units::{Quantity, Size};
 use std::path::PathBuf;
 use std::time::Duration;
 use values::{parse_burst, parse_interval, parse_max_buffer, parse_share_name};
@@ -59,13 +60,14 @@ pub struct Cli {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Bytes per second, or 'unlimited' (the default: shape is then a
-    /// progress pipe).
+    /// Bytes (or with --lines, --null: records) per second, or 'unlimited'
+    /// (the default: shape is then a progress pipe).
     ///
-    /// A plain number is bytes; K M G T and KiB MiB GiB TiB are powers of
-    /// 1024 (as in pv); KB MB GB TB are powers of 1000; kbit Mbit Gbit and
-    /// kbps Mbps Gbps are bits per second, powers of 1000. An optional '/s'
-    /// is accepted and fractions work: 5MiB, 1.5M/s, 40Mbit, 100kbps.
+    /// A plain number is bytes, or records; K M G T and KiB MiB GiB TiB are
+    /// powers of 1024 (as in pv); KB MB GB TB are powers of 1000; kbit Mbit
+    /// Gbit and kbps Mbps Gbps are bits per second, powers of 1000.
+    /// Fractions work, and a time may follow a '/': 5MiB, 1.5M/s, 40Mbit,
+    /// 100MB/h, 30/min, 1/5s, 0.5.
     #[arg(
         short,
         long,
@@ -73,23 +75,34 @@ pub struct Cli {
         value_name = "RATE",
         allow_hyphen_values = true
     )]
-    pub rate: Option<Limit>,
+    pub rate: Option<Written<RateSpec>>,
 
     /// The bucket's depth: the most that may pass at once after a pause.
     ///
-    /// Defaults to a tenth of a second at the rate (at least one byte). The
-    /// bucket starts full.
+    /// Defaults to a tenth of a second at the rate (at least one byte), and
+    /// to one record with --lines or --null, so that a crawl does not fire
+    /// a volley at start. The bucket starts full.
     #[arg(short, long, value_name = "SIZE", value_parser = parse_burst, allow_hyphen_values = true)]
-    pub burst: Option<Size>,
+    pub burst: Option<Written<Quantity>>,
 
     /// The expected total, for the percentage and ETA when reading standard
-    /// input (the size of files is known).
+    /// input (the size of files is known; records are not counted ahead).
     #[arg(short, long, value_name = "SIZE", allow_hyphen_values = true)]
-    pub size: Option<Size>,
+    pub size: Option<Written<Quantity>>,
 
-    /// Forward at most SIZE bytes, then exit successfully.
+    /// Forward at most SIZE bytes (or records), then exit successfully.
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
-    pub stop_after: Option<Size>,
+    pub stop_after: Option<Written<Quantity>>,
+
+    /// Count lines instead of bytes: the rate, burst, sizes, progress and
+    /// stats are in lines, and a line leaves whole, once paid for.
+    #[arg(short = 'l', long, conflicts_with = "null")]
+    pub lines: bool,
+
+    /// Count records ending in a NUL byte (as find -print0 writes them)
+    /// instead of bytes, as --lines counts lines.
+    #[arg(short = '0', long)]
+    pub null: bool,
 
     /// Print nothing on standard error but errors (no progress, no stats).
     #[arg(short, long)]
@@ -126,7 +139,7 @@ pub struct Cli {
         conflicts_with = "rate",
         allow_hyphen_values = true
     )]
-    pub schedule: Option<Schedule>,
+    pub schedule: Option<Written<Schedule>>,
 
     /// Read from one connection accepted on ADDR instead of standard input:
     /// host:port, :port (every interface), [::1]:port or unix:PATH; port 0
@@ -140,11 +153,11 @@ pub struct Cli {
 
     /// Proxy: the rate from clients to the server (default: --rate).
     #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
-    pub rate_up: Option<Limit>,
+    pub rate_up: Option<Written<RateSpec>>,
 
     /// Proxy: the rate from the server to clients (default: --rate).
     #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
-    pub rate_down: Option<Limit>,
+    pub rate_down: Option<Written<RateSpec>>,
 
     /// Proxy: give each connection its own limits instead of all sharing
     /// one per direction.
@@ -241,6 +254,15 @@ pub enum Generated {
 }
 
 impl Cli {
+    /// What is counted: bytes, or records with --lines or --null.
+    pub fn counting(&self) -> Counting {
+        match (self.lines, self.null) {
+            (true, _) => Counting::Lines,
+            (_, true) => Counting::Nul,
+            _ => Counting::Bytes,
+        }
+    }
+
     /// What --delay, --jitter and --max-buffer ask of the link.
     pub fn slow_link(&self) -> SlowLink {
         SlowLink {
@@ -264,7 +286,9 @@ mod tests {
     #[test]
     fn pv_users_short_flag_sets_the_rate() {
         let cli = Cli::try_parse_from(["shape", "-L", "1m"]).unwrap();
-        assert_eq!(cli.rate, Some("1MiB".parse().unwrap()));
+        let rate = cli.rate.unwrap();
+        assert_eq!(rate.value.in_bytes(), "1MiB".parse());
+        assert_eq!(rate.text, "1m");
     }
 
     #[test]
@@ -288,5 +312,15 @@ mod tests {
     fn a_zero_burst_is_refused() {
         assert!(Cli::try_parse_from(["shape", "--burst", "0"]).is_err());
         assert!(Cli::try_parse_from(["shape", "--burst", "1"]).is_ok());
+    }
+
+    #[test]
+    fn lines_and_nul_records_are_counted_not_both() {
+        let counting = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.counting());
+        assert_eq!(counting(&["shape"]).unwrap(), Counting::Bytes);
+        assert_eq!(counting(&["shape", "-l"]).unwrap(), Counting::Lines);
+        assert_eq!(counting(&["shape", "--null"]).unwrap(), Counting::Nul);
+        assert_eq!(counting(&["shape", "-0"]).unwrap(), Counting::Nul);
+        assert!(counting(&["shape", "--lines", "--null"]).is_err());
     }
 }

@@ -3,9 +3,10 @@
 
 use super::RemoteTarget;
 use crate::control::share;
+use crate::counting::Written;
 use crate::duration::{self, Span};
 use shape_bucket::MAX_BURST;
-use shape_bucket::units::{SIZE_EXAMPLES, Size};
+use shape_bucket::units::{Quantity, SIZE_EXAMPLES, Size};
 use std::time::Duration;
 
 /// Parses `--interval`: a duration from 10ms to 1h, or plain seconds.
@@ -42,23 +43,25 @@ impl std::str::FromStr for RemoteTarget {
     }
 }
 
-/// A burst is a size of at least one byte.
-pub fn parse_burst(text: &str) -> Result<Size, String> {
-    at_least_a_byte(text, "burst")
-}
-
-/// So is the largest buffer.
-pub fn parse_max_buffer(text: &str) -> Result<Size, String> {
-    at_least_a_byte(text, "buffer")
-}
-
-fn at_least_a_byte(text: &str, what: &str) -> Result<Size, String> {
-    match text.parse::<Size>()? {
-        Size(0) => Err(format!(
-            "{what} must be at least 1 byte ({})",
-            SIZE_EXAMPLES
+/// A burst is at least one byte or record, and no more than a bucket
+/// holds (for records, what they are worth is checked once they are known
+/// to be records).
+pub fn parse_burst(text: &str) -> Result<Written<Quantity>, String> {
+    let burst: Written<Quantity> = text.parse()?;
+    match burst.value {
+        Quantity::Plain(0) | Quantity::Bytes(0) => Err(format!(
+            "burst must be at least 1 byte or record ({SIZE_EXAMPLES})"
         )),
-        Size(bytes) if bytes > MAX_BURST => Err(format!("{what} must be at most 4 EiB")),
+        Quantity::Bytes(bytes) if bytes > MAX_BURST => Err("burst must be at most 4 EiB".into()),
+        _ => Ok(burst),
+    }
+}
+
+/// The largest buffer is a size of at least one byte.
+pub fn parse_max_buffer(text: &str) -> Result<Size, String> {
+    match text.parse::<Size>()? {
+        Size(0) => Err(format!("buffer must be at least 1 byte ({SIZE_EXAMPLES})")),
+        Size(bytes) if bytes > MAX_BURST => Err("buffer must be at most 4 EiB".into()),
         size => Ok(size),
     }
 }

@@ -1,11 +1,12 @@
 //! Changes the settings of a running shape's buckets, whoever asks, and
 //! owns one rule: a burst the user never set follows the rate (a tenth of
-//! a second of it), whoever changes the rate.
+//! a second of it, or one record), whoever changes the rate.
 
-use super::protocol::{Request, Settings, apply};
+use super::protocol::{Adjustment, Request, Settings, apply};
 use super::share::Bucket;
+use crate::counting::Counting;
 use crate::lock::lock;
-use shape_bucket::{InvalidBurst, Limit, check_burst};
+use shape_bucket::{InvalidBurst, Limit};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -15,6 +16,8 @@ use std::sync::{Arc, Mutex, Weak};
 pub struct Adjuster {
     /// What every change applies to; the first is what answers report.
     buckets: Vec<Arc<Bucket>>,
+    /// What the buckets' tokens stand for.
+    counting: Counting,
     /// Buckets made from the settings while running, reached while they
     /// live. The lock also keeps a change from falling between making one
     /// and registering it.
@@ -27,19 +30,26 @@ pub struct Adjuster {
 }
 
 impl Adjuster {
-    pub fn new(bucket: Arc<Bucket>, burst_was_set: bool) -> Adjuster {
-        Adjuster::over(vec![bucket], burst_was_set)
+    /// An adjuster of `bucket`, whose tokens stand for `counting`.
+    pub fn new(bucket: Arc<Bucket>, counting: Counting, burst_was_set: bool) -> Adjuster {
+        Adjuster::over(vec![bucket], counting, burst_was_set)
     }
 
     /// An adjuster of several buckets, changed together.
-    pub fn over(buckets: Vec<Arc<Bucket>>, burst_was_set: bool) -> Adjuster {
+    pub fn over(buckets: Vec<Arc<Bucket>>, counting: Counting, burst_was_set: bool) -> Adjuster {
         assert!(!buckets.is_empty(), "an adjuster needs a bucket");
         Adjuster {
             buckets,
+            counting,
             followers: Mutex::new(Vec::new()),
             burst_follows_rate: AtomicBool::new(!burst_was_set),
             on_change: Mutex::new(None),
         }
+    }
+
+    /// What the buckets' tokens stand for.
+    pub fn counting(&self) -> Counting {
+        self.counting
     }
 
     /// Calls `notify` after every change from now on.
@@ -59,27 +69,41 @@ impl Adjuster {
         Ok(bucket)
     }
 
-    /// Applies `request`, giving a new rate its default burst unless a
-    /// burst was ever set. A burst no bucket can take refuses the whole
-    /// request, and nothing changes.
-    pub fn apply(&self, request: &Request) -> Result<(), InvalidBurst> {
-        let mut request = *request;
-        if let Some(burst) = request.burst {
-            check_burst(burst)?;
-        }
-        if request.burst.is_some() {
+    /// Applies `request`, read as the buckets count. A request that does
+    /// not fit (bytes when records are counted, a burst no bucket can
+    /// take) is refused whole, and nothing changes.
+    pub fn apply(&self, request: &Request) -> Result<(), String> {
+        self.adjust(request.adjustment(self.counting)?)
+    }
+
+    /// Changes the limit alone, as a timetable does.
+    pub fn set_limit(&self, limit: Limit) {
+        // A limit, and the burst that may follow it, are always valid.
+        let _ = self.adjust(Adjustment {
+            limit: Some(limit),
+            ..Adjustment::default()
+        });
+    }
+
+    /// Applies `change` to every bucket, giving a new rate its default
+    /// burst unless a burst was ever set.
+    fn adjust(&self, mut change: Adjustment) -> Result<(), String> {
+        if let Some(burst) = change.burst {
+            shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
             self.burst_follows_rate.store(false, Ordering::Relaxed);
         } else if self.burst_follows_rate.load(Ordering::Relaxed) {
-            request.burst = request.limit.map(default_burst);
+            change.burst = change
+                .limit
+                .map(|limit| default_burst(limit, self.counting));
         }
         {
-            // The burst was checked above: no bucket refuses the request.
+            // The burst was checked above: no bucket refuses the change.
             let mut followers = lock(&self.followers);
             for bucket in &self.buckets {
-                apply(bucket, &request)?;
+                apply(bucket, &change)?;
             }
             followers.retain(|follower| match follower.upgrade() {
-                Some(bucket) => apply(&bucket, &request).is_ok(),
+                Some(bucket) => apply(&bucket, &change).is_ok(),
                 None => false,
             });
         }
@@ -87,15 +111,6 @@ impl Adjuster {
             notify();
         }
         Ok(())
-    }
-
-    /// Changes the limit alone, as a timetable does.
-    pub fn set_limit(&self, limit: Limit) {
-        // A limit, and the burst that may follow it, are always valid.
-        let _ = self.apply(&Request {
-            limit: Some(limit),
-            ..Request::default()
-        });
     }
 
     /// The buckets every change applies to, in the order given.
@@ -106,48 +121,62 @@ impl Adjuster {
     /// The settings of the first bucket: what an answer to `--remote`
     /// reports.
     pub fn settings(&self) -> Settings {
-        Settings::of(&self.buckets[0])
+        Settings::of(&self.buckets[0], self.counting)
     }
 
     /// The settings for a status line: of the one bucket, or of a proxy's
     /// two directions if they differ.
     pub fn describe(&self) -> String {
+        let of = |bucket| Settings::of(bucket, self.counting);
         match self.buckets.as_slice() {
-            [up, down] if Settings::of(up) != Settings::of(down) => {
-                format!("up {}; down {}", Settings::of(up), Settings::of(down))
-            }
+            [up, down] if of(up) != of(down) => format!("up {}; down {}", of(up), of(down)),
             _ => self.settings().to_string(),
         }
     }
 }
 
-/// A tenth of a second at the rate, at least one byte; 128 KiB unlimited
-/// (what a later limit would start with).
-pub fn default_burst(limit: Limit) -> u64 {
-    match limit {
-        Limit::Unlimited => 128 * 1024,
-        Limit::Rate(rate) => ((rate.bytes_per_sec() / 10.0) as u64).max(1),
+/// The burst when none was set: a tenth of a second at the rate, at least
+/// one byte, and 128 KiB unlimited (what a later limit would start with);
+/// one record when records are counted, so that a crawl does not fire a
+/// volley at start.
+pub fn default_burst(limit: Limit, counting: Counting) -> u64 {
+    match (counting, limit) {
+        (Counting::Lines | Counting::Nul, _) => counting.tokens(1),
+        (Counting::Bytes, Limit::Unlimited) => 128 * 1024,
+        (Counting::Bytes, Limit::Rate(rate)) => ((rate.bytes_per_sec() / 10.0) as u64).max(1),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::share::own;
     use std::sync::atomic::AtomicU64;
 
+    fn request(rate: Option<&str>, burst: Option<&str>, paused: Option<bool>) -> Request {
+        Request {
+            rate: rate.map(|text| text.parse().unwrap()),
+            burst: burst.map(|text| text.parse().unwrap()),
+            paused,
+        }
+    }
+
     #[test]
-    fn the_default_burst_is_a_tenth_of_a_second() {
-        assert_eq!(default_burst(Limit::per_second(5 << 20)), 524_288);
-        assert_eq!(default_burst(Limit::per_second(4)), 1);
-        assert_eq!(default_burst(Limit::Unlimited), 131_072);
+    fn the_default_burst_is_a_tenth_of_a_second_or_one_record() {
+        let bytes = Counting::Bytes;
+        assert_eq!(default_burst(Limit::per_second(5 << 20), bytes), 524_288);
+        assert_eq!(default_burst(Limit::per_second(4), bytes), 1);
+        assert_eq!(default_burst(Limit::Unlimited, bytes), 131_072);
+        let lines = Counting::Lines;
+        assert_eq!(default_burst(Limit::per_second(1000 << 20), lines), 1 << 20);
     }
 
     #[test]
     fn changes_reach_every_bucket_and_every_living_follower() {
         let kib = |n: u64| Limit::per_second(n << 10);
-        let up = Arc::new(crate::control::share::own(kib(64), 1000).unwrap());
-        let down = Arc::new(crate::control::share::own(kib(1024), 1000).unwrap());
-        let adjuster = Adjuster::over(vec![up.clone(), down.clone()], true);
+        let up = Arc::new(own(kib(64), 1000).unwrap());
+        let down = Arc::new(own(kib(1024), 1000).unwrap());
+        let adjuster = Adjuster::over(vec![up.clone(), down.clone()], Counting::Bytes, true);
         let changes = Arc::new(AtomicU64::new(0));
         adjuster.on_change({
             let changes = changes.clone();
@@ -164,11 +193,7 @@ mod tests {
         let gone = adjuster.follower(0).unwrap();
         drop(gone);
         adjuster
-            .apply(&Request {
-                limit: Some(kib(8)),
-                paused: Some(true),
-                ..Request::default()
-            })
+            .apply(&request(Some("8KiB"), None, Some(true)))
             .unwrap();
         for bucket in [&up, &down, &follower] {
             assert_eq!(bucket.limit(), kib(8));
@@ -185,34 +210,43 @@ mod tests {
 
     #[test]
     fn a_burst_never_set_follows_the_rate() {
-        let bucket = Arc::new(crate::control::share::own(Limit::Unlimited, 10).unwrap());
-        let adjuster = Adjuster::new(bucket.clone(), false);
-        let mib = Limit::per_second(1 << 20);
-        adjuster.set_limit(mib);
+        let bucket = Arc::new(own(Limit::Unlimited, 10).unwrap());
+        let adjuster = Adjuster::new(bucket.clone(), Counting::Bytes, false);
+        adjuster.set_limit(Limit::per_second(1 << 20));
         assert_eq!(bucket.burst(), 104_857);
-        adjuster
-            .apply(&Request {
-                burst: Some(5000),
-                ..Request::default()
-            })
-            .unwrap();
+        adjuster.apply(&request(None, Some("5000"), None)).unwrap();
         adjuster.set_limit(Limit::Unlimited);
         assert_eq!(bucket.burst(), 5000);
     }
 
     #[test]
+    fn a_request_is_read_as_the_buckets_count() {
+        let bucket = Arc::new(own(Limit::per_second(1 << 20), 1 << 20).unwrap());
+        let adjuster = Adjuster::new(bucket.clone(), Counting::Lines, false);
+        adjuster
+            .apply(&request(Some("30/min"), None, None))
+            .unwrap();
+        assert_eq!(bucket.limit(), Limit::per_second(1 << 19));
+        assert_eq!(bucket.burst(), 1 << 20, "one line");
+        let refused = adjuster.apply(&request(Some("5MiB"), None, None));
+        assert!(refused.unwrap_err().contains("lines are counted"));
+        assert_eq!(adjuster.describe(), "rate 30.00 lines/min, burst 1 line");
+    }
+
+    #[test]
     fn a_burst_no_bucket_can_take_refuses_the_whole_request() {
-        let up = Arc::new(crate::control::share::own(Limit::per_second(1000), 100).unwrap());
-        let down = Arc::new(crate::control::share::own(Limit::per_second(1000), 100).unwrap());
-        let adjuster = Adjuster::over(vec![up.clone(), down.clone()], true);
+        let up = Arc::new(own(Limit::per_second(1000), 100).unwrap());
+        let down = Arc::new(own(Limit::per_second(1000), 100).unwrap());
+        let adjuster = Adjuster::over(vec![up.clone(), down.clone()], Counting::Bytes, true);
         let follower = adjuster.follower(0).unwrap();
-        for burst in [0, shape_bucket::MAX_BURST + 1] {
-            let refused = adjuster.apply(&Request {
-                limit: Some(Limit::per_second(5000)),
-                burst: Some(burst),
-                paused: Some(true),
-            });
-            assert_eq!(refused, Err(InvalidBurst(burst)));
+        for burst in ["0", "4194305T"] {
+            let refused = adjuster.apply(&request(Some("5000"), Some(burst), Some(true)));
+            assert!(
+                refused
+                    .unwrap_err()
+                    .starts_with("burst must be 1 byte to 4 EiB"),
+                "{burst}"
+            );
             for bucket in [&up, &down, &follower] {
                 assert_eq!(
                     (bucket.limit(), bucket.burst(), bucket.paused()),

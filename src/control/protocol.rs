@@ -1,9 +1,14 @@
 //! What travels between `shape --remote` and a running shape: a
 //! [`Request`] for a change and the [`Settings`] in force, as small text
-//! files parsed strictly, and how a request is applied to a bucket.
+//! files parsed strictly, and how a change is applied to a bucket.
+//!
+//! A request carries the rate and burst as the user wrote them: what a
+//! plain number means (bytes or records) is for the running shape to say,
+//! which turns the request into an [`Adjustment`] in its bucket's tokens.
 
-use shape_bucket::units::human_bytes;
-use shape_bucket::{BucketCell, Clock, InvalidBurst, Limit, Rate, TokenBucket, check_burst};
+use crate::counting::{Counting, Written};
+use shape_bucket::units::Quantity;
+use shape_bucket::{BucketCell, Clock, Limit, Rate, RateSpec, TokenBucket};
 use std::fmt;
 use std::io;
 use std::ops::Deref;
@@ -11,11 +16,37 @@ use std::time::Duration;
 
 /// First line of every message, so that a stray file is never mistaken
 /// for one.
-pub(super) const MAGIC: &str = "shape-control 1";
+pub(super) const MAGIC: &str = "shape-control 2";
 
-/// What a request changes; `None` keeps the current value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What a request changes, as written; `None` keeps the current value.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Request {
+    pub rate: Option<Written<RateSpec>>,
+    pub burst: Option<Written<Quantity>>,
+    pub paused: Option<bool>,
+}
+
+impl Request {
+    /// The change this request asks of a bucket that counts `counting`.
+    pub fn adjustment(&self, counting: Counting) -> Result<Adjustment, String> {
+        Ok(Adjustment {
+            limit: match &self.rate {
+                Some(rate) => Some(counting.limit(&rate.value)?),
+                None => None,
+            },
+            burst: match &self.burst {
+                Some(burst) => Some(counting.burst(burst.value)?),
+                None => None,
+            },
+            paused: self.paused,
+        })
+    }
+}
+
+/// A change of a bucket's settings, in its tokens; `None` keeps the
+/// current value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Adjustment {
     pub limit: Option<Limit>,
     pub burst: Option<u64>,
     pub paused: Option<bool>,
@@ -25,24 +56,37 @@ pub struct Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     pub limit: Limit,
+    /// In tokens.
     pub burst: u64,
     pub paused: bool,
+    pub counting: Counting,
 }
 
 impl Settings {
-    /// The settings of `bucket` now.
-    pub fn of<C: Clock, S: Deref<Target = BucketCell>>(bucket: &TokenBucket<C, S>) -> Settings {
+    /// The settings of `bucket`, which counts `counting`, now.
+    pub fn of<C: Clock, S: Deref<Target = BucketCell>>(
+        bucket: &TokenBucket<C, S>,
+        counting: Counting,
+    ) -> Settings {
+        let (limit, burst) = bucket.limit_and_burst();
         Settings {
-            limit: bucket.limit(),
-            burst: bucket.burst(),
+            limit,
+            burst,
             paused: bucket.paused(),
+            counting,
         }
     }
 }
 
 impl fmt::Display for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rate {}, burst {}", self.limit, human_bytes(self.burst))?;
+        let counting = self.counting;
+        write!(
+            f,
+            "rate {}, burst {}",
+            counting.show_limit(self.limit),
+            counting.show_tokens(self.burst)
+        )?;
         if self.paused {
             f.write_str(", paused")?;
         }
@@ -67,22 +111,23 @@ pub enum RemoteError {
     Io(#[from] io::Error),
 }
 
-/// Applies `request` to `bucket` as one change where it can. A burst the
-/// bucket cannot take refuses the whole request, before anything changes.
+/// Applies `change` to `bucket` as one change where it can. A burst the
+/// bucket cannot take refuses the whole change, before anything changes.
 pub fn apply<C: Clock, S: Deref<Target = BucketCell>>(
     bucket: &TokenBucket<C, S>,
-    request: &Request,
-) -> Result<(), InvalidBurst> {
-    if let Some(burst) = request.burst {
-        check_burst(burst)?;
+    change: &Adjustment,
+) -> Result<(), String> {
+    if let Some(burst) = change.burst {
+        shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
     }
-    match (request.limit, request.burst) {
-        (Some(limit), Some(burst)) => bucket.set(limit, burst)?,
+    let refused = |err: shape_bucket::InvalidBurst| err.to_string();
+    match (change.limit, change.burst) {
+        (Some(limit), Some(burst)) => bucket.set(limit, burst).map_err(refused)?,
         (Some(limit), None) => bucket.set_limit(limit),
-        (None, Some(burst)) => bucket.set_burst(burst)?,
+        (None, Some(burst)) => bucket.set_burst(burst).map_err(refused)?,
         (None, None) => {}
     }
-    if let Some(paused) = request.paused {
+    if let Some(paused) = change.paused {
         bucket.set_paused(paused);
     }
     Ok(())
@@ -95,30 +140,22 @@ fn encode_limit(limit: Limit) -> String {
     }
 }
 
-fn decode_limit(text: &str) -> Result<Limit, String> {
+fn decode_limit(text: &str) -> Option<Limit> {
     if text == "unlimited" {
-        return Ok(Limit::Unlimited);
+        return Some(Limit::Unlimited);
     }
     text.parse::<u64>()
         .ok()
         .and_then(Rate::from_fixed)
         .map(Limit::Rate)
-        .ok_or_else(|| format!("bad rate '{}'", text.escape_debug()))
-}
-
-/// A burst as a number of bytes; whether the bucket can take it is the
-/// bucket's to say, in [`apply`].
-fn decode_burst(text: &str) -> Result<u64, String> {
-    text.parse::<u64>()
-        .map_err(|_| format!("bad burst '{}'", text.escape_debug()))
 }
 
 pub(super) fn encode_request(request: &Request) -> String {
     let mut text = format!("{MAGIC}\n");
-    if let Some(limit) = request.limit {
-        text += &format!("rate {}\n", encode_limit(limit));
+    if let Some(rate) = &request.rate {
+        text += &format!("rate {rate}\n");
     }
-    if let Some(burst) = request.burst {
+    if let Some(burst) = &request.burst {
         text += &format!("burst {burst}\n");
     }
     if let Some(paused) = request.paused {
@@ -135,14 +172,17 @@ pub(super) fn decode_request(text: &str) -> Result<Request, String> {
         return Err("not a shape control message".into());
     }
     let mut request = Request::default();
+    let bad = |what: &str, value: &str, why: String| {
+        format!("bad {what} '{}': {why}", value.escape_debug())
+    };
     for line in lines {
         let (key, value) = line.split_once(' ').unwrap_or((line, ""));
         match (key, value) {
-            ("rate", value) if request.limit.is_none() => {
-                request.limit = Some(decode_limit(value)?)
+            ("rate", value) if request.rate.is_none() => {
+                request.rate = Some(value.parse().map_err(|why| bad("rate", value, why))?)
             }
             ("burst", value) if request.burst.is_none() => {
-                request.burst = Some(decode_burst(value)?)
+                request.burst = Some(value.parse().map_err(|why| bad("burst", value, why))?)
             }
             ("pause", "") if request.paused.is_none() => request.paused = Some(true),
             ("resume", "") if request.paused.is_none() => request.paused = Some(false),
@@ -155,10 +195,11 @@ pub(super) fn decode_request(text: &str) -> Result<Request, String> {
 pub(super) fn encode_answer(answer: &Result<Settings, String>) -> String {
     match answer {
         Ok(s) => format!(
-            "{MAGIC}\nrate {}\nburst {}\n{}\n",
+            "{MAGIC}\nrate {}\nburst {}\n{}\ncounting {}\n",
             encode_limit(s.limit),
             s.burst,
-            if s.paused { "paused" } else { "running" }
+            if s.paused { "paused" } else { "running" },
+            s.counting.code()
         ),
         Err(why) => format!("{MAGIC}\nrefused {why}\n"),
     }
@@ -174,24 +215,30 @@ pub(super) fn decode_answer(text: &str) -> Result<Settings, RemoteError> {
     if let Some(why) = first.strip_prefix("refused ") {
         return Err(RemoteError::Refused(why.to_string()));
     }
-    let limit = decode_limit(first.strip_prefix("rate ").ok_or_else(malformed)?)
-        .map_err(|_| malformed())?;
-    let burst = decode_burst(
-        lines
-            .next()
-            .and_then(|l| l.strip_prefix("burst "))
-            .ok_or_else(malformed)?,
-    )
-    .map_err(|_| malformed())?;
-    let paused = match lines.next() {
-        Some("paused") => true,
-        Some("running") => false,
+    let mut field = |first: Option<&str>, key: &str| {
+        first
+            .or_else(|| lines.next())
+            .and_then(|line| line.strip_prefix(key))
+            .map(str::to_string)
+            .ok_or_else(malformed)
+    };
+    let limit = decode_limit(&field(Some(first), "rate ")?).ok_or_else(malformed)?;
+    let burst = field(None, "burst ")?.parse().map_err(|_| malformed())?;
+    let paused = match field(None, "")?.as_str() {
+        "paused" => true,
+        "running" => false,
         _ => return Err(malformed()),
     };
+    let counting = field(None, "counting ")?
+        .parse()
+        .ok()
+        .and_then(Counting::from_code)
+        .ok_or_else(malformed)?;
     Ok(Settings {
         limit,
         burst,
         paused,
+        counting,
     })
 }
 
@@ -199,16 +246,20 @@ pub(super) fn decode_answer(text: &str) -> Result<Settings, RemoteError> {
 mod tests {
     use super::*;
 
+    fn written<T: std::str::FromStr<Err = String>>(text: &str) -> Written<T> {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn requests_and_answers_survive_the_trip() {
         let request = Request {
-            limit: Some(Limit::per_second(4 << 20)),
-            burst: Some(65_536),
+            rate: Some(written("30/min")),
+            burst: Some(written("64KiB")),
             paused: Some(false),
         };
         assert_eq!(decode_request(&encode_request(&request)), Ok(request));
         let lift = Request {
-            limit: Some(Limit::Unlimited),
+            rate: Some(written("unlimited")),
             ..Request::default()
         };
         assert_eq!(decode_request(&encode_request(&lift)), Ok(lift));
@@ -216,6 +267,7 @@ mod tests {
             limit: Limit::per_second(1 << 20),
             burst: 7,
             paused: true,
+            counting: Counting::Lines,
         };
         assert_eq!(
             decode_answer(&encode_answer(&Ok(settings))).unwrap(),
@@ -227,19 +279,39 @@ mod tests {
     }
 
     #[test]
+    fn a_request_means_what_the_running_shape_counts() {
+        let request = Request {
+            rate: Some(written("2")),
+            burst: Some(written("3")),
+            paused: None,
+        };
+        let in_bytes = request.adjustment(Counting::Bytes).unwrap();
+        assert_eq!(in_bytes.limit, Some(Limit::per_second(2)));
+        assert_eq!(in_bytes.burst, Some(3));
+        let in_lines = request.adjustment(Counting::Lines).unwrap();
+        assert_eq!(in_lines.limit, Some(Limit::per_second(2 << 20)));
+        assert_eq!(in_lines.burst, Some(3 << 20));
+        let bytes = Request {
+            rate: Some(written("5MiB")),
+            ..Request::default()
+        };
+        assert!(bytes.adjustment(Counting::Lines).is_err());
+    }
+
+    #[test]
     fn malformed_requests_are_refused() {
         for text in [
             "",
             "rate 1\n",
-            "shape-control 2\nrate 65536\n",
-            "shape-control 1\nrate 0\n",
-            "shape-control 1\nrate fast\n",
-            "shape-control 1\nburst -5\n",
-            "shape-control 1\nburst 99999999999999999999\n",
-            "shape-control 1\nrate 65536\nrate 65536\n",
-            "shape-control 1\npause\nresume\n",
-            "shape-control 1\nexec rm -rf /\n",
-            "shape-control 1\npause now\n",
+            "shape-control 1\nrate 65536\n",
+            "shape-control 2\nrate 0\n",
+            "shape-control 2\nrate fast\n",
+            "shape-control 2\nburst -5\n",
+            "shape-control 2\nburst 99999999999999999999\n",
+            "shape-control 2\nrate 1\nrate 1\n",
+            "shape-control 2\npause\nresume\n",
+            "shape-control 2\nexec rm -rf /\n",
+            "shape-control 2\npause now\n",
         ] {
             assert!(decode_request(text).is_err(), "{text:?}");
         }
@@ -251,13 +323,22 @@ mod tests {
             limit: Limit::per_second(4 << 20),
             burst: 65_536,
             paused: false,
+            counting: Counting::Bytes,
         };
         assert_eq!(settings.to_string(), "rate 4.00 MiB/s, burst 64.00 KiB");
         let paused = Settings {
             limit: Limit::Unlimited,
             burst: 1,
             paused: true,
+            counting: Counting::Bytes,
         };
         assert_eq!(paused.to_string(), "rate unlimited, burst 1 B, paused");
+        let lines = Settings {
+            limit: Limit::per_second(1 << 19),
+            burst: 1 << 20,
+            paused: false,
+            counting: Counting::Lines,
+        };
+        assert_eq!(lines.to_string(), "rate 30.00 lines/min, burst 1 line");
     }
 }

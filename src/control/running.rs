@@ -5,11 +5,12 @@
 use super::adjuster::Adjuster;
 use super::dir::{ControlDir, Registration};
 use super::protocol::Request;
-use super::schedule::{RateFile, Schedule};
+use super::schedule::RateFile;
 use super::signals::{Handlers, answer};
+use crate::counting::Counting;
 use crate::lock::lock;
 use crate::progress::Printer;
-use shape_bucket::units::{human_bytes, human_rate};
+use shape_bucket::Limit;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,15 +55,8 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
         reload: rate_file.map(|path| {
             let (adjuster, printer) = (adjuster.clone(), printer.clone());
             Box::new(move || {
-                let applied = RateFile::load(&path).and_then(|file| {
-                    adjuster
-                        .apply(&Request {
-                            limit: Some(file.limit),
-                            burst: file.burst,
-                            paused: None,
-                        })
-                        .map_err(|err| err.to_string())
-                });
+                let applied =
+                    RateFile::load(&path).and_then(|file| adjuster.apply(&file.request()));
                 if let Err(why) = applied {
                     printer.line(&format!(
                         "shape: {}: {why}; settings unchanged",
@@ -78,6 +72,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
                 let bytes = forwarded.load(Ordering::Relaxed);
                 let mut last = lock(&last_status);
                 let line = status_line(
+                    adjuster.counting(),
                     bytes,
                     now - started,
                     bytes - last.1,
@@ -92,8 +87,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
             let control = control.clone();
             Box::new(move || {
                 if let Some(dir) = &control {
-                    let apply =
-                        |request: &Request| adjuster.apply(request).map_err(|err| err.to_string());
+                    let apply = |request: &Request| adjuster.apply(request);
                     for refusal in dir.serve(pid, &apply, &|| adjuster.settings()) {
                         printer.line(&format!("shape: {refusal}"));
                     }
@@ -119,11 +113,14 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
     Ok(registration)
 }
 
-/// Follows `schedule` from `started` on a thread of its own; entries at
-/// offset zero are applied before this returns.
-pub fn follow(schedule: Schedule, adjuster: Arc<Adjuster>, started: Instant) {
+/// Follows a timetable of limits from `started` on a thread of its own;
+/// entries at offset zero are applied before this returns.
+pub fn follow(
+    schedule: Vec<(std::time::Duration, Limit)>,
+    adjuster: Arc<Adjuster>,
+    started: Instant,
+) {
     let (now, later): (Vec<_>, Vec<_>) = schedule
-        .0
         .into_iter()
         .partition(|(offset, _)| offset.is_zero());
     for (_, limit) in now {
@@ -137,10 +134,11 @@ pub fn follow(schedule: Schedule, adjuster: Arc<Adjuster>, started: Instant) {
     });
 }
 
-/// The SIGUSR1 line: bytes so far, time so far, the rate since the last
-/// such line (or the start), and the settings.
+/// The SIGUSR1 line: what passed so far, time so far, the rate since the
+/// last such line (or the start), and the settings.
 fn status_line(
-    bytes: u64,
+    counting: Counting,
+    count: u64,
     elapsed: std::time::Duration,
     recent: u64,
     over: std::time::Duration,
@@ -152,10 +150,10 @@ fn status_line(
         recent as f64 / over.as_secs_f64()
     };
     format!(
-        "shape: {bytes} bytes ({}) in {:.3} s, {}/s now; {settings}",
-        human_bytes(bytes),
+        "shape: {} in {:.3} s, {} now; {settings}",
+        counting.tally(count),
         elapsed.as_secs_f64(),
-        human_rate(rate)
+        counting.show_rate(rate)
     )
 }
 
@@ -163,7 +161,6 @@ fn status_line(
 mod tests {
     use super::*;
     use crate::control::Settings;
-    use shape_bucket::Limit;
     use std::time::Duration;
 
     #[test]
@@ -172,9 +169,11 @@ mod tests {
             limit: Limit::per_second(1 << 20),
             burst: 102_400,
             paused: false,
+            counting: Counting::Bytes,
         };
         assert_eq!(
             status_line(
+                Counting::Bytes,
                 3 << 20,
                 Duration::from_secs(3),
                 1 << 20,

@@ -2,16 +2,33 @@
 //! timetable of rates (`--schedule`) and a rate file reread on SIGHUP
 //! (`--rate-file`).
 
+use super::protocol::Request;
+use crate::counting::{Counting, Written};
 use crate::duration::{self, Span};
-use shape_bucket::units::Size;
-use shape_bucket::{Limit, check_burst};
+use shape_bucket::units::Quantity;
+use shape_bucket::{Limit, RateSpec};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// Rates at offsets from the start of the transfer, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Schedule(pub Vec<(Duration, Limit)>);
+/// Rates at offsets from the start of the transfer, in order, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule(pub Vec<(Duration, Written<RateSpec>)>);
+
+impl Schedule {
+    /// The limits of the timetable when `counting` is counted.
+    pub fn limits(&self, counting: Counting) -> Result<Vec<(Duration, Limit)>, String> {
+        self.0
+            .iter()
+            .map(|(offset, rate)| {
+                let limit = counting
+                    .limit(&rate.value)
+                    .map_err(|e| format!("rate '{rate}': {e}"))?;
+                Ok((*offset, limit))
+            })
+            .collect()
+    }
+}
 
 const SCHEDULE_EXAMPLE: &str = "e.g. \"0s=1MiB, 30s=10MiB, 2m=unlimited\"";
 
@@ -29,7 +46,7 @@ impl FromStr for Schedule {
     /// Parses `OFFSET=RATE, OFFSET=RATE, ...` with humantime offsets (a
     /// bare `0` is allowed) in increasing order.
     fn from_str(text: &str) -> Result<Self, String> {
-        let mut entries: Vec<(Duration, Limit)> = Vec::new();
+        let mut entries: Vec<(Duration, Written<RateSpec>)> = Vec::new();
         for entry in text.split(',') {
             let entry = entry.trim();
             let Some((offset, rate)) = entry.split_once('=') else {
@@ -37,26 +54,36 @@ impl FromStr for Schedule {
             };
             let offset = duration::parse(offset, &OFFSET)
                 .map_err(|e| format!("offset '{}': {e}", offset.trim()))?;
-            let limit = rate
-                .trim()
-                .parse::<Limit>()
+            let rate = rate
+                .parse::<Written<RateSpec>>()
                 .map_err(|e| format!("rate '{}': {e}", rate.trim()))?;
             if entries.last().is_some_and(|&(last, _)| offset <= last) {
                 return Err(format!(
                     "offsets must increase, and {offset:?} does not ({SCHEDULE_EXAMPLE})"
                 ));
             }
-            entries.push((offset, limit));
+            entries.push((offset, rate));
         }
         Ok(Schedule(entries))
     }
 }
 
-/// What a rate file sets: a rate, and optionally a burst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a rate file sets: a rate, and optionally a burst, as written.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RateFile {
-    pub limit: Limit,
-    pub burst: Option<u64>,
+    pub rate: Written<RateSpec>,
+    pub burst: Option<Written<Quantity>>,
+}
+
+impl RateFile {
+    /// The change the file asks for.
+    pub fn request(&self) -> Request {
+        Request {
+            rate: Some(self.rate.clone()),
+            burst: self.burst.clone(),
+            paused: None,
+        }
+    }
 }
 
 impl FromStr for RateFile {
@@ -71,19 +98,12 @@ impl FromStr for RateFile {
             .find(|l| !l.is_empty() && !l.starts_with('#'))
             .ok_or("no rate in it")?;
         let mut words = line.split_whitespace();
-        let limit = words.next().ok_or("no rate in it")?.parse::<Limit>()?;
-        let burst = match words.next() {
-            None => None,
-            Some(word) => {
-                let Size(bytes) = word.parse::<Size>()?;
-                check_burst(bytes).map_err(|err| err.to_string())?;
-                Some(bytes)
-            }
-        };
+        let rate = words.next().ok_or("no rate in it")?.parse()?;
+        let burst = words.next().map(str::parse).transpose()?;
         if let Some(extra) = words.next() {
             return Err(format!("unexpected '{extra}' after RATE BURST"));
         }
-        Ok(RateFile { limit, burst })
+        Ok(RateFile { rate, burst })
     }
 }
 
@@ -103,7 +123,7 @@ mod tests {
     fn a_timetable_parses_in_order() {
         let schedule: Schedule = "0s=1MiB, 30s=10MiB, 2m=unlimited".parse().unwrap();
         assert_eq!(
-            schedule.0,
+            schedule.limits(Counting::Bytes).unwrap(),
             [
                 (Duration::ZERO, Limit::per_second(1 << 20)),
                 (Duration::from_secs(30), Limit::per_second(10 << 20)),
@@ -111,8 +131,22 @@ mod tests {
             ]
         );
         assert_eq!(
-            "0=1m".parse::<Schedule>().unwrap().0,
-            [(Duration::ZERO, Limit::per_second(1 << 20))]
+            "0=1m".parse::<Schedule>().unwrap().limits(Counting::Bytes),
+            Ok(vec![(Duration::ZERO, Limit::per_second(1 << 20))])
+        );
+        let crawl: Schedule = "0=2, 1m=30/min".parse().unwrap();
+        assert_eq!(
+            crawl.limits(Counting::Lines),
+            Ok(vec![
+                (Duration::ZERO, Limit::per_second(2 << 20)),
+                (Duration::from_secs(60), Limit::per_second(1 << 19))
+            ])
+        );
+        assert!(
+            crawl
+                .limits(Counting::Bytes)
+                .unwrap_err()
+                .contains("'30/min'")
         );
     }
 
@@ -136,26 +170,30 @@ mod tests {
 
     #[test]
     fn rate_files_hold_a_rate_and_maybe_a_burst() {
-        assert_eq!(
-            "2MiB\n".parse(),
-            Ok(RateFile {
-                limit: Limit::per_second(2 << 20),
-                burst: None
+        let change = |text: &str, counting| {
+            text.parse::<RateFile>()
+                .and_then(|file| file.request().adjustment(counting))
+        };
+        let adjusted = |limit, burst| {
+            Ok(crate::control::protocol::Adjustment {
+                limit: Some(limit),
+                burst,
+                paused: None,
             })
+        };
+        let bytes = Counting::Bytes;
+        assert_eq!(
+            change("2MiB\n", bytes),
+            adjusted(Limit::per_second(2 << 20), None)
         );
         assert_eq!(
-            "# nightly\n\n 4MiB 64k \n".parse(),
-            Ok(RateFile {
-                limit: Limit::per_second(4 << 20),
-                burst: Some(65_536)
-            })
+            change("# nightly\n\n 4MiB 64k \n", bytes),
+            adjusted(Limit::per_second(4 << 20), Some(65_536))
         );
+        assert_eq!(change("unlimited", bytes), adjusted(Limit::Unlimited, None));
         assert_eq!(
-            "unlimited".parse(),
-            Ok(RateFile {
-                limit: Limit::Unlimited,
-                burst: None
-            })
+            change("2 10", Counting::Lines),
+            adjusted(Limit::per_second(2 << 20), Some(10 << 20))
         );
         for bad in [
             "",
@@ -166,7 +204,7 @@ mod tests {
             "1MiB 64k extra",
             "0",
         ] {
-            assert!(bad.parse::<RateFile>().is_err(), "{bad}");
+            assert!(change(bad, bytes).is_err(), "{bad}");
         }
     }
 }

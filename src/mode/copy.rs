@@ -3,16 +3,17 @@
 //! or through a delay line, with progress, live controls and `--stats`.
 
 use super::input::Input;
-use super::live::{Start, go_live, printer, start_reporter};
+use super::live::{Start, go_live, invalid, printer, start_reporter};
 use super::warn;
 use crate::cli::Cli;
-use crate::control::{Adjuster, Bucket, ControlDir, default_burst, share};
+use crate::control::{Adjuster, Bucket, ControlDir, share};
+use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
 use crate::net;
-use crate::pipe::{CopyError, DelayedOutput, Ended, Output, Pump};
+use crate::pipe::{CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally};
 use crate::progress::Reporter;
 use anyhow::{Context, anyhow};
-use shape_bucket::units::{Size, human_bytes, human_rate};
+use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, MonotonicClock};
 use std::fs::File;
 use std::io;
@@ -29,27 +30,43 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// error, or, if the reader downstream went away, by SIGPIPE.
 pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let start = Start::of(cli)?;
-    let burst = start.burst.unwrap_or_else(|| default_burst(start.limit));
-    let bucket = Arc::new(bucket(cli, start.limit, burst)?);
-    let adjuster = Arc::new(Adjuster::new(bucket.clone(), start.burst.is_some()));
+    let counting = start.counting;
+    let bucket = Arc::new(bucket(cli, &start)?);
+    let adjuster = Arc::new(Adjuster::new(
+        bucket.clone(),
+        counting,
+        start.burst.is_some(),
+    ));
+    let count_of = |flag, given: &Option<Written<Quantity>>| {
+        given
+            .as_ref()
+            .map(|given| invalid(flag, given, counting.count(given.value)))
+            .transpose()
+    };
+    let size = count_of("--size <SIZE>", &cli.size)?;
+    let stop_after = count_of("--stop-after <SIZE>", &cli.stop_after)?;
     let inputs = Input::all(cli);
-    let total = cli
-        .size
-        .map(Size::bytes)
-        .or_else(|| Input::known_total(&inputs))
-        .map(|total| cli.stop_after.map_or(total, |stop| total.min(stop.bytes())));
+    let known = match counting {
+        Counting::Bytes => Input::known_total(&inputs),
+        // Records are not counted ahead.
+        _ => None,
+    };
+    let total = size
+        .or(known)
+        .map(|total| stop_after.map_or(total, |stop| total.min(stop)));
     let forwarded = Arc::new(AtomicU64::new(0));
     let reporter = start_reporter(cli, &forwarded, total, &bucket);
     let say = printer(reporter.as_ref());
-    let (started, registration) = go_live(cli, adjuster, &forwarded, say.clone())?;
+    let (started, registration) = go_live(cli, &start, adjuster, &forwarded, say.clone())?;
     let (file, output_name) = open_output(cli)?;
     let output = output(cli, file, &bucket, &forwarded)?;
-    let mut pump = Pump::new(
-        &bucket,
-        output.pump_count(&forwarded),
-        cli.stop_after.map(Size::bytes),
-    )
-    .with_max_chunk(cli.slow_link().max_chunk());
+    let count = output.pump_count(&forwarded);
+    let mut pump: Box<dyn Forward> = match counting.terminator() {
+        None => Box::new(
+            Pump::new(&bucket, count, stop_after).with_max_chunk(cli.slow_link().max_chunk()),
+        ),
+        Some(terminator) => Box::new(RecordPump::new(&bucket, count, terminator, stop_after)),
+    };
     // The reader downstream went away: die of SIGPIPE at once, as cat and
     // pv do, without a last word; any other failure ends the bar first.
     let write_failed = |err: io::Error, reporter: Option<Reporter>| {
@@ -73,7 +90,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
                 continue;
             }
         };
-        match output.forward(&mut pump, &input) {
+        match output.forward(pump.as_mut(), &input) {
             Ok(Ended::InputDone) => {}
             Ok(Ended::LimitReached) => break,
             Err(CopyError::Read(err)) => {
@@ -84,7 +101,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         }
     }
     drop(pump);
-    let file = match output.finish() {
+    let file = match output.finish(&forwarded) {
         Ok(file) => file,
         Err(err) => return Err(write_failed(err, reporter)),
     };
@@ -97,10 +114,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     if cli.stats && !cli.quiet {
         let (limit, burst) = bucket.limit_and_burst();
         let seconds = started.elapsed().as_secs_f64();
-        eprintln!(
-            "{}",
-            stats_line(forwarded.load(Ordering::Relaxed), seconds, limit, burst)
-        );
+        let count = forwarded.load(Ordering::Relaxed);
+        eprintln!("{}", stats_line(counting, count, seconds, limit, burst));
     }
     Ok(if all_read {
         Exit::Success
@@ -110,12 +125,14 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
 }
 
 /// The bucket to spend from: the share's, or one of our own.
-fn bucket(cli: &Cli, limit: Limit, burst: u64) -> anyhow::Result<Bucket> {
+fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<Bucket> {
+    let settings = (start.limit, start.burst_or_default());
     let Some(name) = &cli.share else {
-        return Ok(share::own(limit, burst)?);
+        return Ok(share::own(settings.0, settings.1)?);
     };
-    let settings_given = cli.rate.is_some() || cli.burst.is_some();
-    let (bucket, notice) = share::join(&ControlDir::open()?, name, limit, burst, settings_given)?;
+    let given = cli.rate.is_some() || cli.burst.is_some() || cli.rate_file.is_some();
+    let dir = ControlDir::open()?;
+    let (bucket, notice) = share::join(&dir, name, settings, start.counting, given)?;
     if let (Some(notice), false) = (notice, cli.quiet) {
         eprintln!("shape: {notice}");
     }
@@ -161,33 +178,38 @@ fn output(
         let (limit, burst) = bucket.limit_and_burst();
         link.capacity(limit, burst)
     });
-    let line = DelayedOutput::start(
-        file,
-        link.line(),
-        capacity,
-        MonotonicClock,
-        forwarded.clone(),
-    )
-    .context("start the delay line")?;
+    let tally: Tally = match cli.counting().terminator() {
+        None => Box::new(|chunk: &[u8]| chunk.len() as u64),
+        Some(end) => {
+            Box::new(move |chunk: &[u8]| chunk.iter().filter(|&&byte| byte == end).count() as u64)
+        }
+    };
+    let counts = (forwarded.clone(), tally);
+    let line = DelayedOutput::start(file, link.line(), capacity, MonotonicClock, counts)
+        .context("start the delay line")?;
     Ok(Output::delayed(line))
 }
 
 /// The `--stats` summary: what passed, and an average that says what it
 /// is, beside the limit and the burst that may lift an average above it.
-fn stats_line(bytes: u64, seconds: f64, limit: Limit, burst: u64) -> String {
+fn stats_line(counting: Counting, count: u64, seconds: f64, limit: Limit, burst: u64) -> String {
     let average = if seconds > 0.0 {
-        bytes as f64 / seconds
+        count as f64 / seconds
     } else {
         0.0
     };
     let limit = match limit {
         Limit::Unlimited => "no limit".to_string(),
-        Limit::Rate(_) => format!("limit {limit} plus a {} burst", human_bytes(burst)),
+        Limit::Rate(_) => format!(
+            "limit {} plus a {} burst",
+            counting.show_limit(limit),
+            counting.show_tokens(burst)
+        ),
     };
     format!(
-        "shape: {bytes} bytes ({}) in {seconds:.3} s: average {}/s, {limit}",
-        human_bytes(bytes),
-        human_rate(average)
+        "shape: {} in {seconds:.3} s: average {}, {limit}",
+        counting.tally(count),
+        counting.show_rate(average)
     )
 }
 
@@ -196,14 +218,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stats_say_bytes_time_the_average_and_what_bounds_it() {
+    fn stats_say_what_passed_the_time_the_average_and_what_bounds_it() {
+        let bytes = Counting::Bytes;
         assert_eq!(
-            stats_line(2 << 20, 1.9, Limit::per_second(1 << 20), 104_857),
+            stats_line(bytes, 2 << 20, 1.9, Limit::per_second(1 << 20), 104_857),
             "shape: 2097152 bytes (2.00 MiB) in 1.900 s: average 1.05 MiB/s, limit 1.00 MiB/s plus a 102.40 KiB burst"
         );
         assert_eq!(
-            stats_line(7, 0.0, Limit::Unlimited, 1 << 17),
+            stats_line(bytes, 7, 0.0, Limit::Unlimited, 1 << 17),
             "shape: 7 bytes (7 B) in 0.000 s: average 0 B/s, no limit"
+        );
+        assert_eq!(
+            stats_line(
+                Counting::Lines,
+                100,
+                19.8,
+                Limit::per_second(5 << 20),
+                1 << 20
+            ),
+            "shape: 100 lines in 19.800 s: average 5.05 lines/s, limit 5.00 lines/s plus a 1 line burst"
         );
     }
 }

@@ -4,40 +4,85 @@
 
 use super::UsageError;
 use crate::cli::Cli;
-use crate::control::{self, Adjuster, Bucket, RateFile, Registration, Run};
+use crate::control::{self, Adjuster, Bucket, RateFile, Registration, Run, default_burst};
+use crate::counting::{Counting, Written};
 use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
 use shape_bucket::Limit;
-use shape_bucket::units::Size;
 use std::io::{self, IsTerminal};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-/// What a run starts with: the limit, and the burst if one was set.
+/// What a run starts with, read as the run counts: the limit, the burst
+/// if one was set, and the timetable, in tokens; a bad value of any of
+/// them is a usage error naming its flag.
 pub struct Start {
+    pub counting: Counting,
     pub limit: Limit,
     pub burst: Option<u64>,
+    pub schedule: Vec<(Duration, Limit)>,
 }
 
 impl Start {
-    /// From the rate file if one is given, else from `--rate` and
-    /// `--burst`. A bad rate file is a usage error.
+    /// From the rate file if one is given, else from `--rate`; the burst
+    /// from `--burst`, else the rate file.
     pub fn of(cli: &Cli) -> Result<Start, UsageError> {
+        let counting = cli.counting();
         let file = match &cli.rate_file {
             None => None,
-            Some(path) => Some(
-                RateFile::load(path)
-                    .map_err(|why| UsageError(format!("--rate-file {}: {why}", path.display())))?,
-            ),
+            Some(path) => {
+                let refused = |why| UsageError(format!("--rate-file {}: {why}", path.display()));
+                let file = RateFile::load(path).map_err(refused)?;
+                Some(file.request().adjustment(counting).map_err(refused)?)
+            }
+        };
+        let limit = match (&file, &cli.rate) {
+            (Some(file), _) => file.limit,
+            (None, Some(rate)) => {
+                Some(invalid("--rate <RATE>", rate, counting.limit(&rate.value))?)
+            }
+            (None, None) => None,
+        };
+        let burst = match &cli.burst {
+            Some(burst) => Some(invalid(
+                "--burst <SIZE>",
+                burst,
+                counting.burst(burst.value),
+            )?),
+            None => file.and_then(|file| file.burst),
+        };
+        let schedule = match &cli.schedule {
+            Some(schedule) => invalid(
+                "--schedule <TIMETABLE>",
+                schedule,
+                schedule.value.limits(counting),
+            )?,
+            None => Vec::new(),
         };
         Ok(Start {
-            limit: file.map_or(cli.rate.unwrap_or(Limit::Unlimited), |file| file.limit),
-            burst: cli
-                .burst
-                .map(Size::bytes)
-                .or(file.and_then(|file| file.burst)),
+            counting,
+            limit: limit.unwrap_or(Limit::Unlimited),
+            burst,
+            schedule,
         })
     }
+
+    /// The burst to start with: the one set, else the default for the
+    /// limit.
+    pub fn burst_or_default(&self) -> u64 {
+        self.burst
+            .unwrap_or_else(|| default_burst(self.limit, self.counting))
+    }
+}
+
+/// `value`, converted from `written` given to `flag`, or a usage error
+/// that names both.
+pub fn invalid<T, W>(
+    flag: &str,
+    written: &Written<W>,
+    value: Result<T, String>,
+) -> Result<T, UsageError> {
+    value.map_err(|why| UsageError(format!("invalid value '{written}' for '{flag}': {why}")))
 }
 
 /// Starts the live controls of a run: the timetable, signals and remote
@@ -45,13 +90,14 @@ impl Start {
 /// run started and the registration to keep until it ends.
 pub fn go_live(
     cli: &Cli,
+    start: &Start,
     adjuster: Arc<Adjuster>,
     forwarded: &Arc<AtomicU64>,
     printer: Printer,
 ) -> io::Result<(Instant, Option<Registration>)> {
     let started = Instant::now();
-    if let Some(schedule) = cli.schedule.clone() {
-        control::follow(schedule, adjuster.clone(), started);
+    if !start.schedule.is_empty() {
+        control::follow(start.schedule.clone(), adjuster.clone(), started);
     }
     let run = Run {
         adjuster,
@@ -75,7 +121,8 @@ pub fn start_reporter(
     progress_style(cli).map(|(style, interval)| {
         let bucket = bucket.clone();
         let source = Source {
-            bytes: forwarded.clone(),
+            count: forwarded.clone(),
+            counting: cli.counting(),
             total,
             limit: Box::new(move || bucket.limit()),
         };

@@ -3,12 +3,14 @@
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
 use super::UsageError;
-use super::live::{Start, go_live, printer, start_reporter};
+use super::live::{Start, go_live, invalid, printer, start_reporter};
 use crate::cli::Cli;
 use crate::control::{Adjuster, default_burst, share};
+use crate::counting::{Counting, Written};
 use crate::exit::Exit;
 use crate::net::{Address, proxy};
 use anyhow::Context;
+use shape_bucket::RateSpec;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -21,21 +23,30 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         .into());
     }
     let start = Start::of(cli)?;
-    let up = cli.rate_up.unwrap_or(start.limit);
-    let down = cli.rate_down.unwrap_or(start.limit);
-    let burst = |limit| start.burst.unwrap_or_else(|| default_burst(limit));
+    let direction = |flag, given: &Option<Written<RateSpec>>| match given {
+        Some(rate) => invalid(flag, rate, Counting::Bytes.limit(&rate.value)),
+        None => Ok(start.limit),
+    };
+    let up = direction("--rate-up <RATE>", &cli.rate_up)?;
+    let down = direction("--rate-down <RATE>", &cli.rate_down)?;
+    let burst = |limit| {
+        start
+            .burst
+            .unwrap_or_else(|| default_burst(limit, Counting::Bytes))
+    };
     let (up, down) = (
         Arc::new(share::own(up, burst(up))?),
         Arc::new(share::own(down, burst(down))?),
     );
     let adjuster = Arc::new(Adjuster::over(
         vec![up.clone(), down],
+        Counting::Bytes,
         start.burst.is_some(),
     ));
     let forwarded = Arc::new(AtomicU64::new(0));
     let reporter = start_reporter(cli, &forwarded, None, &up);
     let printer = printer(reporter.as_ref());
-    let (_, _registration) = go_live(cli, adjuster.clone(), &forwarded, printer.clone())?;
+    let (_, _registration) = go_live(cli, &start, adjuster.clone(), &forwarded, printer.clone())?;
     let shaping = proxy::Shaping {
         adjuster,
         per_connection: cli.per_connection,
@@ -57,6 +68,8 @@ fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
         (cli.size.is_some(), "--size"),
         (cli.stats, "--stats"),
         (cli.connect_timeout.is_some(), "--connect-timeout"),
+        (cli.lines, "--lines"),
+        (cli.null, "--null"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))

@@ -7,7 +7,6 @@ use crate::cli::{Cli, RemoteTarget};
 use crate::control::{self, ControlDir, Request, Settings, share};
 use crate::exit::Exit;
 use anyhow::Context;
-use shape_bucket::units::Size;
 use std::time::Duration;
 
 /// How long a running shape has to answer.
@@ -15,8 +14,8 @@ const PATIENCE: Duration = Duration::from_secs(1);
 
 pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
     let request = Request {
-        limit: cli.rate,
-        burst: cli.burst.map(Size::bytes),
+        rate: cli.rate.clone(),
+        burst: cli.burst.clone(),
         paused: (cli.pause || cli.resume).then_some(cli.pause),
     };
     if request == Request::default() {
@@ -28,9 +27,12 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
     let (who, settings) = match target {
         RemoteTarget::Process(pid) => (format!("shape {pid}"), dir.send(*pid, &request, PATIENCE)?),
         RemoteTarget::Share(name) => {
-            let bucket = share::find(&dir, name)?;
-            control::apply(&bucket, &request).with_context(|| format!("share {name}"))?;
-            (format!("share {name}"), Settings::of(&bucket))
+            let (bucket, counting) = share::find(&dir, name)?;
+            request
+                .adjustment(counting)
+                .and_then(|change| control::apply(&bucket, &change))
+                .map_err(|why| anyhow::anyhow!("share {name}: {why}"))?;
+            (format!("share {name}"), Settings::of(&bucket, counting))
         }
     };
     println!("{who}: {settings}");

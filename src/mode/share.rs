@@ -3,7 +3,6 @@
 
 use crate::control::{ControlDir, Settings, share};
 use crate::exit::Exit;
-use shape_bucket::units::human_rate;
 use std::time::{Duration, Instant};
 
 /// How long `--status` watches the share to say what it spends.
@@ -12,15 +11,17 @@ const WATCH: Duration = Duration::from_millis(500);
 /// The share's settings and what its shapes spend together, measured over
 /// half a second.
 pub fn status(name: &str) -> anyhow::Result<Exit> {
-    let bucket = share::find(&ControlDir::open()?, name)?;
+    let (bucket, counting) = share::find(&ControlDir::open()?, name)?;
     let (before, started) = (bucket.spent(), Instant::now());
     std::thread::sleep(WATCH);
-    let used = bucket.spent().wrapping_sub(before) as f64 / started.elapsed().as_secs_f64();
+    let spent = bucket.spent().wrapping_sub(before) / counting.tokens_per_unit();
+    let used = spent as f64 / started.elapsed().as_secs_f64();
+    let in_hand = bucket.available().max(0) as u64;
     println!(
-        "share {name}: {}; in use {}/s; {} bytes in hand",
-        Settings::of(&bucket),
-        human_rate(used),
-        bucket.available()
+        "share {name}: {}; in use {}; {} in hand",
+        Settings::of(&bucket, counting),
+        counting.show_rate(used),
+        counting.show_tokens(in_hand)
     );
     Ok(Exit::Success)
 }

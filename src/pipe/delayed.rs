@@ -22,6 +22,9 @@ use std::thread::JoinHandle;
 /// that changes while running.
 pub type Capacity = Box<dyn Fn() -> u64 + Send + Sync>;
 
+/// What a chunk written counts for: its bytes, or the records it ends.
+pub type Tally = Box<dyn Fn(&[u8]) -> u64 + Send>;
+
 /// The output behind a delay line. Write to `&DelayedOutput`; call
 /// [`DelayedOutput::finish`] at the end to pass on what is still held.
 pub struct DelayedOutput<C: Clock + Send + Sync + 'static> {
@@ -48,13 +51,14 @@ struct State {
 
 impl<C: Clock + Send + Sync + 'static> DelayedOutput<C> {
     /// Starts the thread that passes chunks from `line` on to `output`
-    /// when due, adding each to `forwarded` once written.
+    /// when due, adding what each counts for (`tally`) to `forwarded` once
+    /// written.
     pub fn start(
         output: File,
         line: Line,
         capacity: Capacity,
         clock: C,
-        forwarded: Arc<AtomicU64>,
+        (forwarded, tally): (Arc<AtomicU64>, Tally),
     ) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -71,7 +75,7 @@ impl<C: Clock + Send + Sync + 'static> DelayedOutput<C> {
             std::thread::Builder::new()
                 .name("delay".into())
                 .spawn(move || {
-                    let result = shared.pass_on(&output, &forwarded);
+                    let result = shared.pass_on(&output, &forwarded, &tally);
                     (output, result)
                 })?
         };
@@ -131,7 +135,7 @@ impl<C: Clock> Shared<C> {
 
     /// The writer thread: passes each chunk on when due, until the line is
     /// closed and empty, or the output fails.
-    fn pass_on(&self, output: &File, forwarded: &AtomicU64) -> io::Result<()> {
+    fn pass_on(&self, output: &File, forwarded: &AtomicU64, tally: &Tally) -> io::Result<()> {
         // Nothing wakes this sleep early: the chunk at the head, the only
         // one waited for, cannot become due any sooner.
         let never = AtomicU32::new(0);
@@ -155,7 +159,7 @@ impl<C: Clock> Shared<C> {
                 continue;
             };
             let written = Descriptor(output).write_all(&chunk);
-            let len = chunk.len() as u64;
+            let counts = tally(&chunk);
             let mut state = self.lock();
             state.line.done_with(chunk);
             if let Err(err) = written {
@@ -163,7 +167,7 @@ impl<C: Clock> Shared<C> {
                 self.changed.notify_all();
                 return Err(err);
             }
-            forwarded.fetch_add(len, Ordering::Relaxed);
+            forwarded.fetch_add(counts, Ordering::Relaxed);
             self.changed.notify_all();
         }
     }
@@ -201,7 +205,10 @@ mod tests {
             line,
             Box::new(move || capacity),
             MonotonicClock,
-            forwarded.clone(),
+            (
+                forwarded.clone(),
+                Box::new(|chunk: &[u8]| chunk.len() as u64),
+            ),
         )
         .unwrap();
         (output, forwarded)

@@ -15,11 +15,13 @@
 mod delayed;
 mod descriptor;
 mod output;
+mod records;
 mod splice;
 
-pub use delayed::DelayedOutput;
+pub use delayed::{DelayedOutput, Tally};
 pub use descriptor::Descriptor;
 pub use output::Output;
+pub use records::RecordPump;
 
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use rustix::io::Errno;
@@ -49,6 +51,27 @@ pub enum CopyError {
     /// Writing the output failed.
     #[error("write: {0}")]
     Write(#[source] io::Error),
+}
+
+/// A copy loop that forwards one input at a time: [`Pump`] for bytes,
+/// [`RecordPump`] for records.
+pub trait Forward {
+    /// Copies `input` to `output`, a file (which a byte pump may splice
+    /// to), until the input ends or the stop-after budget is spent.
+    fn to_file(&mut self, input: &File, output: &File) -> Result<Ended, CopyError>;
+
+    /// Copies `input` into `output`, which is not a file (a delay line).
+    fn to_writer(&mut self, input: &File, output: &mut dyn Write) -> Result<Ended, CopyError>;
+}
+
+impl<C: Clock, S: Deref<Target = BucketCell>> Forward for Pump<'_, C, S> {
+    fn to_file(&mut self, input: &File, output: &File) -> Result<Ended, CopyError> {
+        self.forward(input, output)
+    }
+
+    fn to_writer(&mut self, input: &File, output: &mut dyn Write) -> Result<Ended, CopyError> {
+        self.forward_into(input, output)
+    }
 }
 
 /// Tokens paid for a chunk not yet taken from the input.
@@ -116,7 +139,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     pub fn forward_into(
         &mut self,
         input: &File,
-        output: &mut impl Write,
+        output: &mut (impl Write + ?Sized),
     ) -> Result<Ended, CopyError> {
         self.forward_buffered(&mut Descriptor(input), output)
     }
@@ -247,7 +270,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     fn forward_buffered(
         &mut self,
         input: &mut impl Read,
-        output: &mut impl Write,
+        output: &mut (impl Write + ?Sized),
     ) -> Result<Ended, CopyError> {
         loop {
             let Some(want) = self.chunk_to_take() else {

@@ -1,12 +1,11 @@
 //! Where the pump's chunks go: straight to the output file, or into a
 //! delay line that passes them on when due (`--delay`, `--jitter`).
 
-use super::{CopyError, DelayedOutput, Ended, Pump};
-use shape_bucket::{BucketCell, Clock, MonotonicClock};
+use super::{CopyError, DelayedOutput, Ended, Forward};
+use shape_bucket::MonotonicClock;
 use std::fs::File;
 use std::io;
-use std::ops::Deref;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The output of a copy.
 pub enum Output {
@@ -40,22 +39,24 @@ impl Output {
     }
 
     /// Pumps `input` to this output.
-    pub fn forward<C: Clock, S: Deref<Target = BucketCell>>(
-        &self,
-        pump: &mut Pump<'_, C, S>,
-        input: &File,
-    ) -> Result<Ended, CopyError> {
+    pub fn forward(&self, pump: &mut dyn Forward, input: &File) -> Result<Ended, CopyError> {
         match self {
-            Output::Direct(file) => pump.forward(input, file),
-            Output::Delayed { line, .. } => pump.forward_into(input, &mut &*line),
+            Output::Direct(file) => pump.to_file(input, file),
+            Output::Delayed { line, .. } => pump.to_writer(input, &mut &*line),
         }
     }
 
     /// Waits until every byte is out, and gives the output file back.
-    pub fn finish(self) -> io::Result<File> {
+    /// `forwarded` then holds everything the pump put in: for records, the
+    /// last one may have had no terminator for the line to count.
+    pub fn finish(self, forwarded: &AtomicU64) -> io::Result<File> {
         match self {
             Output::Direct(file) => Ok(file),
-            Output::Delayed { line, .. } => line.finish(),
+            Output::Delayed { line, put_in } => {
+                let file = line.finish()?;
+                forwarded.store(put_in.into_inner(), Ordering::Relaxed);
+                Ok(file)
+            }
         }
     }
 }

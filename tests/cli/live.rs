@@ -270,16 +270,16 @@ fn planted_and_foreign_control_messages_are_refused() {
     let dir = runtime.control_dir();
     let target = runtime
         .0
-        .file("target", b"shape-control 1\nrate unlimited\n");
+        .file("target", b"shape-control 2\nrate unlimited\n");
     std::os::unix::fs::symlink(&target, dir.join(format!("{}.req.planted", shape.pid))).unwrap();
     let foreign = rustix::process::geteuid().is_root().then(|| {
         let path = dir.join(format!("{}.req.foreign", shape.pid));
-        std::fs::write(&path, "shape-control 1\nrate unlimited\n").unwrap();
+        std::fs::write(&path, "shape-control 2\nrate unlimited\n").unwrap();
         rustix::fs::chown(&path, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
     });
     std::fs::write(
         dir.join(format!("{}.req.garbled", shape.pid)),
-        "shape-control 1\nrate unlimited\nrm -rf /\n",
+        "shape-control 2\nrate unlimited\nrm -rf /\n",
     )
     .unwrap();
     shape.signal(Signal::USR2);
@@ -397,7 +397,7 @@ fn a_burst_the_bucket_cannot_take_is_refused_with_its_cause_and_changes_nothing(
     // that must not be applied either.
     std::fs::write(
         dir.join(format!("{}.req.zero", shape.pid)),
-        format!("shape-control 1\nrate {}\nburst 0\n", 4u64 << 36),
+        "shape-control 2\nrate 4MiB\nburst 0\n",
     )
     .unwrap();
     shape.signal(Signal::USR2);
@@ -413,7 +413,7 @@ fn a_burst_the_bucket_cannot_take_is_refused_with_its_cause_and_changes_nothing(
     let (_, _, stderr) = shape.stop();
     assert_eq!(
         answer,
-        "shape-control 1\nrefused burst must be 1 byte to 4 EiB, not 0 bytes\n"
+        "shape-control 2\nrefused burst must be 1 byte to 4 EiB, not 0 bytes\n"
     );
     assert!(
         stderr.contains("zero: burst must be 1 byte to 4 EiB, not 0 bytes"),

@@ -62,7 +62,7 @@ pub use bucket::{
 #[cfg(not(loom))]
 pub use clock::MonotonicClock;
 pub use clock::{Clock, FakeClock};
-pub use rate::{Limit, RATE_EXAMPLES, Rate};
+pub use rate::{Amount, Limit, RATE_EXAMPLES, Rate, RateSpec};
 #[cfg(not(loom))]
 pub use shaped::{Payer, Shaped};
 

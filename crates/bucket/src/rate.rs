@@ -1,4 +1,5 @@
-//! Rates: how many bytes per second a limit lets through, or no limit.
+//! Rates: how many bytes (or tokens) per second a limit lets through, or
+//! no limit; and rates as people write them ([`RateSpec`]).
 //!
 //! A rate is kept as binary fixed point, bytes per second times 2^16. That is
 //! exact for every rate people write (1.5 KiB/s, 40 Mbit/s, 10 MB/s), keeps
@@ -12,7 +13,7 @@ use std::num::NonZeroU64;
 use std::str::FromStr;
 
 /// Examples of valid rates, shown in every rate error.
-pub const RATE_EXAMPLES: &str = "e.g. 5MiB, 1.5M/s, 40Mbit, 100kbps, 10MB/s, unlimited";
+pub const RATE_EXAMPLES: &str = "e.g. 5MiB, 1.5M/s, 40Mbit, 100kbps, 100MB/h, unlimited";
 
 /// A rate in bytes per second, at least [`Rate::MIN`] and at most
 /// [`Rate::MAX`].
@@ -103,51 +104,175 @@ impl Limit {
 impl FromStr for Limit {
     type Err = String;
 
-    /// Parses `unlimited` or `NUMBER[UNIT][/s]`: byte units as for sizes
-    /// (`K M G T`, `KiB`.. powers of 1024, `KB`.. powers of 1000), or bits
-    /// per second in powers of 1000 (`bit kbit Mbit Gbit Tbit`, `bps kbps
-    /// Mbps Gbps Tbps`).
+    /// Parses a rate whose plain numbers are bytes; see [`RateSpec`] for
+    /// the forms.
+    fn from_str(text: &str) -> Result<Self, String> {
+        text.parse::<RateSpec>()?.in_bytes()
+    }
+}
+
+/// A rate as written, before it is known what a plain number counts:
+/// `unlimited`, or an amount per a span of time.
+///
+/// The amount is a plain number (`30`), bytes (`5MiB`, `1.5M`, `10MB`:
+/// binary single letters and `iB` units, decimal `KB`..`TB`) or bits
+/// (`40Mbit`, `100kbps`, powers of 1000). The span follows a `/`: `s`,
+/// `min`, `h`, `d` or `ms`, with a number or not (`/s`, `/min`, `/5s`,
+/// `/1.5h`); without one, the amount is per second. `bps` already says
+/// "per second".
+///
+/// ```
+/// use shape_bucket::{Limit, Rate, RateSpec};
+///
+/// let crawl: RateSpec = "30/min".parse().unwrap();
+/// // Lines worth 1024 tokens each: half a line, 512 tokens, a second.
+/// assert_eq!(crawl.in_units(1024, "line"), Ok(Limit::per_second(512)));
+/// assert!(crawl.in_bytes().is_err(), "half a byte a second is too slow");
+/// let hourly: Limit = "100MB/h".parse().unwrap();
+/// assert_eq!(hourly, Limit::Rate(Rate::from_bytes_per_sec(1e8 / 3600.0).unwrap()));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RateSpec {
+    /// No limit.
+    Unlimited,
+    /// `amount` every `seconds`.
+    Per {
+        /// How much.
+        amount: Amount,
+        /// In how many seconds; more than zero.
+        seconds: f64,
+    },
+}
+
+/// How much a rate lets through, as written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Amount {
+    /// A number without a unit: bytes or records, as the counter decides.
+    Plain(f64),
+    /// A number with a byte or bit unit, in bytes.
+    Bytes(f64),
+}
+
+impl FromStr for RateSpec {
+    type Err = String;
+
     fn from_str(text: &str) -> Result<Self, String> {
         if text.trim_matches(' ').eq_ignore_ascii_case("unlimited") {
-            return Ok(Limit::Unlimited);
+            return Ok(RateSpec::Unlimited);
         }
-        let (number, unit) = split_number(text).map_err(|e| format!("{e} ({RATE_EXAMPLES})"))?;
+        let (amount, span) = match text.split_once('/') {
+            Some((amount, span)) => (amount, Some(span)),
+            None => (text, None),
+        };
+        let (number, unit) = split_number(amount).map_err(|e| format!("{e} ({RATE_EXAMPLES})"))?;
         if unit.contains("Bps") {
             return Err(format!(
                 "'{unit}' is ambiguous: write MB/s for bytes or Mbps for bits ({RATE_EXAMPLES})"
             ));
         }
-        let per_second = unit
-            .strip_suffix("/s")
-            .unwrap_or(unit)
-            .trim_end_matches(' ');
-        if per_second.len() == 2 && per_second.ends_with('b') {
+        let unit = unit.trim_end_matches(' ');
+        if unit.len() == 2 && unit.ends_with('b') {
             // Network people write "Mb" for megabits; refuse to guess.
-            let prefix = &per_second[..1];
+            let prefix = &unit[..1];
             return Err(format!(
-                "'{per_second}' is ambiguous: write {}B for bytes or {prefix}bit for bits ({RATE_EXAMPLES})",
+                "'{unit}' is ambiguous: write {}B for bytes or {prefix}bit for bits ({RATE_EXAMPLES})",
                 prefix.to_ascii_uppercase()
             ));
         }
-        let factor =
-            bit_factor(per_second, unit.ends_with("/s")).or_else(|| byte_factor(per_second));
-        let Some(factor) = factor else {
-            return Err(format!("unknown rate unit '{unit}' ({RATE_EXAMPLES})"));
+        let amount = match (unit, bit_factor(unit, span.is_some())) {
+            ("", _) => Amount::Plain(number),
+            (_, Some(factor)) => Amount::Bytes(number * factor),
+            (_, None) => match byte_factor(unit) {
+                Some(factor) => Amount::Bytes(number * factor),
+                None => return Err(format!("unknown rate unit '{unit}' ({RATE_EXAMPLES})")),
+            },
         };
-        let bytes_per_sec = number * factor;
-        if bytes_per_sec == 0.0 {
+        let seconds = match span {
+            None => 1.0,
+            Some(span) => span_seconds(span)?,
+        };
+        if number == 0.0 {
             return Err(format!(
                 "rate must be greater than zero; for no limit say 'unlimited' ({RATE_EXAMPLES})"
             ));
         }
-        match Rate::from_bytes_per_sec(bytes_per_sec) {
-            Some(rate) => Ok(Limit::Rate(rate)),
-            None if bytes_per_sec < 1.0 => Err(format!(
-                "rate must be at least 1 byte per second ({RATE_EXAMPLES})"
-            )),
-            None => Err(format!("rate must be at most 128 TiB/s ({RATE_EXAMPLES})")),
+        Ok(RateSpec::Per { amount, seconds })
+    }
+}
+
+impl RateSpec {
+    /// The limit when a plain number counts bytes.
+    pub fn in_bytes(&self) -> Result<Limit, String> {
+        match *self {
+            RateSpec::Unlimited => Ok(Limit::Unlimited),
+            RateSpec::Per { amount, seconds } => {
+                let bytes = match amount {
+                    Amount::Plain(n) | Amount::Bytes(n) => n,
+                };
+                limit_at(bytes / seconds, 1.0, "1 byte per second")
+            }
         }
     }
+
+    /// The limit when what is counted is a `unit` (`"line"`) worth
+    /// `tokens_per_unit` tokens each; an amount in bytes is refused.
+    pub fn in_units(&self, tokens_per_unit: u64, unit: &str) -> Result<Limit, String> {
+        match *self {
+            RateSpec::Unlimited => Ok(Limit::Unlimited),
+            RateSpec::Per {
+                amount: Amount::Bytes(_),
+                ..
+            } => Err(format!(
+                "{unit}s are counted, not bytes: give a number of {unit}s, e.g. 2, 0.5, 30/min, 1/5s"
+            )),
+            RateSpec::Per {
+                amount: Amount::Plain(n),
+                seconds,
+            } => {
+                let per_token = tokens_per_unit as f64;
+                let slowest = format!("1 {unit} per {} s", (per_token).round());
+                limit_at(n / seconds * per_token, 1.0, &slowest)
+            }
+        }
+    }
+}
+
+/// The limit of `tokens_per_sec`, at least `least`, which `slowest` names.
+fn limit_at(tokens_per_sec: f64, least: f64, slowest: &str) -> Result<Limit, String> {
+    match Rate::from_bytes_per_sec(tokens_per_sec) {
+        Some(rate) => Ok(Limit::Rate(rate)),
+        None if tokens_per_sec < least => {
+            Err(format!("rate must be at least {slowest} ({RATE_EXAMPLES})"))
+        }
+        None => Err(format!("rate is too fast ({RATE_EXAMPLES})")),
+    }
+}
+
+/// The seconds in the span after a rate's `/`: a unit (`s`, `min`, `h`,
+/// `d`, `ms`, and their long names), with a number before it or not.
+fn span_seconds(span: &str) -> Result<f64, String> {
+    let span = span.trim_matches(' ');
+    let starts_with_number = span.starts_with(|c: char| c.is_ascii_digit() || c == '.');
+    let (count, unit) = if starts_with_number {
+        split_number(span).map_err(|e| format!("{e} after '/' ({RATE_EXAMPLES})"))?
+    } else {
+        (1.0, span)
+    };
+    let seconds = match unit.trim_end_matches(' ') {
+        "ms" => 0.001,
+        "s" | "sec" | "second" | "seconds" => 1.0,
+        "m" | "min" | "minute" | "minutes" => 60.0,
+        "h" | "hour" | "hours" => 3600.0,
+        "d" | "day" | "days" => 86_400.0,
+        "" => return Err(format!("the time after '/' needs a unit ({RATE_EXAMPLES})")),
+        other => return Err(format!("unknown time unit '{other}' ({RATE_EXAMPLES})")),
+    };
+    if count == 0.0 {
+        return Err(format!(
+            "the time in a rate must be longer than zero ({RATE_EXAMPLES})"
+        ));
+    }
+    Ok(count * seconds)
 }
 
 /// Bytes per second in one bit-rate `unit` (`kbit`, `Mbps`, ...), or `None`
@@ -310,5 +435,68 @@ mod tests {
             let rate = Rate::from_bytes_per_sec(bps).unwrap();
             assert!(((rate.bytes_per_sec() - bps) / bps).abs() < 1e-5, "{bps}");
         }
+    }
+
+    fn spec(text: &str) -> RateSpec {
+        text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn rates_may_be_per_any_span_of_time() {
+        let per = |amount, seconds| RateSpec::Per { amount, seconds };
+        assert_eq!(spec("30/min"), per(Amount::Plain(30.0), 60.0));
+        assert_eq!(spec("1/5s"), per(Amount::Plain(1.0), 5.0));
+        assert_eq!(spec("2.5/s"), per(Amount::Plain(2.5), 1.0));
+        assert_eq!(spec("0.5"), per(Amount::Plain(0.5), 1.0));
+        assert_eq!(spec("100MB/h"), per(Amount::Bytes(1e8), 3600.0));
+        assert_eq!(spec("8kbit/1.5h"), per(Amount::Bytes(1000.0), 5400.0));
+        assert_eq!(spec(" 3 / 2 min "), per(Amount::Plain(3.0), 120.0));
+        assert_eq!(spec("unlimited"), RateSpec::Unlimited);
+        for bad in [
+            "0/min",
+            "1/0s",
+            "1/2",
+            "1/",
+            "1/fortnight",
+            "5/s/s",
+            "5Mbps/min",
+            "/s",
+            "1/-5s",
+        ] {
+            assert!(
+                bad.parse::<RateSpec>().unwrap_err().contains("e.g."),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn counted_units_take_plain_numbers_and_rates_below_one_a_second() {
+        let per_record = 1 << 20;
+        assert_eq!(
+            spec("30/min").in_units(per_record, "line"),
+            Ok(Limit::per_second(per_record / 2))
+        );
+        assert_eq!(spec("1/5s").in_units(5, "line"), Ok(Limit::per_second(1)));
+        assert_eq!(spec("unlimited").in_units(5, "line"), Ok(Limit::Unlimited));
+        let refused = spec("5MiB").in_units(per_record, "line").unwrap_err();
+        assert!(
+            refused.starts_with("lines are counted, not bytes"),
+            "{refused}"
+        );
+        assert!(
+            spec("1/20d").in_units(per_record, "line").is_err(),
+            "too slow"
+        );
+        assert!(
+            spec("0.5")
+                .in_bytes()
+                .unwrap_err()
+                .contains("at least 1 byte")
+        );
+        assert_eq!(
+            spec("90/min").in_bytes(),
+            Ok(Limit::Rate(Rate::from_bytes_per_sec(1.5).unwrap()))
+        );
     }
 }

@@ -35,8 +35,29 @@ impl fmt::Display for Size {
 impl FromStr for Size {
     type Err = String;
 
-    /// Parses `NUMBER[UNIT]`; a fraction is allowed with a unit and rounds
-    /// to the nearest byte.
+    /// Parses `NUMBER[UNIT]`, a plain number being bytes; see
+    /// [`Quantity`].
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.parse::<Quantity>()? {
+            Quantity::Plain(n) | Quantity::Bytes(n) => Ok(Size(n)),
+        }
+    }
+}
+
+/// An amount as written, before it is known what a plain number counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantity {
+    /// A whole number without a unit: bytes or records, as the counter
+    /// decides.
+    Plain(u64),
+    /// A number with a byte unit (`64k`, `1.5G`, `10MB`), in bytes,
+    /// rounded to the nearest byte.
+    Bytes(u64),
+}
+
+impl FromStr for Quantity {
+    type Err = String;
+
     fn from_str(text: &str) -> Result<Self, String> {
         let (number, unit) = split_number(text).map_err(|e| format!("{e} ({SIZE_EXAMPLES})"))?;
         let Some(factor) = byte_factor(unit) else {
@@ -44,9 +65,14 @@ impl FromStr for Size {
         };
         if unit.is_empty() && number.fract() != 0.0 {
             return Err(format!(
-                "a size without a unit is whole bytes ({SIZE_EXAMPLES})"
+                "a number without a unit is a whole count ({SIZE_EXAMPLES})"
             ));
         }
+        let kind = if unit.is_empty() {
+            Quantity::Plain
+        } else {
+            Quantity::Bytes
+        };
         if let (Ok(whole), Some(factor)) = (
             text.trim_matches(' ')
                 .trim_end_matches(unit)
@@ -57,7 +83,7 @@ impl FromStr for Size {
             // Whole numbers stay exact past 2^53, where a float would round.
             return whole
                 .checked_mul(factor)
-                .map(Size)
+                .map(kind)
                 .ok_or_else(|| format!("size is too large ({SIZE_EXAMPLES})"));
         }
         let bytes = (number * factor).round();
@@ -65,7 +91,7 @@ impl FromStr for Size {
         if bytes >= 18_446_744_073_709_551_616.0 {
             return Err(format!("size is too large ({SIZE_EXAMPLES})"));
         }
-        Ok(Size(bytes as u64))
+        Ok(kind(bytes as u64))
     }
 }
 

@@ -1,8 +1,10 @@
 //! The share file's layout and its mapping into memory: a versioned
-//! `#[repr(C)]` header (magic, version, sizes) followed by the bucket's
+//! `#[repr(C)]` header (magic, version, sizes, what the tokens count)
+//! followed by the bucket's
 //! cell on cache lines of its own. Also the bucket of a running shape,
 //! whose cell is its own or a share's.
 
+use crate::counting::Counting;
 use rustix::mm::{MapFlags, ProtFlags};
 use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
 use std::ops::Deref;
@@ -11,8 +13,8 @@ use std::ptr::NonNull;
 
 /// The first bytes of every share file.
 pub(super) const MAGIC: [u8; 8] = *b"SHAPEBKT";
-/// The layout this shape reads and writes.
-pub(super) const VERSION: u32 = 1;
+/// The layout this shape reads and writes: 2 says what the tokens count.
+pub(super) const VERSION: u32 = 2;
 /// Where the cell starts: the header has the first cache line to itself.
 pub(super) const CELL_OFFSET: usize = 64;
 /// The size of a share file: one page.
@@ -27,6 +29,9 @@ pub(super) struct Header {
     pub(super) cell_offset: u32,
     pub(super) cell_size: u32,
     pub(super) file_size: u64,
+    /// What one token of the bucket is worth: [`Counting::code`].
+    pub(super) counting: u32,
+    pub(super) reserved: u32,
 }
 
 const _: () = assert!(size_of::<Header>() <= CELL_OFFSET);
@@ -34,7 +39,8 @@ const _: () = assert!(CELL_OFFSET + size_of::<BucketCell>() <= FILE_SIZE);
 const _: () = assert!(CELL_OFFSET % align_of::<BucketCell>() == 0);
 
 impl Header {
-    pub(super) fn expected() -> Header {
+    /// The header of a share that counts `counting`.
+    pub(super) fn expected(counting: Counting) -> Header {
         Header {
             magic: MAGIC,
             version: VERSION,
@@ -42,6 +48,8 @@ impl Header {
             cell_offset: CELL_OFFSET as u32,
             cell_size: size_of::<BucketCell>() as u32,
             file_size: FILE_SIZE as u64,
+            counting: counting.code(),
+            reserved: 0,
         }
     }
 }
@@ -124,7 +132,7 @@ impl Mapping {
     }
 
     /// Fills a fresh mapping with the header and `cell`.
-    pub(super) fn fill(&mut self, cell: BucketCell) {
+    pub(super) fn fill(&mut self, cell: BucketCell, counting: Counting) {
         // SAFETY: as in `header` and `cell`; the file was just created by
         // this process and is not yet visible under its name, so nothing
         // else reads it while it is written.
@@ -132,7 +140,7 @@ impl Mapping {
             self.base
                 .as_ptr()
                 .cast::<Header>()
-                .write(Header::expected());
+                .write(Header::expected(counting));
             self.base
                 .as_ptr()
                 .add(CELL_OFFSET)

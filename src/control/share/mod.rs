@@ -16,6 +16,7 @@ pub use mapping::{Bucket, Cell, own};
 
 use super::dir::{ControlDir, Unfit, check_own};
 use super::protocol::Settings;
+use crate::counting::Counting;
 use mapping::{FILE_SIZE, Header, MAGIC, Mapping, VERSION};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -80,17 +81,29 @@ pub enum Opened {
 }
 
 /// Opens share `name` in `dir`, creating it with `limit` and `burst` if it
-/// does not exist yet.
+/// does not exist yet. A share counts one thing: a share that counts
+/// something other than `counting` is refused.
 pub fn open(
     dir: &ControlDir,
     name: &str,
     limit: Limit,
     burst: u64,
+    counting: Counting,
 ) -> Result<(Bucket, Opened), ShareError> {
     let file = file_name(name);
     loop {
         match attach(dir, &file) {
-            Ok(mapping) => {
+            Ok((_, theirs)) if theirs != counting => {
+                return Err(ShareError::new(
+                    name,
+                    format!(
+                        "it counts {}, and this shape counts {}: a share counts one thing",
+                        theirs.units(),
+                        counting.units()
+                    ),
+                ));
+            }
+            Ok((mapping, _)) => {
                 return Ok((
                     TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
                     Opened::Attached,
@@ -99,7 +112,7 @@ pub fn open(
             Err(Refusal::Missing) => {}
             Err(refusal) => return Err(ShareError::unusable(dir, name, refusal)),
         }
-        match create(dir, &file, limit, burst) {
+        match create(dir, &file, limit, burst, counting) {
             Ok(mapping) => {
                 return Ok((
                     TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
@@ -120,11 +133,11 @@ pub fn open(
 pub fn join(
     dir: &ControlDir,
     name: &str,
-    limit: Limit,
-    burst: u64,
+    (limit, burst): (Limit, u64),
+    counting: Counting,
     settings_given: bool,
 ) -> Result<(Bucket, Option<String>), ShareError> {
-    let (bucket, opened) = open(dir, name, limit, burst)?;
+    let (bucket, opened) = open(dir, name, limit, burst, counting)?;
     let differs = bucket.limit() != limit || bucket.burst() != burst;
     if opened == Opened::Created || !settings_given || !differs {
         return Ok((bucket, None));
@@ -138,15 +151,18 @@ pub fn join(
     }
     let notice = format!(
         "share {name} is at {}; using that (change it with --remote share:{name})",
-        Settings::of(&bucket)
+        Settings::of(&bucket, counting)
     );
     Ok((bucket, Some(notice)))
 }
 
-/// Opens share `name` only if it exists.
-pub fn find(dir: &ControlDir, name: &str) -> Result<Bucket, ShareError> {
+/// Opens share `name` only if it exists, and says what it counts.
+pub fn find(dir: &ControlDir, name: &str) -> Result<(Bucket, Counting), ShareError> {
     attach(dir, &file_name(name))
-        .map(|mapping| TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock))
+        .map(|(mapping, counting)| {
+            let bucket = TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock);
+            (bucket, counting)
+        })
         .map_err(|refusal| ShareError::unusable(dir, name, refusal))
 }
 
@@ -219,8 +235,9 @@ impl From<Errno> for Refusal {
     }
 }
 
-/// Maps an existing share file after checking it.
-fn attach(dir: &ControlDir, file: &str) -> Result<Mapping, Refusal> {
+/// Maps an existing share file after checking it, and says what it
+/// counts.
+fn attach(dir: &ControlDir, file: &str) -> Result<(Mapping, Counting), Refusal> {
     let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir.fd(), file, flags, Mode::empty())?;
     let stat = rustix::fs::fstat(&fd)?;
@@ -237,24 +254,31 @@ fn attach(dir: &ControlDir, file: &str) -> Result<Mapping, Refusal> {
         return Err(Refusal::OtherVersion);
     }
     let layout = |h: &Header| (h.header_size, h.cell_offset, h.cell_size, h.file_size);
-    if layout(header) != layout(&Header::expected()) {
+    if layout(header) != layout(&Header::expected(Counting::Bytes)) {
         return Err(Refusal::OtherLayout);
     }
+    let counting = Counting::from_code(header.counting).ok_or(Refusal::Corrupt)?;
     if !mapping.cell().is_sound() {
         return Err(Refusal::Corrupt);
     }
-    Ok(mapping)
+    Ok((mapping, counting))
 }
 
 /// Builds a share file whole and puts it in place, failing with
 /// `AlreadyExists` if one appeared meanwhile.
-fn create(dir: &ControlDir, file: &str, limit: Limit, burst: u64) -> io::Result<Mapping> {
+fn create(
+    dir: &ControlDir,
+    file: &str,
+    limit: Limit,
+    burst: u64,
+    counting: Counting,
+) -> io::Result<Mapping> {
     let cell = BucketCell::new(limit, burst, Fill::Full, MonotonicClock.now())
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
     dir.create_with(file, |fd| {
         rustix::fs::ftruncate(fd, FILE_SIZE as u64)?;
         let mut mapping = Mapping::map(fd)?;
-        mapping.fill(cell);
+        mapping.fill(cell, counting);
         Ok(mapping)
     })
 }
@@ -274,9 +298,23 @@ mod tests {
     #[test]
     fn the_first_creates_and_the_second_attaches_to_the_same_bucket() {
         let (dir, path, _scratch) = dir();
-        let (first, opened) = open(&dir, "backup", Limit::per_second(8 << 20), 1 << 20).unwrap();
+        let (first, opened) = open(
+            &dir,
+            "backup",
+            Limit::per_second(8 << 20),
+            1 << 20,
+            Counting::Bytes,
+        )
+        .unwrap();
         assert_eq!(opened, Opened::Created);
-        let (second, opened) = open(&dir, "backup", Limit::per_second(1 << 20), 10).unwrap();
+        let (second, opened) = open(
+            &dir,
+            "backup",
+            Limit::per_second(1 << 20),
+            10,
+            Counting::Bytes,
+        )
+        .unwrap();
         assert_eq!(opened, Opened::Attached);
         assert_eq!(
             (second.limit(), second.burst()),
@@ -297,11 +335,31 @@ mod tests {
     }
 
     #[test]
+    fn a_share_counts_one_thing() {
+        let (dir, _path, _scratch) = dir();
+        let lines = Counting::Lines;
+        let (_, opened) = open(&dir, "crawl", Limit::per_second(2 << 20), 1 << 20, lines).unwrap();
+        assert_eq!(opened, Opened::Created);
+        let refused = open(&dir, "crawl", Limit::per_second(1000), 10, Counting::Bytes)
+            .err()
+            .unwrap();
+        assert_eq!(
+            refused.to_string(),
+            "share crawl: it counts lines, and this shape counts bytes: a share counts one thing"
+        );
+        let (found, counting) = find(&dir, "crawl").unwrap();
+        assert_eq!(
+            (found.limit(), counting),
+            (Limit::per_second(2 << 20), lines)
+        );
+    }
+
+    #[test]
     fn bad_files_are_refused_with_their_reason() {
         let (dir, path, _scratch) = dir();
         let good = || {
             let _ = std::fs::remove_file(path.join("s.share"));
-            drop(open(&dir, "s", Limit::per_second(1 << 20), 1000).unwrap());
+            drop(open(&dir, "s", Limit::per_second(1 << 20), 1000, Counting::Bytes).unwrap());
             std::fs::read(path.join("s.share")).unwrap()
         };
         let refused = |bytes: &[u8]| {
@@ -311,7 +369,7 @@ mod tests {
         let bytes = good();
         assert!(refused(&bytes[..100]).contains("too short"));
         let mut version = bytes.clone();
-        version[8] = 2;
+        version[8] = 9;
         assert!(refused(&version).contains("another version"));
         let mut magic = bytes.clone();
         magic[0] = b'X';
