@@ -9,7 +9,11 @@
 //!   variation of the bytes in each 100 ms window after the first second),
 //!   and the shaper's CPU seconds and peak memory;
 //! - with `--bytes N` instead: the wall time until N bytes arrived, the
-//!   throughput, and the same CPU and memory figures.
+//!   throughput, and the same CPU and memory figures;
+//! - with `--records` (and `--rate R` in records a second): the same for
+//!   lines, counted as their newlines arrive, with the smallest gap
+//!   between consecutive lines after the first and, with `--count N`, the
+//!   time from the first line to the Nth.
 //!
 //! CPU time (user + system, every thread, in nanoseconds from
 //! `/proc/PID/task/*/schedstat`) and peak memory (`VmHWM` from
@@ -43,6 +47,12 @@ struct Args {
     /// Measure throughput: stop when this many bytes have arrived.
     #[arg(long, required_unless_present = "rate")]
     bytes: Option<Size>,
+    /// Count lines instead of bytes: the rate is in lines a second.
+    #[arg(long)]
+    records: bool,
+    /// With --records: stop when this many lines have arrived.
+    #[arg(long, requires = "records")]
+    count: Option<usize>,
     /// The shaper and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -136,17 +146,30 @@ fn main() {
     let mut arrivals = Vec::with_capacity(1 << 20);
     let mut total = 0u64;
     let goal = args.bytes.map_or(u64::MAX, Size::bytes);
+    // With --records: when each line ended.
+    let mut lines = Vec::new();
+    let mut bytes_in = 0u64;
     let end = loop {
         let n = stdout.read(&mut buffer).expect("read from the shaper");
         let now = clock.now();
-        total += n as u64;
-        if args.rate.is_some() {
+        bytes_in += n as u64;
+        let counted = if args.records {
+            let ended = buffer[..n].iter().filter(|&&b| b == b'\n').count();
+            lines.extend(std::iter::repeat_n(seconds(now), ended));
+            ended as u64
+        } else {
+            n as u64
+        };
+        total += counted;
+        if args.rate.is_some() && counted > 0 {
             arrivals.push(Arrival {
                 at: seconds(now),
-                bytes: n as u64,
+                bytes: counted,
             });
         }
-        if n == 0 || total >= goal || seconds(now) >= args.seconds && args.rate.is_some() {
+        let enough = args.count.is_some_and(|count| lines.len() >= count);
+        let timed_out = seconds(now) >= args.seconds && args.rate.is_some();
+        if n == 0 || bytes_in >= goal || enough || timed_out {
             break seconds(now);
         }
     };
@@ -155,6 +178,24 @@ fn main() {
     let _ = child.wait();
     let memory = human_bytes(peak_kib * 1024);
     match args.rate.and_then(Limit::rate) {
+        Some(rate) if args.records => {
+            let rate = rate.bytes_per_sec();
+            let gaps = lines.windows(2).map(|w| w[1] - w[0]);
+            let smallest = gaps.fold(f64::INFINITY, f64::min);
+            let span = match (lines.first(), lines.last()) {
+                (Some(first), Some(last)) => format!("{:.3} s", last - first),
+                _ => "-".into(),
+            };
+            println!(
+                "| {} | {rate} lines/s | {} | {:.0} lines | {:.5} | {:.1} ms | {} lines in {span} | {cpu:.3} | {memory} |",
+                args.label,
+                args.burst,
+                observed_burst(&arrivals, rate),
+                steady_rate(&arrivals, 1.0, end) / rate,
+                smallest * 1e3,
+                lines.len(),
+            );
+        }
         Some(rate) => {
             let rate = rate.bytes_per_sec();
             println!(
@@ -167,6 +208,11 @@ fn main() {
                 smoothness(&arrivals, 0.1, 1.0, end),
             );
         }
+        None if args.records => println!(
+            "| {} | {total} lines | {end:.3} s | {:.0} lines/s | {cpu:.3} | {memory} |",
+            args.label,
+            total as f64 / end,
+        ),
         None => println!(
             "| {} | {} | {end:.3} s | {}/s | {cpu:.3} | {memory} |",
             args.label,

@@ -24,17 +24,25 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
 /// lines when unlimited.
 pub const MAX_RECORDS: u64 = 1 << 16;
 
-/// The records of one chunk at `limit` and `burst` (in tokens): about a
-/// millisecond's worth, at least one, at most [`MAX_RECORDS`] and at most
-/// half the burst, as [`chunk_size`] for bytes.
+/// How much time one chunk of records is worth: records are few and
+/// their writes small, so fewer wake-ups matter more than evenness within
+/// a few milliseconds.
+const RECORD_CHUNK_SECONDS: f64 = 0.005;
+
+/// The records of one chunk at `limit` and `burst` (in tokens): about
+/// five milliseconds' worth, at least one, at most [`MAX_RECORDS`] and at
+/// most half the burst, as [`chunk_size`] for bytes.
 pub fn chunk_records(limit: Limit, burst: u64) -> u64 {
-    let per_millisecond = match limit {
+    match limit {
+        // Without a limit the burst bounds nothing.
         Limit::Unlimited => MAX_RECORDS,
-        Limit::Rate(rate) => (rate.bytes_per_sec() / TOKENS_PER_RECORD as f64 / 1000.0) as u64,
-    };
-    per_millisecond
-        .clamp(1, MAX_RECORDS)
-        .min((burst / TOKENS_PER_RECORD / 2).max(1))
+        Limit::Rate(rate) => {
+            let per_second = rate.bytes_per_sec() / TOKENS_PER_RECORD as f64;
+            ((per_second * RECORD_CHUNK_SECONDS) as u64)
+                .clamp(1, MAX_RECORDS)
+                .min((burst / TOKENS_PER_RECORD / 2).max(1))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -62,7 +70,9 @@ mod tests {
             1,
             "a burst of one"
         );
-        assert_eq!(chunk_records(records(100_000), burst(1000)), 100);
+        assert_eq!(chunk_records(records(100_000), burst(1000)), 500);
+        assert_eq!(chunk_records(records(100_000), burst(400)), 200);
         assert_eq!(chunk_records(Limit::Unlimited, burst(1 << 20)), MAX_RECORDS);
+        assert_eq!(chunk_records(Limit::Unlimited, burst(1)), MAX_RECORDS);
     }
 }

@@ -40,7 +40,21 @@ A plain number is bytes.
 \fBKB MB GB TB\fR are powers of 1000;
 \fBkbit Mbit Gbit Tbit\fR and \fBkbps Mbps Gbps Tbps\fR are bits per second, powers of 1000.
 Case does not matter, except that a two-letter unit ending in a small b (\fBMb\fR) is refused as ambiguous.
-A rate may end in \fB/s\fR; fractions work (\fB1.5MiB\fR).
+A rate may end in a time after a slash: \fB/s\fR (the default), \fB/min\fR, \fB/h\fR, \fB/d\fR or \fB/ms\fR, with a number or not (\fB30/min\fR, \fB1/5s\fR, \fB100MB/h\fR); fractions work (\fB1.5MiB\fR).
+With \fB\-\-lines\fR or \fB\-\-null\fR a plain number counts records, and byte units are refused.
+.SH RECORDS
+\fB\-\-lines\fR (\fB\-l\fR) counts lines ending in a newline, \fB\-\-null\fR (\fB\-0\fR) records ending in a NUL byte, instead of bytes: the rate, burst, \fB\-\-size\fR, \fB\-\-stop\-after\fR, \fB\-\-remote\fR, \fB\-\-rate\-file\fR, \fB\-\-schedule\fR, progress and \fB\-\-stats\fR are then in records.
+A record is paid for before any of it leaves, and leaves whole: shape writes up to and including the terminator of the last record paid for.
+A last record without a terminator is written, and counted, when its input ends.
+The default burst is one record (ten milliseconds' worth above 100 records a second).
+shape holds one buffer of 256 KiB whatever the input: a longer record, such as a 1 GiB line, passes through in pieces as it arrives, paid for once before its first piece, so it goes out at the speed the input gives it and the next record waits its turn.
+A share counts one thing: a records shape cannot join a share of bytes, nor the other way round.
+.TP
+\fBcat urls.txt | shape \-\-lines \-\-rate 2 | xargs \-n1 curl \-sO\fR
+Fetch two pages a second.
+.TP
+\fBfind . \-print0 | shape \-0 \-\-rate 30/min | xargs \-0 \-n1 process\fR
+Process thirty files a minute.
 .SH EXAMPLES
 .TP
 \fBcat big.iso | shape \-\-rate 5MiB \-\-burst 20MiB | nc host 9000\fR
@@ -140,6 +154,7 @@ mod tests {
             ".SH OPTIONS",
             ".SH EXAMPLES",
             ".SH SOCKETS AND SLOW LINKS",
+            ".SH RECORDS",
             ".SH EXIT STATUS",
             ".SH SEE ALSO",
         ] {

@@ -28,10 +28,12 @@ Examples:
   shape --remote 4242 --rate 10MiB      # speed up the shape running as 4242
   shape --schedule \"0s=1MiB, 30s=100k\" < in > out   # a link that degrades
   shape --listen :8080 --connect localhost:80 --rate 1MiB --delay 50ms   # a slow link
+  cat urls.txt | shape --lines --rate 2 | xargs -n1 curl -sO   # two pages a second
 
 Units: K M G T and KiB MiB GiB TiB are powers of 1024; KB MB GB TB are
 powers of 1000; kbit Mbit Gbit and kbps Mbps Gbps are bits per second,
-powers of 1000. '/s' may follow; fractions work (1.5MiB).
+powers of 1000. A time may follow a '/' (/s, /min, /h: 30/min, 100MB/h);
+fractions work (1.5MiB). With --lines or --null a plain number is records.
 
 Signals: SIGHUP rereads --rate-file; SIGUSR1 prints a status line;
 SIGUSR2 is how 'shape --remote PID' reaches a running shape; SIGINT and

@@ -136,12 +136,19 @@ impl Adjuster {
 }
 
 /// The burst when none was set: a tenth of a second at the rate, at least
-/// one byte, and 128 KiB unlimited (what a later limit would start with);
-/// one record when records are counted, so that a crawl does not fire a
-/// volley at start.
+/// one byte, and 128 KiB unlimited (what a later limit would start with).
+/// Records: one record, so that a crawl does not fire a volley at start;
+/// above 100 records a second, ten milliseconds' worth, since a bucket of
+/// one record cannot hold such a rate through the least delay in waking
+/// (tokens that arrive while it is full are lost).
 pub fn default_burst(limit: Limit, counting: Counting) -> u64 {
     match (counting, limit) {
-        (Counting::Lines | Counting::Nul, _) => counting.tokens(1),
+        (Counting::Lines | Counting::Nul, Limit::Rate(rate)) => {
+            let ten_ms = (rate.bytes_per_sec() / 100.0) as u64;
+            let one = counting.tokens(1);
+            one.max(ten_ms / one * one)
+        }
+        (Counting::Lines | Counting::Nul, Limit::Unlimited) => counting.tokens(1),
         (Counting::Bytes, Limit::Unlimited) => 128 * 1024,
         (Counting::Bytes, Limit::Rate(rate)) => ((rate.bytes_per_sec() / 10.0) as u64).max(1),
     }
@@ -168,7 +175,12 @@ mod tests {
         assert_eq!(default_burst(Limit::per_second(4), bytes), 1);
         assert_eq!(default_burst(Limit::Unlimited, bytes), 131_072);
         let lines = Counting::Lines;
-        assert_eq!(default_burst(Limit::per_second(1000 << 20), lines), 1 << 20);
+        let per_second = |records: u64| Limit::per_second(records << 20);
+        assert_eq!(default_burst(per_second(5), lines), 1 << 20);
+        assert_eq!(default_burst(per_second(100), lines), 1 << 20);
+        assert_eq!(default_burst(per_second(1000), lines), 10 << 20);
+        assert_eq!(default_burst(per_second(100_000), lines), 1000 << 20);
+        assert_eq!(default_burst(Limit::Unlimited, lines), 1 << 20);
     }
 
     #[test]

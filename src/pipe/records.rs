@@ -14,7 +14,7 @@
 use super::{CopyError, Descriptor, Ended, Forward};
 use crate::chunk::chunk_records;
 use crate::counting::TOKENS_PER_RECORD;
-use shape_bucket::{BucketCell, Clock, TokenBucket};
+use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::ops::Deref;
@@ -36,6 +36,8 @@ pub struct RecordPump<'a, C: Clock, S: Deref<Target = BucketCell>> {
     /// True while the record at the front of the buffer has been paid for
     /// and its start has left: the rest follows without paying.
     open: bool,
+    /// Tokens reserved ahead for the next records, and for how many.
+    prepaid: Option<(Reservation, u64)>,
 }
 
 impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
@@ -55,6 +57,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
             remaining: stop_after,
             buffer: Vec::new(),
             open: false,
+            prepaid: None,
         }
     }
 
@@ -86,12 +89,13 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
                     self.passed(1);
                 }
             } else if self.remaining == Some(0) {
+                self.unpay_ahead();
                 return Ok(Ended::LimitReached);
             } else {
                 let (records, through) = self.find(pending, self.records_per_chunk());
                 if records > 0 {
                     self.pay(records);
-                    write(output, &pending[..through])?;
+                    write(output, &self.buffer[start..start + through])?;
                     start += through;
                     self.passed(records);
                     continue;
@@ -127,15 +131,15 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
         rest: usize,
         output: &mut (impl Write + ?Sized),
     ) -> Result<Ended, CopyError> {
-        if rest == 0 && !self.open {
-            return Ok(Ended::InputDone);
+        if rest > 0 || self.open {
+            if !self.open {
+                self.pay(1);
+            }
+            write(output, &self.buffer[..rest])?;
+            self.open = false;
+            self.passed(1);
         }
-        if !self.open {
-            self.pay(1);
-        }
-        write(output, &self.buffer[..rest])?;
-        self.open = false;
-        self.passed(1);
+        self.unpay_ahead();
         Ok(Ended::InputDone)
     }
 
@@ -144,11 +148,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
     fn find(&self, bytes: &[u8], most: u64) -> (u64, usize) {
         let mut records = 0;
         let mut through = 0;
-        for (at, _) in bytes
-            .iter()
-            .enumerate()
-            .filter(|&(_, &b)| b == self.terminator)
-        {
+        for at in memchr::memchr_iter(self.terminator, bytes) {
             if records == most {
                 break;
             }
@@ -165,9 +165,44 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
         chunk_records(limit, burst).min(self.remaining.unwrap_or(u64::MAX))
     }
 
-    /// Waits until `records` records are paid for.
-    fn pay(&self, records: u64) {
-        self.bucket.acquire(records * TOKENS_PER_RECORD);
+    /// Waits until `records` records are paid for, then pays ahead for the
+    /// next chunk of records.
+    ///
+    /// Paying ahead, before these records are written, keeps the bucket
+    /// filling towards the next ones while the write blocks, as the byte
+    /// pump does: with a burst of one record, tokens that come while the
+    /// pump is busy would otherwise overflow and be lost, and the rate
+    /// would fall short. After the input stalls, the records paid ahead
+    /// can follow a full burst at once.
+    fn pay(&mut self, records: u64) {
+        let tokens = records * TOKENS_PER_RECORD;
+        let reservation = match self.prepaid.take() {
+            Some((mut paid, ahead)) if ahead >= records => {
+                let unused = (ahead - records) * TOKENS_PER_RECORD;
+                self.bucket.give_back(&mut paid, unused);
+                paid
+            }
+            Some((paid, ahead)) => {
+                self.bucket.wait(&paid);
+                self.bucket.reserve(tokens - ahead * TOKENS_PER_RECORD)
+            }
+            None => self.bucket.reserve(tokens),
+        };
+        self.bucket.wait(&reservation);
+        let ahead = self
+            .records_per_chunk()
+            .min(self.remaining.unwrap_or(u64::MAX).saturating_sub(records));
+        self.prepaid = (ahead > 0).then(|| {
+            let reservation = self.bucket.reserve(ahead * TOKENS_PER_RECORD);
+            (reservation, ahead)
+        });
+    }
+
+    /// Gives back what was paid ahead: no more records come.
+    fn unpay_ahead(&mut self) {
+        if let Some((mut paid, ahead)) = self.prepaid.take() {
+            self.bucket.give_back(&mut paid, ahead * TOKENS_PER_RECORD);
+        }
     }
 
     /// Takes note that `records` records have passed whole.

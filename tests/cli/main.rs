@@ -10,6 +10,7 @@ mod live;
 mod net;
 mod options;
 mod proxy;
+mod records;
 mod share;
 mod slow_link;
 mod timing;
