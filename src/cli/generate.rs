@@ -18,12 +18,12 @@ pub fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
         Generated::Elvish => Shell::Elvish,
         Generated::Powershell => Shell::PowerShell,
     };
-    clap_complete::generate(shell, &mut Cli::command(), "shape", out);
+    clap_complete::generate(shell, &mut command(), "shape", out);
     Ok(())
 }
 
 fn write_man(out: &mut dyn Write) -> io::Result<()> {
-    let man = clap_mangen::Man::new(Cli::command()).manual("User Commands");
+    let man = clap_mangen::Man::new(command()).manual("User Commands");
     man.render_title(out)?;
     man.render_name_section(out)?;
     man.render_synopsis_section(out)?;
@@ -31,6 +31,13 @@ fn write_man(out: &mut dyn Write) -> io::Result<()> {
     man.render_options_section(out)?;
     out.write_all(MAN_SECTIONS.as_bytes())?;
     man.render_version_section(out)
+}
+
+/// The command as the generated files describe it: with the package's
+/// version alone, not the commit of the checkout that built it, so that
+/// the committed files stay the same from commit to commit.
+fn command() -> clap::Command {
+    Cli::command().version(env!("CARGO_PKG_VERSION"))
 }
 
 /// The hand-written sections, in roff.

@@ -54,7 +54,7 @@ went away, 130 on Ctrl-C (SIGINT), 143 on SIGTERM.";
 // '[::1]:port') are literal, not links.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Parser)]
-#[command(name = "shape", version, after_help = EXAMPLES, max_term_width = 100)]
+#[command(name = "shape", version = env!("SHAPE_VERSION"), after_help = EXAMPLES, max_term_width = 100)]
 pub struct Cli {
     /// Inputs, read in order; '-' is standard input. None means standard
     /// input. A missing or unreadable file is reported and skipped, and the

@@ -30,3 +30,21 @@ fn committed_man_page_and_completions_are_fresh() {
         stale.join("\n")
     );
 }
+
+#[test]
+fn help_and_the_man_page_name_no_path_of_a_developers_machine() {
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["--generate", "man"],
+        &["--version"],
+    ] {
+        let run = run(shape(args), Stdio::null());
+        assert_eq!(run.code(), 0, "{args:?}: {}", run.stderr);
+        let text = String::from_utf8_lossy(&run.stdout);
+        for local in [manifest, "/root", "/home/", "target/", ".cargo", "/work"] {
+            assert!(!text.contains(local), "{args:?} names {local}");
+        }
+    }
+}
