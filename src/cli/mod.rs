@@ -7,7 +7,8 @@ pub mod generate;
 pub mod usage;
 mod values;
 
-use crate::control::Schedule;
+use crate::control::fleet::Fallback;
+use crate::control::{Schedule, ShareName};
 use crate::counting::{Counting, Written};
 use crate::net::Address;
 use crate::progress::ProgressMode;
@@ -17,7 +18,7 @@ use shape_bucket::RateSpec;
 use shape_bucket::units::{Quantity, Size};
 use std::path::PathBuf;
 use std::time::Duration;
-use values::{parse_burst, parse_interval, parse_max_buffer, parse_share_name};
+use values::{parse_burst, parse_interval, parse_max_buffer};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -207,9 +208,19 @@ pub struct Cli {
     /// Spend from the bucket of share NAME, with every shape of this user
     /// that names it: the limit is their total. The first creates it with
     /// its --rate and --burst; while any shape is on it, later ones use the
-    /// share's settings (and say so if theirs differ).
-    #[arg(long, value_name = "NAME", value_parser = parse_share_name)]
-    pub share: Option<String>,
+    /// share's settings (and say so if theirs differ). A share on a fleet
+    /// of machines lives in Redis:
+    /// redis://[user[:password]@]host[:port][/db]/NAME, or
+    /// redis+unix:///path/to/redis.sock/NAME; the password may also come
+    /// from SHAPE_REDIS_PASSWORD.
+    #[arg(long, value_name = "NAME|URL")]
+    pub share: Option<ShareName>,
+
+    /// What spending from a share in Redis does while Redis cannot be
+    /// reached: go on at the last known rate per shape, hold the data, or
+    /// go on without a limit. It is said once, and when Redis is back.
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = Fallback::Last, requires = "share")]
+    pub share_fallback: Fallback,
 
     /// With --share: print the share's settings and current use, and exit.
     #[arg(long, requires = "share")]
@@ -241,7 +252,7 @@ pub enum RemoteTarget {
     /// The shape running as this PID.
     Process(u32),
     /// Every shape on this share.
-    Share(String),
+    Share(ShareName),
 }
 
 /// What `--generate` prints.

@@ -2,7 +2,6 @@
 //! (rates, sizes, addresses and timetables parse themselves).
 
 use super::RemoteTarget;
-use crate::control::share;
 use crate::counting::Written;
 use crate::duration::{self, Span};
 use shape_bucket::MAX_BURST;
@@ -22,17 +21,12 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
     )
 }
 
-/// Parses `--share`: a share name.
-pub fn parse_share_name(text: &str) -> Result<String, String> {
-    share::check_name(text)
-}
-
 impl std::str::FromStr for RemoteTarget {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
         match text.strip_prefix("share:") {
-            Some(name) => share::check_name(name).map(RemoteTarget::Share),
+            Some(name) => name.parse().map(RemoteTarget::Share),
             None => text
                 .parse::<u32>()
                 .ok()

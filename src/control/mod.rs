@@ -12,6 +12,7 @@
 
 mod adjuster;
 mod dir;
+pub mod fleet;
 mod messages;
 mod protocol;
 mod running;
@@ -25,3 +26,31 @@ pub use protocol::{Request, Settings, apply};
 pub use running::{Run, follow, start};
 pub use schedule::{RateFile, Schedule};
 pub use share::Bucket;
+
+/// A share's name: of this machine's, or a fleet's in Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShareName {
+    Local(String),
+    Redis(fleet::RedisShare),
+}
+
+impl std::str::FromStr for ShareName {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        if fleet::RedisShare::is_redis(text) {
+            text.parse().map(ShareName::Redis)
+        } else {
+            share::check_name(text).map(ShareName::Local)
+        }
+    }
+}
+
+impl std::fmt::Display for ShareName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShareName::Local(name) => f.write_str(name),
+            ShareName::Redis(share) => write!(f, "{share}"),
+        }
+    }
+}

@@ -6,12 +6,12 @@ use super::input::Input;
 use super::live::{Start, go_live, invalid, printer, start_reporter};
 use super::warn;
 use crate::cli::Cli;
-use crate::control::{Adjuster, Bucket, ControlDir, share};
+use crate::control::{Adjuster, Bucket, ControlDir, ShareName, fleet, share};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
 use crate::net;
 use crate::pipe::{CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally};
-use crate::progress::Reporter;
+use crate::progress::{Printer, Reporter};
 use anyhow::{Context, anyhow};
 use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, MonotonicClock};
@@ -31,7 +31,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let start = Start::of(cli)?;
     let counting = start.counting;
-    let bucket = Arc::new(bucket(cli, &start)?);
+    let (bucket, member) = bucket(cli, &start)?;
     let adjuster = Arc::new(Adjuster::new(
         bucket.clone(),
         counting,
@@ -108,6 +108,9 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     if cli.connect.is_some() {
         net::finish(file).with_context(|| format!("close the connection to {output_name}"))?;
     }
+    if let Some(member) = member {
+        member.leave();
+    }
     if let Some(reporter) = reporter {
         reporter.finish();
     }
@@ -124,19 +127,35 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     })
 }
 
-/// The bucket to spend from: the share's, or one of our own.
-fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<Bucket> {
+/// The bucket to spend from: a share's (with the membership to keep while
+/// spending from a fleet's), or one of our own.
+fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<fleet::Member>)> {
     let settings = (start.limit, start.burst_or_default());
-    let Some(name) = &cli.share else {
-        return Ok(share::own(settings.0, settings.1)?);
-    };
     let given = cli.rate.is_some() || cli.burst.is_some() || cli.rate_file.is_some();
-    let dir = ControlDir::open()?;
-    let (bucket, notice) = share::join(&dir, name, settings, start.counting, given)?;
+    let (bucket, member, notice) = match &cli.share {
+        None => (Arc::new(share::own(settings.0, settings.1)?), None, None),
+        Some(ShareName::Local(name)) => {
+            let dir = ControlDir::open()?;
+            let (bucket, notice) = share::join(&dir, name, settings, start.counting, given)?;
+            (Arc::new(bucket), None, notice)
+        }
+        Some(ShareName::Redis(share)) => {
+            let joining = fleet::Joining {
+                limit: settings.0,
+                burst: settings.1,
+                counting: start.counting,
+                settings_given: given,
+                fallback: cli.share_fallback,
+            };
+            let say = (!cli.quiet).then(Printer::default);
+            let (bucket, member, notice) = fleet::join(share, &joining, say)?;
+            (bucket, Some(member), notice)
+        }
+    };
     if let (Some(notice), false) = (notice, cli.quiet) {
         eprintln!("shape: {notice}");
     }
-    Ok(bucket)
+    Ok((bucket, member))
 }
 
 /// The output asked for, and its name for messages: a connection, or

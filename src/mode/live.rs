@@ -4,7 +4,9 @@
 
 use super::UsageError;
 use crate::cli::Cli;
-use crate::control::{self, Adjuster, Bucket, RateFile, Registration, Run, default_burst};
+use crate::control::{
+    self, Adjuster, Bucket, RateFile, Registration, Run, ShareName, default_burst,
+};
 use crate::counting::{Counting, Written};
 use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
 use shape_bucket::Limit;
@@ -106,7 +108,12 @@ pub fn go_live(
         printer,
         rate_file: cli.rate_file.clone(),
     };
-    let registration = control::start(run, cli.share.clone(), cli.quiet)?;
+    // Only a share of this machine's counts its shapes by registration.
+    let local_share = match &cli.share {
+        Some(ShareName::Local(name)) => Some(name.clone()),
+        _ => None,
+    };
+    let registration = control::start(run, local_share, cli.quiet)?;
     Ok((started, registration))
 }
 

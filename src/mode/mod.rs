@@ -12,6 +12,7 @@ mod remote;
 mod share;
 
 use crate::cli::{Cli, Generated, RemoteTarget};
+use crate::control::ShareName;
 use crate::exit::Exit;
 use crate::message::one_line;
 use crate::net::Address;
@@ -21,8 +22,8 @@ use std::io;
 enum Mode<'a> {
     Generate(Generated),
     Remote(&'a RemoteTarget),
-    ShareStatus(&'a str),
-    ShareReset(&'a str),
+    ShareStatus(&'a ShareName),
+    ShareReset(&'a ShareName),
     Proxy {
         listen: &'a Address,
         connect: &'a Address,

@@ -4,7 +4,7 @@
 
 use super::UsageError;
 use crate::cli::{Cli, RemoteTarget};
-use crate::control::{self, ControlDir, Request, Settings, share};
+use crate::control::{self, ControlDir, Request, Settings, ShareName, fleet, share};
 use crate::exit::Exit;
 use anyhow::Context;
 use std::time::Duration;
@@ -23,16 +23,23 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
             UsageError("--remote needs --rate, --burst, --pause or --resume".into()).into(),
         );
     }
-    let dir = ControlDir::open().context("control directory")?;
     let (who, settings) = match target {
-        RemoteTarget::Process(pid) => (format!("shape {pid}"), dir.send(*pid, &request, PATIENCE)?),
-        RemoteTarget::Share(name) => {
+        RemoteTarget::Process(pid) => {
+            let dir = ControlDir::open().context("control directory")?;
+            (format!("shape {pid}"), dir.send(*pid, &request, PATIENCE)?.to_string())
+        }
+        RemoteTarget::Share(ShareName::Local(name)) => {
+            let dir = ControlDir::open().context("control directory")?;
             let (bucket, counting) = share::find(&dir, name)?;
             request
                 .adjustment(counting)
                 .and_then(|change| control::apply(&bucket, &change))
                 .map_err(|why| anyhow::anyhow!("share {name}: {why}"))?;
-            (format!("share {name}"), Settings::of(&bucket, counting))
+            (format!("share {name}"), Settings::of(&bucket, counting).to_string())
+        }
+        RemoteTarget::Share(ShareName::Redis(share)) => {
+            println!("{}", fleet::commands::change(share, &request)?);
+            return Ok(Exit::Success);
         }
     };
     println!("{who}: {settings}");

@@ -1,7 +1,8 @@
 //! The one-off commands on a share: `--share NAME --status` and
 //! `--share NAME --reset`.
 
-use crate::control::{ControlDir, Settings, share};
+use crate::control::fleet::{self, RedisShare};
+use crate::control::{ControlDir, Settings, ShareName, share};
 use crate::exit::Exit;
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,14 @@ const WATCH: Duration = Duration::from_millis(500);
 
 /// The share's settings and what its shapes spend together, measured over
 /// half a second.
-pub fn status(name: &str) -> anyhow::Result<Exit> {
+pub fn status(name: &ShareName) -> anyhow::Result<Exit> {
+    let name = match name {
+        ShareName::Local(name) => name,
+        ShareName::Redis(share) => {
+            println!("{}", fleet::commands::status(share)?);
+            return Ok(Exit::Success);
+        }
+    };
     let (bucket, counting) = share::find(&ControlDir::open()?, name)?;
     let (before, started) = (bucket.spent(), Instant::now());
     std::thread::sleep(WATCH);
@@ -27,11 +35,20 @@ pub fn status(name: &str) -> anyhow::Result<Exit> {
 }
 
 /// Removes the share's file so that the next shape on it starts it afresh.
-pub fn reset(name: &str) -> anyhow::Result<Exit> {
-    if share::reset(&ControlDir::open()?, name)? {
+pub fn reset(name: &ShareName) -> anyhow::Result<Exit> {
+    let removed = match name {
+        ShareName::Local(name) => share::reset(&ControlDir::open()?, name)?,
+        ShareName::Redis(share) => reset_fleet(share)?,
+    };
+    if removed {
         println!("share {name}: removed; the next shape on it starts it afresh");
     } else {
         println!("share {name}: there was none; the next shape on it starts it");
     }
     Ok(Exit::Success)
+}
+
+/// Removes a fleet's share from Redis unless shapes are on it.
+fn reset_fleet(share: &RedisShare) -> anyhow::Result<bool> {
+    Ok(fleet::commands::reset(share)?)
 }

@@ -75,9 +75,19 @@ impl Deref for Cell {
     }
 }
 
-/// A bucket of this process's own.
+/// A bucket of this process's own, starting full.
 pub fn own(limit: Limit, burst: u64) -> Result<Bucket, InvalidBurst> {
-    let cell = BucketCell::new(limit, burst, Fill::Full, MonotonicClock.now())?;
+    own_filled(limit, burst, Fill::Full)
+}
+
+/// A bucket of this process's own, starting empty: for tokens that come
+/// from elsewhere (a fleet's leases).
+pub fn own_empty(limit: Limit, burst: u64) -> Result<Bucket, InvalidBurst> {
+    own_filled(limit, burst, Fill::Empty)
+}
+
+fn own_filled(limit: Limit, burst: u64, fill: Fill) -> Result<Bucket, InvalidBurst> {
+    let cell = BucketCell::new(limit, burst, fill, MonotonicClock.now())?;
     Ok(TokenBucket::from_cell(
         Cell::Own(Box::new(cell)),
         MonotonicClock,

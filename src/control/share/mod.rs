@@ -12,7 +12,7 @@
 
 mod mapping;
 
-pub use mapping::{Bucket, Cell, own};
+pub use mapping::{Bucket, Cell, own, own_empty};
 
 use super::dir::{ControlDir, Unfit, check_own};
 use super::protocol::Settings;
