@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --remote --share --status --reset --pause --resume --generate --help --version"
+            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -119,6 +119,10 @@ _shape() {
                     ;;
                 --share)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --share-fallback)
+                    COMPREPLY=($(compgen -W "last block open" -- "${cur}"))
                     return 0
                     ;;
                 --generate)

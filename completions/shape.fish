@@ -18,7 +18,10 @@ complete -c shape -l delay -d 'Hold every byte for DURATION before it leaves, li
 complete -c shape -l jitter -d 'Vary the delay of each chunk at random, evenly within DURATION either way (never below zero). Byte order is kept: a chunk that would overtake the one before it leaves right after that one' -r
 complete -c shape -l max-buffer -d 'The most shape holds at once (in proxy mode, per direction of each connection); while it is full, shape stops reading. Defaults to what flows at the rate during the delay and jitter, plus the burst: from 1 MiB to 64 MiB, and 64 MiB when unlimited. Without --delay, shape holds one chunk of at most SIZE' -r
 complete -c shape -l remote -d 'Change the running shape PID (of this user), or every shape on a share (share:NAME), instead of copying: with --rate, --burst, --pause or --resume. Prints the settings now in force; for a PID, after the shape has acknowledged' -r
-complete -c shape -l share -d 'Spend from the bucket of share NAME, with every shape of this user that names it: the limit is their total. The first creates it with its --rate and --burst; while any shape is on it, later ones use the share\'s settings (and say so if theirs differ)' -r
+complete -c shape -l share -d 'Spend from the bucket of share NAME, with every shape of this user that names it: the limit is their total. The first creates it with its --rate and --burst; while any shape is on it, later ones use the share\'s settings (and say so if theirs differ). A share on a fleet of machines lives in Redis: redis://[user[:password]@]host[:port][/db]/NAME, or redis+unix:///path/to/redis.sock/NAME; the password may also come from SHAPE_REDIS_PASSWORD' -r
+complete -c shape -l share-fallback -d 'What spending from a share in Redis does while Redis cannot be reached: go on at the last known rate per shape, hold the data, or go on without a limit. It is said once, and when Redis is back' -r -f -a "last\t'Go on at the last known rate per shape (the share\'s rate over the shapes on it)'
+block\t'Hold the data until Redis is back'
+open\t'Go on without a limit until Redis is back'"
 complete -c shape -l generate -d 'Print the man page or a shell completion script, and exit' -r -f -a "man\t''
 bash\t''
 zsh\t''

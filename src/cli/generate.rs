@@ -126,6 +126,19 @@ The first to start creates the share with its \fB\-\-rate\fR and \fB\-\-burst\fR
 The bucket lives in \fINAME\fR.share (mode 0600) in the private control directory; it is lock-free, so a shape killed at any instant never holds up the others.
 A share file that is too short, of another version, corrupt, a link, open to others or another user's is refused with a message naming the file.
 \fBshape \-\-share\fR \fINAME\fR \fB\-\-reset\fR removes it, whatever it holds, unless a running shape is on the share; the next shape on it starts it afresh.
+.SH ACROSS MACHINES
+A share named by an address lives in Redis (or Valkey), and every shape on any machine that names it spends from one bucket:
+\fBredis://\fR[\fIuser\fR[\fB:\fR\fIpassword\fR]\fB@\fR]\fIhost\fR[\fB:\fR\fIport\fR][\fB/\fR\fIdb\fR]\fB/\fR\fINAME\fR, or \fBredis+unix://\fR\fI/path/to/redis.sock\fR\fB/\fR\fINAME\fR (with \fB?db=\fR\fIN\fR).
+A password may also come from \fBSHAPE_REDIS_PASSWORD\fR (for a Unix socket, only from there), which keeps it out of \fBps\fR; it never appears in messages, \fB\-\-status\fR or progress.
+\fB\-\-status\fR, \fB\-\-reset\fR and \fB\-\-remote share:\fR\fIaddress\fR work from any machine.
+.PP
+Each shape spends from a bucket of its own, kept covered by leases: tokens granted by an atomic script against the share's GCRA on Redis's own clock.
+A lease is about a tenth of a second of what the shape spends, at most its part of the burst, and the next is asked for before the last runs out; so a short burst across the fleet can exceed the share's burst by up to one lease per shape.
+Unused tokens are given back on exit.
+.PP
+\fB\-\-share\-fallback\fR says what happens while Redis cannot be reached: \fBlast\fR (the default) goes on at the last known rate per shape, \fBblock\fR holds the data, \fBopen\fR goes on without a limit.
+shape says so once, reconnects with a growing pause, and says when Redis is back; no byte is lost or repeated.
+A wrong password, a database that is not there, an unreachable host or a key that holds something else is one line naming the address, with status 1.
 .SH EXIT STATUS
 .TP
 \fB0\fR
@@ -162,6 +175,7 @@ mod tests {
             ".SH EXAMPLES",
             ".SH SOCKETS AND SLOW LINKS",
             ".SH RECORDS",
+            ".SH ACROSS MACHINES",
             ".SH EXIT STATUS",
             ".SH SEE ALSO",
         ] {

@@ -2,6 +2,7 @@
 //! standard output with status 0, anything else one line naming the flag
 //! and the value, with status 2.
 
+use crate::control::fleet::hide_password;
 use crate::exit::Exit;
 use crate::message::escape_controls;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -40,6 +41,8 @@ fn message(err: &clap::Error) -> String {
             },
         };
         let why = why.map(|why| format!(": {why}")).unwrap_or_default();
+        // An address of a share in Redis may hold a password.
+        let value = hide_password(&value);
         return escape_controls(&format!("invalid value '{value}' for '{arg}'{why}"));
     }
     if let (ErrorKind::MissingRequiredArgument, Some(ContextValue::Strings(missing))) =

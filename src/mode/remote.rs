@@ -26,7 +26,10 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
     let (who, settings) = match target {
         RemoteTarget::Process(pid) => {
             let dir = ControlDir::open().context("control directory")?;
-            (format!("shape {pid}"), dir.send(*pid, &request, PATIENCE)?.to_string())
+            (
+                format!("shape {pid}"),
+                dir.send(*pid, &request, PATIENCE)?.to_string(),
+            )
         }
         RemoteTarget::Share(ShareName::Local(name)) => {
             let dir = ControlDir::open().context("control directory")?;
@@ -35,7 +38,10 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
                 .adjustment(counting)
                 .and_then(|change| control::apply(&bucket, &change))
                 .map_err(|why| anyhow::anyhow!("share {name}: {why}"))?;
-            (format!("share {name}"), Settings::of(&bucket, counting).to_string())
+            (
+                format!("share {name}"),
+                Settings::of(&bucket, counting).to_string(),
+            )
         }
         RemoteTarget::Share(ShareName::Redis(share)) => {
             println!("{}", fleet::commands::change(share, &request)?);

@@ -20,15 +20,15 @@ mod store;
 mod url;
 
 pub use store::{Held, StoreError};
-pub use url::RedisShare;
+pub use url::{RedisShare, hide_password};
 
 use super::share::{Bucket, own_empty};
 use crate::counting::Counting;
 use crate::progress::Printer;
 use clap::ValueEnum;
 use shape_bucket::Limit;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use store::{Lease, Store};
@@ -131,7 +131,8 @@ pub fn join(
         }
         None => ours,
     };
-    let bucket = Arc::new(own_empty(held.limit, held.burst).map_err(|err| FleetError::new(share, err))?);
+    let bucket =
+        Arc::new(own_empty(held.limit, held.burst).map_err(|err| FleetError::new(share, err))?);
     let stop = Arc::new(AtomicBool::new(false));
     let mut leaser = Leaser {
         share: share.clone(),
@@ -319,9 +320,16 @@ impl Leaser {
     /// of a second of the share's rate and one unit, at most this shape's
     /// part of the burst.
     fn lease_size(&self) -> u64 {
-        let share_rate = self.held.limit.rate().map_or(f64::MAX, |r| r.bytes_per_sec());
+        let share_rate = self
+            .held
+            .limit
+            .rate()
+            .map_or(f64::MAX, |r| r.bytes_per_sec());
         let least = (share_rate * 0.01).max(self.start.counting.tokens_per_unit() as f64);
-        let pace = self.pace.per_second().unwrap_or(share_rate / self.members as f64);
+        let pace = self
+            .pace
+            .per_second()
+            .unwrap_or(share_rate / self.members as f64);
         let most = (self.held.burst as f64 / self.members as f64).max(least);
         (pace * LEASE_TIME).clamp(least, most).min(4e9) as u64
     }
@@ -333,7 +341,9 @@ impl Leaser {
         if let Some((_, at)) = self.pending {
             next = next.min(at.saturating_duration_since(Instant::now()));
         }
-        if let (Some(pace), Ok(remaining)) = (self.pace.per_second(), u64::try_from(self.remaining())) {
+        if let (Some(pace), Ok(remaining)) =
+            (self.pace.per_second(), u64::try_from(self.remaining()))
+        {
             let half = remaining.saturating_sub(self.lease_size() / 2) as f64;
             if pace > 0.0 {
                 next = next.min(Duration::from_secs_f64(half / pace));
@@ -356,10 +366,16 @@ impl Leaser {
                     .and_then(shape_bucket::Rate::from_bytes_per_sec)
                     .map_or(Limit::Unlimited, Limit::Rate);
                 let shown = self.held.counting.show_limit(per_shape);
-                (per_shape, format!("going on at {shown}, the last known rate per shape"))
+                (
+                    per_shape,
+                    format!("going on at {shown}, the last known rate per shape"),
+                )
             }
             Fallback::Block => (self.held.limit, "holding the data until it is back".into()),
-            Fallback::Open => (Limit::Unlimited, "going on without a limit until it is back".into()),
+            Fallback::Open => (
+                Limit::Unlimited,
+                "going on without a limit until it is back".into(),
+            ),
         };
         let _ = self.bucket.set(limit, self.held.burst);
         self.bucket.set_paused(self.fallback == Fallback::Block);
@@ -419,7 +435,10 @@ impl Pace {
             let recent = spent.saturating_sub(before) as f64 / seconds;
             // A moving average over about a second.
             let weight = seconds.min(1.0);
-            self.per_second = Some(self.per_second.map_or(recent, |old| old + (recent - old) * weight));
+            self.per_second = Some(
+                self.per_second
+                    .map_or(recent, |old| old + (recent - old) * weight),
+            );
         }
         self.last = Some((now, spent));
     }
@@ -462,7 +481,10 @@ pub mod commands {
     pub fn status(share: &RedisShare) -> Result<String, FleetError> {
         let fail = |why: StoreError| FleetError::new(share, why);
         let mut store = Store::connect(share).map_err(fail)?;
-        let held = store.held().map_err(fail)?.ok_or_else(|| fail(StoreError::Missing))?;
+        let held = store
+            .held()
+            .map_err(fail)?
+            .ok_or_else(|| fail(StoreError::Missing))?;
         let before = store.granted().map_err(fail)?;
         let started = Instant::now();
         std::thread::sleep(Duration::from_millis(500));
@@ -482,14 +504,20 @@ pub mod commands {
     pub fn change(share: &RedisShare, request: &Request) -> Result<String, FleetError> {
         let fail = |why: StoreError| FleetError::new(share, why);
         let mut store = Store::connect(share).map_err(fail)?;
-        let held = store.held().map_err(fail)?.ok_or_else(|| fail(StoreError::Missing))?;
+        let held = store
+            .held()
+            .map_err(fail)?
+            .ok_or_else(|| fail(StoreError::Missing))?;
         let change = request
             .adjustment(held.counting)
             .map_err(|why| FleetError::new(share, why))?;
         store
             .update(held.counting, change.limit, change.burst, change.paused)
             .map_err(fail)?;
-        let now = store.held().map_err(fail)?.ok_or_else(|| fail(StoreError::Missing))?;
+        let now = store
+            .held()
+            .map_err(fail)?
+            .ok_or_else(|| fail(StoreError::Missing))?;
         Ok(format!("share {share}: {}", describe(&now)))
     }
 

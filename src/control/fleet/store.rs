@@ -73,8 +73,8 @@ end
 return {granted, wait, generation, rate, burst, paused, counting, members}
 ";
 
-/// Gives back unused tokens (ARGV[1]) by moving the arrival time back,
-/// never before now, and forgets the member (ARGV[2]).
+/// Gives back unused tokens (the first argument) by moving the arrival time back,
+/// never before now, and forgets the member (the second).
 const GIVE_BACK: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -92,7 +92,7 @@ redis.call('ZREM', KEYS[3], ARGV[2])
 return 1
 ";
 
-/// Changes the settings of an existing share that counts ARGV[1]: rate,
+/// Changes the settings of an existing share that counts the first argument: rate,
 /// burst and paused where given (not empty). Returns the generation, or
 /// 0 if there is no such share, -1 if it counts something else.
 const UPDATE: &str = r"
@@ -185,9 +185,13 @@ impl Store {
             .query(&mut self.connection)?;
         match fields.as_slice() {
             [None, None, None, None, None] => Ok(None),
-            [Some(rate), Some(burst), Some(paused), Some(counting), Some(generation)] => {
-                held(*rate, *burst, *paused, *counting, *generation).map(Some)
-            }
+            [
+                Some(rate),
+                Some(burst),
+                Some(paused),
+                Some(counting),
+                Some(generation),
+            ] => held(*rate, *burst, *paused, *counting, *generation).map(Some),
             _ => Err(StoreError::Unreadable),
         }
     }
@@ -226,7 +230,17 @@ impl Store {
             .arg(FARTHEST_WAIT_US)
             .arg(MEMBER_TIMEOUT_US)
             .invoke(&mut self.connection)?;
-        let [granted, wait, generation, rate, burst, paused, counting, members] = reply[..] else {
+        let [
+            granted,
+            wait,
+            generation,
+            rate,
+            burst,
+            paused,
+            counting,
+            members,
+        ] = reply[..]
+        else {
             return Err(StoreError::Unreadable);
         };
         let field = |n: i64| u64::try_from(n).map_err(|_| StoreError::Unreadable);
@@ -337,7 +351,13 @@ fn tokens_per_second(limit: Limit) -> u64 {
 }
 
 /// Settings from the numbers the scripts keep.
-fn held(rate: u64, burst: u64, paused: u64, counting: u64, generation: u64) -> Result<Held, StoreError> {
+fn held(
+    rate: u64,
+    burst: u64,
+    paused: u64,
+    counting: u64,
+    generation: u64,
+) -> Result<Held, StoreError> {
     let limit = match rate {
         0 => Limit::Unlimited,
         rate => Rate::from_whole(rate)

@@ -1,7 +1,9 @@
 //! Where a fleet's share lives: `redis://[user[:password]@]host[:port][/db]/NAME`,
 //! or `redis+unix:///path/to/redis.sock/NAME` (with `?db=N`). A password may
-//! also come from `SHAPE_REDIS_PASSWORD`, so that it stays out of `ps`; it
-//! is never shown: the address prints with `***` in its place.
+//! also come from `SHAPE_REDIS_PASSWORD` (for a Unix socket, only from
+//! there), so that it stays out of `ps`; it is never shown: the address
+//! prints with `***` in its place, and so does a malformed one in a usage
+//! error ([`hide_password`]).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -67,9 +69,10 @@ impl FromStr for RedisShare {
             .path_segments()
             .map(|segments| segments.map(decode).collect())
             .unwrap_or_default();
-        let name = segments.pop().filter(|name| !name.is_empty()).ok_or_else(|| {
-            format!("the address ends in the share's name ({EXAMPLES})")
-        })?;
+        let name = segments
+            .pop()
+            .filter(|name| !name.is_empty())
+            .ok_or_else(|| format!("the address ends in the share's name ({EXAMPLES})"))?;
         crate::control::share::check_name(&name)?;
         let query_db = url
             .query_pairs()
@@ -86,18 +89,27 @@ impl FromStr for RedisShare {
                     [db] => Some(db.clone()),
                     _ => return Err(format!("too many parts in the path ({EXAMPLES})")),
                 };
-                let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+                let host = host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string();
                 let port = url.port().unwrap_or(6379);
                 (Server::Tcp { host, port }, db)
             }
             "redis+unix" => {
                 if segments.is_empty() {
-                    return Err(format!("a unix address needs the socket's path ({EXAMPLES})"));
+                    return Err(format!(
+                        "a unix address needs the socket's path ({EXAMPLES})"
+                    ));
                 }
                 let path = PathBuf::from(format!("/{}", segments.join("/")));
                 (Server::Unix(path), query_db)
             }
-            other => return Err(format!("'{other}:' is not redis: or redis+unix: ({EXAMPLES})")),
+            other => {
+                return Err(format!(
+                    "'{other}:' is not redis: or redis+unix: ({EXAMPLES})"
+                ));
+            }
         };
         let db = match db {
             None => 0,
@@ -146,16 +158,45 @@ impl fmt::Display for RedisShare {
                 } else {
                     host.clone()
                 };
-                write!(f, "redis://{credentials}{host}:{port}/{}/{}", self.db, self.name)
+                write!(
+                    f,
+                    "redis://{credentials}{host}:{port}/{}/{}",
+                    self.db, self.name
+                )
             }
             Server::Unix(path) => {
-                write!(f, "redis+unix://{credentials}{}/{}", path.display(), self.name)?;
+                // A socket's credentials come from the environment only.
+                write!(f, "redis+unix://{}/{}", path.display(), self.name)?;
                 if self.db != 0 {
                     write!(f, "?db={}", self.db)?;
                 }
                 Ok(())
             }
         }
+    }
+}
+
+/// `text` with the password of an address in it, if any, as `***`: for
+/// messages that must show what the user typed.
+pub fn hide_password(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let credentials = &rest[..at];
+            let user = credentials
+                .split_once(':')
+                .map_or(credentials, |(user, _)| user);
+            let shown = if credentials.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_string()
+            };
+            format!("{scheme}://{shown}{}", &rest[at..])
+        }
+        None => text.to_string(),
     }
 }
 
@@ -190,13 +231,29 @@ mod tests {
         assert_eq!(full.username.as_deref(), Some("crawler"));
         assert_eq!(full.password.as_deref(), Some("s@cret"));
         assert_eq!(full.db, 2);
-        assert_eq!(full.to_string(), "redis://crawler:***@db.example:6380/2/crawl");
+        assert_eq!(
+            full.to_string(),
+            "redis://crawler:***@db.example:6380/2/crawl"
+        );
         assert!(!format!("{full:?}").contains("cret"));
 
         let unix = share("redis+unix:///run/redis/redis.sock/jobs?db=3");
         assert_eq!(unix.server, Server::Unix("/run/redis/redis.sock".into()));
         assert_eq!((unix.db, unix.name.as_str()), (3, "jobs"));
-        assert_eq!(unix.to_string(), "redis+unix:///run/redis/redis.sock/jobs?db=3");
+        assert_eq!(
+            unix.to_string(),
+            "redis+unix:///run/redis/redis.sock/jobs?db=3"
+        );
+
+        assert_eq!(
+            hide_password("redis://user:secret@/x"),
+            "redis://user:***@/x"
+        );
+        assert_eq!(
+            hide_password("share:redis://:p@h/x"),
+            "share:redis://:***@h/x"
+        );
+        assert_eq!(hide_password("backup"), "backup");
 
         let v6 = share("redis://[::1]:7000/x");
         assert_eq!(v6.to_string(), "redis://[::1]:7000/0/x");

@@ -1,0 +1,324 @@
+//! A fleet's share in Redis: a real `redis-server` on a Unix socket of a
+//! scratch directory (no port to race for), started and stopped by each
+//! test. "Machines" are shapes with runtime directories of their own, so
+//! they cannot meet through a local share. Rates are loose real-time
+//! checks; the fleet's figures are in BENCHMARKS.md.
+
+use crate::harness::*;
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: f64 = 1_048_576.0;
+
+/// A redis-server of the test's own.
+struct Redis {
+    child: Child,
+    dir: Scratch,
+    extra: Vec<String>,
+}
+
+impl Redis {
+    /// Starts one, or says why not: outside CI a missing redis-server
+    /// skips the test; under CI it fails it.
+    fn start(name: &str, extra: &[&str]) -> Option<Redis> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "redis-server is missing; .ci/run installs it"
+            );
+            eprintln!("skipped: redis-server is not installed");
+            return None;
+        }
+        let dir = Scratch::new(name);
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        let mut redis = Redis {
+            child: Command::new("true").spawn().unwrap(),
+            dir,
+            extra,
+        };
+        redis.child = redis.spawn();
+        Some(redis)
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    fn spawn(&self) -> Child {
+        let socket = self.socket();
+        let _ = std::fs::remove_file(&socket);
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(&socket)
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "redis-server never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child
+    }
+
+    /// The share `name` on this server.
+    fn share(&self, name: &str) -> String {
+        format!("redis+unix://{}/{name}", self.socket().display())
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn restart(&mut self) {
+        self.stop();
+        self.child = self.spawn();
+    }
+
+    /// `redis-cli ARGS` on this server.
+    fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .arg("-s")
+            .arg(self.socket())
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A shape on a machine of its own (a runtime directory of its own),
+/// reading /dev/zero.
+fn machine(runtime: &Runtime, args: &[&str]) -> Running {
+    let mut command = runtime.shape(["--progress", "none"]);
+    command.args(args);
+    Running::start(
+        command,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        false,
+    )
+}
+
+#[test]
+fn shapes_on_two_machines_share_one_limit_and_each_gets_its_part() {
+    let Some(redis) = Redis::start("fleet-two", &[]) else {
+        return;
+    };
+    let share = redis.share("backup");
+    let args = ["--share", &share, "--rate", "4MiB", "--burst", "256KiB"];
+    let (a, b) = (Runtime::new("fleet-a"), Runtime::new("fleet-b"));
+    let shapes = [
+        machine(&a, &args),
+        machine(&a, &args),
+        machine(&b, &args),
+        machine(&b, &args),
+    ];
+    let from = Instant::now() + Duration::from_millis(800);
+    let window = Duration::from_secs(3);
+    std::thread::sleep((from + window).saturating_duration_since(Instant::now()));
+    let each: Vec<f64> = shapes
+        .iter()
+        .map(|s| s.bytes_between(from, from + window) as f64 / window.as_secs_f64())
+        .collect();
+    let status = run(a.shape(["--share", &share, "--status"]), Stdio::null());
+    for shape in shapes {
+        shape.stop();
+    }
+    let total: f64 = each.iter().sum();
+    assert!(
+        (total - 4.0 * MIB).abs() <= 0.08 * 4.0 * MIB,
+        "total {total} of {each:?}"
+    );
+    for rate in &each {
+        assert!(*rate >= 0.15 * total, "{each:?}");
+    }
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.starts_with(&format!(
+            "share {share}: rate 4.00 MiB/s, burst 256.00 KiB; 4 shapes on it; in use "
+        )),
+        "{status}"
+    );
+}
+
+#[test]
+fn a_remote_change_reaches_every_shape_on_every_machine() {
+    let Some(redis) = Redis::start("fleet-remote", &[]) else {
+        return;
+    };
+    let share = redis.share("crawl");
+    let args = ["--share", &share, "--rate", "1MiB", "--burst", "64KiB"];
+    let (a, b) = (Runtime::new("fleet-ra"), Runtime::new("fleet-rb"));
+    let shapes = [machine(&a, &args), machine(&b, &args)];
+    std::thread::sleep(Duration::from_millis(500));
+    let answer = run(
+        a.shape(["--remote", &format!("share:{share}"), "--rate", "4MiB"]),
+        Stdio::null(),
+    );
+    let changed = Instant::now();
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        format!("share {share}: rate 4.00 MiB/s, burst 64.00 KiB\n")
+    );
+    let from = changed + Duration::from_millis(500);
+    let window = Duration::from_secs(2);
+    std::thread::sleep((from + window).saturating_duration_since(Instant::now()));
+    let total: f64 = shapes
+        .iter()
+        .map(|s| s.bytes_between(from, from + window) as f64 / window.as_secs_f64())
+        .sum();
+    for shape in shapes {
+        shape.stop();
+    }
+    assert!(
+        (total - 4.0 * MIB).abs() <= 0.1 * 4.0 * MIB,
+        "total {total} after the change"
+    );
+}
+
+#[test]
+fn redis_stopped_mid_transfer_loses_nothing_and_is_said_once() {
+    let Some(mut redis) = Redis::start("fleet-down", &[]) else {
+        return;
+    };
+    let share = redis.share("nightly");
+    let data = random_bytes(6 << 20, 70);
+    let runtime = Runtime::new("fleet-down-rt");
+    let mut command = runtime.shape(["--share", &share, "--rate", "2MiB", "--stats"]);
+    command.stdin(Stdio::piped());
+    let mut shape = Running::start(command, Stdio::piped(), true);
+    let mut stdin = shape.child.stdin.take().unwrap();
+    let feeder = {
+        let data = data.clone();
+        std::thread::spawn(move || stdin.write_all(&data).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(800));
+    redis.stop();
+    std::thread::sleep(Duration::from_millis(800));
+    redis.restart();
+    feeder.join().unwrap();
+    let (status, output, stderr) = shape.finish();
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(output == data, "{} of {} bytes", output.len(), data.len());
+    let unreachable = stderr.matches("Redis is unreachable").count();
+    assert_eq!(unreachable, 1, "{stderr}");
+    assert!(
+        stderr.contains("going on at 2.00 MiB/s, the last known rate per shape"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Redis is back"), "{stderr}");
+}
+
+#[test]
+fn failures_name_the_address_and_never_the_password() {
+    let Some(redis) = Redis::start("fleet-auth", &["--requirepass", "hunter2"]) else {
+        return;
+    };
+    let socket = redis.socket().display().to_string();
+    let share = redis.share("x");
+    let mut wrong = shape(["--share", &share, "--stop-after", "1"]);
+    wrong.env("SHAPE_REDIS_PASSWORD", "guess");
+    let refused = run(wrong, Stdio::null());
+    assert_eq!(refused.code(), 1, "{}", refused.stderr);
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .starts_with(&format!("shape: share {share}: "))
+            && refused
+                .stderr
+                .to_lowercase()
+                .contains("authentication failed"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stderr.contains("guess"), "{}", refused.stderr);
+    // A malformed address with a password: the usage error hides it.
+    let typo = run(shape(["--share", "redis://me:hunter2@/x"]), Stdio::null());
+    assert_eq!(typo.code(), 2);
+    assert!(typo.stderr.contains("redis://me:***@/x"), "{}", typo.stderr);
+    assert!(!typo.stderr.contains("hunter2"), "{}", typo.stderr);
+
+    // The right password from the environment, and a database that is not.
+    let mut from_env = shape([
+        "--share",
+        &format!("redis+unix://{socket}/x?db=99"),
+        "--status",
+    ]);
+    from_env.env("SHAPE_REDIS_PASSWORD", "hunter2");
+    let no_db = run(from_env, Stdio::null());
+    assert_eq!(no_db.code(), 1, "{}", no_db.stderr);
+    assert!(
+        no_db.stderr.contains("DB index is out of range"),
+        "{}",
+        no_db.stderr
+    );
+    assert!(!no_db.stderr.contains("hunter2"), "{}", no_db.stderr);
+
+    let nowhere = run(
+        shape([
+            "--share",
+            "redis+unix:///nonexistent/redis.sock/x",
+            "--stop-after",
+            "1",
+        ]),
+        Stdio::null(),
+    );
+    assert_eq!(nowhere.code(), 1);
+    assert!(
+        nowhere
+            .stderr
+            .starts_with("shape: share redis+unix:///nonexistent/redis.sock/x: "),
+        "{}",
+        nowhere.stderr
+    );
+}
+
+#[test]
+fn a_key_holding_something_else_or_another_unit_is_refused() {
+    let Some(redis) = Redis::start("fleet-foreign", &[]) else {
+        return;
+    };
+    redis.cli(&["SET", "shape:{taken}:settings", "not a hash"]);
+    let taken = run(
+        shape(["--share", &redis.share("taken"), "--stop-after", "1"]),
+        Stdio::null(),
+    );
+    assert_eq!(taken.code(), 1);
+    assert!(taken.stderr.contains("WRONGTYPE"), "{}", taken.stderr);
+
+    let bytes = run_with_input(
+        shape(["--share", &redis.share("jobs"), "--rate", "1MiB"]),
+        b"some bytes".to_vec(),
+        4,
+    );
+    assert_eq!(bytes.code(), 0, "{}", bytes.stderr);
+    let lines = run_with_input(
+        shape(["--share", &redis.share("jobs"), "--lines", "--rate", "5"]),
+        b"a line\n".to_vec(),
+        4,
+    );
+    assert_eq!(lines.code(), 1);
+    assert_eq!(
+        lines.stderr,
+        format!(
+            "shape: share {}: it counts bytes, and this shape counts lines: a share counts one thing\n",
+            redis.share("jobs")
+        )
+    );
+}
