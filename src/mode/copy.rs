@@ -3,15 +3,15 @@
 //! or through a delay line, with progress, live controls and `--stats`.
 
 use super::input::Input;
-use super::live::{Start, go_live, invalid, printer, start_reporter};
+use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use super::warn;
 use crate::cli::Cli;
-use crate::control::{Adjuster, Bucket, ControlDir, ShareName, fleet, share};
+use crate::control::{Adjuster, Bucket};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
 use crate::net;
 use crate::pipe::{CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally};
-use crate::progress::{Printer, Reporter};
+use crate::progress::Reporter;
 use anyhow::{Context, anyhow};
 use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, MonotonicClock};
@@ -125,37 +125,6 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     } else {
         Exit::Failure
     })
-}
-
-/// The bucket to spend from: a share's (with the membership to keep while
-/// spending from a fleet's), or one of our own.
-fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<fleet::Member>)> {
-    let settings = (start.limit, start.burst_or_default());
-    let given = cli.rate.is_some() || cli.burst.is_some() || cli.rate_file.is_some();
-    let (bucket, member, notice) = match &cli.share {
-        None => (Arc::new(share::own(settings.0, settings.1)?), None, None),
-        Some(ShareName::Local(name)) => {
-            let dir = ControlDir::open()?;
-            let (bucket, notice) = share::join(&dir, name, settings, start.counting, given)?;
-            (Arc::new(bucket), None, notice)
-        }
-        Some(ShareName::Redis(share)) => {
-            let joining = fleet::Joining {
-                limit: settings.0,
-                burst: settings.1,
-                counting: start.counting,
-                settings_given: given,
-                fallback: cli.share_fallback,
-            };
-            let say = (!cli.quiet).then(Printer::default);
-            let (bucket, member, notice) = fleet::join(share, &joining, say)?;
-            (bucket, Some(member), notice)
-        }
-    };
-    if let (Some(notice), false) = (notice, cli.quiet) {
-        eprintln!("shape: {notice}");
-    }
-    Ok((bucket, member))
 }
 
 /// The output asked for, and its name for messages: a connection, or

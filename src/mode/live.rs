@@ -5,7 +5,8 @@
 use super::UsageError;
 use crate::cli::Cli;
 use crate::control::{
-    self, Adjuster, Bucket, RateFile, Registration, Run, ShareName, default_burst,
+    self, Adjuster, Bucket, ControlDir, RateFile, Registration, Run, ShareName, default_burst,
+    fleet, share,
 };
 use crate::counting::{Counting, Written};
 use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
@@ -152,4 +153,35 @@ fn progress_style(cli: &Cli) -> Option<(Style, Duration)> {
         ProgressMode::Json => Style::Json,
     };
     Some((style, cli.interval.unwrap_or(style.default_interval())))
+}
+
+/// The bucket to spend from: a share's (with the membership to keep while
+/// spending from a fleet's), or one of our own.
+pub fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<fleet::Member>)> {
+    let settings = (start.limit, start.burst_or_default());
+    let given = cli.rate.is_some() || cli.burst.is_some() || cli.rate_file.is_some();
+    let (bucket, member, notice) = match &cli.share {
+        None => (Arc::new(share::own(settings.0, settings.1)?), None, None),
+        Some(ShareName::Local(name)) => {
+            let dir = ControlDir::open()?;
+            let (bucket, notice) = share::join(&dir, name, settings, start.counting, given)?;
+            (Arc::new(bucket), None, notice)
+        }
+        Some(ShareName::Redis(share)) => {
+            let joining = fleet::Joining {
+                limit: settings.0,
+                burst: settings.1,
+                counting: start.counting,
+                settings_given: given,
+                fallback: cli.share_fallback,
+            };
+            let say = (!cli.quiet).then(Printer::default);
+            let (bucket, member, notice) = fleet::join(share, &joining, say)?;
+            (bucket, Some(member), notice)
+        }
+    };
+    if let (Some(notice), false) = (notice, cli.quiet) {
+        eprintln!("shape: {notice}");
+    }
+    Ok((bucket, member))
 }

@@ -3,7 +3,7 @@
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
 use super::UsageError;
-use super::live::{Start, go_live, invalid, printer, start_reporter};
+use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use crate::cli::Cli;
 use crate::control::{Adjuster, default_burst, share};
 use crate::counting::{Counting, Written};
@@ -23,21 +23,30 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         .into());
     }
     let start = Start::of(cli)?;
-    let direction = |flag, given: &Option<Written<RateSpec>>| match given {
-        Some(rate) => invalid(flag, rate, Counting::Bytes.limit(&rate.value)),
-        None => Ok(start.limit),
+    // On a share, both directions and every connection spend from the
+    // share's one bucket.
+    let (up, down, member) = match &cli.share {
+        Some(_) => {
+            let (bucket, member) = bucket(cli, &start)?;
+            (bucket.clone(), bucket, member)
+        }
+        None => {
+            let direction = |flag, given: &Option<Written<RateSpec>>| match given {
+                Some(rate) => invalid(flag, rate, Counting::Bytes.limit(&rate.value)),
+                None => Ok(start.limit),
+            };
+            let up = direction("--rate-up <RATE>", &cli.rate_up)?;
+            let down = direction("--rate-down <RATE>", &cli.rate_down)?;
+            let burst = |limit| {
+                start
+                    .burst
+                    .unwrap_or_else(|| default_burst(limit, Counting::Bytes))
+            };
+            let up = Arc::new(share::own(up, burst(up))?);
+            let down = Arc::new(share::own(down, burst(down))?);
+            (up, down, None)
+        }
     };
-    let up = direction("--rate-up <RATE>", &cli.rate_up)?;
-    let down = direction("--rate-down <RATE>", &cli.rate_down)?;
-    let burst = |limit| {
-        start
-            .burst
-            .unwrap_or_else(|| default_burst(limit, Counting::Bytes))
-    };
-    let (up, down) = (
-        Arc::new(share::own(up, burst(up))?),
-        Arc::new(share::own(down, burst(down))?),
-    );
     let adjuster = Arc::new(Adjuster::over(
         vec![up.clone(), down],
         Counting::Bytes,
@@ -54,16 +63,27 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         forwarded,
         report: (!cli.quiet).then_some(printer),
     };
-    proxy::serve(listen, connect, &shaping)
-        .with_context(|| format!("proxy from {listen} to {connect}"))?;
+    let served = proxy::serve(listen, connect, &shaping)
+        .with_context(|| format!("proxy from {listen} to {connect}"));
+    drop(member);
+    served?;
     Ok(Exit::Success)
 }
 
 /// The first flag given that means nothing to a proxy, which serves until
 /// it is ended and spends from buckets of its own.
 fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
+    let shared = cli.share.is_some();
     [
-        (cli.share.is_some(), "--share"),
+        (shared && cli.rate_up.is_some(), "--rate-up with --share"),
+        (
+            shared && cli.rate_down.is_some(),
+            "--rate-down with --share",
+        ),
+        (
+            shared && cli.per_connection,
+            "--per-connection with --share",
+        ),
         (cli.stop_after.is_some(), "--stop-after"),
         (cli.size.is_some(), "--size"),
         (cli.stats, "--stats"),

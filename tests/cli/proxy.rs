@@ -370,7 +370,6 @@ fn flags_a_proxy_cannot_honour_are_refused() {
     for flag in [
         ["--stop-after", "1k"],
         ["--size", "1k"],
-        ["--share", "links"],
         ["--connect-timeout", "1s"],
     ] {
         let mut command = shape(["--listen", "127.0.0.1:9", "--connect", "127.0.0.1:9"]);
@@ -473,5 +472,41 @@ fn out_of_descriptors_new_clients_wait_without_spinning_and_are_served_later() {
     assert!(
         said.contains(": Too many open files; new connections wait, tried again every 100ms"),
         "{said}"
+    );
+}
+
+#[test]
+fn a_proxy_on_a_share_spends_both_directions_from_it() {
+    let runtime = Runtime::new("proxy-share");
+    let upstream = server(echo);
+    let proxy = Proxy::start_with(
+        runtime.shape([]),
+        &upstream,
+        &["--share", "links", "--rate", "1MiB", "--burst", "64KiB"],
+    );
+    let started = Instant::now();
+    let data = random_bytes(MIB / 2, 90);
+    assert!(round_trip(&proxy.address, data.clone()) == data);
+    let elapsed = started.elapsed().as_secs_f64();
+    // Half a mebibyte each way, one mebibyte a second for both together.
+    assert!((0.85..1.6).contains(&elapsed), "{elapsed} s");
+    let split = run(
+        runtime.shape([
+            "--listen",
+            "127.0.0.1:0",
+            "--connect",
+            &upstream,
+            "--share",
+            "links",
+            "--rate-up",
+            "1MiB",
+        ]),
+        Stdio::null(),
+    );
+    assert_eq!(split.code(), 2, "{}", split.stderr);
+    assert!(
+        split.stderr.contains("--rate-up with --share"),
+        "{}",
+        split.stderr
     );
 }
