@@ -248,6 +248,21 @@ impl Running {
         self.bytes_between(from, from + length) as f64 / length.as_secs_f64()
     }
 
+    /// Sends `signals` in turn, every 2 ms, until it exits or `most` have
+    /// been sent; returns how many were.
+    pub fn storm(&mut self, signals: &[rustix::process::Signal], most: usize) -> usize {
+        let pid = rustix::process::Pid::from_raw(self.pid as i32).unwrap();
+        let mut sent = 0;
+        while self.child.try_wait().unwrap().is_none() && sent < most {
+            for &signal in signals {
+                let _ = rustix::process::kill_process(pid, signal);
+                sent += 1;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        sent
+    }
+
     /// Sends `signal` to the running shape.
     pub fn signal(&self, signal: rustix::process::Signal) {
         let pid = rustix::process::Pid::from_raw(self.pid as i32).unwrap();

@@ -213,17 +213,7 @@ fn a_signal_storm_loses_and_repeats_no_record() {
         })
     };
     runtime.wait_registered(shape.pid);
-    let mut sent = 0;
-    while shape.child.try_wait().unwrap().is_none() && sent < 2000 {
-        for signal in [Signal::HUP, Signal::USR2, Signal::USR1] {
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_raw(shape.pid as i32).unwrap(),
-                signal,
-            );
-            sent += 1;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let sent = shape.storm(&[Signal::HUP, Signal::USR2, Signal::USR1], 2000);
     feeder.join().unwrap();
     let (status, output, _) = shape.finish();
     assert!(status.success(), "{status:?}");

@@ -448,18 +448,15 @@ impl Pace {
     }
 }
 
-/// Settings as `--status` and notices show them.
+/// Settings as `--status` and notices show them: as a local share's.
 pub fn describe(held: &Held) -> String {
-    let counting = held.counting;
-    let mut text = format!(
-        "rate {}, burst {}",
-        counting.show_limit(held.limit),
-        counting.show_tokens(held.burst)
-    );
-    if held.paused {
-        text += ", paused";
+    super::protocol::Settings {
+        limit: held.limit,
+        burst: held.burst,
+        paused: held.paused,
+        counting: held.counting,
     }
-    text
+    .to_string()
 }
 
 /// This machine's name, for members' names.
@@ -480,11 +477,7 @@ pub mod commands {
     /// spend together, over half a second.
     pub fn status(share: &RedisShare) -> Result<String, FleetError> {
         let fail = |why: StoreError| FleetError::new(share, why);
-        let mut store = Store::connect(share).map_err(fail)?;
-        let held = store
-            .held()
-            .map_err(fail)?
-            .ok_or_else(|| fail(StoreError::Missing))?;
+        let (mut store, held) = existing(share)?;
         let before = store.granted().map_err(fail)?;
         let started = Instant::now();
         std::thread::sleep(Duration::from_millis(500));
@@ -503,11 +496,7 @@ pub mod commands {
     /// it, read as the share counts.
     pub fn change(share: &RedisShare, request: &Request) -> Result<String, FleetError> {
         let fail = |why: StoreError| FleetError::new(share, why);
-        let mut store = Store::connect(share).map_err(fail)?;
-        let held = store
-            .held()
-            .map_err(fail)?
-            .ok_or_else(|| fail(StoreError::Missing))?;
+        let (mut store, held) = existing(share)?;
         let change = request
             .adjustment(held.counting)
             .map_err(|why| FleetError::new(share, why))?;
@@ -519,6 +508,14 @@ pub mod commands {
             .map_err(fail)?
             .ok_or_else(|| fail(StoreError::Missing))?;
         Ok(format!("share {share}: {}", describe(&now)))
+    }
+
+    /// A connection to `share`, which must exist, and its settings.
+    fn existing(share: &RedisShare) -> Result<(Store, Held), FleetError> {
+        let fail = |why: StoreError| FleetError::new(share, why);
+        let mut store = Store::connect(share).map_err(fail)?;
+        let held = store.held().map_err(fail)?;
+        Ok((store, held.ok_or_else(|| fail(StoreError::Missing))?))
     }
 
     /// `--reset`: removes the share unless shapes are on it.
