@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
+            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --slice --slice-pause --drop --corrupt --cut-after --slow-close --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -110,6 +110,34 @@ _shape() {
                     return 0
                     ;;
                 --max-buffer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slice)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slice-pause)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drop)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --corrupt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cut-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slow-close)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

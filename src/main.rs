@@ -8,6 +8,7 @@ mod control;
 mod counting;
 mod duration;
 mod exit;
+mod faults;
 mod lock;
 mod message;
 mod mode;

@@ -98,6 +98,12 @@ A far, uneven link with little buffering.
 .TP
 \fBproducer | shape \-\-rate 100kbit \-\-delay 300ms | consumer\fR
 The same for a pipe.
+.SH FAULTS
+For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIATION\fR] cuts every write into pieces of about \fISIZE\fR bytes, each written on its own, with \fB\-\-slice\-pause\fR between them (toxiproxy's slicer);
+\fB\-\-cut\-after\fR \fISIZE\fR forwards exactly \fISIZE\fR bytes and closes cleanly, \fB\-\-slow\-close\fR holding the close (limit_data, slow_close);
+\fB\-\-drop\fR \fIPROB\fR loses a chunk of about a millisecond of data, and \fB\-\-corrupt\fR \fIPROB\fR flips one random bit of a byte, with that probability (netem's loss and corrupt); both say at the end how many chunks and bytes they touched.
+Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed.
+A proxy refuses these flags.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR
@@ -176,6 +182,7 @@ mod tests {
             ".SH SOCKETS AND SLOW LINKS",
             ".SH RECORDS",
             ".SH ACROSS MACHINES",
+            ".SH FAULTS",
             ".SH EXIT STATUS",
             ".SH SEE ALSO",
         ] {

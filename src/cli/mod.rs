@@ -10,6 +10,7 @@ mod values;
 use crate::control::fleet::Fallback;
 use crate::control::{Schedule, ShareName};
 use crate::counting::{Counting, Written};
+use crate::faults::{Faults, Slice, parse_probability};
 use crate::net::Address;
 use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
@@ -198,6 +199,42 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", value_parser = parse_max_buffer, allow_hyphen_values = true)]
     pub max_buffer: Option<Size>,
 
+    /// Cut every write into pieces of about SIZE bytes (each within
+    /// SIZE ± VARIATION), each written on its own, as a slow or
+    /// fragmenting server would send them: '7', '1KiB:512'.
+    #[arg(long, value_name = "SIZE[:VARIATION]", allow_hyphen_values = true)]
+    pub slice: Option<Slice>,
+
+    /// With --slice: the pause between two pieces.
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "slice", allow_hyphen_values = true)]
+    pub slice_pause: Option<Duration>,
+
+    /// Lose each chunk (about a millisecond of data) with probability
+    /// PROB, '0.01' or '1%': for tests of checksums and framing. The
+    /// chunks and bytes lost are said at the end.
+    #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true)]
+    pub drop: Option<f64>,
+
+    /// Flip one random bit of each byte with probability PROB. The bytes
+    /// touched are said at the end.
+    #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true)]
+    pub corrupt: Option<f64>,
+
+    /// Forward exactly SIZE bytes, then close cleanly, as a server that
+    /// cuts a response short.
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["lines", "null"], allow_hyphen_values = true)]
+    pub cut_after: Option<Size>,
+
+    /// Hold the close this long after the end of the data.
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true)]
+    pub slow_close: Option<Duration>,
+
+    /// Seed every random choice (jitter, slices, drops, corruption), so
+    /// that a run can be replayed. Without it a seed is drawn, and --stats
+    /// says which.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub seed: Option<u64>,
+
     /// Change the running shape PID (of this user), or every shape on a
     /// share (share:NAME), instead of copying: with --rate, --burst,
     /// --pause or --resume. Prints the settings now in force; for a PID,
@@ -273,6 +310,18 @@ impl Cli {
             (true, _) => Counting::Lines,
             (_, true) => Counting::Nul,
             _ => Counting::Bytes,
+        }
+    }
+
+    /// What the fault flags ask for.
+    pub fn faults(&self) -> Faults {
+        Faults {
+            slice: self.slice,
+            slice_pause: self.slice_pause.unwrap_or_default(),
+            drop: self.drop.unwrap_or(0.0),
+            corrupt: self.corrupt.unwrap_or(0.0),
+            cut_after: self.cut_after.map(Size::bytes),
+            slow_close: self.slow_close.unwrap_or_default(),
         }
     }
 

@@ -9,6 +9,7 @@ use crate::cli::Cli;
 use crate::control::{Adjuster, Bucket};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
+use crate::faults::Mischief;
 use crate::net;
 use crate::pipe::{CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally};
 use crate::progress::Reporter;
@@ -44,7 +45,16 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
             .transpose()
     };
     let size = count_of("--size <SIZE>", &cli.size)?;
-    let stop_after = count_of("--stop-after <SIZE>", &cli.stop_after)?;
+    let faults = cli.faults();
+    // Cutting a stream after SIZE bytes is stopping after them.
+    let stop_after = match (
+        count_of("--stop-after <SIZE>", &cli.stop_after)?,
+        faults.cut_after,
+    ) {
+        (Some(stop), Some(cut)) => Some(stop.min(cut)),
+        (stop, cut) => stop.or(cut),
+    };
+    let seed = cli.seed.unwrap_or_else(|| fastrand::u64(..));
     let inputs = Input::all(cli);
     let known = match counting {
         Counting::Bytes => Input::known_total(&inputs),
@@ -59,7 +69,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let say = printer(reporter.as_ref());
     let (started, registration) = go_live(cli, &start, adjuster, &forwarded, say.clone())?;
     let (file, output_name) = open_output(cli)?;
-    let output = output(cli, file, &bucket, &forwarded)?;
+    let output = output(cli, file, &bucket, &forwarded, seed)?;
     let count = output.pump_count(&forwarded);
     let mut pump: Box<dyn Forward> = match counting.terminator() {
         None => Box::new(
@@ -101,10 +111,14 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         }
     }
     drop(pump);
+    let tally = output.tally();
     let file = match output.finish(&forwarded) {
         Ok(file) => file,
         Err(err) => return Err(write_failed(err, reporter)),
     };
+    if !faults.slow_close.is_zero() {
+        std::thread::sleep(faults.slow_close);
+    }
     if cli.connect.is_some() {
         net::finish(file).with_context(|| format!("close the connection to {output_name}"))?;
     }
@@ -114,11 +128,18 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     if let Some(reporter) = reporter {
         reporter.finish();
     }
+    if let (Some(line), false) = (tally.and_then(|tally| tally.line(&faults)), cli.quiet) {
+        eprintln!("{line}");
+    }
     if cli.stats && !cli.quiet {
         let (limit, burst) = bucket.limit_and_burst();
         let seconds = started.elapsed().as_secs_f64();
         let count = forwarded.load(Ordering::Relaxed);
-        eprintln!("{}", stats_line(counting, count, seconds, limit, burst));
+        let mut line = stats_line(counting, count, seconds, limit, burst);
+        if faults.alter() || !cli.jitter.unwrap_or_default().is_zero() {
+            line += &format!("; seed {seed}");
+        }
+        eprintln!("{line}");
     }
     Ok(if all_read {
         Exit::Success
@@ -156,10 +177,16 @@ fn output(
     file: File,
     bucket: &Arc<Bucket>,
     forwarded: &Arc<AtomicU64>,
+    seed: u64,
 ) -> anyhow::Result<Output> {
+    let faults = cli.faults();
+    let with_faults = |output: Output| match faults.alter() {
+        true => output.with_faults(Mischief::new(faults, seed)),
+        false => output,
+    };
     let link = cli.slow_link();
     if !link.delays() {
-        return Ok(Output::Direct(file));
+        return Ok(with_faults(Output::direct(file)));
     }
     let bucket = bucket.clone();
     let capacity = Box::new(move || {
@@ -173,9 +200,11 @@ fn output(
         }
     };
     let counts = (forwarded.clone(), tally);
-    let line = DelayedOutput::start(file, link.line(), capacity, MonotonicClock, counts)
+    // The jitter's draws, apart from the faults'.
+    let line = link.line(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let line = DelayedOutput::start(file, line, capacity, MonotonicClock, counts)
         .context("start the delay line")?;
-    Ok(Output::delayed(line))
+    Ok(with_faults(Output::delayed(line)))
 }
 
 /// The `--stats` summary: what passed, and an average that says what it

@@ -62,6 +62,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         link: cli.slow_link(),
         forwarded,
         report: (!cli.quiet).then_some(printer),
+        seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
     };
     let served = proxy::serve(listen, connect, &shaping)
         .with_context(|| format!("proxy from {listen} to {connect}"));
@@ -90,6 +91,11 @@ fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
         (cli.connect_timeout.is_some(), "--connect-timeout"),
         (cli.lines, "--lines"),
         (cli.null, "--null"),
+        (cli.slice.is_some(), "--slice"),
+        (cli.drop.is_some(), "--drop"),
+        (cli.corrupt.is_some(), "--corrupt"),
+        (cli.cut_after.is_some(), "--cut-after"),
+        (cli.slow_close.is_some(), "--slow-close"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))

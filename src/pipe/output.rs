@@ -1,18 +1,30 @@
 //! Where the pump's chunks go: straight to the output file, or into a
-//! delay line that passes them on when due (`--delay`, `--jitter`).
+//! delay line that passes them on when due (`--delay`, `--jitter`); and on
+//! the way, the faults asked for (`--slice`, `--drop`, `--corrupt`).
 
-use super::{CopyError, DelayedOutput, Ended, Forward};
+use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
+use crate::faults::{Mischief, Tally};
+use crate::lock::lock;
 use shape_bucket::MonotonicClock;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// The output of a copy.
-pub enum Output {
-    /// Chunks are written as soon as they are paid for.
+pub struct Output {
+    to: To,
+    /// Faults to carry out on every chunk, if any are asked for.
+    mischief: Option<Mutex<Mischief>>,
+}
+
+/// Where chunks go.
+enum To {
+    /// Written as soon as they are paid for.
     Direct(File),
-    /// Chunks wait in a delay line; `put_in` counts what the pump put
-    /// there, which is not out yet: the line counts what it passes on.
+    /// Into a delay line; `put_in` counts what the pump put there, which
+    /// is not out yet: the line counts what it passes on.
     Delayed {
         line: DelayedOutput<MonotonicClock>,
         put_in: AtomicU64,
@@ -20,43 +32,177 @@ pub enum Output {
 }
 
 impl Output {
+    /// The output file itself.
+    pub fn direct(file: File) -> Output {
+        Output {
+            to: To::Direct(file),
+            mischief: None,
+        }
+    }
+
     /// The output behind `line`.
     pub fn delayed(line: DelayedOutput<MonotonicClock>) -> Output {
-        Output::Delayed {
-            line,
-            put_in: AtomicU64::new(0),
+        Output {
+            to: To::Delayed {
+                line,
+                put_in: AtomicU64::new(0),
+            },
+            mischief: None,
         }
+    }
+
+    /// The same output, with `mischief` done to every chunk.
+    pub fn with_faults(mut self, mischief: Mischief) -> Output {
+        self.mischief = Some(Mutex::new(mischief));
+        self
     }
 
     /// Where the pump counts its chunks: `forwarded`, the run's count of
     /// bytes out, for a direct output; for a delay line, which adds to
     /// `forwarded` itself as chunks leave, a count of its own.
     pub fn pump_count<'a>(&'a self, forwarded: &'a AtomicU64) -> &'a AtomicU64 {
-        match self {
-            Output::Direct(_) => forwarded,
-            Output::Delayed { put_in, .. } => put_in,
+        match &self.to {
+            To::Direct(_) => forwarded,
+            To::Delayed { put_in, .. } => put_in,
         }
     }
 
     /// Pumps `input` to this output.
     pub fn forward(&self, pump: &mut dyn Forward, input: &File) -> Result<Ended, CopyError> {
-        match self {
-            Output::Direct(file) => pump.to_file(input, file),
-            Output::Delayed { line, .. } => pump.to_writer(input, &mut &*line),
+        let Some(mischief) = &self.mischief else {
+            return match &self.to {
+                To::Direct(file) => pump.to_file(input, file),
+                To::Delayed { line, .. } => pump.to_writer(input, &mut &*line),
+            };
+        };
+        let mut mischief = lock(mischief);
+        match &self.to {
+            To::Direct(file) => pump.to_writer(
+                input,
+                &mut Faulty::new(&mut Descriptor(file), &mut mischief),
+            ),
+            To::Delayed { line, .. } => {
+                pump.to_writer(input, &mut Faulty::new(&mut &*line, &mut mischief))
+            }
         }
+    }
+
+    /// What the faults did so far.
+    pub fn tally(&self) -> Option<Tally> {
+        self.mischief.as_ref().map(|mischief| lock(mischief).tally)
     }
 
     /// Waits until every byte is out, and gives the output file back.
     /// `forwarded` then holds everything the pump put in: for records, the
     /// last one may have had no terminator for the line to count.
     pub fn finish(self, forwarded: &AtomicU64) -> io::Result<File> {
-        match self {
-            Output::Direct(file) => Ok(file),
-            Output::Delayed { line, put_in } => {
+        match self.to {
+            To::Direct(file) => Ok(file),
+            To::Delayed { line, put_in } => {
                 let file = line.finish()?;
                 forwarded.store(put_in.into_inner(), Ordering::Relaxed);
                 Ok(file)
             }
         }
+    }
+}
+
+/// A writer that does `mischief` to every write: loses it, flips bits in
+/// it, or writes it in pieces with a pause between them.
+struct Faulty<'a, W: Write + ?Sized> {
+    inner: &'a mut W,
+    mischief: &'a mut Mischief,
+    /// The chunk, copied so that corruption never touches the input.
+    scratch: Vec<u8>,
+}
+
+impl<'a, W: Write + ?Sized> Faulty<'a, W> {
+    fn new(inner: &'a mut W, mischief: &'a mut Mischief) -> Self {
+        Faulty {
+            inner,
+            mischief,
+            scratch: Vec::new(),
+        }
+    }
+}
+
+impl<W: Write + ?Sized> Write for Faulty<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(buf);
+        if !self.mischief.pass(&mut self.scratch) {
+            return Ok(buf.len());
+        }
+        let pause: Duration = self.mischief.faults().slice_pause;
+        let mut at = 0;
+        while at < self.scratch.len() {
+            let piece = self.mischief.piece(self.scratch.len() - at);
+            self.inner.write_all(&self.scratch[at..at + piece])?;
+            self.inner.flush()?;
+            at += piece;
+            if !pause.is_zero() && self.mischief.faults().slice.is_some() {
+                std::thread::sleep(pause);
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::{Faults, Slice};
+
+    /// Keeps each write apart.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_write_goes_out_in_slices_each_on_its_own() {
+        let faults = Faults {
+            slice: Some(Slice {
+                size: 7,
+                variation: 0,
+            }),
+            ..Faults::default()
+        };
+        let mut mischief = Mischief::new(faults, 1);
+        let mut writes = Writes::default();
+        let data: Vec<u8> = (0..100).collect();
+        Faulty::new(&mut writes, &mut mischief)
+            .write_all(&data)
+            .unwrap();
+        assert_eq!(writes.0.len(), 15);
+        assert!(writes.0[..14].iter().all(|piece| piece.len() == 7));
+        assert_eq!(writes.0.concat(), data);
+    }
+
+    #[test]
+    fn a_lost_chunk_is_consumed_and_never_written() {
+        let faults = Faults {
+            drop: 1.0,
+            ..Faults::default()
+        };
+        let mut mischief = Mischief::new(faults, 1);
+        let mut writes = Writes::default();
+        Faulty::new(&mut writes, &mut mischief)
+            .write_all(&[1; 50])
+            .unwrap();
+        assert!(writes.0.is_empty());
+        assert_eq!(mischief.tally.dropped_bytes, 50);
     }
 }

@@ -43,9 +43,10 @@ impl SlowLink {
         !self.delay.is_zero() || !self.jitter.is_zero()
     }
 
-    /// A fresh, empty line for one direction of this link.
-    pub fn line(&self) -> Line {
-        Line::new(self.delay, self.jitter, fastrand::Rng::new())
+    /// A fresh, empty line for one direction of this link, its jitter
+    /// drawn from `seed`.
+    pub fn line(&self, seed: u64) -> Line {
+        Line::new(self.delay, self.jitter, fastrand::Rng::with_seed(seed))
     }
 
     /// The most a line may hold at `limit` and `burst`. Without a delay,

@@ -202,6 +202,18 @@ impl Arrivals {
     pub fn finish(mut self) -> Vec<u8> {
         self.reader.take().unwrap().join().unwrap()
     }
+
+    /// Waits for the stream to end; what was kept, and the size of every
+    /// read.
+    pub fn reader_output(mut self) -> (Vec<u8>, Vec<usize>) {
+        let kept = self.reader.take().unwrap().join().unwrap();
+        (kept, self.reads())
+    }
+
+    /// The size of every read, in order.
+    pub fn reads(&self) -> Vec<usize> {
+        self.times.lock().unwrap().iter().map(|&(_, n)| n).collect()
+    }
 }
 
 /// A shape running in the background, its output read and timestamped as
@@ -276,6 +288,18 @@ impl Running {
             self.signal(rustix::process::Signal::TERM);
         }
         self.finish()
+    }
+
+    /// Waits for it to exit by itself; what it wrote comes with the size
+    /// of every read that took it in.
+    pub fn finish_with_reads(mut self) -> (ExitStatus, (Vec<u8>, Vec<usize>), String) {
+        let status = self.child.wait().unwrap();
+        let arrivals = self.arrivals.take().unwrap();
+        let stderr =
+            String::from_utf8_lossy(&self.stderr.take().unwrap().join().unwrap()).into_owned();
+        // The reader ends with the stream: the reads are all in.
+        let output = arrivals.reader_output();
+        (status, output, stderr)
     }
 
     /// Waits for it to exit by itself.

@@ -5,6 +5,7 @@ mod harness;
 mod counting;
 mod exactness;
 mod failures;
+mod faults;
 mod fleet;
 mod generated;
 mod live;

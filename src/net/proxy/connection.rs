@@ -43,10 +43,11 @@ pub(super) struct Direction {
 }
 
 impl Direction {
-    pub(super) fn new(link: &SlowLink, from: End, to: End) -> Direction {
+    /// A direction from `from` to `to`, its jitter drawn from `seed`.
+    pub(super) fn new(link: &SlowLink, (from, to): (End, End), seed: u64) -> Direction {
         Direction {
             ends: (from, to),
-            line: link.line(),
+            line: link.line(seed),
             unpaid: None,
             sending: None,
             ended: false,

@@ -54,6 +54,8 @@ pub struct Shaping {
     /// Where to say where the proxy listens and what failed; `None` with
     /// `--quiet`.
     pub report: Option<Printer>,
+    /// The seed of every random choice (jitter).
+    pub seed: u64,
 }
 
 /// Serves connections on `listen`, forwarding each to `connect`, until the

@@ -50,6 +50,8 @@ pub(super) struct Server<'a> {
     parked: Option<(Stream, String)>,
     /// Whether the current shortage of resources has been said.
     shortage_said: bool,
+    /// Where each direction's seed comes from.
+    seeds: fastrand::Rng,
     clock: MonotonicClock,
 }
 
@@ -99,8 +101,15 @@ impl<'a> Server<'a> {
             accept_resumes: None,
             parked: None,
             shortage_said: false,
+            seeds: fastrand::Rng::with_seed(shaping.seed),
             clock: MonotonicClock,
         })
+    }
+
+    /// The seed of the next direction's random choices: drawn in turn from
+    /// `--seed`, so that the same connections see the same jitter again.
+    fn seed(&mut self) -> u64 {
+        self.seeds.u64(..)
     }
 
     /// Says where the proxy listens.
@@ -250,13 +259,14 @@ impl<'a> Server<'a> {
                 return None;
             }
         };
+        let seeds = (self.seed(), self.seed());
         let entry = self.connections.vacant_entry();
         let key = entry.key();
         let mut connection = Connection {
             client,
             server,
-            up: Direction::new(&self.shaping.link, End::Client, End::Server),
-            down: Direction::new(&self.shaping.link, End::Server, End::Client),
+            up: Direction::new(&self.shaping.link, (End::Client, End::Server), seeds.0),
+            down: Direction::new(&self.shaping.link, (End::Server, End::Client), seeds.1),
             buckets,
             wake_at: None,
             peer,

@@ -1,0 +1,162 @@
+//! Faults for tests in a pipe: slices, a cut-off with a slow close, lost
+//! chunks and flipped bits, each said at the end, and all of it replayed
+//! by seed. What the reader downstream sees is what is checked.
+
+use crate::harness::*;
+use std::io::Read;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// The number `shape: <what> N ...` says on stderr.
+fn said(stderr: &str, what: &str) -> u64 {
+    let at = stderr
+        .find(what)
+        .unwrap_or_else(|| panic!("no '{what}' in {stderr}"));
+    stderr[at + what.len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after '{what}' in {stderr}"))
+}
+
+#[test]
+fn a_reader_that_keeps_up_sees_every_slice_on_its_own() {
+    let data = random_bytes(140, 80);
+    let mut shape = Running::start(
+        shape(["--slice", "7", "--slice-pause", "15ms"]),
+        Stdio::piped(),
+        true,
+    );
+    let mut stdin = shape.child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, &data).unwrap();
+    drop(stdin);
+    let (status, output, stderr) = shape.finish_with_reads();
+    assert!(status.success(), "{stderr}");
+    assert!(output.0 == data, "byte-exact");
+    assert_eq!(output.1.len(), 20, "{:?}", output.1);
+    assert!(output.1.iter().all(|&n| n == 7), "{:?}", output.1);
+}
+
+#[test]
+fn slices_vary_within_the_variation() {
+    let data = random_bytes(20_000, 81);
+    let run = run_with_input(
+        shape(["--slice", "100:40", "--slice-pause", "1ms", "--seed", "5"]),
+        data.clone(),
+        20_000,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stdout == data);
+}
+
+#[test]
+fn a_cut_off_forwards_exactly_that_much_then_ends_after_the_slow_close() {
+    let data = random_bytes(100_000, 82);
+    let mut child = shape(["--cut-after", "1KiB", "--slow-close", "400ms"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut stdin, &data);
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = vec![0; 1024];
+    stdout.read_exact(&mut first).unwrap();
+    let last_byte = Instant::now();
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let closed = last_byte.elapsed();
+    assert!(child.wait().unwrap().success());
+    drop(feeder);
+    assert!(rest.is_empty(), "{} bytes after the cut", rest.len());
+    assert!(
+        closed >= Duration::from_millis(350),
+        "closed after {closed:?}"
+    );
+}
+
+#[test]
+fn flipped_bits_and_lost_chunks_are_counted_exactly_and_replayed_by_seed() {
+    let data = random_bytes(2 << 20, 83);
+    let corrupt = |seed: &str| {
+        run_with_input(
+            shape(["--corrupt", "0.001", "--seed", seed, "--stats"]),
+            data.clone(),
+            65_536,
+        )
+    };
+    let first = corrupt("7");
+    assert_eq!(first.code(), 0, "{}", first.stderr);
+    assert_eq!(first.stdout.len(), data.len());
+    let differing: u64 = first
+        .stdout
+        .iter()
+        .zip(&data)
+        .map(|(a, b)| u64::from((a ^ b).count_ones()))
+        .sum();
+    assert_eq!(said(&first.stderr, "corrupted "), differing);
+    assert!((1500..2700).contains(&differing), "{differing} of 2 MiB");
+    assert!(first.stderr.contains("; seed 7"), "{}", first.stderr);
+    assert!(corrupt("7").stdout == first.stdout, "the same seed");
+    assert!(corrupt("8").stdout != first.stdout, "another seed");
+
+    let lossy = run_with_input(
+        shape(["--drop", "10%", "--rate", "64MiB", "--stats"]),
+        data.clone(),
+        65_536,
+    );
+    assert_eq!(lossy.code(), 0, "{}", lossy.stderr);
+    let lost = said(&lossy.stderr, "chunks (");
+    assert_eq!(lossy.stdout.len() as u64, data.len() as u64 - lost);
+    assert!(lost > 0, "{}", lossy.stderr);
+    // A seed is drawn and said, so the run can be replayed.
+    let seed = said(&lossy.stderr, "; seed ");
+    let replayed = run_with_input(
+        shape([
+            "--drop",
+            "10%",
+            "--rate",
+            "64MiB",
+            "--seed",
+            &seed.to_string(),
+        ]),
+        data.clone(),
+        65_536,
+    );
+    assert_eq!(replayed.code(), 0);
+    assert_eq!(replayed.stdout.len(), lossy.stdout.len());
+}
+
+#[test]
+fn without_faults_the_output_is_the_input() {
+    let data = random_bytes(1 << 20, 84);
+    let run = run_with_input(
+        shape(["--seed", "1", "--rate", "100MiB"]),
+        data.clone(),
+        4096,
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(run.stdout == data);
+    assert_eq!(run.stderr, "");
+}
+
+#[test]
+fn bad_fault_values_are_usage_errors_naming_the_flag() {
+    for (args, flag) in [
+        (&["--slice", "0"][..], "--slice"),
+        (&["--slice", "7:9"][..], "--slice"),
+        (&["--drop", "1.5"][..], "--drop"),
+        (&["--corrupt", "-1"][..], "--corrupt"),
+        (&["--cut-after", "1x"][..], "--cut-after"),
+        (&["--lines", "--cut-after", "1k"][..], "--cut-after"),
+        (&["--slice-pause", "1s"][..], "--slice"),
+    ] {
+        let run = run(shape(args), Stdio::null());
+        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(flag), "{args:?}: {}", run.stderr);
+    }
+}
