@@ -45,6 +45,8 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --corrupt 'Flip one random bit of each byte with probability PROB. The bytes touched are said at the end'
             cand --cut-after 'Forward exactly SIZE bytes, then close cleanly, as a server that cuts a response short'
             cand --slow-close 'Hold the close this long after the end of the data'
+            cand --stall-after 'After that much data or time, forward nothing more but keep the output open, as a server that stops answering: a size (''1KiB'') or a time (''2s'', ''1min'')'
+            cand --reset-after 'After that much data or time, reset: a socket is closed with a reset (RST), and shape ends with status 3'
             cand --seed 'Seed every random choice (jitter, slices, drops, corruption), so that a run can be replayed. Without it a seed is drawn, and --stats says which'
             cand --remote 'Change the running shape PID (of this user), or every shape on a share (share:NAME), instead of copying: with --rate, --burst, --pause or --resume. Prints the settings now in force; for a PID, after the shape has acknowledged'
             cand --share 'Spend from the bucket of share NAME, with every shape of this user that names it: the limit is their total. The first creates it with its --rate and --burst; while any shape is on it, later ones use the share''s settings (and say so if theirs differ). A share on a fleet of machines lives in Redis: redis://[user[:password]@]host[:port][/db]/NAME, or redis+unix:///path/to/redis.sock/NAME; the password may also come from SHAPE_REDIS_PASSWORD'

@@ -23,6 +23,8 @@ complete -c shape -l drop -d 'Lose each chunk (about a millisecond of data) with
 complete -c shape -l corrupt -d 'Flip one random bit of each byte with probability PROB. The bytes touched are said at the end' -r
 complete -c shape -l cut-after -d 'Forward exactly SIZE bytes, then close cleanly, as a server that cuts a response short' -r
 complete -c shape -l slow-close -d 'Hold the close this long after the end of the data' -r
+complete -c shape -l stall-after -d 'After that much data or time, forward nothing more but keep the output open, as a server that stops answering: a size (\'1KiB\') or a time (\'2s\', \'1min\')' -r
+complete -c shape -l reset-after -d 'After that much data or time, reset: a socket is closed with a reset (RST), and shape ends with status 3' -r
 complete -c shape -l seed -d 'Seed every random choice (jitter, slices, drops, corruption), so that a run can be replayed. Without it a seed is drawn, and --stats says which' -r
 complete -c shape -l remote -d 'Change the running shape PID (of this user), or every shape on a share (share:NAME), instead of copying: with --rate, --burst, --pause or --resume. Prints the settings now in force; for a PID, after the shape has acknowledged' -r
 complete -c shape -l share -d 'Spend from the bucket of share NAME, with every shape of this user that names it: the limit is their total. The first creates it with its --rate and --burst; while any shape is on it, later ones use the share\'s settings (and say so if theirs differ). A share on a fleet of machines lives in Redis: redis://[user[:password]@]host[:port][/db]/NAME, or redis+unix:///path/to/redis.sock/NAME; the password may also come from SHAPE_REDIS_PASSWORD' -r

@@ -19,15 +19,25 @@ pub enum Exit {
     Failure,
     /// 2: bad usage; one line names the flag and the value.
     Usage,
+    /// 3: `--reset-after` struck: the output was reset, as asked.
+    Reset,
+}
+
+impl Exit {
+    /// The number the shell sees.
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+            Exit::Reset => 3,
+        }
+    }
 }
 
 impl From<Exit> for ExitCode {
     fn from(exit: Exit) -> ExitCode {
-        ExitCode::from(match exit {
-            Exit::Success => 0,
-            Exit::Failure => 1,
-            Exit::Usage => 2,
-        })
+        ExitCode::from(exit.code() as u8)
     }
 }
 

@@ -13,11 +13,17 @@
 //! - `--cut-after SIZE`, `--slow-close DURATION`: exactly SIZE bytes, then
 //!   a clean close, held that long (toxiproxy's limit_data and
 //!   slow_close).
+//! - `--stall-after SIZE|DURATION`: after that much data or time, nothing
+//!   more is forwarded, and the stream stays open (toxiproxy's timeout of
+//!   0, a black hole).
+//! - `--reset-after SIZE|DURATION`: after that much, the stream is reset.
 //!
 //! Every random choice (slices, drops, corruption, jitter) comes from a
 //! generator seeded by `--seed`, or by a seed drawn at start and shown by
 //! `--stats`, so that a failing test can be replayed.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// What the fault flags ask for. The default does nothing.
@@ -31,13 +37,60 @@ pub struct Faults {
     pub corrupt: f64,
     pub cut_after: Option<u64>,
     pub slow_close: Duration,
+    pub stall_after: Option<Trigger>,
+    pub reset_after: Option<Trigger>,
 }
 
 impl Faults {
     /// True if and only if something passes through altered or in pieces,
     /// so that bytes must go through shape's hands.
     pub fn alter(&self) -> bool {
-        self.slice.is_some() || self.drop > 0.0 || self.corrupt > 0.0
+        self.slice.is_some()
+            || self.drop > 0.0
+            || self.corrupt > 0.0
+            || self.stall_after.is_some()
+            || self.reset_after.is_some()
+    }
+}
+
+/// When a fault strikes: after so many bytes, or so long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    Bytes(u64),
+    After(Duration),
+}
+
+impl Trigger {
+    /// The bytes after which it strikes, if it counts bytes.
+    pub fn bytes(self) -> Option<u64> {
+        match self {
+            Trigger::Bytes(bytes) => Some(bytes),
+            Trigger::After(_) => None,
+        }
+    }
+
+    /// The time after which it strikes, if it counts time.
+    pub fn time(self) -> Option<Duration> {
+        match self {
+            Trigger::After(time) => Some(time),
+            Trigger::Bytes(_) => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Trigger {
+    type Err = String;
+
+    /// A size (`4096`, `1KiB`, `1m` is a mebibyte) or a time with its unit
+    /// (`500ms`, `2s`, `1min`).
+    fn from_str(text: &str) -> Result<Self, String> {
+        const EXAMPLES: &str = "e.g. 1KiB, 4096, 500ms, 2s, 1min";
+        if let Ok(size) = text.parse::<shape_bucket::units::Size>() {
+            return Ok(Trigger::Bytes(size.bytes()));
+        }
+        humantime::parse_duration(text.trim())
+            .map(Trigger::After)
+            .map_err(|_| format!("expected a size or a time ({EXAMPLES})"))
     }
 }
 
@@ -98,6 +151,19 @@ pub fn parse_probability(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// The error a write meets once `--reset-after` strikes: the stream is to
+/// be reset, not written.
+#[derive(Debug, thiserror::Error)]
+#[error("reset, as --reset-after asked")]
+pub struct ResetStruck;
+
+impl ResetStruck {
+    /// True if `err` is this.
+    pub fn is(err: &std::io::Error) -> bool {
+        err.get_ref().is_some_and(|inner| inner.is::<ResetStruck>())
+    }
+}
+
 /// What [`Mischief`] did, for the line shape says at the end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
@@ -128,6 +194,29 @@ pub struct Mischief {
     faults: Faults,
     rng: fastrand::Rng,
     pub tally: Tally,
+    /// Bytes let through so far.
+    passed: u64,
+    /// Set once the stream stalls or is reset, by bytes here or by time
+    /// from a timer.
+    pub struck: Arc<Struck>,
+}
+
+/// Whether a stall or a reset has struck.
+#[derive(Debug, Default)]
+pub struct Struck {
+    pub stalled: AtomicBool,
+    pub reset: AtomicBool,
+}
+
+/// What becomes of the bytes offered to [`Mischief::admit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// This many of them pass (all, or up to a stall or reset).
+    Pass(usize),
+    /// They are lost; and everything after them while stalled.
+    Lost,
+    /// The stream is to be reset now.
+    Reset,
 }
 
 impl Mischief {
@@ -136,16 +225,59 @@ impl Mischief {
             faults,
             rng: fastrand::Rng::with_seed(seed),
             tally: Tally::default(),
+            passed: 0,
+            struck: Arc::new(Struck::default()),
         }
+    }
+
+    /// Decides the fate of `chunk`: lost, reset, or (some of) it passes,
+    /// with bits flipped where corruption strikes. A stall or reset that
+    /// counts bytes strikes exactly at its byte.
+    pub fn admit(&mut self, chunk: &mut [u8]) -> Fate {
+        if self.struck.reset.load(Ordering::Relaxed) {
+            return Fate::Reset;
+        }
+        if self.struck.stalled.load(Ordering::Relaxed) || !self.pass(chunk) {
+            return Fate::Lost;
+        }
+        let limit = |trigger: Option<Trigger>| {
+            trigger
+                .and_then(Trigger::bytes)
+                .map_or(u64::MAX, |at| at.saturating_sub(self.passed))
+        };
+        let (stall, reset) = (
+            limit(self.faults.stall_after),
+            limit(self.faults.reset_after),
+        );
+        let room = usize::try_from(stall.min(reset)).unwrap_or(usize::MAX);
+        if room == 0 {
+            // A trigger at byte 0.
+            match reset <= stall {
+                true => self.struck.reset.store(true, Ordering::Relaxed),
+                false => self.struck.stalled.store(true, Ordering::Relaxed),
+            }
+            return self.admit(chunk);
+        }
+        let passing = chunk.len().min(room);
+        self.passed += passing as u64;
+        if passing as u64 == stall.min(reset) {
+            // The last byte before the fault: it strikes now, not at the
+            // next byte, which may never come.
+            match reset <= stall {
+                true => self.struck.reset.store(true, Ordering::Relaxed),
+                false => self.struck.stalled.store(true, Ordering::Relaxed),
+            }
+        }
+        Fate::Pass(passing)
     }
 
     pub fn faults(&self) -> &Faults {
         &self.faults
     }
 
-    /// Decides the fate of `chunk`: false if it is lost; else it passes,
-    /// with bits flipped in place where corruption strikes.
-    pub fn pass(&mut self, chunk: &mut [u8]) -> bool {
+    /// Decides whether `chunk` is lost; if it passes, bits are flipped in
+    /// place where corruption strikes.
+    fn pass(&mut self, chunk: &mut [u8]) -> bool {
         if self.faults.drop > 0.0 && self.rng.f64() < self.faults.drop {
             self.tally.dropped_chunks += 1;
             self.tally.dropped_bytes += chunk.len() as u64;
@@ -255,11 +387,11 @@ mod tests {
                 },
                 seed,
             );
-            let mut out = Vec::new();
+            let mut out: Vec<u8> = Vec::new();
             for i in 0..1000u32 {
                 let mut chunk = vec![(i % 251) as u8; 100];
-                if mischief.pass(&mut chunk) {
-                    out.extend(chunk);
+                if let Fate::Pass(n) = mischief.admit(&mut chunk) {
+                    out.extend(&chunk[..n]);
                 }
             }
             (out, mischief.tally)
@@ -270,7 +402,7 @@ mod tests {
         assert!((60..140).contains(&tally.dropped_chunks), "{tally:?}");
         assert_eq!(tally.dropped_bytes, tally.dropped_chunks * 100);
         // Every corrupted byte differs from what came in by one bit.
-        let mut expected = Vec::new();
+        let mut expected: Vec<u8> = Vec::new();
         let mut rng = Mischief::new(
             Faults {
                 drop: 0.1,
@@ -282,14 +414,14 @@ mod tests {
         for i in 0..1000u32 {
             let mut chunk = vec![(i % 251) as u8; 100];
             let original = chunk.clone();
-            if rng.pass(&mut chunk) {
-                expected.extend(original);
+            if let Fate::Pass(n) = rng.admit(&mut chunk) {
+                expected.extend(&original[..n]);
             }
         }
         let flipped: u64 = first
             .iter()
             .zip(&expected)
-            .map(|(a, b)| u64::from((a ^ b).count_ones()))
+            .map(|(a, b): (&u8, &u8)| u64::from((a ^ b).count_ones()))
             .sum();
         assert_eq!(flipped, tally.corrupted_bytes);
         assert_eq!(
@@ -303,5 +435,38 @@ mod tests {
                 tally.dropped_chunks, tally.dropped_bytes, tally.corrupted_bytes
             ))
         );
+    }
+
+    #[test]
+    fn a_stall_or_reset_strikes_at_its_byte_and_sizes_and_times_parse() {
+        assert_eq!("1KiB".parse(), Ok(Trigger::Bytes(1024)));
+        assert_eq!("1m".parse(), Ok(Trigger::Bytes(1 << 20)));
+        assert_eq!("2s".parse(), Ok(Trigger::After(Duration::from_secs(2))));
+        assert_eq!("1min".parse(), Ok(Trigger::After(Duration::from_secs(60))));
+        assert!("soon".parse::<Trigger>().is_err());
+        let mut stalling = Mischief::new(
+            Faults {
+                stall_after: Some(Trigger::Bytes(150)),
+                ..faults()
+            },
+            1,
+        );
+        assert_eq!(stalling.admit(&mut [0; 100]), Fate::Pass(100));
+        assert_eq!(stalling.admit(&mut [0; 100]), Fate::Pass(50));
+        assert_eq!(stalling.admit(&mut [0; 100]), Fate::Lost);
+        let mut resetting = Mischief::new(
+            Faults {
+                reset_after: Some(Trigger::Bytes(100)),
+                stall_after: Some(Trigger::Bytes(200)),
+                ..faults()
+            },
+            1,
+        );
+        assert_eq!(resetting.admit(&mut [0; 100]), Fate::Pass(100));
+        assert_eq!(resetting.admit(&mut [0; 1]), Fate::Reset);
+        let timed = Mischief::new(faults(), 1);
+        timed.struck.stalled.store(true, Ordering::Relaxed);
+        let mut timed = timed;
+        assert_eq!(timed.admit(&mut [0; 5]), Fate::Lost);
     }
 }

@@ -101,6 +101,8 @@ The same for a pipe.
 .SH FAULTS
 For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIATION\fR] cuts every write into pieces of about \fISIZE\fR bytes, each written on its own, with \fB\-\-slice\-pause\fR between them (toxiproxy's slicer);
 \fB\-\-cut\-after\fR \fISIZE\fR forwards exactly \fISIZE\fR bytes and closes cleanly, \fB\-\-slow\-close\fR holding the close (limit_data, slow_close);
+\fB\-\-stall\-after\fR forwards nothing more after that much data or time (a size such as \fB1KiB\fR, or a time such as \fB2s\fR) but keeps the output open, as a server that stops answering;
+\fB\-\-reset\-after\fR resets after that much: a socket is closed with a reset (RST), and shape ends with status 3;
 \fB\-\-drop\fR \fIPROB\fR loses a chunk of about a millisecond of data, and \fB\-\-corrupt\fR \fIPROB\fR flips one random bit of a byte, with that probability (netem's loss and corrupt); both say at the end how many chunks and bytes they touched.
 Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed.
 A proxy refuses these flags.
@@ -155,6 +157,9 @@ An input could not be opened or read (the others were still copied), or writing 
 .TP
 \fB2\fR
 Bad usage: an unknown flag or a malformed value.
+.TP
+\fB3\fR
+\fB\-\-reset\-after\fR struck: the output was reset, as asked.
 .TP
 \fB141\fR
 The reader downstream went away; shape was ended by SIGPIPE, as cat and pv are.

@@ -10,7 +10,7 @@ mod values;
 use crate::control::fleet::Fallback;
 use crate::control::{Schedule, ShareName};
 use crate::counting::{Counting, Written};
-use crate::faults::{Faults, Slice, parse_probability};
+use crate::faults::{Faults, Slice, Trigger, parse_probability};
 use crate::net::Address;
 use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
@@ -42,8 +42,9 @@ SIGUSR2 is how 'shape --remote PID' reaches a running shape; SIGINT and
 SIGTERM stop it (what was written stays written).
 
 Exit status: 0 success, 1 an input or output failed (or --remote found no
-shape, or no answer), 2 bad usage, 141 (SIGPIPE) when the reader downstream
-went away, 130 on Ctrl-C (SIGINT), 143 on SIGTERM.";
+shape, or no answer), 2 bad usage, 3 --reset-after struck, 141 (SIGPIPE)
+when the reader downstream went away, 130 on Ctrl-C (SIGINT), 143 on
+SIGTERM.";
 
 /// Passes a byte stream through at a controlled rate.
 ///
@@ -229,6 +230,17 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true)]
     pub slow_close: Option<Duration>,
 
+    /// After that much data or time, forward nothing more but keep the
+    /// output open, as a server that stops answering: a size ('1KiB') or a
+    /// time ('2s', '1min').
+    #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
+    pub stall_after: Option<Trigger>,
+
+    /// After that much data or time, reset: a socket is closed with a
+    /// reset (RST), and shape ends with status 3.
+    #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
+    pub reset_after: Option<Trigger>,
+
     /// Seed every random choice (jitter, slices, drops, corruption), so
     /// that a run can be replayed. Without it a seed is drawn, and --stats
     /// says which.
@@ -322,6 +334,8 @@ impl Cli {
             corrupt: self.corrupt.unwrap_or(0.0),
             cut_after: self.cut_after.map(Size::bytes),
             slow_close: self.slow_close.unwrap_or_default(),
+            stall_after: self.stall_after,
+            reset_after: self.reset_after,
         }
     }
 

@@ -9,9 +9,11 @@ use crate::cli::Cli;
 use crate::control::{Adjuster, Bucket};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
-use crate::faults::Mischief;
+use crate::faults::{Faults, Mischief, ResetStruck, Struck, Trigger};
 use crate::net;
-use crate::pipe::{CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally};
+use crate::pipe::{
+    CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally, reset_on_close,
+};
 use crate::progress::Reporter;
 use anyhow::{Context, anyhow};
 use shape_bucket::units::Quantity;
@@ -70,6 +72,10 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let (started, registration) = go_live(cli, &start, adjuster, &forwarded, say.clone())?;
     let (file, output_name) = open_output(cli)?;
     let output = output(cli, file, &bucket, &forwarded, seed)?;
+    let resetter = output.resetter();
+    if let Some(struck) = output.struck() {
+        strike_in_time(&faults, &struck, resetter.as_ref(), cli.quiet);
+    }
     let count = output.pump_count(&forwarded);
     let mut pump: Box<dyn Forward> = match counting.terminator() {
         None => Box::new(
@@ -83,6 +89,9 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         if err.kind() == io::ErrorKind::BrokenPipe {
             drop(registration);
             die_of_sigpipe();
+        }
+        if ResetStruck::is(&err) {
+            reset_now(resetter.as_ref(), cli.quiet);
         }
         if let Some(reporter) = reporter {
             reporter.finish();
@@ -111,6 +120,16 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         }
     }
     drop(pump);
+    if output
+        .struck()
+        .is_some_and(|struck| struck.stalled.load(Ordering::Relaxed))
+    {
+        // A black hole: the output stays open, and nothing more comes,
+        // until shape is ended.
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
     let tally = output.tally();
     let file = match output.finish(&forwarded) {
         Ok(file) => file,
@@ -205,6 +224,37 @@ fn output(
     let line = DelayedOutput::start(file, line, capacity, MonotonicClock, counts)
         .context("start the delay line")?;
     Ok(with_faults(Output::delayed(line)))
+}
+
+/// Starts the timers of a stall or reset that counts time.
+fn strike_in_time(faults: &Faults, struck: &Arc<Struck>, resetter: Option<&File>, quiet: bool) {
+    if let Some(after) = faults.stall_after.and_then(Trigger::time) {
+        let struck = struck.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            struck.stalled.store(true, Ordering::Relaxed);
+        });
+    }
+    if let Some(after) = faults.reset_after.and_then(Trigger::time) {
+        // The reset ends shape even while it waits for its input.
+        let resetter = resetter.and_then(|file| file.try_clone().ok());
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            reset_now(resetter.as_ref(), quiet);
+        });
+    }
+}
+
+/// Ends shape as `--reset-after` asks: status 3, and the output closed
+/// with a reset if it is a socket.
+fn reset_now(output: Option<&File>, quiet: bool) -> ! {
+    if let Some(output) = output {
+        reset_on_close(output);
+    }
+    if !quiet {
+        eprintln!("shape: reset, as --reset-after asked");
+    }
+    std::process::exit(Exit::Reset.code())
 }
 
 /// The `--stats` summary: what passed, and an average that says what it

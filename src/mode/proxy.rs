@@ -96,6 +96,8 @@ fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
         (cli.corrupt.is_some(), "--corrupt"),
         (cli.cut_after.is_some(), "--cut-after"),
         (cli.slow_close.is_some(), "--slow-close"),
+        (cli.stall_after.is_some(), "--stall-after"),
+        (cli.reset_after.is_some(), "--reset-after"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))

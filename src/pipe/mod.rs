@@ -20,7 +20,7 @@ mod splice;
 
 pub use delayed::{DelayedOutput, Tally};
 pub use descriptor::Descriptor;
-pub use output::Output;
+pub use output::{Output, reset_on_close};
 pub use records::RecordPump;
 
 use crate::chunk::{MAX_CHUNK, chunk_size};

@@ -3,7 +3,7 @@
 //! the way, the faults asked for (`--slice`, `--drop`, `--corrupt`).
 
 use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
-use crate::faults::{Mischief, Tally};
+use crate::faults::{Fate, Mischief, ResetStruck, Struck, Tally};
 use crate::lock::lock;
 use shape_bucket::MonotonicClock;
 use std::fs::File;
@@ -87,6 +87,22 @@ impl Output {
         }
     }
 
+    /// Whether a stall or reset has struck, to be set by timers too.
+    pub fn struck(&self) -> Option<std::sync::Arc<Struck>> {
+        self.mischief
+            .as_ref()
+            .map(|mischief| lock(mischief).struck.clone())
+    }
+
+    /// A handle that can make closing the output a reset later (see
+    /// [`reset_on_close`]), if the output is written directly.
+    pub fn resetter(&self) -> Option<File> {
+        match &self.to {
+            To::Direct(file) => file.try_clone().ok(),
+            To::Delayed { .. } => None,
+        }
+    }
+
     /// What the faults did so far.
     pub fn tally(&self) -> Option<Tally> {
         self.mischief.as_ref().map(|mischief| lock(mischief).tally)
@@ -130,13 +146,15 @@ impl<W: Write + ?Sized> Write for Faulty<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.scratch.clear();
         self.scratch.extend_from_slice(buf);
-        if !self.mischief.pass(&mut self.scratch) {
-            return Ok(buf.len());
-        }
+        let passing = match self.mischief.admit(&mut self.scratch) {
+            Fate::Lost => return Ok(buf.len()),
+            Fate::Reset => return Err(io::Error::other(ResetStruck)),
+            Fate::Pass(passing) => passing,
+        };
         let pause: Duration = self.mischief.faults().slice_pause;
         let mut at = 0;
-        while at < self.scratch.len() {
-            let piece = self.mischief.piece(self.scratch.len() - at);
+        while at < passing {
+            let piece = self.mischief.piece(passing - at);
             self.inner.write_all(&self.scratch[at..at + piece])?;
             self.inner.flush()?;
             at += piece;
@@ -144,12 +162,20 @@ impl<W: Write + ?Sized> Write for Faulty<'_, W> {
                 std::thread::sleep(pause);
             }
         }
+        if self.mischief.struck.reset.load(Ordering::Relaxed) {
+            return Err(io::Error::other(ResetStruck));
+        }
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }
+}
+
+/// Makes closing `output` a reset (RST), if it is a socket.
+pub fn reset_on_close(output: &File) {
+    let _ = rustix::net::sockopt::set_socket_linger(output, Some(Duration::ZERO));
 }
 
 #[cfg(test)]

@@ -160,3 +160,78 @@ fn bad_fault_values_are_usage_errors_naming_the_flag() {
         assert!(run.stderr.contains(flag), "{args:?}: {}", run.stderr);
     }
 }
+
+#[test]
+fn a_stall_forwards_that_much_then_keeps_the_output_open_and_silent() {
+    let mut shape = Running::start(
+        shape(["--stall-after", "1KiB"]),
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        false,
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let still_running = shape.child.try_wait().unwrap().is_none();
+    let arrived = shape.bytes_between(
+        Instant::now() - Duration::from_secs(60),
+        Instant::now() + Duration::from_secs(60),
+    );
+    let (status, _, _) = shape.stop();
+    assert!(still_running, "a stalled shape ended: {status:?}");
+    assert_eq!(arrived, 1024, "exactly the bytes before the stall");
+}
+
+#[test]
+fn a_reset_after_bytes_reaches_a_tcp_peer_as_a_reset() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let data = random_bytes(100_000, 85);
+    let dir = Scratch::new("reset");
+    let input = std::fs::File::open(dir.file("in", &data)).unwrap();
+    let mut child = shape(["--connect", &address, "--reset-after", "1000"])
+        .stdin(Stdio::from(input))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut peer, _) = listener.accept().unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buffer = [0; 4096];
+    let outcome = loop {
+        match peer.read(&mut buffer) {
+            Ok(0) => break Ok(0),
+            Ok(n) => got.extend_from_slice(&buffer[..n]),
+            Err(err) => break Err(err),
+        }
+    };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(got, data[..1000], "exactly the bytes before the reset");
+    assert!(
+        matches!(&outcome, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn a_reset_after_a_time_ends_shape_with_status_three_even_while_it_waits() {
+    let mut child = shape(["--reset-after", "300ms"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held open: shape waits for input when the reset comes.
+    let _stdin = child.stdin.take();
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(stderr, "shape: reset, as --reset-after asked\n");
+}
