@@ -6,8 +6,9 @@
 //! - `--slice SIZE[:VARIATION]`, `--slice-pause DURATION`: every write
 //!   cut into pieces of about SIZE bytes, each written on its own, with
 //!   the pause between them (toxiproxy's slicer).
-//! - `--drop PROB`: a chunk (about a millisecond of data) is lost
-//!   (toxiproxy's packet loss, for tests of checksums and framing).
+//! - `--drop PROB`: a block of the stream (about a millisecond of data at
+//!   the starting rate) is lost (netem's loss, for tests of checksums and
+//!   framing).
 //! - `--corrupt PROB`: each byte has one random bit flipped with that
 //!   probability (netem's corrupt).
 //! - `--cut-after SIZE`, `--slow-close DURATION`: exactly SIZE bytes, then
@@ -20,7 +21,11 @@
 //!
 //! Every random choice (slices, drops, corruption, jitter) comes from a
 //! generator seeded by `--seed`, or by a seed drawn at start and shown by
-//! `--stats`, so that a failing test can be replayed.
+//! `--stats`, so that a failing test can be replayed. Each kind of fault
+//! draws from a generator of its own, in the order of the stream's bytes
+//! (a drop per block, a flip per byte, a slice per piece, carried across
+//! writes), so the same seed does the same to the same bytes however the
+//! input happened to arrive.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -178,7 +183,7 @@ impl Tally {
         let mut said = Vec::new();
         if faults.drop > 0.0 {
             said.push(format!(
-                "dropped {} chunks ({} bytes)",
+                "dropped {} blocks ({} bytes)",
                 self.dropped_chunks, self.dropped_bytes
             ));
         }
@@ -189,11 +194,24 @@ impl Tally {
     }
 }
 
-/// The faults of one stream, carried out with a generator of its own.
+/// The faults of one stream, carried out with generators of its own.
 pub struct Mischief {
     faults: Faults,
-    rng: fastrand::Rng,
+    /// Whether each block is lost.
+    drops: fastrand::Rng,
+    /// Which bytes have a bit flipped, and which bit.
+    flips: fastrand::Rng,
+    /// The size of each slice.
+    slices: fastrand::Rng,
     pub tally: Tally,
+    /// The bytes that stand or fall together with `--drop`.
+    block: u64,
+    /// Bytes offered so far, lost or not: the position in the stream.
+    offered: u64,
+    /// Whether the block being offered is lost.
+    dropping: bool,
+    /// What is left of the slice being written.
+    slice_left: u64,
     /// Bytes let through so far.
     passed: u64,
     /// Set once the stream stalls or is reset, by bytes here or by time
@@ -220,24 +238,42 @@ pub enum Fate {
 }
 
 impl Mischief {
-    pub fn new(faults: Faults, seed: u64) -> Mischief {
+    /// Mischief from `seed`, losing blocks of `block` bytes (at least one).
+    pub fn new(faults: Faults, seed: u64, block: usize) -> Mischief {
+        let mut seeds = fastrand::Rng::with_seed(seed);
         Mischief {
             faults,
-            rng: fastrand::Rng::with_seed(seed),
+            drops: seeds.fork(),
+            flips: seeds.fork(),
+            slices: seeds.fork(),
             tally: Tally::default(),
+            block: block.max(1) as u64,
+            offered: 0,
+            dropping: false,
+            slice_left: 0,
             passed: 0,
             struck: Arc::new(Struck::default()),
         }
     }
 
-    /// Decides the fate of `chunk`: lost, reset, or (some of) it passes,
-    /// with bits flipped where corruption strikes. A stall or reset that
-    /// counts bytes strikes exactly at its byte.
+    /// How many bytes may be offered to [`Mischief::admit`] at once: the
+    /// rest of the block.
+    pub fn block_left(&self) -> usize {
+        usize::try_from(self.block - self.offered % self.block).unwrap_or(usize::MAX)
+    }
+
+    /// Decides the fate of `chunk`, which lies within one block (see
+    /// [`Mischief::block_left`]): lost, reset, or (some of) it passes, with
+    /// bits flipped where corruption strikes. A stall or reset that counts
+    /// bytes strikes exactly at its byte.
     pub fn admit(&mut self, chunk: &mut [u8]) -> Fate {
+        debug_assert!(chunk.len() <= self.block_left());
+        let at = self.offered;
+        self.offered += chunk.len() as u64;
         if self.struck.reset.load(Ordering::Relaxed) {
             return Fate::Reset;
         }
-        if self.struck.stalled.load(Ordering::Relaxed) || !self.pass(chunk) {
+        if self.struck.stalled.load(Ordering::Relaxed) || !self.pass(chunk, at) {
             return Fate::Lost;
         }
         let limit = |trigger: Option<Trigger>| {
@@ -256,6 +292,7 @@ impl Mischief {
                 true => self.struck.reset.store(true, Ordering::Relaxed),
                 false => self.struck.stalled.store(true, Ordering::Relaxed),
             }
+            self.offered = at;
             return self.admit(chunk);
         }
         let passing = chunk.len().min(room);
@@ -275,18 +312,23 @@ impl Mischief {
         &self.faults
     }
 
-    /// Decides whether `chunk` is lost; if it passes, bits are flipped in
-    /// place where corruption strikes.
-    fn pass(&mut self, chunk: &mut [u8]) -> bool {
-        if self.faults.drop > 0.0 && self.rng.f64() < self.faults.drop {
-            self.tally.dropped_chunks += 1;
+    /// Decides whether `chunk`, at stream position `at`, is lost; if it
+    /// passes, bits are flipped in place where corruption strikes.
+    fn pass(&mut self, chunk: &mut [u8], at: u64) -> bool {
+        if self.faults.drop > 0.0 && at % self.block == 0 {
+            self.dropping = self.drops.f64() < self.faults.drop;
+            if self.dropping {
+                self.tally.dropped_chunks += 1;
+            }
+        }
+        if self.dropping {
             self.tally.dropped_bytes += chunk.len() as u64;
             return false;
         }
         if self.faults.corrupt > 0.0 {
             for byte in chunk.iter_mut() {
-                if self.rng.f64() < self.faults.corrupt {
-                    *byte ^= 1 << self.rng.u8(0..8);
+                if self.flips.f64() < self.faults.corrupt {
+                    *byte ^= 1 << self.flips.u8(0..8);
                     self.tally.corrupted_bytes += 1;
                 }
             }
@@ -294,21 +336,23 @@ impl Mischief {
         true
     }
 
-    /// The size of the next piece of at most `left` bytes: all of them
-    /// without slicing, else about the slice's size.
-    pub fn piece(&mut self, left: usize) -> usize {
-        match self.faults.slice {
-            None => left,
-            Some(Slice { size, variation }) => {
-                let drawn = match variation {
-                    0 => size,
-                    v => self.rng.u64(size - v..=size + v),
-                };
-                usize::try_from(drawn)
-                    .unwrap_or(usize::MAX)
-                    .clamp(1, left.max(1))
-            }
+    /// The next piece of at most `left` bytes: all of them without
+    /// slicing, else what is left of the slice being written, a slice of
+    /// about the size asked being drawn when one is done. The flag says
+    /// whether the piece ends its slice, so that the pause follows it.
+    pub fn piece(&mut self, left: usize) -> (usize, bool) {
+        let Some(Slice { size, variation }) = self.faults.slice else {
+            return (left, false);
+        };
+        if self.slice_left == 0 {
+            self.slice_left = match variation {
+                0 => size,
+                v => self.slices.u64(size - v..=size + v),
+            };
         }
+        let piece = self.slice_left.min(left as u64);
+        self.slice_left -= piece;
+        (piece as usize, self.slice_left == 0)
     }
 }
 
@@ -358,11 +402,13 @@ mod tests {
                 ..faults()
             },
             7,
+            100,
         );
         let mut left = 10_000usize;
         let mut sizes = Vec::new();
         while left > 0 {
-            let piece = mischief.piece(left);
+            let (piece, ends) = mischief.piece(left);
+            assert!(ends || piece == left);
             sizes.push(piece);
             left -= piece;
         }
@@ -373,7 +419,11 @@ mod tests {
         );
         assert_eq!(sizes.iter().sum::<usize>(), 10_000);
         assert!(sizes.contains(&7) && sizes.contains(&13));
-        assert_eq!(Mischief::new(faults(), 1).piece(500), 500, "no slicing");
+        assert_eq!(
+            Mischief::new(faults(), 1, 100).piece(500),
+            (500, false),
+            "no slicing"
+        );
     }
 
     #[test]
@@ -386,6 +436,7 @@ mod tests {
                     ..faults()
                 },
                 seed,
+                100,
             );
             let mut out: Vec<u8> = Vec::new();
             for i in 0..1000u32 {
@@ -410,6 +461,7 @@ mod tests {
                 ..faults()
             },
             42,
+            100,
         );
         for i in 0..1000u32 {
             let mut chunk = vec![(i % 251) as u8; 100];
@@ -431,7 +483,7 @@ mod tests {
                 ..faults()
             }),
             Some(format!(
-                "shape: dropped {} chunks ({} bytes), corrupted {} bytes",
+                "shape: dropped {} blocks ({} bytes), corrupted {} bytes",
                 tally.dropped_chunks, tally.dropped_bytes, tally.corrupted_bytes
             ))
         );
@@ -450,6 +502,7 @@ mod tests {
                 ..faults()
             },
             1,
+            100,
         );
         assert_eq!(stalling.admit(&mut [0; 100]), Fate::Pass(100));
         assert_eq!(stalling.admit(&mut [0; 100]), Fate::Pass(50));
@@ -461,10 +514,11 @@ mod tests {
                 ..faults()
             },
             1,
+            100,
         );
         assert_eq!(resetting.admit(&mut [0; 100]), Fate::Pass(100));
         assert_eq!(resetting.admit(&mut [0; 1]), Fate::Reset);
-        let timed = Mischief::new(faults(), 1);
+        let timed = Mischief::new(faults(), 1, 100);
         timed.struck.stalled.store(true, Ordering::Relaxed);
         let mut timed = timed;
         assert_eq!(timed.admit(&mut [0; 5]), Fate::Lost);

@@ -103,8 +103,8 @@ For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIAT
 \fB\-\-cut\-after\fR \fISIZE\fR forwards exactly \fISIZE\fR bytes and closes cleanly, \fB\-\-slow\-close\fR holding the close (limit_data, slow_close);
 \fB\-\-stall\-after\fR forwards nothing more after that much data or time (a size such as \fB1KiB\fR, or a time such as \fB2s\fR) but keeps the output open, as a server that stops answering;
 \fB\-\-reset\-after\fR resets after that much: a socket is closed with a reset (RST), and shape ends with status 3;
-\fB\-\-drop\fR \fIPROB\fR loses a chunk of about a millisecond of data, and \fB\-\-corrupt\fR \fIPROB\fR flips one random bit of a byte, with that probability (netem's loss and corrupt); both say at the end how many chunks and bytes they touched.
-Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed.
+\fB\-\-drop\fR \fIPROB\fR loses a block of about a millisecond of data at the starting rate, and \fB\-\-corrupt\fR \fIPROB\fR flips one random bit of a byte, with that probability (netem's loss and corrupt); both say at the end how many blocks and bytes they touched.
+Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed; the draws follow the bytes' places in the stream, not how the input happened to arrive.
 A proxy refuses these flags.
 .SH SIGNALS
 .TP

@@ -210,9 +210,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "slice", allow_hyphen_values = true)]
     pub slice_pause: Option<Duration>,
 
-    /// Lose each chunk (about a millisecond of data) with probability
-    /// PROB, '0.01' or '1%': for tests of checksums and framing. The
-    /// chunks and bytes lost are said at the end.
+    /// Lose each block of the stream (about a millisecond of data at the
+    /// starting rate, 128 KiB when unlimited) with probability PROB,
+    /// '0.01' or '1%': for tests of checksums and framing. The blocks and
+    /// bytes lost are said at the end.
     #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true)]
     pub drop: Option<f64>,
 

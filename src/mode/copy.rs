@@ -5,6 +5,7 @@
 use super::input::Input;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use super::warn;
+use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
 use crate::control::{Adjuster, Bucket};
 use crate::counting::{Counting, Written};
@@ -199,8 +200,17 @@ fn output(
     seed: u64,
 ) -> anyhow::Result<Output> {
     let faults = cli.faults();
+    // What --drop loses at once: a chunk at the starting rate, fixed so
+    // that a seed replays whatever the rate does later.
+    let drop_block = match cli.counting() {
+        Counting::Bytes => {
+            let (limit, burst) = bucket.limit_and_burst();
+            chunk_size(limit, burst)
+        }
+        Counting::Lines | Counting::Nul => MAX_CHUNK,
+    };
     let with_faults = |output: Output| match faults.alter() {
-        true => output.with_faults(Mischief::new(faults, seed)),
+        true => output.with_faults(Mischief::new(faults, seed, drop_block)),
         false => output,
     };
     let link = cli.slow_link();

@@ -140,29 +140,51 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
             scratch: Vec::new(),
         }
     }
+
+    /// Writes the first `passing` bytes of the scratch, in slices with the
+    /// pause after each if slicing was asked for.
+    fn write_in_slices(&mut self, passing: usize) -> io::Result<()> {
+        let pause: Duration = self.mischief.faults().slice_pause;
+        let mut at = 0;
+        while at < passing {
+            let (piece, ends_slice) = self.mischief.piece(passing - at);
+            self.inner.write_all(&self.scratch[at..at + piece])?;
+            self.inner.flush()?;
+            at += piece;
+            if ends_slice && !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<W: Write + ?Sized> Write for Faulty<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.scratch.clear();
         self.scratch.extend_from_slice(buf);
-        let passing = match self.mischief.admit(&mut self.scratch) {
-            Fate::Lost => return Ok(buf.len()),
-            Fate::Reset => return Err(io::Error::other(ResetStruck)),
-            Fate::Pass(passing) => passing,
-        };
-        let pause: Duration = self.mischief.faults().slice_pause;
-        let mut at = 0;
-        while at < passing {
-            let piece = self.mischief.piece(passing - at);
-            self.inner.write_all(&self.scratch[at..at + piece])?;
-            self.inner.flush()?;
-            at += piece;
-            if !pause.is_zero() && self.mischief.faults().slice.is_some() {
-                std::thread::sleep(pause);
+        // Block by block, so that what a seed does depends on where bytes
+        // are in the stream, not on how they were read; what passes is
+        // gathered at the front, to be sliced as one.
+        let (mut offered, mut kept) = (0, 0);
+        let mut reset = false;
+        while offered < buf.len() && !reset {
+            let block = (buf.len() - offered).min(self.mischief.block_left());
+            match self
+                .mischief
+                .admit(&mut self.scratch[offered..offered + block])
+            {
+                Fate::Lost => {}
+                Fate::Reset => reset = true,
+                Fate::Pass(passing) => {
+                    self.scratch.copy_within(offered..offered + passing, kept);
+                    kept += passing;
+                }
             }
+            offered += block;
         }
-        if self.mischief.struck.reset.load(Ordering::Relaxed) {
+        self.write_in_slices(kept)?;
+        if reset || self.mischief.struck.reset.load(Ordering::Relaxed) {
             return Err(io::Error::other(ResetStruck));
         }
         Ok(buf.len())
@@ -206,7 +228,7 @@ mod tests {
             }),
             ..Faults::default()
         };
-        let mut mischief = Mischief::new(faults, 1);
+        let mut mischief = Mischief::new(faults, 1, 1000);
         let mut writes = Writes::default();
         let data: Vec<u8> = (0..100).collect();
         Faulty::new(&mut writes, &mut mischief)
@@ -218,12 +240,54 @@ mod tests {
     }
 
     #[test]
+    fn a_seed_does_the_same_to_the_same_bytes_however_they_are_written() {
+        let faults = Faults {
+            slice: Some(Slice {
+                size: 50,
+                variation: 20,
+            }),
+            drop: 0.2,
+            corrupt: 0.01,
+            ..Faults::default()
+        };
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let written_in = |sizes: &[usize]| {
+            let mut mischief = Mischief::new(faults, 9, 1000);
+            let mut writes = Writes::default();
+            let mut faulty = Faulty::new(&mut writes, &mut mischief);
+            let mut at = 0;
+            for &size in sizes.iter().cycle() {
+                if at == data.len() {
+                    break;
+                }
+                let size = size.min(data.len() - at);
+                faulty.write_all(&data[at..at + size]).unwrap();
+                at += size;
+            }
+            (writes.0, mischief.tally)
+        };
+        let (pieces, tally) = written_in(&[100_000]);
+        assert!(tally.dropped_chunks > 0 && tally.corrupted_bytes > 0);
+        assert_eq!(tally.dropped_bytes, tally.dropped_chunks * 1000);
+        assert!(
+            pieces[..pieces.len() - 1]
+                .iter()
+                .all(|p| (30..=70).contains(&p.len()))
+        );
+        for sizes in [&[1][..], &[7, 993, 4096], &[65_536, 3]] {
+            let (other, other_tally) = written_in(sizes);
+            assert_eq!(other_tally, tally, "{sizes:?}");
+            assert_eq!(other.concat(), pieces.concat(), "{sizes:?}");
+        }
+    }
+
+    #[test]
     fn a_lost_chunk_is_consumed_and_never_written() {
         let faults = Faults {
             drop: 1.0,
             ..Faults::default()
         };
-        let mut mischief = Mischief::new(faults, 1);
+        let mut mischief = Mischief::new(faults, 1, 1000);
         let mut writes = Writes::default();
         Faulty::new(&mut writes, &mut mischief)
             .write_all(&[1; 50])
