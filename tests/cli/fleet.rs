@@ -5,7 +5,6 @@
 //! checks; the fleet's figures are in BENCHMARKS.md.
 
 use crate::harness::*;
-use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -204,11 +203,7 @@ fn redis_stopped_mid_transfer_loses_nothing_and_is_said_once() {
     let mut command = runtime.shape(["--share", &share, "--rate", "2MiB", "--stats"]);
     command.stdin(Stdio::piped());
     let mut shape = Running::start(command, Stdio::piped(), true);
-    let mut stdin = shape.child.stdin.take().unwrap();
-    let feeder = {
-        let data = data.clone();
-        std::thread::spawn(move || stdin.write_all(&data).unwrap())
-    };
+    let feeder = shape.feed(&data, data.len());
     std::thread::sleep(Duration::from_millis(800));
     redis.stop();
     std::thread::sleep(Duration::from_millis(800));

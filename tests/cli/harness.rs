@@ -226,6 +226,18 @@ pub struct Running {
 }
 
 impl Running {
+    /// Writes `data` to the child's piped stdin from a thread of its own,
+    /// in writes of `piece` bytes, closing it at the end.
+    pub fn feed(&mut self, data: &[u8], piece: usize) -> JoinHandle<()> {
+        let mut stdin = self.child.stdin.take().expect("a piped stdin");
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            for piece in data.chunks(piece) {
+                stdin.write_all(piece).unwrap();
+            }
+        })
+    }
+
     /// Starts `command` with `stdin`, keeping the output only if `keep`.
     pub fn start(mut command: Command, stdin: Stdio, keep: bool) -> Running {
         let mut child = command

@@ -229,16 +229,7 @@ fn a_signal_storm_loses_and_repeats_nothing() {
     let mut command = runtime.shape(["--rate-file", file.to_str().unwrap(), "--burst", "256KiB"]);
     command.stdin(Stdio::piped());
     let mut shape = Running::start(command, Stdio::piped(), true);
-    let mut stdin = shape.child.stdin.take().unwrap();
-    let feeder = {
-        let data = data.clone();
-        std::thread::spawn(move || {
-            use std::io::Write;
-            for piece in data.chunks(33_331) {
-                stdin.write_all(piece).unwrap();
-            }
-        })
-    };
+    let feeder = shape.feed(&data, 33_331);
     runtime.wait_registered(shape.pid);
     let sent = shape.storm(
         &[Signal::HUP, Signal::USR2, Signal::HUP, Signal::USR1],

@@ -203,15 +203,7 @@ fn a_signal_storm_loses_and_repeats_no_record() {
     let mut command = runtime.shape(["--lines", "--rate-file", file.to_str().unwrap()]);
     command.stdin(Stdio::piped());
     let mut shape = Running::start(command, Stdio::piped(), true);
-    let mut stdin = shape.child.stdin.take().unwrap();
-    let feeder = {
-        let data = data.clone();
-        std::thread::spawn(move || {
-            for piece in data.chunks(3_331) {
-                stdin.write_all(piece).unwrap();
-            }
-        })
-    };
+    let feeder = shape.feed(&data, 3_331);
     runtime.wait_registered(shape.pid);
     let sent = shape.storm(&[Signal::HUP, Signal::USR2, Signal::USR1], 2000);
     feeder.join().unwrap();
