@@ -30,8 +30,8 @@ rates=("4KiB 4096 6" "1MiB 1048576 8" "20MiB 20971520 8" "200MiB 209715200 5")
 
 echo "## Shaping fidelity (input /dev/zero)"
 echo
-echo "| tool | rate | burst | observed burst | steady rate / target | smoothness (CV per 100 ms) | CPU s | peak memory |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| tool | rate | burst | observed burst | steady rate / target | smoothness (CV per 100 ms) | CV per 10 ms | CPU s | peak memory |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for spec in "${rates[@]}"; do
     read -r name bps seconds <<<"$spec"
     run() { "$meter" --rate "$bps" --seconds "$seconds" "$@" </dev/zero; }

@@ -43,11 +43,11 @@ four() {
     done
     wait "${members[@]}"
     cat "$rows"
-    awk -F'|' '{ sum += $6 } END { printf "| %s | total | | | %.5f | | | |\n", name, sum / 4 }' name="$name" "$rows"
+    awk -F'|' '{ sum += $6 } END { printf "| %s | total | | | %.5f | | | | |\n", name, sum / 4 }' name="$name" "$rows"
 }
 
-echo "| shapes | rate | burst | observed burst | steady rate / target | smoothness (CV per 100 ms) | CPU s | peak memory |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| shapes | rate | burst | observed burst | steady rate / target | smoothness (CV per 100 ms) | CV per 10 ms | CPU s | peak memory |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 four "8 MiB/s" "redis+unix://$socket/eight" 8MiB 2MiB 8
 redis-cli -s "$socket" config resetstat >/dev/null
 started=$(date +%s.%N)
@@ -65,8 +65,8 @@ echo
 proxy_pid=$!
 sleep 0.3
 port=$(ss -ltnp 2>/dev/null | awk -v pid="pid=$proxy_pid," '$0 ~ pid { split($4, a, ":"); print a[length(a)] }' | head -1)
-echo "| shapes | rate | burst | observed burst | steady rate / target | smoothness (CV per 100 ms) | CPU s | peak memory |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| shapes | rate | burst | observed burst | steady rate / target | smoothness (CV per 100 ms) | CV per 10 ms | CPU s | peak memory |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 four "8 MiB/s, 20 ms to Redis" "redis://127.0.0.1:$port/far" 8MiB 2MiB 8
 kill "$proxy_pid"
 

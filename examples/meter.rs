@@ -6,8 +6,9 @@
 //! - with `--rate R`: the observed burst (the smallest b such that every
 //!   interval [t1, t2] carried at most b + R * (t2 - t1) bytes), the steady
 //!   rate after the first second over R, the smoothness (coefficient of
-//!   variation of the bytes in each 100 ms window after the first second),
-//!   and the shaper's CPU seconds and peak memory;
+//!   variation of the bytes in each 100 ms window after the first second,
+//!   then the same per 10 ms window, where 100 ms lumps cannot hide), and
+//!   the shaper's CPU seconds and peak memory;
 //! - with `--bytes N` instead: the wall time until N bytes arrived, the
 //!   throughput, and the same CPU and memory figures;
 //! - with `--records` (and `--rate R` in records a second): the same for
@@ -199,13 +200,14 @@ fn main() {
         Some(rate) => {
             let rate = rate.bytes_per_sec();
             println!(
-                "| {} | {}/s | {} | {} | {:.5} | {:.4} | {cpu:.3} | {memory} |",
+                "| {} | {}/s | {} | {} | {:.5} | {:.4} | {:.4} | {cpu:.3} | {memory} |",
                 args.label,
                 human_rate(rate),
                 args.burst,
                 human_bytes(observed_burst(&arrivals, rate) as u64),
                 steady_rate(&arrivals, 1.0, end) / rate,
                 smoothness(&arrivals, 0.1, 1.0, end),
+                smoothness(&arrivals, 0.01, 1.0, end),
             );
         }
         None if args.records => println!(
@@ -249,6 +251,17 @@ mod tests {
         assert!((observed_burst(&arrivals, 1000.0) - 505.0).abs() < 1e-6);
         assert!((steady_rate(&arrivals, 1.0, 5.0) / 1000.0 - 1.0).abs() < 0.01);
         assert!(smoothness(&arrivals, 0.1, 1.0, 5.0) < 0.01);
+        assert!(smoothness(&arrivals, 0.01, 1.0, 5.0) < 0.01);
+    }
+
+    #[test]
+    fn lumps_every_100_ms_hide_in_100_ms_windows_but_not_in_10_ms_ones() {
+        // 100 bytes at once every 100 ms, mid-slot: 1000 B/s, as pv sends.
+        let arrivals = even(1000.0, 0.1, 5.0, 0);
+        assert!(smoothness(&arrivals, 0.1, 1.0, 5.0) < 0.01);
+        // Nine empty windows of ten: a CV of 3.
+        let cv = smoothness(&arrivals, 0.01, 1.0, 5.0);
+        assert!((cv - 3.0).abs() < 0.01, "{cv}");
     }
 
     #[test]
