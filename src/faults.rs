@@ -172,7 +172,7 @@ impl ResetStruck {
 /// What [`Mischief`] did, for the line shape says at the end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
-    pub dropped_chunks: u64,
+    pub dropped_blocks: u64,
     pub dropped_bytes: u64,
     pub corrupted_bytes: u64,
 }
@@ -184,7 +184,7 @@ impl Tally {
         if faults.drop > 0.0 {
             said.push(format!(
                 "dropped {} blocks ({} bytes)",
-                self.dropped_chunks, self.dropped_bytes
+                self.dropped_blocks, self.dropped_bytes
             ));
         }
         if faults.corrupt > 0.0 {
@@ -318,7 +318,7 @@ impl Mischief {
         if self.faults.drop > 0.0 && at % self.block == 0 {
             self.dropping = self.drops.f64() < self.faults.drop;
             if self.dropping {
-                self.tally.dropped_chunks += 1;
+                self.tally.dropped_blocks += 1;
             }
         }
         if self.dropping {
@@ -450,8 +450,8 @@ mod tests {
         let (first, tally) = run(42);
         assert_eq!(run(42), (first.clone(), tally), "replayed");
         assert_ne!(run(43).0, first, "another seed, another run");
-        assert!((60..140).contains(&tally.dropped_chunks), "{tally:?}");
-        assert_eq!(tally.dropped_bytes, tally.dropped_chunks * 100);
+        assert!((60..140).contains(&tally.dropped_blocks), "{tally:?}");
+        assert_eq!(tally.dropped_bytes, tally.dropped_blocks * 100);
         // Every corrupted byte differs from what came in by one bit.
         let mut expected: Vec<u8> = Vec::new();
         let mut rng = Mischief::new(
@@ -484,7 +484,7 @@ mod tests {
             }),
             Some(format!(
                 "shape: dropped {} blocks ({} bytes), corrupted {} bytes",
-                tally.dropped_chunks, tally.dropped_bytes, tally.corrupted_bytes
+                tally.dropped_blocks, tally.dropped_bytes, tally.corrupted_bytes
             ))
         );
     }

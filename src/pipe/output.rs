@@ -267,8 +267,8 @@ mod tests {
             (writes.0, mischief.tally)
         };
         let (pieces, tally) = written_in(&[100_000]);
-        assert!(tally.dropped_chunks > 0 && tally.corrupted_bytes > 0);
-        assert_eq!(tally.dropped_bytes, tally.dropped_chunks * 1000);
+        assert!(tally.dropped_blocks > 0 && tally.corrupted_bytes > 0);
+        assert_eq!(tally.dropped_bytes, tally.dropped_blocks * 1000);
         assert!(
             pieces[..pieces.len() - 1]
                 .iter()
