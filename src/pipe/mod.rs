@@ -127,6 +127,10 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// continued, so no byte is lost or repeated.
     pub fn forward(&mut self, input: &File, output: &File) -> Result<Ended, CopyError> {
         if self.hand.is_some() {
+            // A pipe on either side that is smaller than a chunk would cut
+            // every chunk in two.
+            splice::grow_pipe(input);
+            splice::grow_pipe(output);
             if let Some(ended) = self.forward_spliced(input, output)? {
                 return Ok(ended);
             }

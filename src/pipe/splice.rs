@@ -1,5 +1,6 @@
 //! The splice path: shape's own pipe (the "hand") where a chunk waits
-//! between two splice(2) calls, so that its bytes never enter user space.
+//! between two splice(2) calls, so that its bytes never enter user space,
+//! and the pipes on either side grown to hold a whole chunk.
 
 use crate::chunk::MAX_CHUNK;
 use rustix::event::{PollFd, PollFlags};
@@ -47,5 +48,17 @@ pub(super) fn splice(from: impl AsFd, to: impl AsFd, len: usize) -> Result<usize
             }
             done => return done,
         }
+    }
+}
+
+/// Grows `end` to hold a whole chunk if it is a pipe smaller than that
+/// (the default is 64 KiB), so that a chunk crosses it in one splice and
+/// one wake-up rather than two: at 200 MiB/s this halves the splices and
+/// timed waits. Anything else, or a refusal (a user over the kernel's pipe
+/// quota), is left as it is.
+pub(super) fn grow_pipe(end: impl AsFd) {
+    // F_GETPIPE_SZ fails on anything but a pipe.
+    if rustix::pipe::fcntl_getpipe_size(&end).is_ok_and(|size| size < MAX_CHUNK) {
+        let _ = rustix::pipe::fcntl_setpipe_size(&end, MAX_CHUNK);
     }
 }

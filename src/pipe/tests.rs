@@ -4,6 +4,7 @@
 use super::*;
 use shape_bucket::{FakeClock, Fill, Limit};
 use std::io::Seek;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 fn unlimited() -> TokenBucket<FakeClock> {
@@ -196,4 +197,36 @@ fn a_non_blocking_output_is_waited_for_not_failed() {
     assert_eq!(ended, Ended::LimitReached);
     drop(output);
     assert_eq!(reader.join().unwrap(), 2_000_000);
+}
+
+#[test]
+fn pipes_on_either_side_grow_to_hold_a_whole_chunk() {
+    // With the default 64 KiB a chunk of MAX_CHUNK crosses each pipe in
+    // two splices and two wake-ups; grown, in one.
+    let data = data(MAX_CHUNK * 3 + 5);
+    let (input_read, input_write) = rustix::pipe::pipe().unwrap();
+    let (output_read, output_write) = rustix::pipe::pipe().unwrap();
+    for end in [&input_write, &output_write] {
+        rustix::pipe::fcntl_setpipe_size(end, 65_536).unwrap();
+    }
+    let writer = {
+        let data = data.clone();
+        std::thread::spawn(move || File::from(input_write).write_all(&data).unwrap())
+    };
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        File::from(output_read).read_to_end(&mut got).unwrap();
+        got
+    });
+    let bucket = unlimited();
+    let forwarded = AtomicU64::new(0);
+    let mut pump = Pump::new(&bucket, &forwarded, None);
+    let (input, output) = (File::from(input_read), File::from(output_write));
+    assert_eq!(pump.forward(&input, &output).unwrap(), Ended::InputDone);
+    for end in [input.as_fd(), output.as_fd()] {
+        assert!(rustix::pipe::fcntl_getpipe_size(end).unwrap() >= MAX_CHUNK);
+    }
+    drop(output);
+    writer.join().unwrap();
+    assert!(reader.join().unwrap() == data);
 }
