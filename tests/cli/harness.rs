@@ -65,6 +65,15 @@ pub fn run(mut command: Command, stdin: Stdio) -> Run {
     collect(spawn(command), started)
 }
 
+/// Runs `command` and checks that it is refused as bad usage: status 2,
+/// one line on stderr, naming `flag`.
+pub fn assert_refused(command: Command, flag: &str) {
+    let run = run(command, Stdio::null());
+    assert_eq!(run.code(), 2, "{flag}: {}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{flag}: {}", run.stderr);
+    assert!(run.stderr.contains(flag), "{flag}: {}", run.stderr);
+}
+
 /// Runs `command` with no input and its standard output sent to
 /// `stdout` instead of collected.
 pub fn run_into(command: Command, stdout: Stdio) -> Run {

@@ -140,10 +140,7 @@ fn byte_units_and_impossible_rates_are_usage_errors_naming_the_flag() {
         (&["--lines", "--rate", "1/100d"][..], "--rate"),
         (&["--rate", "0.5"][..], "--rate"),
     ] {
-        let run = run(shape(args), Stdio::null());
-        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr);
-        assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
-        assert!(run.stderr.contains(flag), "{args:?}: {}", run.stderr);
+        assert_refused(shape(args), flag);
     }
 }
 
