@@ -72,7 +72,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let say = printer(reporter.as_ref());
     let (started, registration) = go_live(cli, &start, adjuster, &forwarded, say.clone())?;
     let (file, output_name) = open_output(cli)?;
-    let output = output(cli, file, &bucket, &forwarded, seed)?;
+    let output = output(cli, file, &bucket, &forwarded, faults, seed)?;
     let resetter = output.resetter();
     if let Some(struck) = output.struck() {
         strike_in_time(&faults, &struck, resetter.as_ref(), cli.quiet);
@@ -191,15 +191,16 @@ fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
 
 /// `file` as the pump's output: through a delay line if the link delays,
 /// holding at most what the link's capacity says at the bucket's settings
-/// of the moment.
+/// of the moment, and doing `faults` (drawn from `seed`) if they alter
+/// anything.
 fn output(
     cli: &Cli,
     file: File,
     bucket: &Arc<Bucket>,
     forwarded: &Arc<AtomicU64>,
+    faults: Faults,
     seed: u64,
 ) -> anyhow::Result<Output> {
-    let faults = cli.faults();
     // What --drop loses at once: a chunk at the starting rate, fixed so
     // that a seed replays whatever the rate does later.
     let drop_block = match cli.counting() {
