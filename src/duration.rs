@@ -41,6 +41,12 @@ pub fn parse(text: &str, span: &Span) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// `span` in nanoseconds, as the monotonic clock counts; saturating, far
+/// beyond any span shape is given.
+pub fn nanos(span: Duration) -> u64 {
+    u64::try_from(span.as_nanos()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 
 mod chunk;
 mod cli;
+mod conditions;
 mod control;
 mod counting;
 mod duration;

@@ -105,7 +105,8 @@ For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIAT
 \fB\-\-reset\-after\fR resets after that much: a socket is closed with a reset (RST), and shape ends with status 3;
 \fB\-\-drop\fR \fIPROB\fR loses a block of about a millisecond of data at the starting rate, and \fB\-\-corrupt\fR \fIPROB\fR flips one random bit of a byte, with that probability (netem's loss and corrupt); both say at the end how many blocks and bytes they touched.
 Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed; the draws follow the bytes' places in the stream, not how the input happened to arrive.
-A proxy refuses these flags.
+In a proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) each connection has its own faults, counted from its start: a value applies to both directions, or to one with \fBup:\fR (the clients' requests) or \fBdown:\fR (the replies), as in \fB\-\-slice down:7\fR; \fB\-\-cut\-after\fR and \fB\-\-slow\-close\fR end one direction (its reader sees the end of the data), \fB\-\-stall\-after\fR drops what comes after (and holds the connection until both sides have closed their sending), \fB\-\-reset\-after\fR resets both sides. \fB\-\-affect\fR \fIPROB\fR does the faults to that fraction of connections only (toxiproxy's toxicity), the others passing clean. The proxy says its seed after where it listens, and what it dropped and corrupted when each connection closes.
+\fBoff\fR turns a fault off (\fB\-\-slice off\fR, \fB\-\-drop up:off\fR). \fBshape \-\-remote\fR \fIPID\fR with fault flags, \fB\-\-delay\fR or \fB\-\-jitter\fR changes them on a running shape: in a proxy, every connection, the open ones too, from that moment (sizes and times count from the change); in a copy, those that alter bytes (\fB\-\-slice\fR, \fB\-\-slice\-pause\fR, \fB\-\-drop\fR, \fB\-\-corrupt\fR), if it started with a fault flag or \fB\-\-delay\fR (\fB\-\-drop 0\fR will do: without one a copy takes a path that does not look for faults), and \fB\-\-delay\fR and \fB\-\-jitter\fR if it started with \fB\-\-delay\fR.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR
@@ -120,7 +121,7 @@ How \fBshape \-\-remote\fR reaches a running shape; it carries no meaning by its
 \fBSIGINT\fR, \fBSIGTERM\fR
 Stop at once; what was written stays written.
 .SH REMOTE CONTROL
-\fBshape \-\-remote\fR \fIPID\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR]
+\fBshape \-\-remote\fR \fIPID\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR] [\fB\-\-delay\fR \fIDURATION\fR [\fB\-\-jitter\fR \fIDURATION\fR]] [fault flags]
 changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints the settings now in force.
 \fB\-\-rate unlimited\fR lifts the limit; a paused shape holds its data until resumed, and then sends no more than the burst at once.
 A running shape whose burst was never set keeps a tenth of a second of its new rate as burst.

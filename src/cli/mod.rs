@@ -10,7 +10,10 @@ mod values;
 use crate::control::fleet::Fallback;
 use crate::control::{Schedule, ShareName};
 use crate::counting::{Counting, Written};
-use crate::faults::{Faults, Slice, Trigger, parse_probability};
+use crate::faults::{
+    Bytes, Change, Directed, Direction, Faults, Probability, Slice, Span, Trigger,
+    parse_probability,
+};
 use crate::net::Address;
 use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
@@ -202,57 +205,72 @@ pub struct Cli {
 
     /// Cut every write into pieces of about SIZE bytes (each within
     /// SIZE ± VARIATION), each written on its own, as a slow or
-    /// fragmenting server would send them: '7', '1KiB:512'.
+    /// fragmenting server would send them: '7', '1KiB:512'. Every fault
+    /// flag takes 'off', and in a proxy 'up:' or 'down:' before its value
+    /// for one direction: 'down:7'.
     #[arg(long, value_name = "SIZE[:VARIATION]", allow_hyphen_values = true)]
-    pub slice: Option<Slice>,
+    pub slice: Vec<Directed<Slice>>,
 
     /// With --slice: the pause between two pieces.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "slice", allow_hyphen_values = true)]
-    pub slice_pause: Option<Duration>,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "slice",
+        allow_hyphen_values = true
+    )]
+    pub slice_pause: Vec<Directed<Span>>,
 
     /// Lose each block of the stream (about a millisecond of data at the
     /// starting rate, 128 KiB when unlimited) with probability PROB,
     /// '0.01' or '1%': for tests of checksums and framing. The blocks and
     /// bytes lost are said at the end.
-    #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true)]
-    pub drop: Option<f64>,
+    #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
+    pub drop: Vec<Directed<Probability>>,
 
     /// Flip one random bit of each byte with probability PROB. The bytes
     /// touched are said at the end.
-    #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true)]
-    pub corrupt: Option<f64>,
+    #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
+    pub corrupt: Vec<Directed<Probability>>,
 
     /// Forward exactly SIZE bytes, then close cleanly, as a server that
     /// cuts a response short.
     #[arg(long, value_name = "SIZE", conflicts_with_all = ["lines", "null"], allow_hyphen_values = true)]
-    pub cut_after: Option<Size>,
+    pub cut_after: Vec<Directed<Bytes>>,
 
     /// Hold the close this long after the end of the data.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true)]
-    pub slow_close: Option<Duration>,
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub slow_close: Vec<Directed<Span>>,
 
     /// After that much data or time, forward nothing more but keep the
     /// output open, as a server that stops answering: a size ('1KiB') or a
     /// time ('2s', '1min').
     #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
-    pub stall_after: Option<Trigger>,
+    pub stall_after: Vec<Directed<Trigger>>,
 
     /// After that much data or time, reset: a socket is closed with a
     /// reset (RST), and shape ends with status 3.
     #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
-    pub reset_after: Option<Trigger>,
+    pub reset_after: Vec<Directed<Trigger>>,
 
-    /// Seed every random choice (jitter, slices, drops, corruption), so
-    /// that a run can be replayed. Without it a seed is drawn, and --stats
-    /// says which.
+    /// Proxy: do the faults to this fraction of connections only (PROB,
+    /// '0.5' or '50%'), the others passing clean; which ones is drawn
+    /// from the seed.
+    #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true)]
+    pub affect: Option<f64>,
+
+    /// Seed every random choice (jitter, slices, drops, corruption, the
+    /// connections affected), so that a run can be replayed. Without it a
+    /// seed is drawn; --stats says which, and a proxy with faults or
+    /// jitter says it at start.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub seed: Option<u64>,
 
     /// Change the running shape PID (of this user), or every shape on a
     /// share (share:NAME), instead of copying: with --rate, --burst,
-    /// --pause or --resume. Prints the settings now in force; for a PID,
-    /// after the shape has acknowledged.
-    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "delay", "max_buffer"])]
+    /// --pause or --resume; for a PID also --delay, --jitter and the fault
+    /// flags ('off' turns a fault off). Prints the settings now in force;
+    /// for a PID, after the shape has acknowledged.
+    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "max_buffer", "affect"])]
     pub remote: Option<RemoteTarget>,
 
     /// Spend from the bucket of share NAME, with every shape of this user
@@ -326,18 +344,24 @@ impl Cli {
         }
     }
 
-    /// What the fault flags ask for.
-    pub fn faults(&self) -> Faults {
-        Faults {
-            slice: self.slice,
-            slice_pause: self.slice_pause.unwrap_or_default(),
-            drop: self.drop.unwrap_or(0.0),
-            corrupt: self.corrupt.unwrap_or(0.0),
-            cut_after: self.cut_after.map(Size::bytes),
-            slow_close: self.slow_close.unwrap_or_default(),
-            stall_after: self.stall_after,
-            reset_after: self.reset_after,
-        }
+    /// The fault flags given, flag by flag, each in the order given.
+    pub fn fault_changes(&self) -> Vec<Change> {
+        let mut changes: Vec<Change> = Vec::new();
+        changes.extend(self.slice.iter().cloned().map(Change::Slice));
+        changes.extend(self.slice_pause.iter().cloned().map(Change::SlicePause));
+        changes.extend(self.drop.iter().cloned().map(Change::Drop));
+        changes.extend(self.corrupt.iter().cloned().map(Change::Corrupt));
+        changes.extend(self.cut_after.iter().cloned().map(Change::CutAfter));
+        changes.extend(self.slow_close.iter().cloned().map(Change::SlowClose));
+        changes.extend(self.stall_after.iter().cloned().map(Change::StallAfter));
+        changes.extend(self.reset_after.iter().cloned().map(Change::ResetAfter));
+        changes
+    }
+
+    /// What the fault flags ask for in `direction` (a pipe's is
+    /// [`Direction::Down`], where values without a prefix apply too).
+    pub fn faults(&self, direction: Direction) -> Faults {
+        Change::all(&self.fault_changes(), direction)
     }
 
     /// What --delay, --jitter and --max-buffer ask of the link.

@@ -4,6 +4,7 @@
 
 use super::protocol::{Adjustment, Request, Settings, apply};
 use super::share::Bucket;
+use crate::conditions::Conditions;
 use crate::counting::Counting;
 use crate::lock::lock;
 use shape_bucket::{InvalidBurst, Limit};
@@ -27,6 +28,8 @@ pub struct Adjuster {
     /// Called after each change, so that a user that does not sleep on the
     /// buckets (a proxy's poll loop) re-times its waits.
     on_change: Mutex<Option<Box<dyn Fn() + Send>>>,
+    /// The delay, jitter and faults that changes may also retune.
+    conditions: Option<Arc<Conditions>>,
 }
 
 impl Adjuster {
@@ -44,7 +47,14 @@ impl Adjuster {
             followers: Mutex::new(Vec::new()),
             burst_follows_rate: AtomicBool::new(!burst_was_set),
             on_change: Mutex::new(None),
+            conditions: None,
         }
+    }
+
+    /// The same adjuster, retuning `conditions` when a change asks.
+    pub fn retuning(mut self, conditions: Arc<Conditions>) -> Adjuster {
+        self.conditions = Some(conditions);
+        self
     }
 
     /// What the buckets' tokens stand for.
@@ -73,7 +83,19 @@ impl Adjuster {
     /// not fit (bytes when records are counted, a burst no bucket can
     /// take) is refused whole, and nothing changes.
     pub fn apply(&self, request: &Request) -> Result<(), String> {
-        self.adjust(request.adjustment(self.counting)?)
+        let change = request.adjustment(self.counting)?;
+        if !request.retune.is_empty() {
+            let Some(conditions) = &self.conditions else {
+                return Err("only a copy or a proxy changes delay, jitter or faults".into());
+            };
+            conditions.check(&request.retune)?;
+            if let Some(burst) = change.burst {
+                shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
+            }
+            // Before the buckets, whose change wakes those who retune.
+            conditions.change(&request.retune);
+        }
+        self.adjust(change)
     }
 
     /// Changes the limit alone, as a timetable does.
@@ -165,6 +187,7 @@ mod tests {
             rate: rate.map(|text| text.parse().unwrap()),
             burst: burst.map(|text| text.parse().unwrap()),
             paused,
+            ..Request::default()
         }
     }
 

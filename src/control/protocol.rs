@@ -6,7 +6,9 @@
 //! plain number means (bytes or records) is for the running shape to say,
 //! which turns the request into an [`Adjustment`] in its bucket's tokens.
 
+use crate::conditions::Retune;
 use crate::counting::{Counting, Written};
+use crate::faults::{Change, Span};
 use shape_bucket::units::Quantity;
 use shape_bucket::{BucketCell, Clock, Limit, Rate, RateSpec, TokenBucket};
 use std::fmt;
@@ -24,6 +26,8 @@ pub struct Request {
     pub rate: Option<Written<RateSpec>>,
     pub burst: Option<Written<Quantity>>,
     pub paused: Option<bool>,
+    /// Delay, jitter and faults to change.
+    pub retune: Retune,
 }
 
 impl Request {
@@ -161,6 +165,15 @@ pub(super) fn encode_request(request: &Request) -> String {
     if let Some(paused) = request.paused {
         text += if paused { "pause\n" } else { "resume\n" };
     }
+    if let Some(delay) = &request.retune.delay {
+        text += &format!("delay {}\n", humantime::format_duration(*delay));
+    }
+    if let Some(jitter) = &request.retune.jitter {
+        text += &format!("jitter {}\n", humantime::format_duration(*jitter));
+    }
+    for change in &request.retune.faults {
+        text += &format!("fault {} {}\n", change.name(), change.text());
+    }
     text
 }
 
@@ -186,6 +199,19 @@ pub(super) fn decode_request(text: &str) -> Result<Request, String> {
             }
             ("pause", "") if request.paused.is_none() => request.paused = Some(true),
             ("resume", "") if request.paused.is_none() => request.paused = Some(false),
+            ("delay", value) if request.retune.delay.is_none() => {
+                let Span(delay) = value.parse().map_err(|why| bad("delay", value, why))?;
+                request.retune.delay = Some(delay);
+            }
+            ("jitter", value) if request.retune.jitter.is_none() => {
+                let Span(jitter) = value.parse().map_err(|why| bad("jitter", value, why))?;
+                request.retune.jitter = Some(jitter);
+            }
+            ("fault", change) => {
+                let (name, value) = change.split_once(' ').unwrap_or((change, ""));
+                let change = Change::parse(name, value).map_err(|why| bad(name, value, why))?;
+                request.retune.faults.push(change);
+            }
             _ => return Err(format!("unexpected line '{}'", line.escape_debug())),
         }
     }
@@ -256,6 +282,14 @@ mod tests {
             rate: Some(written("30/min")),
             burst: Some(written("64KiB")),
             paused: Some(false),
+            retune: Retune {
+                faults: vec![
+                    Change::parse("slice", "down:7:3").unwrap(),
+                    Change::parse("stall-after", "off").unwrap(),
+                ],
+                delay: Some(Duration::from_millis(1500)),
+                jitter: Some(Duration::ZERO),
+            },
         };
         assert_eq!(decode_request(&encode_request(&request)), Ok(request));
         let lift = Request {
@@ -283,7 +317,7 @@ mod tests {
         let request = Request {
             rate: Some(written("2")),
             burst: Some(written("3")),
-            paused: None,
+            ..Request::default()
         };
         let in_bytes = request.adjustment(Counting::Bytes).unwrap();
         assert_eq!(in_bytes.limit, Some(Limit::per_second(2)));

@@ -81,7 +81,7 @@ impl RateFile {
         Request {
             rate: Some(self.rate.clone()),
             burst: self.burst.clone(),
-            paused: None,
+            ..Request::default()
         }
     }
 }

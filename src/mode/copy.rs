@@ -4,18 +4,20 @@
 
 use super::input::Input;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
-use super::warn;
+use super::{UsageError, warn};
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
+use crate::conditions::{Conditions, Fixed, Now};
 use crate::control::{Adjuster, Bucket};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
-use crate::faults::{Faults, Mischief, ResetStruck, Struck, Trigger};
+use crate::faults::{Direction, Faults, Mischief, ResetStruck, Struck, Trigger};
 use crate::net;
 use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally, reset_on_close,
 };
 use crate::progress::Reporter;
+use crate::slowlink::SlowLink;
 use anyhow::{Context, anyhow};
 use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, MonotonicClock};
@@ -36,11 +38,24 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let start = Start::of(cli)?;
     let counting = start.counting;
     let (bucket, member) = bucket(cli, &start)?;
-    let adjuster = Arc::new(Adjuster::new(
-        bucket.clone(),
-        counting,
-        start.burst.is_some(),
-    ));
+    if let Some(change) = cli.fault_changes().iter().find(|change| change.one_sided()) {
+        return Err(UsageError(format!(
+            "--{} {}: up: and down: are for a proxy's two directions",
+            change.name(),
+            change.text()
+        ))
+        .into());
+    }
+    if cli.affect.is_some() {
+        return Err(UsageError(
+            "--affect is for a proxy's connections (--listen with --connect)".into(),
+        )
+        .into());
+    }
+    let conditions = conditions(cli);
+    let adjuster = Arc::new(
+        Adjuster::new(bucket.clone(), counting, start.burst.is_some()).retuning(conditions.clone()),
+    );
     let count_of = |flag, given: &Option<Written<Quantity>>| {
         given
             .as_ref()
@@ -48,7 +63,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
             .transpose()
     };
     let size = count_of("--size <SIZE>", &cli.size)?;
-    let faults = cli.faults();
+    let faults = cli.faults(Direction::Down);
     // Cutting a stream after SIZE bytes is stopping after them.
     let stop_after = match (
         count_of("--stop-after <SIZE>", &cli.stop_after)?,
@@ -72,7 +87,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let say = printer(reporter.as_ref());
     let (started, registration) = go_live(cli, &start, adjuster, &forwarded, say.clone())?;
     let (file, output_name) = open_output(cli)?;
-    let output = output(cli, file, &bucket, &forwarded, faults, seed)?;
+    let output = output(cli, file, &bucket, &forwarded, (&conditions, seed))?;
     let resetter = output.resetter();
     if let Some(struck) = output.struck() {
         strike_in_time(&faults, &struck, resetter.as_ref(), cli.quiet);
@@ -189,17 +204,43 @@ fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
     }
 }
 
-/// `file` as the pump's output: through a delay line if the link delays,
-/// holding at most what the link's capacity says at the bucket's settings
-/// of the moment, and doing `faults` (drawn from `seed`) if they alter
-/// anything.
+/// What a copy's conditions are at start, and what of them may change
+/// while it runs: faults only if it started with some or with a delay,
+/// which put it on the path that looks for them (not splice), and the
+/// delay only if it started with one.
+fn conditions(cli: &Cli) -> Arc<Conditions> {
+    let link = cli.slow_link();
+    let delayed = cli.delay.is_some();
+    let faulty = !cli.fault_changes().is_empty() || delayed;
+    let now = Now {
+        faults: [Faults::default(), cli.faults(Direction::Down)],
+        delay: link.delay,
+        jitter: link.jitter,
+    };
+    let fixed = Fixed {
+        faults: (!faulty).then_some(
+            "this copy started without faults or --delay, on a path that does not look for \
+             them: start it with one ('--drop 0' will do)",
+        ),
+        ends: Some(
+            "a copy takes --stall-after, --reset-after, --cut-after and --slow-close at start; \
+             a proxy changes them live",
+        ),
+        delay: (!delayed).then_some("this copy started without --delay ('--delay 0' will do)"),
+    };
+    Arc::new(Conditions::fixing(now, fixed))
+}
+
+/// `file` as the pump's output: through a delay line if the link delays
+/// (or may come to), holding at most what the link's capacity says at the
+/// bucket's settings of the moment, and doing the faults of `conditions`
+/// (drawn from `seed`) if there may be any.
 fn output(
     cli: &Cli,
     file: File,
     bucket: &Arc<Bucket>,
     forwarded: &Arc<AtomicU64>,
-    faults: Faults,
-    seed: u64,
+    (conditions, seed): (&Arc<Conditions>, u64),
 ) -> anyhow::Result<Output> {
     // What --drop loses at once: a chunk at the starting rate, fixed so
     // that a seed replays whatever the rate does later.
@@ -210,18 +251,28 @@ fn output(
         }
         Counting::Lines | Counting::Nul => MAX_CHUNK,
     };
-    let with_faults = |output: Output| match faults.alter() {
-        true => output.with_faults(Mischief::new(faults, seed, drop_block)),
+    let faults = conditions.now().faults(Direction::Down);
+    // A copy that may come to have faults looks at every write.
+    let watched = !cli.fault_changes().is_empty() || cli.delay.is_some();
+    let with_faults = |output: Output| match faults.alter() || watched {
+        true => output.with_faults(Mischief::new(faults, seed, drop_block), conditions.clone()),
         false => output,
     };
     let link = cli.slow_link();
-    if !link.delays() {
+    if cli.delay.is_none() {
         return Ok(with_faults(Output::direct(file)));
     }
     let bucket = bucket.clone();
+    let now = conditions.clone();
     let capacity = Box::new(move || {
         let (limit, burst) = bucket.limit_and_burst();
-        link.capacity(limit, burst)
+        let now = now.now();
+        SlowLink {
+            delay: now.delay,
+            jitter: now.jitter,
+            ..link
+        }
+        .capacity(limit, burst)
     });
     let tally: Tally = match cli.counting().terminator() {
         None => Box::new(|chunk: &[u8]| chunk.len() as u64),

@@ -5,9 +5,11 @@
 use super::UsageError;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use crate::cli::Cli;
+use crate::conditions::{Conditions, Now};
 use crate::control::{Adjuster, default_burst, share};
 use crate::counting::{Counting, Written};
 use crate::exit::Exit;
+use crate::faults::Direction as Way;
 use crate::net::{Address, proxy};
 use anyhow::Context;
 use shape_bucket::RateSpec;
@@ -47,22 +49,34 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             (up, down, None)
         }
     };
-    let adjuster = Arc::new(Adjuster::over(
-        vec![up.clone(), down],
-        Counting::Bytes,
-        start.burst.is_some(),
-    ));
+    let conditions = Arc::new(Conditions::new(Now {
+        faults: Way::BOTH.map(|way| cli.faults(way)),
+        delay: cli.slow_link().delay,
+        jitter: cli.slow_link().jitter,
+    }));
+    let adjuster = Arc::new(
+        Adjuster::over(
+            vec![up.clone(), down],
+            Counting::Bytes,
+            start.burst.is_some(),
+        )
+        .retuning(conditions.clone()),
+    );
     let forwarded = Arc::new(AtomicU64::new(0));
     let reporter = start_reporter(cli, &forwarded, None, &up);
     let printer = printer(reporter.as_ref());
     let (_, _registration) = go_live(cli, &start, adjuster.clone(), &forwarded, printer.clone())?;
+    let link = cli.slow_link();
     let shaping = proxy::Shaping {
         adjuster,
         per_connection: cli.per_connection,
-        link: cli.slow_link(),
+        link,
+        conditions,
+        affect: cli.affect.unwrap_or(1.0),
         forwarded,
         report: (!cli.quiet).then_some(printer),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
+        say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
     };
     let served = proxy::serve(listen, connect, &shaping)
         .with_context(|| format!("proxy from {listen} to {connect}"));
@@ -91,13 +105,6 @@ fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
         (cli.connect_timeout.is_some(), "--connect-timeout"),
         (cli.lines, "--lines"),
         (cli.null, "--null"),
-        (cli.slice.is_some(), "--slice"),
-        (cli.drop.is_some(), "--drop"),
-        (cli.corrupt.is_some(), "--corrupt"),
-        (cli.cut_after.is_some(), "--cut-after"),
-        (cli.slow_close.is_some(), "--slow-close"),
-        (cli.stall_after.is_some(), "--stall-after"),
-        (cli.reset_after.is_some(), "--reset-after"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))

@@ -4,6 +4,7 @@
 
 use super::UsageError;
 use crate::cli::{Cli, RemoteTarget};
+use crate::conditions::Retune;
 use crate::control::{self, ControlDir, Request, Settings, ShareName, fleet, share};
 use crate::exit::Exit;
 use anyhow::Context;
@@ -17,11 +18,23 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
         rate: cli.rate.clone(),
         burst: cli.burst.clone(),
         paused: (cli.pause || cli.resume).then_some(cli.pause),
+        retune: Retune {
+            faults: cli.fault_changes(),
+            delay: cli.delay,
+            jitter: cli.jitter,
+        },
     };
     if request == Request::default() {
-        return Err(
-            UsageError("--remote needs --rate, --burst, --pause or --resume".into()).into(),
-        );
+        return Err(UsageError(
+            "--remote needs --rate, --burst, --pause, --resume, --delay or a fault flag".into(),
+        )
+        .into());
+    }
+    if !request.retune.is_empty() && !matches!(target, RemoteTarget::Process(_)) {
+        return Err(UsageError(
+            "--remote share: changes the rate, burst and pause; delay, jitter and faults are a shape's own (--remote PID)".into(),
+        )
+        .into());
     }
     let (who, settings) = match target {
         RemoteTarget::Process(pid) => {

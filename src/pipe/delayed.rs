@@ -17,6 +17,7 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// The line's capacity in bytes, asked at each write: it may follow a rate
 /// that changes while running.
@@ -80,6 +81,12 @@ impl<C: Clock + Send + Sync + 'static> DelayedOutput<C> {
                 })?
         };
         Ok(DelayedOutput { shared, writer })
+    }
+
+    /// Holds chunks written from now on for `delay`, varied by `jitter`.
+    pub fn set_delay(&self, delay: Duration, jitter: Duration) {
+        self.shared.lock().line.set_delay(delay, jitter);
+        self.shared.changed.notify_all();
     }
 
     /// Waits until every chunk still held has been passed on, and gives

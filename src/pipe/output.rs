@@ -3,20 +3,23 @@
 //! the way, the faults asked for (`--slice`, `--drop`, `--corrupt`).
 
 use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
-use crate::faults::{Fate, Mischief, ResetStruck, Struck, Tally};
+use crate::conditions::{Conditions, Watch};
+use crate::faults::{Direction, Mischief, ResetStruck, Struck, Tally};
 use crate::lock::lock;
 use shape_bucket::MonotonicClock;
 use std::fs::File;
 use std::io::{self, Write};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The output of a copy.
 pub struct Output {
     to: To,
-    /// Faults to carry out on every chunk, if any are asked for.
-    mischief: Option<Mutex<Mischief>>,
+    /// Faults to carry out on every chunk, if any are asked for, and
+    /// where changes to them (and to the delay) come from.
+    mischief: Option<Mutex<(Mischief, Watch)>>,
+    conditions: Option<Arc<Conditions>>,
 }
 
 /// Where chunks go.
@@ -37,6 +40,7 @@ impl Output {
         Output {
             to: To::Direct(file),
             mischief: None,
+            conditions: None,
         }
     }
 
@@ -48,12 +52,15 @@ impl Output {
                 put_in: AtomicU64::new(0),
             },
             mischief: None,
+            conditions: None,
         }
     }
 
-    /// The same output, with `mischief` done to every chunk.
-    pub fn with_faults(mut self, mischief: Mischief) -> Output {
-        self.mischief = Some(Mutex::new(mischief));
+    /// The same output, with `mischief` done to every chunk, retuned
+    /// (with the delay) when `conditions` change.
+    pub fn with_faults(mut self, mischief: Mischief, conditions: Arc<Conditions>) -> Output {
+        self.mischief = Some(Mutex::new((mischief, Watch::default())));
+        self.conditions = Some(conditions);
         self
     }
 
@@ -75,23 +82,29 @@ impl Output {
                 To::Delayed { line, .. } => pump.to_writer(input, &mut &*line),
             };
         };
-        let mut mischief = lock(mischief);
+        let mut guard = lock(mischief);
+        let (mischief, watch) = &mut *guard;
+        let retune = self
+            .conditions
+            .as_deref()
+            .map(|conditions| Retune { conditions, watch });
         match &self.to {
             To::Direct(file) => pump.to_writer(
                 input,
-                &mut Faulty::new(&mut Descriptor(file), &mut mischief),
+                &mut Faulty::new(&mut Descriptor(file), mischief, retune, None),
             ),
-            To::Delayed { line, .. } => {
-                pump.to_writer(input, &mut Faulty::new(&mut &*line, &mut mischief))
-            }
+            To::Delayed { line, .. } => pump.to_writer(
+                input,
+                &mut Faulty::new(&mut &*line, mischief, retune, Some(line)),
+            ),
         }
     }
 
     /// Whether a stall or reset has struck, to be set by timers too.
-    pub fn struck(&self) -> Option<std::sync::Arc<Struck>> {
+    pub fn struck(&self) -> Option<Arc<Struck>> {
         self.mischief
             .as_ref()
-            .map(|mischief| lock(mischief).struck.clone())
+            .map(|mischief| lock(mischief).0.struck.clone())
     }
 
     /// A handle that can make closing the output a reset later (see
@@ -105,7 +118,9 @@ impl Output {
 
     /// What the faults did so far.
     pub fn tally(&self) -> Option<Tally> {
-        self.mischief.as_ref().map(|mischief| lock(mischief).tally)
+        self.mischief
+            .as_ref()
+            .map(|mischief| lock(mischief).0.tally)
     }
 
     /// Waits until every byte is out, and gives the output file back.
@@ -124,20 +139,51 @@ impl Output {
 }
 
 /// A writer that does `mischief` to every write: loses it, flips bits in
-/// it, or writes it in pieces with a pause between them.
+/// it, or writes it in pieces with a pause between them; and takes changes
+/// of the faults and of the delay as they come.
 struct Faulty<'a, W: Write + ?Sized> {
     inner: &'a mut W,
     mischief: &'a mut Mischief,
+    retune: Option<Retune<'a>>,
+    /// The delay line written to, if the output delays.
+    line: Option<&'a DelayedOutput<MonotonicClock>>,
     /// The chunk, copied so that corruption never touches the input.
     scratch: Vec<u8>,
 }
 
+/// Where changes come from, and which has been taken.
+struct Retune<'a> {
+    conditions: &'a Conditions,
+    watch: &'a mut Watch,
+}
+
 impl<'a, W: Write + ?Sized> Faulty<'a, W> {
-    fn new(inner: &'a mut W, mischief: &'a mut Mischief) -> Self {
+    fn new(
+        inner: &'a mut W,
+        mischief: &'a mut Mischief,
+        retune: Option<Retune<'a>>,
+        line: Option<&'a DelayedOutput<MonotonicClock>>,
+    ) -> Self {
         Faulty {
             inner,
             mischief,
+            retune,
+            line,
             scratch: Vec::new(),
+        }
+    }
+
+    /// Takes the faults and delay now in force, if they changed.
+    fn retune(&mut self) {
+        let Some(Retune { conditions, watch }) = &mut self.retune else {
+            return;
+        };
+        let Some(now) = watch.changed(conditions) else {
+            return;
+        };
+        self.mischief.set_faults(now.faults(Direction::Down));
+        if let Some(line) = self.line {
+            line.set_delay(now.delay, now.jitter);
         }
     }
 
@@ -161,30 +207,15 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
 
 impl<W: Write + ?Sized> Write for Faulty<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.retune();
         self.scratch.clear();
         self.scratch.extend_from_slice(buf);
-        // Block by block, so that what a seed does depends on where bytes
-        // are in the stream, not on how they were read; what passes is
-        // gathered at the front, to be sliced as one.
-        let (mut offered, mut kept) = (0, 0);
-        let mut reset = false;
-        while offered < buf.len() && !reset {
-            let block = (buf.len() - offered).min(self.mischief.block_left());
-            match self
-                .mischief
-                .admit(&mut self.scratch[offered..offered + block])
-            {
-                Fate::Lost => {}
-                Fate::Reset => reset = true,
-                Fate::Pass(passing) => {
-                    self.scratch.copy_within(offered..offered + passing, kept);
-                    kept += passing;
-                }
-            }
-            offered += block;
-        }
+        // What a seed does depends on where bytes are in the stream, not
+        // on how they were read; what passes is gathered at the front, to
+        // be sliced as one.
+        let (kept, reset) = self.mischief.pass_through(&mut self.scratch);
         self.write_in_slices(kept)?;
-        if reset || self.mischief.struck.reset.load(Ordering::Relaxed) {
+        if reset {
             return Err(io::Error::other(ResetStruck));
         }
         Ok(buf.len())
@@ -231,7 +262,7 @@ mod tests {
         let mut mischief = Mischief::new(faults, 1, 1000);
         let mut writes = Writes::default();
         let data: Vec<u8> = (0..100).collect();
-        Faulty::new(&mut writes, &mut mischief)
+        Faulty::new(&mut writes, &mut mischief, None, None)
             .write_all(&data)
             .unwrap();
         assert_eq!(writes.0.len(), 15);
@@ -254,7 +285,7 @@ mod tests {
         let written_in = |sizes: &[usize]| {
             let mut mischief = Mischief::new(faults, 9, 1000);
             let mut writes = Writes::default();
-            let mut faulty = Faulty::new(&mut writes, &mut mischief);
+            let mut faulty = Faulty::new(&mut writes, &mut mischief, None, None);
             let mut at = 0;
             for &size in sizes.iter().cycle() {
                 if at == data.len() {
@@ -289,7 +320,7 @@ mod tests {
         };
         let mut mischief = Mischief::new(faults, 1, 1000);
         let mut writes = Writes::default();
-        Faulty::new(&mut writes, &mut mischief)
+        Faulty::new(&mut writes, &mut mischief, None, None)
             .write_all(&[1; 50])
             .unwrap();
         assert!(writes.0.is_empty());

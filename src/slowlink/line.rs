@@ -8,6 +8,7 @@
 //! which is when their memory counts no more.
 
 use super::LONGEST_DELAY;
+use crate::duration::nanos;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -39,10 +40,9 @@ impl Line {
     /// A line holding chunks for `delay`, varied by up to `jitter` either
     /// way with draws from `rng`.
     pub fn new(delay: Duration, jitter: Duration, rng: fastrand::Rng) -> Line {
-        let nanos = |d: Duration| d.min(LONGEST_DELAY).as_nanos() as u64;
         Line {
-            delay: nanos(delay),
-            jitter: nanos(jitter),
+            delay: nanos(delay.min(LONGEST_DELAY)),
+            jitter: nanos(jitter.min(LONGEST_DELAY)),
             rng,
             waiting: VecDeque::new(),
             held: 0,
@@ -122,6 +122,14 @@ impl Line {
             // The queue of a past flood of small chunks.
             self.waiting = VecDeque::new();
         }
+    }
+
+    /// Holds chunks put in from now on for `delay`, varied by up to
+    /// `jitter`; those held already keep their release times, and none
+    /// overtakes another.
+    pub fn set_delay(&mut self, delay: Duration, jitter: Duration) {
+        self.delay = nanos(delay.min(LONGEST_DELAY));
+        self.jitter = nanos(jitter.min(LONGEST_DELAY));
     }
 
     /// `now` plus the delay, moved by a uniform draw within the jitter

@@ -234,3 +234,39 @@ fn a_reset_after_a_time_ends_shape_with_status_three_even_while_it_waits() {
     assert!(started.elapsed() >= Duration::from_millis(250));
     assert_eq!(stderr, "shape: reset, as --reset-after asked\n");
 }
+
+#[test]
+fn a_copy_takes_live_changes_of_the_faults_it_can_and_refuses_the_rest() {
+    let runtime = Runtime::new("copy-remote");
+    let zeros = vec![0; 600_000];
+    let mut shape = Running::start(
+        runtime.shape(["--rate", "300KiB", "--drop", "0"]),
+        Stdio::piped(),
+        true,
+    );
+    runtime.wait_registered(shape.pid);
+    let feeder = shape.feed(&zeros, 4096);
+    std::thread::sleep(Duration::from_millis(500));
+    let flip = runtime.remote(shape.pid, ["--corrupt", "1"]);
+    assert_eq!(flip.code(), 0, "{}", flip.stderr);
+    let stall = runtime.remote(shape.pid, ["--stall-after", "1KiB"]);
+    assert_eq!(stall.code(), 1, "{}", stall.stderr);
+    assert!(
+        stall.stderr.contains("a proxy changes them live"),
+        "{}",
+        stall.stderr
+    );
+    feeder.join().unwrap();
+    let (status, output, stderr) = shape.finish();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(output.len(), zeros.len());
+    assert!(output[..50_000].iter().all(|&b| b == 0), "clean before");
+    assert!(output[550_000..].iter().all(|&b| b != 0), "flipped after");
+    let flipped = output.iter().filter(|&&b| b != 0).count() as u64;
+    assert_eq!(said(&stderr, "corrupted "), flipped);
+
+    let plain = runtime.start(["--rate", "1MiB"]);
+    let refused = runtime.remote(plain.pid, ["--corrupt", "1"]);
+    assert_eq!(refused.code(), 1);
+    assert!(refused.stderr.contains("--drop 0"), "{}", refused.stderr);
+}

@@ -481,6 +481,21 @@ impl Drop for Listening {
     }
 }
 
+/// True if `tool` can be run; if not, a test that needs it is skipped
+/// (said on stderr), except under CI, where .ci/run installs every tool and
+/// a missing one fails the test.
+pub fn installed(tool: &str) -> bool {
+    if Command::new(tool).arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{tool} is missing; .ci/run installs it"
+    );
+    eprintln!("skipped: {tool} is not installed");
+    false
+}
+
 /// A loopback TCP port that refuses connections for as long as the
 /// returned socket lives: bound, so nobody else can take the port, and not
 /// listening, so a connection to it is refused.

@@ -12,6 +12,7 @@ mod live;
 mod net;
 mod options;
 mod proxy;
+mod proxy_faults;
 mod records;
 mod share;
 mod slow_link;

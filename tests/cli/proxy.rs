@@ -371,9 +371,6 @@ fn flags_a_proxy_cannot_honour_are_refused() {
         ["--stop-after", "1k"],
         ["--size", "1k"],
         ["--connect-timeout", "1s"],
-        ["--slice", "7"],
-        ["--drop", "0.1"],
-        ["--cut-after", "1k"],
     ] {
         let mut command = shape(["--listen", "127.0.0.1:9", "--connect", "127.0.0.1:9"]);
         command.args(flag);

@@ -3,8 +3,11 @@
 
 use super::Shaping;
 use super::stream::Stream;
+use super::trouble::Trouble;
 use crate::chunk::chunk_size;
+use crate::conditions::{Conditions, Watch};
 use crate::control::Bucket;
+use crate::faults::{Direction as Way, ResetStruck};
 use crate::slowlink::{Line, SlowLink};
 use shape_bucket::{Clock, Reservation};
 use std::io;
@@ -28,135 +31,255 @@ pub(super) struct Failure {
 }
 
 /// One direction of a connection: bytes read from one side wait for their
-/// tokens, then in the delay line for their release time, then go out to
-/// the other side.
+/// tokens, then pass the faults asked for, then wait in the delay line for
+/// their release time, then go out to the other side.
 pub(super) struct Direction {
     /// The end read from and the end written to.
     ends: (End, End),
+    /// Which way the bytes go, for the faults and delay of that way.
+    way: Way,
+    /// The link as now: delay and jitter may change while running.
+    link: SlowLink,
     line: Line,
+    /// The faults of this direction, if its connection is one they affect.
+    trouble: Option<Trouble>,
+    /// Which change of the conditions this direction has taken.
+    watch: Watch,
     /// A chunk read whose tokens are reserved but not yet covered.
     unpaid: Option<(Vec<u8>, Reservation)>,
     /// A due chunk being written, and how much of it is out.
     sending: Option<(Vec<u8>, usize)>,
+    /// Nothing more is to be read: the input ended, or was cut.
     ended: bool,
-    shut: bool,
+    /// Nothing more is to be done: the other side's writing is shut, or
+    /// the direction stalled and its input ended.
+    done: bool,
+}
+
+/// Where a direction starts from.
+pub(super) struct Start<'a> {
+    pub(super) link: &'a SlowLink,
+    pub(super) conditions: &'a Conditions,
+    /// The seeds of the jitter and of the faults.
+    pub(super) seeds: (u64, u64),
+    /// Whether the faults are done to this connection.
+    pub(super) affected: bool,
+    /// What `--drop` loses at once.
+    pub(super) block: usize,
+    pub(super) now: u64,
 }
 
 impl Direction {
-    /// A direction from `from` to `to`, its jitter drawn from `seed`.
-    pub(super) fn new(link: &SlowLink, (from, to): (End, End), seed: u64) -> Direction {
+    /// A direction from `from` to `to`, going `way`.
+    pub(super) fn new((from, to): (End, End), way: Way, start: &Start) -> Direction {
+        let mut watch = Watch::default();
+        let now = watch.changed(start.conditions);
+        let now = now.unwrap_or_else(|| start.conditions.now());
+        let link = SlowLink {
+            delay: now.delay,
+            jitter: now.jitter,
+            ..*start.link
+        };
+        let faults = now.faults(way);
         Direction {
             ends: (from, to),
-            line: link.line(seed),
+            way,
+            link,
+            line: link.line(start.seeds.0),
+            trouble: start
+                .affected
+                .then(|| Trouble::new(faults, start.seeds.1, start.block, start.now)),
+            watch,
             unpaid: None,
             sending: None,
             ended: false,
-            shut: false,
+            done: false,
         }
     }
 
     pub(super) fn done(&self) -> bool {
-        self.shut
+        self.done
+    }
+
+    /// What the faults did, if any that are counted were asked for.
+    pub(super) fn tally(&self) -> Option<String> {
+        self.trouble.as_ref().and_then(Trouble::tally)
+    }
+
+    /// Takes the conditions in force, if they changed.
+    fn retune(&mut self, conditions: &Conditions, now: u64) {
+        let Some(conditions) = self.watch.changed(conditions) else {
+            return;
+        };
+        self.link.delay = conditions.delay;
+        self.link.jitter = conditions.jitter;
+        self.line.set_delay(conditions.delay, conditions.jitter);
+        if let Some(trouble) = &mut self.trouble {
+            trouble.retune(conditions.faults(self.way), now);
+        }
     }
 
     /// Moves bytes from `from` to `to` until nothing more can move now:
-    /// each side would block, or tokens, release times or buffer room are
-    /// short. Returns when to step again if no event comes first: when
-    /// tokens will be covered or a chunk is due.
+    /// each side would block, or tokens, release times, pauses or buffer
+    /// room are short. Returns when to step again if no event comes first:
+    /// when tokens will be covered, a chunk is due or a fault strikes.
     pub(super) fn step(
         &mut self,
-        from: &mut Stream,
-        to: &mut Stream,
+        (from, to): (&mut Stream, &mut Stream),
         bucket: &Bucket,
-        link: &SlowLink,
+        conditions: &Conditions,
         forwarded: &AtomicU64,
     ) -> Result<Option<u64>, Failure> {
         let (from_end, to_end) = self.ends;
         let at = |end| move |err| Failure { end, err };
+        let now = bucket.clock().now();
+        self.retune(conditions, now);
+        if self.trouble.as_mut().is_some_and(|t| t.strike(now)) {
+            return Err(at(from_end)(io::Error::other(ResetStruck)));
+        }
         // The deadline comes from the same look at the bucket that found
         // the tokens short: asked again later, the tokens might be covered
         // by then, and nothing would come back for the chunk.
-        let tokens = loop {
-            let sent = self
+        let (tokens, paused) = loop {
+            let (sent, paused) = self
                 .send_due(to, bucket.clock().now(), forwarded)
                 .map_err(at(to_end))?;
-            let (paid, tokens) = self.settle(bucket);
-            let read = self.read(from, bucket, link).map_err(at(from_end))?;
+            let (paid, tokens) = self.settle(bucket).map_err(at(from_end))?;
+            let read = self.read(from, bucket).map_err(at(from_end))?;
             if !(sent || paid || read) {
-                break tokens;
+                break (tokens, paused);
             }
         };
+        let strikes = self.trouble.as_ref().and_then(Trouble::deadline);
         if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
-            if !self.shut {
-                to.shutdown_write().map_err(at(to_end))?;
-                self.shut = true;
-            }
-            return Ok(None);
+            return self.finish(to, bucket.clock().now()).map_err(at(to_end));
         }
-        // While a write is blocked, the next release waits for writability.
+        // While a write is blocked or a pause lasts, the next release
+        // waits for writability or the pause's end.
         let release = self
             .sending
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
-        Ok(earliest(tokens, release))
+        Ok(earliest(earliest(tokens, paused.or(release)), strikes))
     }
 
-    /// Writes what is due at `now` until the output would block. Returns
-    /// whether anything went out.
-    fn send_due(&mut self, to: &mut Stream, now: u64, forwarded: &AtomicU64) -> io::Result<bool> {
+    /// Ends the direction once all its data is out: the other side's
+    /// writing is shut when the held close (if any) is over, or left open
+    /// if the direction stalled. Returns when to step again if the close
+    /// is held.
+    fn finish(&mut self, to: &mut Stream, now: u64) -> io::Result<Option<u64>> {
+        if self.done {
+            return Ok(None);
+        }
+        if let Some(trouble) = &mut self.trouble {
+            if trouble.stalled() {
+                self.done = true;
+                return Ok(None);
+            }
+            if let Err(at) = trouble.close_due(now) {
+                return Ok(Some(at));
+            }
+        }
+        to.shutdown_write()?;
+        self.done = true;
+        Ok(None)
+    }
+
+    /// Writes what is due at `now` until the output would block or a
+    /// pause between slices begins. Returns whether anything went out,
+    /// and when the pause ends if one began.
+    fn send_due(
+        &mut self,
+        to: &mut Stream,
+        now: u64,
+        forwarded: &AtomicU64,
+    ) -> io::Result<(bool, Option<u64>)> {
         let mut progress = false;
         loop {
             if self.sending.is_none() {
                 self.sending = self.line.pop_due(now).map(|chunk| (chunk, 0));
             }
             let Some((chunk, out)) = &mut self.sending else {
-                return Ok(progress);
+                return Ok((progress, None));
             };
-            match to.write(&chunk[*out..]) {
+            let due = chunk.len() - *out;
+            let piece = match &mut self.trouble {
+                Some(trouble) => match trouble.writable(due, now) {
+                    Ok(piece) => piece,
+                    Err(until) => return Ok((progress, Some(until))),
+                },
+                None => due,
+            };
+            match to.write(&chunk[*out..*out + piece]) {
                 Ok(n) => {
                     *out += n;
                     forwarded.fetch_add(n as u64, Ordering::Relaxed);
                     progress = true;
+                    if let Some(trouble) = &mut self.trouble {
+                        trouble.wrote(n, now);
+                    }
                     if *out == chunk.len() {
                         let (chunk, _) = self.sending.take().expect("just written from");
                         self.line.done_with(chunk);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(progress),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((progress, None)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
     }
 
-    /// Puts the chunk read into the line once its tokens are covered.
-    /// Returns whether it went in, and else when its tokens will be
-    /// covered, if a chunk waits.
-    fn settle(&mut self, bucket: &Bucket) -> (bool, Option<u64>) {
+    /// Puts the chunk read into the line once its tokens are covered, with
+    /// the faults done to it. Returns whether it went in, and else when
+    /// its tokens will be covered, if a chunk waits; fails if a fault
+    /// resets the connection.
+    fn settle(&mut self, bucket: &Bucket) -> io::Result<(bool, Option<u64>)> {
         let Some((_, paid)) = &self.unpaid else {
-            return (false, None);
+            return Ok((false, None));
         };
         if let Some(deadline) = bucket.deadline(paid) {
-            return (false, Some(deadline));
+            return Ok((false, Some(deadline)));
         }
-        let (chunk, _) = self.unpaid.take().expect("checked above");
-        self.line.push(chunk, bucket.clock().now());
-        (true, None)
+        let (mut chunk, _) = self.unpaid.take().expect("checked above");
+        if let Some(trouble) = &mut self.trouble {
+            let (reset, cut) = trouble.admit(&mut chunk);
+            if reset {
+                return Err(io::Error::other(ResetStruck));
+            }
+            // Cut: what is left of the input is never read.
+            self.ended |= cut;
+        }
+        match chunk.is_empty() {
+            true => self.line.recycle(chunk),
+            false => {
+                self.line.push(chunk, bucket.clock().now());
+            }
+        }
+        Ok((true, None))
     }
 
     /// Reads a chunk, if none waits for tokens and the buffer has room, and
-    /// reserves its tokens. Returns whether anything was read.
-    fn read(&mut self, from: &mut Stream, bucket: &Bucket, link: &SlowLink) -> io::Result<bool> {
+    /// reserves its tokens; once stalled, what is read is thrown away
+    /// unpaid. Returns whether anything was read.
+    fn read(&mut self, from: &mut Stream, bucket: &Bucket) -> io::Result<bool> {
         if self.unpaid.is_some() || self.ended {
             return Ok(false);
         }
+        let stalled = self.trouble.as_ref().is_some_and(Trouble::stalled);
         let (limit, burst) = bucket.limit_and_burst();
-        let room = link.capacity(limit, burst).saturating_sub(self.line.held());
-        let want = chunk_size(limit, burst)
-            .min(link.max_chunk())
-            .min(BUFFER)
-            .min(usize::try_from(room).unwrap_or(usize::MAX));
+        let room = self
+            .link
+            .capacity(limit, burst)
+            .saturating_sub(self.line.held());
+        let want = match stalled {
+            true => BUFFER,
+            false => chunk_size(limit, burst)
+                .min(self.link.max_chunk())
+                .min(BUFFER)
+                .min(usize::try_from(room).unwrap_or(usize::MAX)),
+        };
         if want == 0 {
             return Ok(false);
         }
@@ -166,6 +289,10 @@ impl Direction {
                 Ok(0) => {
                     self.line.recycle(chunk);
                     self.ended = true;
+                    return Ok(true);
+                }
+                Ok(_) if stalled => {
+                    self.line.recycle(chunk);
                     return Ok(true);
                 }
                 Ok(n) => {
@@ -209,23 +336,39 @@ pub(super) struct Connection {
 
 impl Connection {
     /// Steps both directions.
-    pub(super) fn step(&mut self, link: &SlowLink, forwarded: &AtomicU64) -> Result<(), Failure> {
+    pub(super) fn step(
+        &mut self,
+        conditions: &Conditions,
+        forwarded: &AtomicU64,
+    ) -> Result<(), Failure> {
         let up = self.up.step(
-            &mut self.client,
-            &mut self.server,
+            (&mut self.client, &mut self.server),
             &self.buckets.0,
-            link,
+            conditions,
             forwarded,
         )?;
         let down = self.down.step(
-            &mut self.server,
-            &mut self.client,
+            (&mut self.server, &mut self.client),
             &self.buckets.1,
-            link,
+            conditions,
             forwarded,
         )?;
         self.wake_at = earliest(up, down);
         Ok(())
+    }
+
+    /// What the faults did to each direction, if any that are counted
+    /// were asked for: `down: corrupted 5 bytes`.
+    pub(super) fn tally(&self) -> Option<String> {
+        let said: Vec<String> = [(&self.up, Way::Up), (&self.down, Way::Down)]
+            .into_iter()
+            .filter_map(|(direction, way)| {
+                direction
+                    .tally()
+                    .map(|said| format!("{}: {said}", way.name()))
+            })
+            .collect();
+        (!said.is_empty()).then(|| said.join("; "))
     }
 
     pub(super) fn done(&self) -> bool {

@@ -28,7 +28,9 @@ mod alarm;
 mod connection;
 mod server;
 mod stream;
+mod trouble;
 
+use crate::conditions::Conditions;
 use crate::control::Adjuster;
 use crate::net::Address;
 use crate::progress::Printer;
@@ -46,16 +48,25 @@ pub struct Shaping {
     pub adjuster: Arc<Adjuster>,
     /// Each connection gets buckets of its own instead of sharing two.
     pub per_connection: bool,
-    /// Delay, jitter and buffer size, for each direction of each
-    /// connection.
+    /// The buffer size for each direction of each connection (the delay
+    /// and jitter there are as they were at start).
     pub link: SlowLink,
+    /// Delay, jitter and the faults of each direction, as now: changes
+    /// reach every connection, the open ones too.
+    pub conditions: Arc<Conditions>,
+    /// The fraction of connections the faults are done to (`--affect`).
+    pub affect: f64,
     /// Bytes passed on, both directions together.
     pub forwarded: Arc<AtomicU64>,
     /// Where to say where the proxy listens and what failed; `None` with
     /// `--quiet`.
     pub report: Option<Printer>,
-    /// The seed of every random choice (jitter).
+    /// The seed of every random choice (jitter, faults, which connections
+    /// they affect).
     pub seed: u64,
+    /// Whether to say the seed where the proxy listens, as faults or
+    /// jitter draw from it.
+    pub say_seed: bool,
 }
 
 /// Serves connections on `listen`, forwarding each to `connect`, until the

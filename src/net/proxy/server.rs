@@ -2,8 +2,11 @@
 
 use super::Shaping;
 use super::alarm::Alarm;
-use super::connection::{Connection, Direction, End, buckets};
+use super::connection::{Connection, Direction, End, Start, buckets};
 use super::stream::{Listener, Stream};
+use crate::chunk::chunk_size;
+use crate::control::Bucket;
+use crate::faults::{Direction as Way, ResetStruck};
 use crate::message::one_line;
 use crate::net::Address;
 use mio::net::{TcpStream, UnixStream};
@@ -50,8 +53,10 @@ pub(super) struct Server<'a> {
     parked: Option<(Stream, String)>,
     /// Whether the current shortage of resources has been said.
     shortage_said: bool,
-    /// Where each direction's seed comes from.
+    /// Where each direction's seeds come from.
     seeds: fastrand::Rng,
+    /// Which connections the faults affect.
+    choices: fastrand::Rng,
     clock: MonotonicClock,
 }
 
@@ -102,19 +107,23 @@ impl<'a> Server<'a> {
             parked: None,
             shortage_said: false,
             seeds: fastrand::Rng::with_seed(shaping.seed),
+            choices: fastrand::Rng::with_seed(shaping.seed).fork(),
             clock: MonotonicClock,
         })
     }
 
-    /// The seed of the next direction's random choices: drawn in turn from
-    /// `--seed`, so that the same connections see the same jitter again.
+    /// The seed of the next random choices: drawn in turn from `--seed`,
+    /// so that the same connections see the same jitter and faults again.
     fn seed(&mut self) -> u64 {
         self.seeds.u64(..)
     }
 
-    /// Says where the proxy listens.
+    /// Says where the proxy listens, and the seed its faults draw from.
     pub(super) fn say_where(&self) {
         self.say(&format!("shape: listening on {}", self.listen));
+        if self.shaping.say_seed {
+            self.say(&format!("shape: seed {}", self.shaping.seed));
+        }
     }
 
     /// Says `line` on standard error, unless quiet.
@@ -259,14 +268,39 @@ impl<'a> Server<'a> {
                 return None;
             }
         };
-        let seeds = (self.seed(), self.seed());
+        let affected = self.choices.f64() < self.shaping.affect;
+        let now = self.clock.now();
+        let start = |seeds, bucket: &Bucket| {
+            let (limit, burst) = bucket.limit_and_burst();
+            Start {
+                link: &self.shaping.link,
+                conditions: &self.shaping.conditions,
+                seeds,
+                affected,
+                // What --drop loses at once: a chunk at the rate of the
+                // moment the connection began.
+                block: chunk_size(limit, burst),
+                now,
+            }
+        };
+        let (up_seeds, down_seeds) = ((self.seed(), self.seed()), (self.seed(), self.seed()));
+        let up = Direction::new(
+            (End::Client, End::Server),
+            Way::Up,
+            &start(up_seeds, &buckets.0),
+        );
+        let down = Direction::new(
+            (End::Server, End::Client),
+            Way::Down,
+            &start(down_seeds, &buckets.1),
+        );
         let entry = self.connections.vacant_entry();
         let key = entry.key();
         let mut connection = Connection {
             client,
             server,
-            up: Direction::new(&self.shaping.link, (End::Client, End::Server), seeds.0),
-            down: Direction::new(&self.shaping.link, (End::Server, End::Client), seeds.1),
+            up,
+            down,
             buckets,
             wake_at: None,
             peer,
@@ -313,7 +347,7 @@ impl<'a> Server<'a> {
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        let finished = match connection.step(&self.shaping.link, &self.shaping.forwarded) {
+        let finished = match connection.step(&self.shaping.conditions, &self.shaping.forwarded) {
             Ok(()) => connection.done(),
             Err(failure) => {
                 connection.reset_on_close();
@@ -321,17 +355,23 @@ impl<'a> Server<'a> {
                     End::Client => "client".to_string(),
                     End::Server => format!("server {}", self.connect),
                 };
-                let line = format!(
-                    "shape: {}: {end}: {}",
-                    connection.peer,
-                    one_line(&failure.err)
-                );
+                let line = match ResetStruck::is(&failure.err) {
+                    true => format!("shape: {}: reset, as --reset-after asked", connection.peer),
+                    false => format!(
+                        "shape: {}: {end}: {}",
+                        connection.peer,
+                        one_line(&failure.err)
+                    ),
+                };
                 self.say(&line);
                 true
             }
         };
         if finished {
             let mut connection = self.connections.remove(key);
+            if let Some(tally) = connection.tally() {
+                self.say(&format!("shape: {}: {tally}", connection.peer));
+            }
             let _ = self.poll.registry().deregister(connection.client.source());
             let _ = self.poll.registry().deregister(connection.server.source());
         }

@@ -1,160 +1,9 @@
-//! Faults for tests: what a link does wrong on purpose, as toxiproxy's
-//! toxics and tc netem do, reproducible by seed. [`Faults`] is what the
-//! flags ask for; [`Mischief`] carries them out on one stream, with a
-//! random generator of its own, and tallies what it did.
-//!
-//! - `--slice SIZE[:VARIATION]`, `--slice-pause DURATION`: every write
-//!   cut into pieces of about SIZE bytes, each written on its own, with
-//!   the pause between them (toxiproxy's slicer).
-//! - `--drop PROB`: a block of the stream (about a millisecond of data at
-//!   the starting rate) is lost (netem's loss, for tests of checksums and
-//!   framing).
-//! - `--corrupt PROB`: each byte has one random bit flipped with that
-//!   probability (netem's corrupt).
-//! - `--cut-after SIZE`, `--slow-close DURATION`: exactly SIZE bytes, then
-//!   a clean close, held that long (toxiproxy's limit_data and
-//!   slow_close).
-//! - `--stall-after SIZE|DURATION`: after that much data or time, nothing
-//!   more is forwarded, and the stream stays open (toxiproxy's timeout of
-//!   0, a black hole).
-//! - `--reset-after SIZE|DURATION`: after that much, the stream is reset.
-//!
-//! Every random choice (slices, drops, corruption, jitter) comes from a
-//! generator seeded by `--seed`, or by a seed drawn at start and shown by
-//! `--stats`, so that a failing test can be replayed. Each kind of fault
-//! draws from a generator of its own, in the order of the stream's bytes
-//! (a drop per block, a flip per byte, a slice per piece, carried across
-//! writes), so the same seed does the same to the same bytes however the
-//! input happened to arrive.
+//! [`Mischief`]: the faults of one stream carried out, block by block,
+//! with a seeded generator per kind of fault, and tallied.
 
+use super::{Faults, Slice, Trigger};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
-/// What the fault flags ask for. The default does nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Faults {
-    pub slice: Option<Slice>,
-    pub slice_pause: Duration,
-    /// The chance that a chunk is lost.
-    pub drop: f64,
-    /// The chance that a byte has a bit flipped.
-    pub corrupt: f64,
-    pub cut_after: Option<u64>,
-    pub slow_close: Duration,
-    pub stall_after: Option<Trigger>,
-    pub reset_after: Option<Trigger>,
-}
-
-impl Faults {
-    /// True if and only if something passes through altered or in pieces,
-    /// so that bytes must go through shape's hands.
-    pub fn alter(&self) -> bool {
-        self.slice.is_some()
-            || self.drop > 0.0
-            || self.corrupt > 0.0
-            || self.stall_after.is_some()
-            || self.reset_after.is_some()
-    }
-}
-
-/// When a fault strikes: after so many bytes, or so long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    Bytes(u64),
-    After(Duration),
-}
-
-impl Trigger {
-    /// The bytes after which it strikes, if it counts bytes.
-    pub fn bytes(self) -> Option<u64> {
-        match self {
-            Trigger::Bytes(bytes) => Some(bytes),
-            Trigger::After(_) => None,
-        }
-    }
-
-    /// The time after which it strikes, if it counts time.
-    pub fn time(self) -> Option<Duration> {
-        match self {
-            Trigger::After(time) => Some(time),
-            Trigger::Bytes(_) => None,
-        }
-    }
-}
-
-impl std::str::FromStr for Trigger {
-    type Err = String;
-
-    /// A size (`4096`, `1KiB`, `1m` is a mebibyte) or a time with its unit
-    /// (`500ms`, `2s`, `1min`).
-    fn from_str(text: &str) -> Result<Self, String> {
-        const EXAMPLES: &str = "e.g. 1KiB, 4096, 500ms, 2s, 1min";
-        if let Ok(size) = text.parse::<shape_bucket::units::Size>() {
-            return Ok(Trigger::Bytes(size.bytes()));
-        }
-        humantime::parse_duration(text.trim())
-            .map(Trigger::After)
-            .map_err(|_| format!("expected a size or a time ({EXAMPLES})"))
-    }
-}
-
-/// `--slice SIZE[:VARIATION]`: pieces of SIZE bytes, each within
-/// SIZE ± VARIATION (at least one byte).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slice {
-    pub size: u64,
-    pub variation: u64,
-}
-
-impl std::str::FromStr for Slice {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        const EXAMPLES: &str = "e.g. 7, 1KiB, 1KiB:512";
-        let size = |text: &str| {
-            text.parse::<shape_bucket::units::Size>()
-                .map(|size| size.bytes())
-                .map_err(|e| format!("{e} ({EXAMPLES})"))
-        };
-        let (piece, variation) = match text.split_once(':') {
-            Some((piece, variation)) => (size(piece)?, size(variation)?),
-            None => (size(text)?, 0),
-        };
-        if piece == 0 {
-            return Err(format!("a slice is at least 1 byte ({EXAMPLES})"));
-        }
-        if variation >= piece {
-            return Err(format!(
-                "the variation must be less than the size ({EXAMPLES})"
-            ));
-        }
-        Ok(Slice {
-            size: piece,
-            variation,
-        })
-    }
-}
-
-/// Parses a probability: `0.01`, `1%`, from 0 to 1.
-pub fn parse_probability(text: &str) -> Result<f64, String> {
-    const EXAMPLES: &str = "e.g. 0.01, 1%, 0.5";
-    let text = text.trim();
-    let (number, scale) = match text.strip_suffix('%') {
-        Some(number) => (number.trim(), 100.0),
-        None => (text, 1.0),
-    };
-    let plain = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    let value = plain
-        .then(|| number.parse::<f64>().ok())
-        .flatten()
-        .map(|n| n / scale)
-        .ok_or_else(|| format!("expected a probability ({EXAMPLES})"))?;
-    if !(0.0..=1.0).contains(&value) {
-        return Err(format!("a probability is from 0 to 1 ({EXAMPLES})"));
-    }
-    Ok(value)
-}
 
 /// The error a write meets once `--reset-after` strikes: the stream is to
 /// be reset, not written.
@@ -180,17 +29,23 @@ pub struct Tally {
 impl Tally {
     /// The end-of-run line, if any fault that is counted was asked for.
     pub fn line(&self, faults: &Faults) -> Option<String> {
+        self.describe(faults).map(|said| format!("shape: {said}"))
+    }
+
+    /// What was done, if any fault that is counted was asked for or did
+    /// something: `dropped 3 blocks (3072 bytes), corrupted 5 bytes`.
+    pub fn describe(&self, faults: &Faults) -> Option<String> {
         let mut said = Vec::new();
-        if faults.drop > 0.0 {
+        if faults.drop > 0.0 || self.dropped_blocks > 0 {
             said.push(format!(
                 "dropped {} blocks ({} bytes)",
                 self.dropped_blocks, self.dropped_bytes
             ));
         }
-        if faults.corrupt > 0.0 {
+        if faults.corrupt > 0.0 || self.corrupted_bytes > 0 {
             said.push(format!("corrupted {} bytes", self.corrupted_bytes));
         }
-        (!said.is_empty()).then(|| format!("shape: {}", said.join(", ")))
+        (!said.is_empty()).then(|| said.join(", "))
     }
 }
 
@@ -312,6 +167,39 @@ impl Mischief {
         &self.faults
     }
 
+    /// Does `faults` from now on, as a change sent by `--remote` asks. A
+    /// stall or reset that counts bytes counts them from now; a stall
+    /// changed or turned off lets bytes through again.
+    pub fn set_faults(&mut self, faults: Faults) {
+        if faults.stall_after != self.faults.stall_after
+            || faults.reset_after != self.faults.reset_after
+        {
+            self.passed = 0;
+            self.struck.stalled.store(false, Ordering::Relaxed);
+        }
+        self.faults = faults;
+    }
+
+    /// Decides the fate of every byte of `chunk` in place, block by block:
+    /// what passes is gathered at its front. Returns how many bytes pass,
+    /// and whether the stream is to be reset after them.
+    pub fn pass_through(&mut self, chunk: &mut [u8]) -> (usize, bool) {
+        let (mut offered, mut kept) = (0, 0);
+        while offered < chunk.len() {
+            let block = (chunk.len() - offered).min(self.block_left());
+            match self.admit(&mut chunk[offered..offered + block]) {
+                Fate::Lost => {}
+                Fate::Reset => return (kept, true),
+                Fate::Pass(passing) => {
+                    chunk.copy_within(offered..offered + passing, kept);
+                    kept += passing;
+                }
+            }
+            offered += block;
+        }
+        (kept, self.struck.reset.load(Ordering::Relaxed))
+    }
+
     /// Decides whether `chunk`, at stream position `at`, is lost; if it
     /// passes, bits are flipped in place where corruption strikes.
     fn pass(&mut self, chunk: &mut [u8], at: u64) -> bool {
@@ -359,36 +247,10 @@ impl Mischief {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn faults() -> Faults {
         Faults::default()
-    }
-
-    #[test]
-    fn slices_and_probabilities_parse() {
-        assert_eq!(
-            "7".parse::<Slice>(),
-            Ok(Slice {
-                size: 7,
-                variation: 0
-            })
-        );
-        assert_eq!(
-            "1KiB:512".parse::<Slice>(),
-            Ok(Slice {
-                size: 1024,
-                variation: 512
-            })
-        );
-        for bad in ["0", "7:7", "7:9", "x", "", "1:", ":1"] {
-            assert!(bad.parse::<Slice>().is_err(), "{bad}");
-        }
-        assert_eq!(parse_probability("0.25"), Ok(0.25));
-        assert_eq!(parse_probability("1%"), Ok(0.01));
-        assert_eq!(parse_probability("1"), Ok(1.0));
-        for bad in ["", "-0.1", "1.5", "101%", "nan", "inf", "1e-3", "x%"] {
-            assert!(parse_probability(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

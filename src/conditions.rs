@@ -1,0 +1,181 @@
+//! The conditions of a link that may change while shape runs: the faults
+//! of each direction, the delay and the jitter, as set at start and then
+//! changed by `--remote`. Those who carry them out look at a generation
+//! number, cheap enough to read for every chunk, and take the new
+//! conditions when it moves.
+
+use crate::faults::{Change, Direction, Faults};
+use crate::lock::lock;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The conditions in force, shared by all who carry them out.
+#[derive(Debug)]
+pub struct Conditions {
+    /// Moves with every change.
+    generation: AtomicU64,
+    now: Mutex<Now>,
+    /// Why the faults, or the delay and jitter, cannot change in this
+    /// run, if they cannot.
+    fixed: Fixed,
+}
+
+/// What cannot change in a run, and why.
+#[derive(Debug, Default)]
+pub struct Fixed {
+    /// Every fault.
+    pub faults: Option<&'static str>,
+    /// The faults that end or hold a stream: `--stall-after`,
+    /// `--reset-after`, `--cut-after`, `--slow-close`.
+    pub ends: Option<&'static str>,
+    pub delay: Option<&'static str>,
+}
+
+/// The conditions at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Now {
+    /// The faults of each direction, up then down (a pipe's is down).
+    pub faults: [Faults; 2],
+    pub delay: Duration,
+    pub jitter: Duration,
+}
+
+impl Now {
+    pub fn faults(&self, direction: Direction) -> Faults {
+        self.faults[direction as usize]
+    }
+}
+
+/// A change of the conditions: fault flags, in order, and the delay and
+/// jitter if given.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Retune {
+    pub faults: Vec<Change>,
+    pub delay: Option<Duration>,
+    pub jitter: Option<Duration>,
+}
+
+impl Retune {
+    pub fn is_empty(&self) -> bool {
+        self.faults.is_empty() && self.delay.is_none() && self.jitter.is_none()
+    }
+}
+
+impl Conditions {
+    pub fn new(now: Now) -> Conditions {
+        Conditions::fixing(now, Fixed::default())
+    }
+
+    /// Conditions of which `fixed` cannot change.
+    pub fn fixing(now: Now, fixed: Fixed) -> Conditions {
+        Conditions {
+            generation: AtomicU64::new(0),
+            now: Mutex::new(now),
+            fixed,
+        }
+    }
+
+    /// Refuses `retune` if it changes what cannot change, saying why.
+    pub fn check(&self, retune: &Retune) -> Result<(), String> {
+        match (&self.fixed, retune) {
+            (
+                Fixed {
+                    faults: Some(why), ..
+                },
+                Retune { faults, .. },
+            ) if !faults.is_empty() => Err(why.to_string()),
+            (
+                Fixed {
+                    ends: Some(why), ..
+                },
+                Retune { faults, .. },
+            ) if faults.iter().any(Change::ends) => Err(why.to_string()),
+            (
+                Fixed {
+                    delay: Some(why), ..
+                },
+                Retune { delay, jitter, .. },
+            ) if delay.is_some() || jitter.is_some() => Err(why.to_string()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The conditions in force.
+    pub fn now(&self) -> Now {
+        *lock(&self.now)
+    }
+
+    /// Applies `retune`, which [`Conditions::check`] has let through.
+    pub fn change(&self, retune: &Retune) {
+        let mut now = lock(&self.now);
+        for change in &retune.faults {
+            for direction in Direction::BOTH {
+                change.apply(&mut now.faults[direction as usize], direction);
+            }
+        }
+        now.delay = retune.delay.unwrap_or(now.delay);
+        now.jitter = retune.jitter.unwrap_or(now.jitter);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// One reader's view of [`Conditions`]: which generation it has seen.
+#[derive(Debug, Default)]
+pub struct Watch {
+    seen: u64,
+}
+
+impl Watch {
+    /// The conditions now, if they changed since last asked.
+    pub fn changed(&mut self, conditions: &Conditions) -> Option<Now> {
+        let generation = conditions.generation.load(Ordering::Acquire);
+        if generation == self.seen {
+            return None;
+        }
+        self.seen = generation;
+        Some(conditions.now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_sees_each_change_once() {
+        let conditions = Conditions::new(Now::default());
+        let mut watch = Watch::default();
+        assert_eq!(watch.changed(&conditions), None);
+        let retune = Retune {
+            faults: vec![Change::parse("drop", "down:0.5").unwrap()],
+            delay: Some(Duration::from_millis(100)),
+            jitter: None,
+        };
+        conditions.change(&retune);
+        let now = watch.changed(&conditions).unwrap();
+        assert_eq!(now.faults(Direction::Down).drop, 0.5);
+        assert_eq!(now.faults(Direction::Up).drop, 0.0);
+        assert_eq!(now.delay, Duration::from_millis(100));
+        assert_eq!(watch.changed(&conditions), None);
+        conditions.change(&Retune::default());
+        assert_eq!(
+            watch.changed(&conditions),
+            Some(now),
+            "a change to the same"
+        );
+        let fixed = Conditions::fixing(
+            Now::default(),
+            Fixed {
+                faults: Some("no faults here"),
+                ..Fixed::default()
+            },
+        );
+        assert_eq!(fixed.check(&retune), Err("no faults here".to_string()));
+        let delay_only = Retune {
+            faults: Vec::new(),
+            ..retune
+        };
+        assert_eq!(fixed.check(&delay_only), Ok(()));
+    }
+}

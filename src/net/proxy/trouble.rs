@@ -1,0 +1,222 @@
+//! The faults of one direction of a proxied connection. [`Mischief`]
+//! decides what becomes of each byte, as in a copy; what a copy does by
+//! blocking (the pause after a slice, the held close, a stall or reset that
+//! counts time) becomes deadlines here, for the event loop to sleep until.
+
+use crate::duration::nanos;
+use crate::faults::{Faults, Mischief, Tally, Trigger};
+use std::sync::atomic::Ordering;
+
+/// The faults of one direction, with the moments they wait for.
+pub(super) struct Trouble {
+    mischief: Mischief,
+    /// Bytes still to pass before `--cut-after` ends the direction.
+    cut_left: Option<u64>,
+    /// When a stall and a reset that count time strike.
+    stall_at: Option<u64>,
+    reset_at: Option<u64>,
+    /// What is left of the piece being written, and whether a pause
+    /// follows it.
+    piece: (usize, bool),
+    /// Until when the pause after the last slice lasts.
+    paused_until: Option<u64>,
+    /// When the held close ends, once the data has.
+    close_at: Option<u64>,
+}
+
+impl Trouble {
+    /// `faults` done from `now`, drawn from `seed`, losing blocks of
+    /// `block` bytes.
+    pub(super) fn new(faults: Faults, seed: u64, block: usize, now: u64) -> Trouble {
+        let mut trouble = Trouble {
+            mischief: Mischief::new(Faults::default(), seed, block),
+            cut_left: None,
+            stall_at: None,
+            reset_at: None,
+            piece: (0, false),
+            paused_until: None,
+            close_at: None,
+        };
+        trouble.retune(faults, now);
+        trouble
+    }
+
+    /// Does `faults` from `now` on: sizes and times count from now.
+    pub(super) fn retune(&mut self, faults: Faults, now: u64) {
+        let old = *self.mischief.faults();
+        let at = |trigger: Option<Trigger>| {
+            trigger
+                .and_then(Trigger::time)
+                .map(|after| now.saturating_add(nanos(after)))
+        };
+        if faults.stall_after != old.stall_after {
+            self.stall_at = at(faults.stall_after);
+        }
+        if faults.reset_after != old.reset_after {
+            self.reset_at = at(faults.reset_after);
+        }
+        if faults.cut_after != old.cut_after {
+            self.cut_left = faults.cut_after;
+        }
+        if faults.slice_pause.is_zero() {
+            self.paused_until = None;
+        }
+        self.mischief.set_faults(faults);
+    }
+
+    /// Strikes what is due by `now`: a stall. Returns whether a reset is.
+    pub(super) fn strike(&mut self, now: u64) -> bool {
+        if self.stall_at.is_some_and(|at| at <= now) {
+            self.stall_at = None;
+            self.mischief.struck.stalled.store(true, Ordering::Relaxed);
+        }
+        self.reset_at.is_some_and(|at| at <= now)
+    }
+
+    /// True once a stall has struck: nothing more passes.
+    pub(super) fn stalled(&self) -> bool {
+        self.mischief.struck.stalled.load(Ordering::Relaxed)
+    }
+
+    /// Decides what of `chunk` passes, keeping only that. Returns whether
+    /// the connection is to be reset, and whether `--cut-after` has ended
+    /// the direction.
+    pub(super) fn admit(&mut self, chunk: &mut Vec<u8>) -> (bool, bool) {
+        let (kept, reset) = self.mischief.pass_through(chunk);
+        chunk.truncate(kept);
+        let Some(left) = &mut self.cut_left else {
+            return (reset, false);
+        };
+        chunk.truncate(usize::try_from(*left).unwrap_or(usize::MAX));
+        *left -= chunk.len() as u64;
+        (reset, *left == 0)
+    }
+
+    /// How many of `due` bytes may be written at `now`: a piece of the
+    /// slice being written; or, while the pause after a slice lasts, until
+    /// when to wait.
+    pub(super) fn writable(&mut self, due: usize, now: u64) -> Result<usize, u64> {
+        if let Some(until) = self.paused_until {
+            if until > now {
+                return Err(until);
+            }
+            self.paused_until = None;
+        }
+        if self.mischief.faults().slice.is_none() {
+            return Ok(due);
+        }
+        if self.piece.0 == 0 {
+            self.piece = self.mischief.piece(due);
+        }
+        Ok(self.piece.0.min(due))
+    }
+
+    /// Counts `written` bytes of the piece as out at `now`; the pause
+    /// starts when a slice is.
+    pub(super) fn wrote(&mut self, written: usize, now: u64) {
+        if self.mischief.faults().slice.is_none() {
+            return;
+        }
+        self.piece.0 -= written.min(self.piece.0);
+        let pause = self.mischief.faults().slice_pause;
+        if self.piece == (0, true) && !pause.is_zero() {
+            self.paused_until = Some(now.saturating_add(nanos(pause)));
+        }
+    }
+
+    /// Whether the close, held for `--slow-close` after the data ended,
+    /// may happen at `now`; if not, when it may.
+    pub(super) fn close_due(&mut self, now: u64) -> Result<(), u64> {
+        let hold = nanos(self.mischief.faults().slow_close);
+        let at = *self.close_at.get_or_insert(now.saturating_add(hold));
+        if at <= now { Ok(()) } else { Err(at) }
+    }
+
+    /// The next moment a fault strikes by time, if one will.
+    pub(super) fn deadline(&self) -> Option<u64> {
+        match (self.stall_at, self.reset_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// What was done, if any fault that is counted was asked for.
+    pub(super) fn tally(&self) -> Option<String> {
+        let tally: Tally = self.mischief.tally;
+        tally.describe(self.mischief.faults())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::Slice;
+    use std::time::Duration;
+
+    const MS: u64 = 1_000_000;
+
+    fn slicing(size: u64, pause_ms: u64) -> Faults {
+        Faults {
+            slice: Some(Slice { size, variation: 0 }),
+            slice_pause: Duration::from_millis(pause_ms),
+            ..Faults::default()
+        }
+    }
+
+    #[test]
+    fn pieces_wait_out_the_pause_and_a_partial_write_finishes_its_piece_first() {
+        let mut trouble = Trouble::new(slicing(7, 10), 1, 1000, 0);
+        assert_eq!(trouble.writable(100, 0), Ok(7));
+        trouble.wrote(3, 0);
+        assert_eq!(trouble.writable(97, 0), Ok(4), "the rest of the piece");
+        trouble.wrote(4, 0);
+        assert_eq!(trouble.writable(93, 5 * MS), Err(10 * MS));
+        assert_eq!(trouble.writable(93, 10 * MS), Ok(7));
+    }
+
+    #[test]
+    fn stalls_resets_and_cuts_count_from_when_they_are_set() {
+        let stall = Faults {
+            stall_after: Some(Trigger::After(Duration::from_millis(50))),
+            reset_after: Some(Trigger::After(Duration::from_millis(80))),
+            cut_after: Some(10),
+            ..Faults::default()
+        };
+        let mut trouble = Trouble::new(stall, 1, 1000, 100 * MS);
+        assert_eq!(trouble.deadline(), Some(150 * MS));
+        assert!(!trouble.strike(149 * MS) && !trouble.stalled());
+        assert!(!trouble.strike(150 * MS) && trouble.stalled());
+        assert!(trouble.strike(180 * MS));
+        let mut cut = Trouble::new(
+            Faults {
+                cut_after: Some(10),
+                ..Faults::default()
+            },
+            1,
+            1000,
+            0,
+        );
+        let mut chunk = vec![1; 6];
+        assert_eq!(cut.admit(&mut chunk), (false, false));
+        let mut chunk = vec![2; 6];
+        assert_eq!(cut.admit(&mut chunk), (false, true));
+        assert_eq!(chunk, [2; 4]);
+        assert_eq!(cut.close_due(5), Ok(()), "no slow close");
+    }
+
+    #[test]
+    fn a_close_is_held_for_the_slow_close() {
+        let mut trouble = Trouble::new(
+            Faults {
+                slow_close: Duration::from_millis(20),
+                ..Faults::default()
+            },
+            1,
+            1000,
+            0,
+        );
+        assert_eq!(trouble.close_due(MS), Err(21 * MS));
+        assert_eq!(trouble.close_due(20 * MS), Err(21 * MS));
+        assert_eq!(trouble.close_due(21 * MS), Ok(()));
+    }
+}
