@@ -75,7 +75,7 @@ impl Config {
         if self.paused {
             return 0;
         }
-        u128::from(now.saturating_sub(self.t0)) * u128::from(self.rate) / SCALE
+        per_scale(u128::from(now.saturating_sub(self.t0)) * u128::from(self.rate))
     }
 
     /// `V(now) - S`, uncapped: tokens in hand if positive, debt if negative.
@@ -108,6 +108,22 @@ impl Config {
 
     pub(super) fn limit(&self) -> Limit {
         Rate::from_fixed(self.rate).map_or(Limit::Unlimited, Limit::Rate)
+    }
+}
+
+/// `x / SCALE`, exactly, without a 128-bit division on the hot path.
+/// SCALE is 10^9 times 2^FRACTION_BITS, and for positive integers
+/// floor(floor(x / a) / b) = floor(x / ab): the power of two is a shift,
+/// and while what is left fits in 64 bits (an elapsed time times a rate
+/// below 2^64 * 2^16, so always between rebases but for the largest
+/// rates) the division by the constant 10^9 is a 64-bit one, which the
+/// compiler turns into a multiplication by its reciprocal. Beyond that,
+/// the 128-bit division by 10^9.
+pub(super) fn per_scale(x: u128) -> u128 {
+    let shifted = x >> Rate::FRACTION_BITS;
+    match u64::try_from(shifted) {
+        Ok(small) => u128::from(small / 1_000_000_000),
+        Err(_) => shifted / 1_000_000_000,
     }
 }
 

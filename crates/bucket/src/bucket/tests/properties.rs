@@ -105,6 +105,25 @@ fn inflow(rates: &[(u64, f64)], t1: u64, t2: u64) -> f64 {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
+    /// The fill line's division by the scale, done as a shift and a 64-bit
+    /// division by a constant, is the 128-bit division exactly: over the
+    /// products of every elapsed time and rate, around the 64-bit edge
+    /// where it changes method, and over all of u128.
+    #[test]
+    fn the_fill_line_divides_exactly(
+        elapsed in any::<u64>(),
+        fixed_rate in 1u64..=(1 << 63),
+        near_edge in 0u128..(1 << 40),
+        any_x in any::<u128>(),
+    ) {
+        let scale: u128 = 1_000_000_000 << crate::rate::Rate::FRACTION_BITS;
+        let product = u128::from(elapsed) * u128::from(fixed_rate);
+        prop_assert_eq!(cell::per_scale(product), product / scale);
+        let edge = (u128::from(u64::MAX) << crate::rate::Rate::FRACTION_BITS) - (1 << 39) + near_edge;
+        prop_assert_eq!(cell::per_scale(edge), edge / scale);
+        prop_assert_eq!(cell::per_scale(any_x), any_x / scale);
+    }
+
     /// Tokens granted in any interval are at most burst + rate * length,
     /// plus one byte of rounding, also across live changes (with the largest
     /// burst the run saw).
