@@ -127,6 +127,12 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// The conditions now, marked as seen.
+    pub fn now(&mut self, conditions: &Conditions) -> Now {
+        self.seen = conditions.generation.load(Ordering::Acquire);
+        conditions.now()
+    }
+
     /// The conditions now, if they changed since last asked.
     pub fn changed(&mut self, conditions: &Conditions) -> Option<Now> {
         let generation = conditions.generation.load(Ordering::Acquire);

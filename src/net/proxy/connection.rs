@@ -73,8 +73,7 @@ impl Direction {
     /// A direction from `from` to `to`, going `way`.
     pub(super) fn new((from, to): (End, End), way: Way, start: &Start) -> Direction {
         let mut watch = Watch::default();
-        let now = watch.changed(start.conditions);
-        let now = now.unwrap_or_else(|| start.conditions.now());
+        let now = watch.now(start.conditions);
         let link = SlowLink {
             delay: now.delay,
             jitter: now.jitter,
