@@ -76,6 +76,11 @@ impl Conditions {
         }
     }
 
+    /// True if the faults may change while running.
+    pub fn faults_may_change(&self) -> bool {
+        self.fixed.faults.is_none()
+    }
+
     /// Refuses `retune` if it changes what cannot change, saying why.
     pub fn check(&self, retune: &Retune) -> Result<(), String> {
         match (&self.fixed, retune) {

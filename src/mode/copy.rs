@@ -253,8 +253,7 @@ fn output(
     };
     let faults = conditions.now().faults(Direction::Down);
     // A copy that may come to have faults looks at every write.
-    let watched = !cli.fault_changes().is_empty() || cli.delay.is_some();
-    let with_faults = |output: Output| match faults.alter() || watched {
+    let with_faults = |output: Output| match faults.alter() || conditions.faults_may_change() {
         true => output.with_faults(Mischief::new(faults, seed, drop_block), conditions.clone()),
         false => output,
     };
