@@ -14,8 +14,9 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The largest chunk a direction reads at once.
-const BUFFER: usize = 64 * 1024;
+/// The largest chunk a direction reads at once: the size of the event
+/// loop's scratch buffer.
+pub(super) const BUFFER: usize = 64 * 1024;
 /// Which end of a connection something happened at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum End {
@@ -126,8 +127,8 @@ impl Direction {
         &mut self,
         (from, to): (&mut Stream, &mut Stream),
         bucket: &Bucket,
-        conditions: &Conditions,
-        forwarded: &AtomicU64,
+        (conditions, forwarded): (&Conditions, &AtomicU64),
+        scratch: &mut [u8],
     ) -> Result<Option<u64>, Failure> {
         let (from_end, to_end) = self.ends;
         let at = |end| move |err| Failure { end, err };
@@ -144,7 +145,7 @@ impl Direction {
                 .send_due(to, bucket.clock().now(), forwarded)
                 .map_err(at(to_end))?;
             let (paid, tokens) = self.settle(bucket).map_err(at(from_end))?;
-            let read = self.read(from, bucket).map_err(at(from_end))?;
+            let read = self.read(from, bucket, scratch).map_err(at(from_end))?;
             if !(sent || paid || read) {
                 break (tokens, paused);
             }
@@ -262,7 +263,7 @@ impl Direction {
     /// Reads a chunk, if none waits for tokens and the buffer has room, and
     /// reserves its tokens; once stalled, what is read is thrown away
     /// unpaid. Returns whether anything was read.
-    fn read(&mut self, from: &mut Stream, bucket: &Bucket) -> io::Result<bool> {
+    fn read(&mut self, from: &mut Stream, bucket: &Bucket, scratch: &mut [u8]) -> io::Result<bool> {
         if self.unpaid.is_some() || self.ended {
             return Ok(false);
         }
@@ -282,32 +283,28 @@ impl Direction {
         if want == 0 {
             return Ok(false);
         }
-        let mut chunk = self.line.buffer(want);
+        // Read into the loop's one scratch buffer, and take a buffer of
+        // the direction's own only for what came: an idle connection then
+        // holds no buffer at all.
+        let want = want.min(scratch.len());
+        let scratch = &mut scratch[..want];
         loop {
-            match from.read(&mut chunk) {
+            match from.read(scratch) {
                 Ok(0) => {
-                    self.line.recycle(chunk);
                     self.ended = true;
                     return Ok(true);
                 }
-                Ok(_) if stalled => {
-                    self.line.recycle(chunk);
-                    return Ok(true);
-                }
+                Ok(_) if stalled => return Ok(true),
                 Ok(n) => {
-                    chunk.truncate(n);
+                    let mut chunk = self.line.buffer(n);
+                    chunk.copy_from_slice(&scratch[..n]);
                     let paid = bucket.reserve(n as u64);
                     self.unpaid = Some((chunk, paid));
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.line.recycle(chunk);
-                    return match e.kind() {
-                        io::ErrorKind::WouldBlock => Ok(false),
-                        _ => Err(e),
-                    };
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -339,18 +336,19 @@ impl Connection {
         &mut self,
         conditions: &Conditions,
         forwarded: &AtomicU64,
+        scratch: &mut [u8],
     ) -> Result<(), Failure> {
         let up = self.up.step(
             (&mut self.client, &mut self.server),
             &self.buckets.0,
-            conditions,
-            forwarded,
+            (conditions, forwarded),
+            scratch,
         )?;
         let down = self.down.step(
             (&mut self.server, &mut self.client),
             &self.buckets.1,
-            conditions,
-            forwarded,
+            (conditions, forwarded),
+            scratch,
         )?;
         self.wake_at = earliest(up, down);
         Ok(())

@@ -2,7 +2,7 @@
 
 use super::Shaping;
 use super::alarm::Alarm;
-use super::connection::{Connection, Direction, End, Start, buckets};
+use super::connection::{BUFFER, Connection, Direction, End, Start, buckets};
 use super::stream::{Listener, Stream};
 use crate::chunk::chunk_size;
 use crate::control::Bucket;
@@ -57,6 +57,8 @@ pub(super) struct Server<'a> {
     seeds: fastrand::Rng,
     /// Which connections the faults affect.
     choices: fastrand::Rng,
+    /// What every direction reads into: it keeps only what it read.
+    scratch: Vec<u8>,
     clock: MonotonicClock,
 }
 
@@ -108,6 +110,7 @@ impl<'a> Server<'a> {
             shortage_said: false,
             seeds: fastrand::Rng::with_seed(shaping.seed),
             choices: fastrand::Rng::with_seed(shaping.seed).fork(),
+            scratch: vec![0; BUFFER],
             clock: MonotonicClock,
         })
     }
@@ -347,7 +350,11 @@ impl<'a> Server<'a> {
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        let finished = match connection.step(&self.shaping.conditions, &self.shaping.forwarded) {
+        let finished = match connection.step(
+            &self.shaping.conditions,
+            &self.shaping.forwarded,
+            &mut self.scratch,
+        ) {
             Ok(()) => connection.done(),
             Err(failure) => {
                 connection.reset_on_close();
