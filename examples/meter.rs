@@ -54,6 +54,10 @@ struct Args {
     /// With --records: stop when this many lines have arrived.
     #[arg(long, requires = "records")]
     count: Option<usize>,
+    /// With --rate: also write the bytes of every 10 ms window, from the
+    /// start, to this file as `seconds,bytes` lines (for benches/picture.py).
+    #[arg(long, requires = "rate")]
+    windows: Option<std::path::PathBuf>,
     /// The shaper and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -131,6 +135,23 @@ fn usage(pid: u32) -> (f64, u64) {
     (cpu_ns as f64 / 1e9, peak_kib)
 }
 
+/// Writes the bytes that arrived in each 10 ms window of [0, end) to
+/// `path`, one `seconds,bytes` line per window.
+fn write_windows(path: &std::path::Path, arrivals: &[Arrival], end: f64) {
+    let count = (end / 0.01).ceil() as usize;
+    let mut windows = vec![0u64; count.max(1)];
+    for arrival in arrivals {
+        let index = ((arrival.at / 0.01) as usize).min(windows.len() - 1);
+        windows[index] += arrival.bytes;
+    }
+    let text: String = windows
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| format!("{:.2},{bytes}\n", i as f64 * 0.01))
+        .collect();
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 fn main() {
     let args = Args::parse();
     let clock = MonotonicClock;
@@ -174,6 +195,9 @@ fn main() {
             break seconds(now);
         }
     };
+    if let Some(path) = &args.windows {
+        write_windows(path, &arrivals, end);
+    }
     let (cpu, peak_kib) = usage(child.id());
     let _ = child.kill();
     let _ = child.wait();

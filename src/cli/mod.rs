@@ -220,8 +220,8 @@ pub struct Cli {
     )]
     pub slice_pause: Vec<Directed<Span>>,
 
-    /// Lose each block of the stream (about a millisecond of data at the
-    /// starting rate, 128 KiB when unlimited) with probability PROB,
+    /// Lose each block of the stream (2.5 ms of data at the starting rate,
+    /// 512 KiB when unlimited or counting records) with probability PROB,
     /// '0.01' or '1%': for tests of checksums and framing. The blocks and
     /// bytes lost are said at the end.
     #[arg(long, value_name = "PROB", allow_hyphen_values = true)]

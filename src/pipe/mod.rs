@@ -175,8 +175,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// and a small burst at a high rate would fall short of the rate. The
     /// price: after the input stalls, the chunk paid ahead can go out on top
     /// of a full burst, so the most that passes at once is the burst plus
-    /// one chunk (a millisecond's worth, at most 128 KiB and half the
-    /// burst).
+    /// one chunk (2.5 ms worth, at most 512 KiB and half the burst).
     fn pay_for(&mut self, taken: usize) {
         let reservation = match self.prepaid.take() {
             Some(mut paid) => {
