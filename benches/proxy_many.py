@@ -76,6 +76,10 @@ def main():
             if what == "accept":
                 server, _ = upstream.accept()
                 server.setblocking(False)
+                # Deep send buffers, so that every connection always has
+                # data waiting at the proxy and the sender never decides
+                # who gets more.
+                server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
                 selector.register(server, selectors.EVENT_WRITE, ("send", None))
             elif what == "send":
                 try:
