@@ -80,16 +80,24 @@ impl Config {
 
     /// `V(now) - S`, uncapped: tokens in hand if positive, debt if negative.
     pub(super) fn level(&self, spent: u64, now: u64) -> i128 {
+        self.level_from(spent, self.inflow(now))
+    }
+
+    /// [`Config::level`], or `None` if the fill line must be rebased before
+    /// anything is spent: one look at the inflow for both, on the path of
+    /// every grant.
+    pub(super) fn level_unless_rebase_due(&self, spent: u64, now: u64) -> Option<i128> {
+        let inflow = self.inflow(now);
+        (inflow <= REBASE_AFTER).then(|| self.level_from(spent, inflow))
+    }
+
+    /// `V - S` when `inflow` tokens have flowed in since `t0`.
+    fn level_from(&self, spent: u64, inflow: u128) -> i128 {
         // S - v0 lies in [-2^62, 3 * 2^62): shift, wrap, shift back.
         const SHIFT: u64 = 1 << 62;
         let spent_since_v0 =
             i128::from(spent.wrapping_sub(self.v0).wrapping_add(SHIFT)) - i128::from(SHIFT);
-        self.inflow(now) as i128 - spent_since_v0
-    }
-
-    /// True if the fill line must be rebased before anything is spent.
-    pub(super) fn rebase_due(&self, now: u64) -> bool {
-        !self.unlimited() && self.inflow(now) > REBASE_AFTER
+        inflow as i128 - spent_since_v0
     }
 
     /// The first clock time at which the fill line reaches `mark`, or `None`

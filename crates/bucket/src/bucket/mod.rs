@@ -167,11 +167,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
                 });
             }
             let now = self.clock.now();
-            if config.rebase_due(now) {
+            let Some(level) = config.level_unless_rebase_due(spent, now) else {
                 self.publish(Change::default());
                 continue;
-            }
-            let level = config.level(spent, now);
+            };
             let in_hand = level.min(i128::from(config.burst));
             if in_hand < i128::from(n) {
                 // Only reachable with level < burst, so S + n is the mark.
@@ -222,11 +221,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
                 };
             }
             let now = self.clock.now();
-            if config.rebase_due(now) {
+            let Some(level) = config.level_unless_rebase_due(spent, now) else {
                 self.publish(Change::default());
                 continue;
-            }
-            let level = config.level(spent, now);
+            };
             match self.spend(spent, level, config.burst, n) {
                 Ok(new_spent) => {
                     let in_hand = level.min(i128::from(config.burst));
