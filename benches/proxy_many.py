@@ -8,7 +8,8 @@ time (from /proc/PID/task/*/schedstat). One thread, selectors, loopback.
     python3 benches/proxy_many.py [N] [SECONDS] [-- SHAPE ARGS...]
 
 Default: 100 connections, 10 s, `--rate 100MiB` (a shared 100 MiB/s, so
-1 MiB/s each). Pass `-- --per-connection --rate 1MiB` for a bucket each."""
+1 MiB/s each). Pass `-- --per-connection --rate 1MiB` for a bucket each;
+--rate is given in KiB, MiB or GiB."""
 import glob
 import os
 import selectors
@@ -38,9 +39,12 @@ def main():
         args, extra = args[:at], args[at + 1:]
     count = int(args[0]) if args else 100
     seconds = float(args[1]) if len(args) > 1 else 10.0
-    target = 100 << 20
+    # The target: --rate's value (in KiB, MiB or GiB a second), for every
+    # connection with --per-connection.
+    rate = extra[extra.index("--rate") + 1]
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    target = float(rate[:-3]) * units[rate[-3:]]
     if "--per-connection" in extra:
-        target = 1 << 20
         target *= count
 
     upstream = socket.socket()
