@@ -28,13 +28,6 @@ impl Stream {
         }
     }
 
-    pub(super) fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-
     pub(super) fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
@@ -56,6 +49,15 @@ impl Stream {
             Stream::Unix(s) => s.as_fd(),
         };
         let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
     }
 }
 
