@@ -191,7 +191,10 @@ impl Mischief {
                 Fate::Lost => {}
                 Fate::Reset => return (kept, true),
                 Fate::Pass(passing) => {
-                    chunk.copy_within(offered..offered + passing, kept);
+                    // Nothing lost yet: the bytes are in place already.
+                    if kept != offered {
+                        chunk.copy_within(offered..offered + passing, kept);
+                    }
                     kept += passing;
                 }
             }
