@@ -89,6 +89,8 @@ impl Adjuster {
                 return Err("only a copy or a proxy changes delay, jitter or faults".into());
             };
             conditions.check(&request.retune)?;
+            // Refused now, before the conditions change, as adjust would
+            // refuse it after: a refused request changes nothing.
             if let Some(burst) = change.burst {
                 shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
             }

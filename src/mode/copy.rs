@@ -252,8 +252,8 @@ fn output(
         Counting::Lines | Counting::Nul => MAX_CHUNK,
     };
     let faults = conditions.now().faults(Direction::Down);
-    // A copy that may come to have faults looks at every write.
-    let with_faults = |output: Output| match faults.alter() || conditions.faults_may_change() {
+    // A copy that has faults, or may come to, looks at every write.
+    let with_faults = |output: Output| match conditions.faults_may_change() {
         true => output.with_faults(Mischief::new(faults, seed, drop_block), conditions.clone()),
         false => output,
     };

@@ -49,10 +49,11 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             (up, down, None)
         }
     };
+    let link = cli.slow_link();
     let conditions = Arc::new(Conditions::new(Now {
         faults: Way::BOTH.map(|way| cli.faults(way)),
-        delay: cli.slow_link().delay,
-        jitter: cli.slow_link().jitter,
+        delay: link.delay,
+        jitter: link.jitter,
     }));
     let adjuster = Arc::new(
         Adjuster::over(
@@ -66,7 +67,6 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let reporter = start_reporter(cli, &forwarded, None, &up);
     let printer = printer(reporter.as_ref());
     let (_, _registration) = go_live(cli, &start, adjuster.clone(), &forwarded, printer.clone())?;
-    let link = cli.slow_link();
     let shaping = proxy::Shaping {
         adjuster,
         per_connection: cli.per_connection,

@@ -16,11 +16,14 @@ use std::time::Duration;
 /// The output of a copy.
 pub struct Output {
     to: To,
-    /// Faults to carry out on every chunk, if any are asked for, and
-    /// where changes to them (and to the delay) come from.
-    mischief: Option<Mutex<(Mischief, Watch)>>,
-    conditions: Option<Arc<Conditions>>,
+    /// Faults to carry out on every chunk, if any are asked for, with the
+    /// change of the conditions taken last, and where changes to them (and
+    /// to the delay) come from.
+    mischief: Option<(Mutex<Retuned>, Arc<Conditions>)>,
 }
+
+/// The faults of a stream, and which change of the conditions they are at.
+type Retuned = (Mischief, Watch);
 
 /// Where chunks go.
 enum To {
@@ -40,7 +43,6 @@ impl Output {
         Output {
             to: To::Direct(file),
             mischief: None,
-            conditions: None,
         }
     }
 
@@ -52,15 +54,13 @@ impl Output {
                 put_in: AtomicU64::new(0),
             },
             mischief: None,
-            conditions: None,
         }
     }
 
     /// The same output, with `mischief` done to every chunk, retuned
     /// (with the delay) when `conditions` change.
     pub fn with_faults(mut self, mischief: Mischief, conditions: Arc<Conditions>) -> Output {
-        self.mischief = Some(Mutex::new((mischief, Watch::default())));
-        self.conditions = Some(conditions);
+        self.mischief = Some((Mutex::new((mischief, Watch::default())), conditions));
         self
     }
 
@@ -76,7 +76,7 @@ impl Output {
 
     /// Pumps `input` to this output.
     pub fn forward(&self, pump: &mut dyn Forward, input: &File) -> Result<Ended, CopyError> {
-        let Some(mischief) = &self.mischief else {
+        let Some((mischief, conditions)) = &self.mischief else {
             return match &self.to {
                 To::Direct(file) => pump.to_file(input, file),
                 To::Delayed { line, .. } => pump.to_writer(input, &mut &*line),
@@ -84,10 +84,7 @@ impl Output {
         };
         let mut guard = lock(mischief);
         let (mischief, watch) = &mut *guard;
-        let retune = self
-            .conditions
-            .as_deref()
-            .map(|conditions| Retune { conditions, watch });
+        let retune = Some(Retune { conditions, watch });
         match &self.to {
             To::Direct(file) => pump.to_writer(
                 input,
@@ -104,7 +101,7 @@ impl Output {
     pub fn struck(&self) -> Option<Arc<Struck>> {
         self.mischief
             .as_ref()
-            .map(|mischief| lock(mischief).0.struck.clone())
+            .map(|(mischief, _)| lock(mischief).0.struck.clone())
     }
 
     /// A handle that can make closing the output a reset later (see
@@ -120,7 +117,7 @@ impl Output {
     pub fn tally(&self) -> Option<Tally> {
         self.mischief
             .as_ref()
-            .map(|mischief| lock(mischief).0.tally)
+            .map(|(mischief, _)| lock(mischief).0.tally)
     }
 
     /// Waits until every byte is out, and gives the output file back.

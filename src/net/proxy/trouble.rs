@@ -4,7 +4,7 @@
 //! counts time) becomes deadlines here, for the event loop to sleep until.
 
 use crate::duration::nanos;
-use crate::faults::{Faults, Mischief, Tally, Trigger};
+use crate::faults::{Faults, Mischief, Trigger};
 use std::sync::atomic::Ordering;
 
 /// The faults of one direction, with the moments they wait for.
@@ -142,8 +142,7 @@ impl Trouble {
 
     /// What was done, if any fault that is counted was asked for.
     pub(super) fn tally(&self) -> Option<String> {
-        let tally: Tally = self.mischief.tally;
-        tally.describe(self.mischief.faults())
+        self.mischief.tally.describe(self.mischief.faults())
     }
 }
 
