@@ -120,3 +120,41 @@ fn three_threads_account_for_every_token() {
         assert_eq!(b.available(), 10 - 4 * granted - 5);
     });
 }
+
+/// A taker that loses its compare-exchange tries again with the time it
+/// read before, while another thread gives tokens back, moves the clock on
+/// and takes a whole burst. The old time may only make it wait: at the new
+/// time, what the two took there and what is left make one burst, so no
+/// burst cap was applied behind the other's.
+#[test]
+fn a_taker_that_keeps_its_old_time_never_lets_too_much_through() {
+    loom::model(|| {
+        // One token a nanosecond, 10 held, 20 more coming in.
+        let clock = FakeClock::new(1_000);
+        let b =
+            Arc::new(TokenBucket::with_clock(rate(1_000_000_000), 10, Fill::Full, clock).unwrap());
+        let early = {
+            let b = b.clone();
+            thread::spawn(move || b.try_acquire(3).is_ok())
+        };
+        let late = {
+            let b = b.clone();
+            thread::spawn(move || {
+                let mut paid = b.reserve(4);
+                b.give_back(&mut paid, 4);
+                b.clock().advance(20);
+                b.try_acquire(10).is_ok()
+            })
+        };
+        let early = early.join().unwrap();
+        let late = late.join().unwrap();
+        if late {
+            // The early taker came first, at the old time, or not at all.
+            assert_eq!(b.available(), 0);
+        } else {
+            // The early taker came first at the new time: 7 are left.
+            assert!(early);
+            assert_eq!(b.available(), 7);
+        }
+    });
+}

@@ -107,16 +107,24 @@ impl Config {
         if needed <= 0 {
             return None;
         }
-        let ns = (needed as u128 * SCALE).div_ceil(u128::from(self.rate));
         Some(
             self.t0
-                .saturating_add(u64::try_from(ns).unwrap_or(u64::MAX)),
+                .saturating_add(nanoseconds_for(needed as u64, self.rate)),
         )
     }
 
     pub(super) fn limit(&self) -> Limit {
         Rate::from_fixed(self.rate).map_or(Limit::Unlimited, Limit::Rate)
     }
+}
+
+/// How many nanoseconds `rate` takes to bring `tokens`, rounded up. Out of
+/// line, as grants only need it when they are refused.
+#[cold]
+#[inline(never)]
+fn nanoseconds_for(tokens: u64, rate: u64) -> u64 {
+    let ns = (u128::from(tokens) * SCALE).div_ceil(u128::from(rate));
+    u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
 /// `x / SCALE`, exactly, without a 128-bit division on the hot path.
@@ -225,13 +233,15 @@ impl BucketCell {
     /// elsewhere (shared memory); see [`TokenBucket::from_cell`].
     pub fn new(limit: Limit, burst: u64, fill: Fill, now: u64) -> Result<Self, InvalidBurst> {
         check_burst(burst)?;
+        let v0 = match fill {
+            Fill::Full => burst,
+            Fill::Empty => 0,
+        };
+        let rate = limit.rate().map_or(0, Rate::fixed);
         Ok(Self::from_config(Config {
             t0: now,
-            v0: match fill {
-                Fill::Full => burst,
-                Fill::Empty => 0,
-            },
-            rate: limit.rate().map_or(0, Rate::fixed),
+            v0,
+            rate,
             burst,
             paused: false,
         }))
@@ -268,16 +278,69 @@ impl BucketCell {
     }
 }
 
+/// What a grant is computed from: the configuration, the time and `S`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Look {
+    pub(super) generation: u32,
+    pub(super) config: Config,
+    pub(super) now: u64,
+    pub(super) spent: u64,
+}
+
 impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
+    /// `S`, the configuration and the time, read in that order: a first
+    /// attempt computes at a time no earlier than that of the `S` it
+    /// replaces.
+    pub(super) fn look(&self) -> Look {
+        let spent = self.cell.spent.load(Ordering::Acquire);
+        let (generation, config) = self.config();
+        let now = self.clock.now();
+        Look {
+            generation,
+            config,
+            now,
+            spent,
+        }
+    }
+
+    /// After a [`spend`](Self::spend) on the configuration of `generation`
+    /// at time `now` failed: the `S` found there, and that time again
+    /// unless the configuration changed meanwhile. Reading the clock again
+    /// would widen the window in which the next attempt can fail too; why
+    /// the old time may stay is told at `spend`.
+    pub(super) fn look_after_losing(&self, generation: u32, now: u64, spent: u64) -> Look {
+        let (current, config) = self.config();
+        Look {
+            generation: current,
+            config,
+            now: if current == generation {
+                now
+            } else {
+                self.clock.now()
+            },
+            spent,
+        }
+    }
+
     /// Moves `S` from `spent` past any tokens above the burst and then by
     /// `n`, returning the new `S`, or the `S` another caller left there
     /// first.
     ///
-    /// Callers read the clock after `S`, never before, and again after a
-    /// failure: every `S` that lands was then computed at a time no earlier
-    /// than that of the `S` it replaced. With an older time the burst cap
-    /// would be applied at a point the bucket has already passed, letting
-    /// through up to rate x staleness bytes too many.
+    /// `level` is the level of `spent` at a time `now` that may be older
+    /// than `spent` itself: callers read the clock after `S`, but keep the
+    /// reading when they try again with the `S` a failure returned. That
+    /// is sound because of what every `S` in
+    /// the cell satisfies: one computed at time `t` is at least
+    /// `V(t) - burst`, here by skipping the tokens above the burst, in
+    /// [`return_tokens`](Self::return_tokens) by returning none above it,
+    /// and on a new configuration by starting its line at most a burst
+    /// above `S`. So an `S` that the bucket is over full against at `now`
+    /// was computed before `now`, and a burst cap applied at `now` is never
+    /// behind one already applied, which would let up to rate x staleness
+    /// bytes too many through. An `S` computed after `now` leaves the
+    /// bucket below its burst at `now`, so no cap is applied, and the
+    /// tokens counted in hand at `now` are in hand later too: an old time
+    /// can only make a caller wait, never let it through early.
     pub(super) fn spend(&self, spent: u64, level: i128, burst: u64, n: u64) -> Result<u64, u64> {
         // Tokens above the burst were never in the bucket: skip them. The
         // excess can pass 2^64 after a long idle spell; arithmetic on S is
@@ -288,6 +351,34 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             .spent
             .compare_exchange(spent, new_spent, Ordering::AcqRel, Ordering::Acquire)
             .map(|_| new_spent)
+    }
+
+    /// Returns up to `n` spent tokens to the bucket, but none that would
+    /// lift it above its burst: those would never be granted, since the
+    /// next grant skips them, and leaving them out keeps `S` at least
+    /// `V(now) - burst`, which [`spend`](Self::spend) relies on. The clock
+    /// is read after `S` here, so that the cap is applied at a time no
+    /// earlier than the `S` it lowers.
+    pub(super) fn return_tokens(&self, n: u64) {
+        let mut spent = self.cell.spent.load(Ordering::Acquire);
+        loop {
+            let config = self.config().1;
+            let returned = if config.unlimited() {
+                n
+            } else {
+                let room = i128::from(config.burst) - config.level(spent, self.clock.now());
+                room.clamp(0, n.into()) as u64
+            };
+            match self.cell.spent.compare_exchange(
+                spent,
+                spent.wrapping_sub(returned),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => spent = actual,
+            }
+        }
     }
 
     /// The current generation and its configuration.
@@ -302,7 +393,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     }
 
     /// Publishes a configuration with the given changes, continuing the
-    /// fill line from now.
+    /// fill line from now. Kept out of line: it is rare, and inlined it
+    /// would crowd the grants' fast path.
+    #[cold]
+    #[inline(never)]
     pub(super) fn publish(&self, change: Change) {
         loop {
             let (token, took_over) = self.claim();

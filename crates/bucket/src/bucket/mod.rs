@@ -43,7 +43,7 @@ use crate::clock::Clock;
 #[cfg(not(loom))]
 use crate::clock::MonotonicClock;
 use crate::rate::Limit;
-use cell::Change;
+use cell::{Change, Look};
 use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
@@ -83,6 +83,15 @@ pub enum Fill {
     Full,
     /// Starts with no tokens.
     Empty,
+}
+
+/// Why an attempt at a grant must be made again.
+#[derive(Debug, Clone, Copy)]
+enum Retry {
+    /// Another caller moved `S` first, to this.
+    Lost(u64),
+    /// The fill line must be rebased first.
+    Rebase,
 }
 
 /// Tokens reserved by [`TokenBucket::reserve`]: already taken from the
@@ -151,39 +160,90 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     }
 
     /// Takes `n` tokens now, or says why not. Never blocks.
+    #[inline]
     pub fn try_acquire(&self, n: u64) -> Result<(), Denied> {
-        let mut spent = self.cell.spent().load(Ordering::Acquire);
+        let look = self.look();
+        match self.try_once(&look, n) {
+            Ok(decided) => decided,
+            Err(retry) => self.try_again(look.generation, look.now, retry, n),
+        }
+    }
+
+    /// [`try_acquire`](Self::try_acquire)'s attempts after the first: kept
+    /// out of line, so that the first is a straight line.
+    #[cold]
+    fn try_again(&self, generation: u32, now: u64, mut retry: Retry, n: u64) -> Result<(), Denied> {
+        let mut look = self.look_again(generation, now, retry);
         loop {
-            let config = self.config().1;
-            if config.paused {
-                return Err(Denied::Paused);
+            match self.try_once(&look, n) {
+                Ok(decided) => return decided,
+                Err(again) => retry = again,
             }
-            if config.unlimited() || n == 0 {
-                return Ok(());
-            }
-            if n > config.burst {
-                return Err(Denied::ExceedsBurst {
-                    burst: config.burst,
-                });
-            }
-            let now = self.clock.now();
-            let Some(level) = config.level_unless_rebase_due(spent, now) else {
+            look = self.look_again(look.generation, look.now, retry);
+        }
+    }
+
+    /// One attempt of [`try_acquire`](Self::try_acquire) on what `look`
+    /// saw: its answer, or why it must be tried again.
+    #[inline]
+    fn try_once(&self, look: &Look, n: u64) -> Result<Result<(), Denied>, Retry> {
+        let config = &look.config;
+        if config.paused || config.unlimited() || n == 0 || n > config.burst {
+            return Ok(Self::unmetered(
+                config.paused,
+                config.unlimited(),
+                config.burst,
+                n,
+            ));
+        }
+        let level = config
+            .level_unless_rebase_due(look.spent, look.now)
+            .ok_or(Retry::Rebase)?;
+        if level < i128::from(n) {
+            let mark = look.spent.wrapping_add(n);
+            return Ok(Err(Self::wait_for(config.time_of(mark), look.now)));
+        }
+        self.spend(look.spent, level, config.burst, n)
+            .map(|_| Ok(()))
+            .map_err(Retry::Lost)
+    }
+
+    /// What the next attempt works on after one, on the configuration of
+    /// `generation` and the time `now`, failed for `retry`.
+    fn look_again(&self, generation: u32, now: u64, retry: Retry) -> Look {
+        match retry {
+            Retry::Lost(actual) => self.look_after_losing(generation, now, actual),
+            Retry::Rebase => {
                 self.publish(Change::default());
-                continue;
-            };
-            let in_hand = level.min(i128::from(config.burst));
-            if in_hand < i128::from(n) {
-                // Only reachable with level < burst, so S + n is the mark.
-                let ready = config.time_of(spent.wrapping_add(n)).unwrap_or(now);
-                return Err(Denied::Wait(Duration::from_nanos(
-                    ready.saturating_sub(now),
-                )));
-            }
-            match self.spend(spent, level, config.burst, n) {
-                Ok(_) => return Ok(()),
-                Err(actual) => spent = actual,
+                self.look()
             }
         }
+    }
+
+    /// What [`try_acquire`](Self::try_acquire) says when the bucket does
+    /// not meter the request: paused, unlimited, nothing asked or more
+    /// than the burst.
+    /// Takes plain values, as do the other cold paths: a reference would
+    /// make the fast path store what it refers to, and stores before the
+    /// compare-exchange delay it.
+    #[cold]
+    fn unmetered(paused: bool, unlimited: bool, burst: u64, n: u64) -> Result<(), Denied> {
+        if paused {
+            Err(Denied::Paused)
+        } else if unlimited || n == 0 {
+            Ok(())
+        } else {
+            Err(Denied::ExceedsBurst { burst })
+        }
+    }
+
+    /// How long from `now` until `ready`, when the fill line reaches the
+    /// tokens asked for (`S + n`, as `n` is at most the burst, so the level
+    /// is below it).
+    fn wait_for(ready: Option<u64>, now: u64) -> Denied {
+        Denied::Wait(Duration::from_nanos(
+            ready.unwrap_or(now).saturating_sub(now),
+        ))
     }
 
     /// Takes `n` tokens at once, going into debt if they are not there yet,
@@ -211,32 +271,47 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// 2^40; [`TokenBucket::acquire`] splits them.
     pub fn reserve(&self, n: u64) -> Reservation {
         let n = n.min(MAX_RESERVATION);
-        let mut spent = self.cell.spent().load(Ordering::Acquire);
-        loop {
-            let config = self.config().1;
-            if config.unlimited() || n == 0 {
-                return Reservation {
-                    covered_at: None,
-                    taken: 0,
-                };
-            }
-            let now = self.clock.now();
-            let Some(level) = config.level_unless_rebase_due(spent, now) else {
-                self.publish(Change::default());
-                continue;
-            };
-            match self.spend(spent, level, config.burst, n) {
-                Ok(new_spent) => {
-                    let in_hand = level.min(i128::from(config.burst));
-                    let covered_at = (in_hand < i128::from(n)).then_some(new_spent);
-                    return Reservation {
-                        covered_at,
-                        taken: n,
-                    };
-                }
-                Err(actual) => spent = actual,
-            }
+        let look = self.look();
+        match self.reserve_once(&look, n) {
+            Ok(reservation) => reservation,
+            Err(retry) => self.reserve_again(look.generation, look.now, retry, n),
         }
+    }
+
+    /// [`reserve`](Self::reserve)'s attempts after the first.
+    #[cold]
+    fn reserve_again(&self, generation: u32, now: u64, mut retry: Retry, n: u64) -> Reservation {
+        let mut look = self.look_again(generation, now, retry);
+        loop {
+            match self.reserve_once(&look, n) {
+                Ok(reservation) => return reservation,
+                Err(again) => retry = again,
+            }
+            look = self.look_again(look.generation, look.now, retry);
+        }
+    }
+
+    /// One attempt of [`reserve`](Self::reserve) on what `look` saw.
+    #[inline]
+    fn reserve_once(&self, look: &Look, n: u64) -> Result<Reservation, Retry> {
+        let config = &look.config;
+        if config.unlimited() || n == 0 {
+            return Ok(Reservation {
+                covered_at: None,
+                taken: 0,
+            });
+        }
+        let level = config
+            .level_unless_rebase_due(look.spent, look.now)
+            .ok_or(Retry::Rebase)?;
+        let new_spent = self
+            .spend(look.spent, level, config.burst, n)
+            .map_err(Retry::Lost)?;
+        let in_hand = level.min(i128::from(config.burst));
+        Ok(Reservation {
+            covered_at: (in_hand < i128::from(n)).then_some(new_spent),
+            taken: n,
+        })
     }
 
     /// The clock time from which `reservation` may be used, at the rate now
@@ -290,7 +365,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         }
         reservation.taken -= n;
         reservation.covered_at = reservation.covered_at.map(|mark| mark.wrapping_sub(n));
-        self.cell.spent().fetch_sub(n, Ordering::AcqRel);
+        self.return_tokens(n);
     }
 
     /// Takes `n` tokens, sleeping for as long as the deficit takes to

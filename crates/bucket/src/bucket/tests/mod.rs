@@ -220,6 +220,26 @@ fn tokens_given_back_are_in_hand_again_and_no_more() {
 }
 
 #[test]
+fn giving_back_never_lifts_the_bucket_above_its_burst() {
+    let b = bucket(rate(1000.0), 100, Fill::Full);
+    let mut paid = b.reserve(30);
+    // 10 ms bring 10 tokens: 80 in hand, so only 20 of the 30 fit.
+    b.clock().advance(SEC / 100);
+    let before = b.spent();
+    b.give_back(&mut paid, 30);
+    assert_eq!(before.wrapping_sub(b.spent()), 20);
+    assert_eq!(b.available(), 100);
+    // A full bucket takes nothing back, and still grants its burst once.
+    let mut more = b.reserve(30);
+    b.clock().advance(SEC);
+    let before = b.spent();
+    b.give_back(&mut more, 30);
+    assert_eq!(b.spent(), before);
+    assert_eq!(b.try_acquire(100), Ok(()));
+    assert!(b.try_acquire(1).is_err());
+}
+
+#[test]
 fn lifting_the_limit_releases_sleepers() {
     let b = bucket(rate(1.0), 1, Fill::Empty);
     let r = b.reserve(1_000_000);
