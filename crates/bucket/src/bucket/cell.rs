@@ -233,15 +233,13 @@ impl BucketCell {
     /// elsewhere (shared memory); see [`TokenBucket::from_cell`].
     pub fn new(limit: Limit, burst: u64, fill: Fill, now: u64) -> Result<Self, InvalidBurst> {
         check_burst(burst)?;
-        let v0 = match fill {
-            Fill::Full => burst,
-            Fill::Empty => 0,
-        };
-        let rate = limit.rate().map_or(0, Rate::fixed);
         Ok(Self::from_config(Config {
             t0: now,
-            v0,
-            rate,
+            v0: match fill {
+                Fill::Full => burst,
+                Fill::Empty => 0,
+            },
+            rate: limit.rate().map_or(0, Rate::fixed),
             burst,
             paused: false,
         }))
@@ -328,12 +326,11 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     ///
     /// `level` is the level of `spent` at a time `now` that may be older
     /// than `spent` itself: callers read the clock after `S`, but keep the
-    /// reading when they try again with the `S` a failure returned. That
-    /// is sound because of what every `S` in
-    /// the cell satisfies: one computed at time `t` is at least
-    /// `V(t) - burst`, here by skipping the tokens above the burst, in
-    /// [`return_tokens`](Self::return_tokens) by returning none above it,
-    /// and on a new configuration by starting its line at most a burst
+    /// reading when they try again with the `S` a failure returned. That is
+    /// sound because every `S` in the cell computed at a time `t` is at
+    /// least `V(t) - burst`: here by skipping the tokens above the burst,
+    /// in [`return_tokens`](Self::return_tokens) by returning none above
+    /// it, and on a new configuration by starting its line at most a burst
     /// above `S`. So an `S` that the bucket is over full against at `now`
     /// was computed before `now`, and a burst cap applied at `now` is never
     /// behind one already applied, which would let up to rate x staleness

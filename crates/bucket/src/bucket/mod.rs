@@ -223,6 +223,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// What [`try_acquire`](Self::try_acquire) says when the bucket does
     /// not meter the request: paused, unlimited, nothing asked or more
     /// than the burst.
+    ///
     /// Takes plain values, as do the other cold paths: a reference would
     /// make the fast path store what it refers to, and stores before the
     /// compare-exchange delay it.
@@ -357,7 +358,9 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// Returns up to `unused` of the tokens `reservation` took, as if they
     /// had never been taken: they are in hand again for whoever comes next.
     /// Whoever reserved after it still waits for its own mark, so nothing
-    /// is granted that the fill line has not brought in.
+    /// is granted that the fill line has not brought in. Tokens that would
+    /// lift the bucket above its burst are not returned: the next grant
+    /// would skip them anyway.
     pub fn give_back(&self, reservation: &mut Reservation, unused: u64) {
         let n = unused.min(reservation.taken);
         if n == 0 {
