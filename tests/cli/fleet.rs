@@ -5,6 +5,7 @@
 //! checks; the fleet's figures are in BENCHMARKS.md.
 
 use crate::harness::*;
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -181,6 +182,37 @@ fn a_remote_change_reaches_every_shape_on_every_machine() {
         (0.75 * 4.0 * MIB..=1.05 * 4.0 * MIB).contains(&total),
         "total {total} after the change"
     );
+}
+
+#[test]
+fn a_shape_that_wakes_from_idle_takes_only_what_it_sends() {
+    let Some(redis) = Redis::start("fleet-idle", &[]) else {
+        return;
+    };
+    let share = redis.share("queue");
+    let args = ["--share", &share, "--rate", "4MiB", "--burst", "256KiB"];
+    let (a, b) = (Runtime::new("fleet-ia"), Runtime::new("fleet-ib"));
+    let busy = machine(&a, &args);
+    let mut command = b.shape(["--progress", "none"]);
+    command.args(args);
+    let mut idle = Running::start(command, Stdio::piped(), false);
+    let mut input = idle.child.stdin.take().unwrap();
+    // Idle long enough for its bucket to have overflowed 8 MiB, then 64 KiB
+    // and idle again, its input left open.
+    std::thread::sleep(Duration::from_secs(2));
+    input.write_all(&[0; 64 << 10]).unwrap();
+    let woke = Instant::now();
+    let rate = busy.rate_over(
+        woke + Duration::from_millis(500),
+        Duration::from_millis(2500),
+    );
+    drop(input);
+    idle.stop();
+    busy.stop();
+    // The idle shape spent 64 KiB: the busy one keeps nearly the whole
+    // share. Counting the tokens its bucket threw away while idle as spent,
+    // the idle shape leased half the share for seconds (2.00 MiB/s here).
+    assert!(rate >= 0.7 * 4.0 * MIB, "busy shape at {rate} B/s");
 }
 
 #[test]

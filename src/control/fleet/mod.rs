@@ -131,8 +131,13 @@ pub fn join(
         }
         None => ours,
     };
-    let bucket =
-        Arc::new(own_empty(held.limit, held.burst).map_err(|err| FleetError::new(share, err))?);
+    // Leases follow what the bucket granted: its spent counter also moves
+    // by what it throws away after an idle spell, which no lease should pay.
+    let bucket = Arc::new(
+        own_empty(held.limit, held.burst)
+            .map_err(|err| FleetError::new(share, err))?
+            .counting_grants(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let mut leaser = Leaser {
         share: share.clone(),
@@ -149,7 +154,7 @@ pub fn join(
         fallback: joining.fallback,
         say,
         members: 1,
-        baseline: bucket.spent(),
+        baseline: bucket.granted().unwrap_or(0),
         leased: 0,
         pending: None,
         pace: Pace::new(),
@@ -247,9 +252,15 @@ impl Leaser {
         self.give_back();
     }
 
+    /// Tokens this shape's bucket has granted, modulo 2^64.
+    fn granted(&self) -> u64 {
+        // The bucket counts its grants from the start (see `join`).
+        self.bucket.granted().unwrap_or(0)
+    }
+
     /// Tokens leased and not yet spent (negative: spent ahead of leases).
     fn remaining(&self) -> i128 {
-        let spent = self.bucket.spent().wrapping_sub(self.baseline);
+        let spent = self.granted().wrapping_sub(self.baseline);
         i128::from(self.leased) - i128::from(spent)
     }
 
@@ -263,7 +274,7 @@ impl Leaser {
             self.leased += tokens;
             self.pending = None;
         }
-        let spent = self.bucket.spent().wrapping_sub(self.baseline);
+        let spent = self.granted().wrapping_sub(self.baseline);
         self.pace.note(spent);
         let size = self.lease_size();
         let want = if first || self.remaining() < i128::from(size / 2) {
@@ -388,7 +399,7 @@ impl Leaser {
 
     /// Redis is back: leasing starts afresh from what is spent now.
     fn back_from_fallback(&mut self) {
-        self.baseline = self.bucket.spent();
+        self.baseline = self.granted();
         self.leased = 0;
         let _ = self.bucket.set(self.held.limit, self.held.burst);
         self.say(&format!("shape: share {}: Redis is back", self.share));

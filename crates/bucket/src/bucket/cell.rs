@@ -355,8 +355,8 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// next grant skips them, and leaving them out keeps `S` at least
     /// `V(now) - burst`, which [`spend`](Self::spend) relies on. The clock
     /// is read after `S` here, so that the cap is applied at a time no
-    /// earlier than the `S` it lowers.
-    pub(super) fn return_tokens(&self, n: u64) {
+    /// earlier than the `S` it lowers. Returns how many it returned.
+    pub(super) fn return_tokens(&self, n: u64) -> u64 {
         let mut spent = self.cell.spent.load(Ordering::Acquire);
         loop {
             let config = self.config().1;
@@ -372,7 +372,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return,
+                Ok(_) => return returned,
                 Err(actual) => spent = actual,
             }
         }

@@ -38,7 +38,7 @@ mod cell;
 
 pub use cell::BucketCell;
 
-use crate::atomics::Ordering;
+use crate::atomics::{AtomicU64, Ordering};
 use crate::clock::Clock;
 #[cfg(not(loom))]
 use crate::clock::MonotonicClock;
@@ -113,6 +113,9 @@ pub struct Reservation {
 pub struct TokenBucket<C: Clock, S: Deref<Target = BucketCell> = Box<BucketCell>> {
     cell: S,
     clock: C,
+    /// Tokens granted through this handle, net of those given back, once
+    /// [`TokenBucket::counting_grants`] asked for it.
+    granted: Option<AtomicU64>,
 }
 
 #[cfg(not(loom))]
@@ -150,13 +153,44 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// between processes. Every user of the cell must run on the same
     /// time line (`CLOCK_MONOTONIC` is the machine's).
     pub fn from_cell(cell: S, clock: C) -> Self {
-        TokenBucket { cell, clock }
+        TokenBucket {
+            cell,
+            clock,
+            granted: None,
+        }
     }
 
     /// Every token ever spent, modulo 2^64: the difference of two readings
-    /// is what was spent between them, by everyone using the cell.
+    /// is what was spent between them, by everyone using the cell, and
+    /// what the bucket threw away above its burst meanwhile. A bucket left
+    /// idle throws away what flows in, once the next grant comes; what
+    /// was granted alone is [`TokenBucket::granted`].
     pub fn spent(&self) -> u64 {
         self.cell.spent().load(Ordering::Acquire)
+    }
+
+    /// Counts the tokens granted through this handle from now on, for
+    /// [`TokenBucket::granted`]: one more atomic addition per grant.
+    /// Grants while unlimited spend nothing and are not counted.
+    pub fn counting_grants(mut self) -> Self {
+        self.granted = Some(AtomicU64::new(0));
+        self
+    }
+
+    /// Tokens granted through this handle since
+    /// [`TokenBucket::counting_grants`], net of those given back, modulo
+    /// 2^64; `None` unless counting.
+    pub fn granted(&self) -> Option<u64> {
+        self.granted
+            .as_ref()
+            .map(|granted| granted.load(Ordering::Acquire))
+    }
+
+    /// Adds `n` to the grants counted, if counting.
+    fn count_granted(&self, n: u64) {
+        if let Some(granted) = &self.granted {
+            granted.fetch_add(n, Ordering::AcqRel);
+        }
     }
 
     /// Takes `n` tokens now, or says why not. Never blocks.
@@ -204,7 +238,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             return Ok(Err(Self::wait_for(config.time_of(mark), look.now)));
         }
         self.spend(look.spent, level, config.burst, n)
-            .map(|_| Ok(()))
+            .map(|_| {
+                self.count_granted(n);
+                Ok(())
+            })
             .map_err(Retry::Lost)
     }
 
@@ -308,6 +345,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         let new_spent = self
             .spend(look.spent, level, config.burst, n)
             .map_err(Retry::Lost)?;
+        self.count_granted(n);
         let in_hand = level.min(i128::from(config.burst));
         Ok(Reservation {
             covered_at: (in_hand < i128::from(n)).then_some(new_spent),
@@ -368,7 +406,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         }
         reservation.taken -= n;
         reservation.covered_at = reservation.covered_at.map(|mark| mark.wrapping_sub(n));
-        self.return_tokens(n);
+        let returned = self.return_tokens(n);
+        if let Some(granted) = &self.granted {
+            granted.fetch_sub(returned, Ordering::AcqRel);
+        }
     }
 
     /// Takes `n` tokens, sleeping for as long as the deficit takes to

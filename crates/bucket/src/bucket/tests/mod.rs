@@ -240,6 +240,21 @@ fn giving_back_never_lifts_the_bucket_above_its_burst() {
 }
 
 #[test]
+fn granted_counts_what_was_granted_and_not_what_overflowed() {
+    let b = bucket(rate(1000.0), 100, Fill::Full).counting_grants();
+    assert_eq!(b.granted(), Some(0));
+    // Ten idle seconds bring 10,000 tokens, 10,000 of them above the burst.
+    b.clock().advance(10 * SEC);
+    let before = b.spent();
+    assert_eq!(b.try_acquire(30), Ok(()));
+    assert_eq!(b.spent().wrapping_sub(before), 10_030);
+    let mut paid = b.reserve(50);
+    b.give_back(&mut paid, 20);
+    assert_eq!(b.granted(), Some(60));
+    assert_eq!(bucket(rate(1000.0), 100, Fill::Full).granted(), None);
+}
+
+#[test]
 fn lifting_the_limit_releases_sleepers() {
     let b = bucket(rate(1.0), 1, Fill::Empty);
     let r = b.reserve(1_000_000);
