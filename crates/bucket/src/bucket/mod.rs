@@ -199,18 +199,27 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         let look = self.look();
         match self.try_once(&look, n) {
             Ok(decided) => decided,
-            Err(retry) => self.try_again(look.generation, look.now, retry, n),
+            Err(retry) => self.again(look.generation, look.now, retry, |look| {
+                self.try_once(look, n)
+            }),
         }
     }
 
-    /// [`try_acquire`](Self::try_acquire)'s attempts after the first: kept
-    /// out of line, so that the first is a straight line.
+    /// The attempts after the first, of a grant whose first attempt on
+    /// the configuration of `generation` at time `now` failed for `retry`:
+    /// kept out of line, so that the first is a straight line.
     #[cold]
-    fn try_again(&self, generation: u32, now: u64, mut retry: Retry, n: u64) -> Result<(), Denied> {
+    fn again<T>(
+        &self,
+        generation: u32,
+        now: u64,
+        mut retry: Retry,
+        attempt: impl Fn(&Look) -> Result<T, Retry>,
+    ) -> T {
         let mut look = self.look_again(generation, now, retry);
         loop {
-            match self.try_once(&look, n) {
-                Ok(decided) => return decided,
+            match attempt(&look) {
+                Ok(answer) => return answer,
                 Err(again) => retry = again,
             }
             look = self.look_again(look.generation, look.now, retry);
@@ -312,20 +321,9 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         let look = self.look();
         match self.reserve_once(&look, n) {
             Ok(reservation) => reservation,
-            Err(retry) => self.reserve_again(look.generation, look.now, retry, n),
-        }
-    }
-
-    /// [`reserve`](Self::reserve)'s attempts after the first.
-    #[cold]
-    fn reserve_again(&self, generation: u32, now: u64, mut retry: Retry, n: u64) -> Reservation {
-        let mut look = self.look_again(generation, now, retry);
-        loop {
-            match self.reserve_once(&look, n) {
-                Ok(reservation) => return reservation,
-                Err(again) => retry = again,
-            }
-            look = self.look_again(look.generation, look.now, retry);
+            Err(retry) => self.again(look.generation, look.now, retry, |look| {
+                self.reserve_once(look, n)
+            }),
         }
     }
 
