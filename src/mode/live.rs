@@ -173,6 +173,7 @@ pub fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<f
                 burst: settings.1,
                 counting: start.counting,
                 settings_given: given,
+                burst_given: start.burst.is_some(),
                 fallback: cli.share_fallback,
             };
             let say = (!cli.quiet).then(Printer::default);

@@ -1,16 +1,20 @@
 //! A fleet's share as Redis keeps it, and the atomic scripts that change
 //! it. The keys of share NAME are `shape:{NAME}:settings` (a hash: rate in
 //! tokens a second, 0 for unlimited; burst; paused; what is counted; a
-//! generation bumped by every change), `:tat` (the GCRA's theoretical
-//! arrival time, in microseconds of Redis's own clock), `:members` (who
-//! leased lately) and `:granted` (tokens leased in all, for `--status`).
+//! generation bumped by every change; whether the burst follows the
+//! rate), `:tat` (the GCRA's theoretical arrival time, in microseconds of
+//! Redis's own clock), `:members` (who leased lately), `:demand` (what
+//! each member would spend, tokens a second) and `:granted` (tokens
+//! leased in all, for `--status`).
 //! The braces keep them in one slot of a Redis Cluster.
 //!
 //! The scripts read the time with `TIME` and return only durations, so
 //! the clients' clocks never matter; every number in them is an integer
 //! below 2^53, where Lua's numbers are exact.
 
+use super::plan::{Answer, Ask, Trouble};
 use super::url::RedisShare;
+use crate::control::protocol::Adjustment;
 use crate::counting::Counting;
 use redis::{Connection, Script};
 use shape_bucket::{Limit, Rate};
@@ -18,36 +22,71 @@ use std::time::Duration;
 
 /// How long connecting, and each call, may take before Redis counts as
 /// unreachable.
-const PATIENCE: Duration = Duration::from_secs(2);
+pub const PATIENCE: Duration = Duration::from_secs(1);
 /// How long a share's keys outlive their last use: a day.
 const KEEP_MS: u64 = 86_400_000;
-/// A lease further off than this is not reserved: the client asks again.
-const FARTHEST_WAIT_US: u64 = 500_000;
+/// A lease whose first tokens are further off than this is not reserved:
+/// the client asks again.
+const FARTHEST_LEAD_US: u64 = 2_000_000;
 /// Members not seen for this long have left.
 const MEMBER_TIMEOUT_US: u64 = 3_000_000;
+/// Members not seen for this long claim no part of the rate.
+const DEMAND_WINDOW_US: u64 = 1_000_000;
 
-/// Grants a lease of tokens against the share's GCRA, creating the share
-/// with the caller's settings if it does not exist, and notes the caller
-/// as a member. Returns granted, wait (us), generation, rate, burst,
-/// paused, counting, members; granted is -1 if the share counts something
-/// else than the caller.
+/// Grants a lease of tokens against the share's GCRA and notes the caller
+/// as a member with its demand. Creates the share with the caller's
+/// settings if it does not exist, and puts them back if the caller knows
+/// a later generation of them than Redis (which lost the share). Returns
+/// granted, lead (us until the first granted token may be spent; negative
+/// if some may be spent already), generation, rate, burst, paused,
+/// counting, members, the caller's part of the rate, follows; granted is
+/// -1 if the share counts something else than the caller, -2 if its
+/// settings cannot be read.
+///
+/// The caller's part is max-min fair: members that want less than an
+/// even split get what they want, the others split the rest evenly.
 const LEASE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local s = redis.call('HMGET', KEYS[1], 'rate', 'burst', 'paused', 'counting', 'generation')
-if not s[5] then
-  redis.call('HSET', KEYS[1], 'rate', ARGV[3], 'burst', ARGV[4], 'paused', 0,
-             'counting', ARGV[5], 'generation', 1)
-  s = {ARGV[3], ARGV[4], '0', ARGV[5], '1'}
+local s = redis.call('HMGET', KEYS[1], 'rate', 'burst', 'paused', 'counting', 'generation', 'follows')
+local generation, known = tonumber(s[5]), tonumber(ARGV[10])
+if s[5] and not generation then return {-2} end
+if not generation or (generation < known and tonumber(s[4]) == tonumber(ARGV[5])) then
+  generation = math.max(known, 1)
+  redis.call('HSET', KEYS[1], 'rate', ARGV[3], 'burst', ARGV[4], 'paused', ARGV[9],
+             'counting', ARGV[5], 'generation', generation, 'follows', ARGV[11])
+  s = {ARGV[3], ARGV[4], ARGV[9], ARGV[5], generation, ARGV[11]}
 end
 local rate, burst, paused = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
-local counting, generation = tonumber(s[4]), tonumber(s[5])
+local counting, follows = tonumber(s[4]), tonumber(s[6] or '0')
+if not (rate and burst and paused and counting and follows) then return {-2} end
+local timeout = now - tonumber(ARGV[8])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', timeout)
+if #gone > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', timeout)
+  redis.call('HDEL', KEYS[5], unpack(gone))
+end
 redis.call('ZADD', KEYS[3], now, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[8]))
+redis.call('HSET', KEYS[5], ARGV[1], ARGV[12])
 local members = redis.call('ZCARD', KEYS[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
-redis.call('PEXPIRE', KEYS[3], ARGV[6])
-local want, granted, wait = tonumber(ARGV[2]), 0, 0
+for i = 1, 5 do
+  if i ~= 2 and i ~= 4 then redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
+end
+local mine, part, left = tonumber(ARGV[12]), tonumber(ARGV[12]), rate
+local recent = redis.call('ZRANGEBYSCORE', KEYS[3], now - tonumber(ARGV[13]), '+inf')
+local demands = redis.call('HMGET', KEYS[5], unpack(recent))
+local sorted = {}
+for i, d in ipairs(demands) do sorted[i] = tonumber(d) or 0 end
+table.sort(sorted)
+for i, d in ipairs(sorted) do
+  local even = left / (#sorted - i + 1)
+  if d >= even then
+    part = math.min(mine, even)
+    break
+  end
+  left = left - d
+end
+local want, granted, lead = tonumber(ARGV[2]), 0, 0
 if counting ~= tonumber(ARGV[5]) then
   granted = -1
 elseif paused == 1 or want == 0 then
@@ -59,9 +98,8 @@ else
   if tat < now then tat = now end
   local cost = math.ceil(want * 1000000 / rate)
   local tau = math.floor(burst * 1000000 / rate)
-  local allow = tat + cost - tau
-  if allow > now then wait = allow - now end
-  if wait <= tonumber(ARGV[7]) then
+  lead = tat - tau - now
+  if lead <= tonumber(ARGV[7]) then
     redis.call('SET', KEYS[2], tat + cost, 'PX', ARGV[6])
     granted = want
   end
@@ -70,7 +108,7 @@ if granted > 0 then
   redis.call('INCRBY', KEYS[4], granted)
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
 end
-return {granted, wait, generation, rate, burst, paused, counting, members}
+return {granted, lead, generation, rate, burst, paused, counting, members, math.floor(part), follows}
 ";
 
 /// Gives back unused tokens (the first argument) by moving the arrival time back,
@@ -78,8 +116,8 @@ return {granted, wait, generation, rate, burst, paused, counting, members}
 const GIVE_BACK: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local rate = tonumber(redis.call('HGET', KEYS[1], 'rate') or '0')
-local tat = tonumber(redis.call('GET', KEYS[2]) or '0')
+local rate = tonumber(redis.call('HGET', KEYS[1], 'rate') or '0') or 0
+local tat = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 local unused = tonumber(ARGV[1])
 if rate > 0 and tat > now and unused > 0 then
   local back = math.floor(unused * 1000000 / rate)
@@ -89,18 +127,25 @@ if rate > 0 and tat > now and unused > 0 then
 end
 if unused > 0 then redis.call('DECRBY', KEYS[4], unused) end
 redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('HDEL', KEYS[5], ARGV[2])
 return 1
 ";
 
-/// Changes the settings of an existing share that counts the first argument: rate,
-/// burst and paused where given (not empty). Returns the generation, or
-/// 0 if there is no such share, -1 if it counts something else.
+/// Changes the settings of an existing share that counts the first
+/// argument: rate, burst and paused where given (not empty). A burst never
+/// set follows the rate: the fifth argument is the burst that goes with
+/// the new rate. Returns the generation, or 0 if there is no such share,
+/// -1 if it counts something else.
 const UPDATE: &str = r"
-local s = redis.call('HMGET', KEYS[1], 'counting', 'generation')
+local s = redis.call('HMGET', KEYS[1], 'counting', 'generation', 'follows')
 if not s[2] then return 0 end
 if tonumber(s[1]) ~= tonumber(ARGV[1]) then return -1 end
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'rate', ARGV[2]) end
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'burst', ARGV[3]) end
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'burst', ARGV[3], 'follows', 0)
+elseif ARGV[2] ~= '' and s[3] == '1' then
+  redis.call('HSET', KEYS[1], 'burst', ARGV[5])
+end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'paused', ARGV[4]) end
 return redis.call('HINCRBY', KEYS[1], 'generation', 1)
 ";
@@ -113,26 +158,16 @@ pub struct Held {
     pub burst: u64,
     pub paused: bool,
     pub counting: Counting,
+    /// Bumped by every change; 0 for settings no share held yet.
     pub generation: u64,
-}
-
-/// What a lease call answered.
-#[derive(Debug, Clone, Copy)]
-pub struct Lease {
-    /// Tokens granted; 0 when none were.
-    pub granted: u64,
-    /// When they may be spent (or, if none were granted, when to ask
-    /// again).
-    pub wait: Duration,
-    pub held: Held,
-    /// Shapes that leased in the last few seconds, the caller among them.
-    pub members: u64,
+    /// The burst was never set, and follows the rate.
+    pub follows: bool,
 }
 
 /// Why Redis could not serve a share.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{0}")]
+    #[error("{}", describe(.0))]
     Redis(#[from] redis::RedisError),
     #[error("it counts {theirs}, and this shape counts {ours}: a share counts one thing")]
     Counts {
@@ -141,14 +176,57 @@ pub enum StoreError {
     },
     #[error("no such share")]
     Missing,
-    #[error("the share holds settings shape cannot read")]
-    Unreadable,
+    #[error("key {0} holds settings shape cannot read; remove it with --reset")]
+    Unreadable(String),
+}
+
+impl StoreError {
+    /// What the trouble is to a member: Redis out of reach, or Redis
+    /// refusing.
+    pub fn trouble(&self) -> Trouble {
+        match self {
+            StoreError::Redis(err) if unreachable(err) => Trouble::Unreachable(self.to_string()),
+            _ => Trouble::Refused(self.to_string()),
+        }
+    }
+
+    /// True if the connection can no longer be used.
+    pub fn broke(&self) -> bool {
+        matches!(self, StoreError::Redis(err) if unreachable(err) || err.kind() == redis::ErrorKind::Parse)
+    }
+}
+
+/// True for errors of the way to Redis rather than of Redis.
+fn unreachable(err: &redis::RedisError) -> bool {
+    err.is_io_error() || err.is_timeout() || err.is_connection_dropped() || err.is_connection_refusal()
+}
+
+/// A Redis error as one plain line.
+fn describe(err: &redis::RedisError) -> String {
+    use redis::ErrorKind;
+    if err.is_timeout() {
+        return format!("no answer within {} s", PATIENCE.as_secs_f64());
+    }
+    match err.kind() {
+        ErrorKind::AuthenticationFailed => {
+            "Redis refused the password (or the user name): authentication failed".into()
+        }
+        ErrorKind::Parse => "the server does not answer as Redis does".into(),
+        _ if err.code() == Some("WRONGTYPE") => format!(
+            "a key of the share holds something else (WRONGTYPE); remove it with --reset or name another share"
+        ),
+        _ if err.code() == Some("NOPERM") => format!(
+            "the Redis user may not do what a share needs (NOPERM: {})",
+            err.detail().unwrap_or("no permission")
+        ),
+        _ => crate::message::one_line(&err.to_string()),
+    }
 }
 
 /// A connection to the Redis that holds a share.
 pub struct Store {
     connection: Connection,
-    keys: [String; 4],
+    keys: [String; 5],
     lease: Script,
     give_back: Script,
     update: Script,
@@ -164,7 +242,13 @@ impl Store {
         let key = |part| format!("shape:{{{}}}:{part}", share.name);
         let mut store = Store {
             connection,
-            keys: [key("settings"), key("tat"), key("members"), key("granted")],
+            keys: [
+                key("settings"),
+                key("tat"),
+                key("members"),
+                key("granted"),
+                key("demand"),
+            ],
             lease: Script::new(LEASE),
             give_back: Script::new(GIVE_BACK),
             update: Script::new(UPDATE),
@@ -179,21 +263,42 @@ impl Store {
 
     /// The settings the share holds, if it exists.
     pub fn held(&mut self) -> Result<Option<Held>, StoreError> {
-        let fields: Vec<Option<u64>> = redis::cmd("HMGET")
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(&self.keys[0])
-            .arg(&["rate", "burst", "paused", "counting", "generation"])
+            .arg(&["rate", "burst", "paused", "counting", "generation", "follows"])
             .query(&mut self.connection)?;
+        let number = |field: &Option<String>| field.as_deref().map(str::parse::<u64>);
         match fields.as_slice() {
-            [None, None, None, None, None] => Ok(None),
-            [
-                Some(rate),
-                Some(burst),
-                Some(paused),
-                Some(counting),
-                Some(generation),
-            ] => held(*rate, *burst, *paused, *counting, *generation).map(Some),
-            _ => Err(StoreError::Unreadable),
+            [None, None, None, None, None, _] => Ok(None),
+            [rate, burst, paused, counting, generation, follows] => {
+                let read = |field| match number(field) {
+                    Some(Ok(value)) => Ok(value),
+                    _ => Err(self.unreadable()),
+                };
+                let follows = match number(follows) {
+                    None => 0,
+                    Some(Ok(value)) => value,
+                    Some(Err(_)) => return Err(self.unreadable()),
+                };
+                held(
+                    [
+                        read(rate)?,
+                        read(burst)?,
+                        read(paused)?,
+                        read(counting)?,
+                        read(generation)?,
+                        follows,
+                    ],
+                    &self.keys[0],
+                )
+                .map(Some)
+            }
+            _ => Err(self.unreadable()),
         }
+    }
+
+    fn unreadable(&self) -> StoreError {
+        StoreError::Unreadable(self.keys[0].clone())
     }
 
     /// Shapes that leased in the last few seconds.
@@ -215,41 +320,52 @@ impl Store {
         Ok(granted.unwrap_or(0).max(0) as u64)
     }
 
-    /// Asks for a lease of `want` tokens for member `id`; `start` is what
-    /// the share is created with if it does not exist.
-    pub fn lease(&mut self, id: &str, want: u64, start: &Held) -> Result<Lease, StoreError> {
+    /// Makes the lease call `ask` for member `id`.
+    pub fn lease(&mut self, id: &str, ask: &Ask) -> Result<Answer, StoreError> {
+        let start = &ask.settings;
         let reply: Vec<i64> = self
             .lease
             .key(&self.keys[..])
             .arg(id)
-            .arg(want)
+            .arg(ask.want)
             .arg(tokens_per_second(start.limit))
             .arg(start.burst)
             .arg(start.counting.code())
             .arg(KEEP_MS)
-            .arg(FARTHEST_WAIT_US)
+            .arg(FARTHEST_LEAD_US)
             .arg(MEMBER_TIMEOUT_US)
+            .arg(u64::from(start.paused))
+            .arg(start.generation)
+            .arg(u64::from(start.follows))
+            .arg(ask.demand)
+            .arg(DEMAND_WINDOW_US)
             .invoke(&mut self.connection)?;
         let [
             granted,
-            wait,
+            lead,
             generation,
             rate,
             burst,
             paused,
             counting,
             members,
+            part,
+            follows,
         ] = reply[..]
         else {
-            return Err(StoreError::Unreadable);
+            return Err(self.unreadable());
         };
-        let field = |n: i64| u64::try_from(n).map_err(|_| StoreError::Unreadable);
+        let field = |n: i64| u64::try_from(n).map_err(|_| self.unreadable());
         let held = held(
-            field(rate)?,
-            field(burst)?,
-            field(paused)?,
-            field(counting)?,
-            field(generation)?,
+            [
+                field(rate)?,
+                field(burst)?,
+                field(paused)?,
+                field(counting)?,
+                field(generation)?,
+                field(follows)?,
+            ],
+            &self.keys[0],
         )?;
         if granted < 0 {
             return Err(StoreError::Counts {
@@ -257,11 +373,12 @@ impl Store {
                 ours: start.counting.units(),
             });
         }
-        Ok(Lease {
+        Ok(Answer {
             granted: field(granted)?,
-            wait: Duration::from_micros(field(wait)?),
+            lead: lead.saturating_mul(1000),
             held,
             members: field(members)?,
+            part: field(part)?,
         })
     }
 
@@ -276,22 +393,24 @@ impl Store {
         Ok(())
     }
 
-    /// Changes an existing share that counts `counting`.
+    /// Changes an existing share that counts `counting`. `follower` is the
+    /// burst that goes with the new limit, for a share whose burst was
+    /// never set.
     pub fn update(
         &mut self,
         counting: Counting,
-        limit: Option<Limit>,
-        burst: Option<u64>,
-        paused: Option<bool>,
+        change: &Adjustment,
+        follower: Option<u64>,
     ) -> Result<(), StoreError> {
         let text = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
         let generation: i64 = self
             .update
             .key(&self.keys[0])
             .arg(counting.code())
-            .arg(text(limit.map(tokens_per_second)))
-            .arg(text(burst))
-            .arg(text(paused.map(u64::from)))
+            .arg(text(change.limit.map(tokens_per_second)))
+            .arg(text(change.burst))
+            .arg(text(change.paused.map(u64::from)))
+            .arg(text(follower))
             .invoke(&mut self.connection)?;
         match generation {
             0 => Err(StoreError::Missing),
@@ -318,6 +437,7 @@ impl Store {
                     ("burst", settings.burst),
                     ("paused", 0),
                     ("counting", u64::from(settings.counting.code())),
+                    ("follows", u64::from(settings.follows)),
                 ],
             )
             .hincr(&self.keys[0], "generation", 1)
@@ -350,30 +470,28 @@ fn tokens_per_second(limit: Limit) -> u64 {
     }
 }
 
-/// Settings from the numbers the scripts keep.
-fn held(
-    rate: u64,
-    burst: u64,
-    paused: u64,
-    counting: u64,
-    generation: u64,
-) -> Result<Held, StoreError> {
+/// Settings from the numbers the scripts keep in `key`: rate, burst,
+/// paused, counting, generation, follows.
+fn held(fields: [u64; 6], key: &str) -> Result<Held, StoreError> {
+    let [rate, burst, paused, counting, generation, follows] = fields;
+    let unreadable = || StoreError::Unreadable(key.to_string());
     let limit = match rate {
         0 => Limit::Unlimited,
         rate => Rate::from_whole(rate)
             .map(Limit::Rate)
-            .ok_or(StoreError::Unreadable)?,
+            .ok_or_else(unreadable)?,
     };
     let counting = u32::try_from(counting)
         .ok()
         .and_then(Counting::from_code)
-        .ok_or(StoreError::Unreadable)?;
-    shape_bucket::check_burst(burst).map_err(|_| StoreError::Unreadable)?;
+        .ok_or_else(unreadable)?;
+    shape_bucket::check_burst(burst).map_err(|_| unreadable())?;
     Ok(Held {
         limit,
         burst,
         paused: paused != 0,
         counting,
         generation,
+        follows: follows != 0,
     })
 }

@@ -23,6 +23,8 @@ pub struct RedisShare {
     pub password: Option<String>,
     /// The share's name, which keys its state.
     pub name: String,
+    /// The password was written in the address, where `ps` shows it.
+    pub password_in_url: bool,
 }
 
 /// How to reach the server.
@@ -120,17 +122,20 @@ impl FromStr for RedisShare {
                 .ok_or_else(|| format!("'{db}' is not a database number ({EXAMPLES})"))?,
         };
         let username = Some(decode(url.username())).filter(|name| !name.is_empty());
-        let password = url
-            .password()
-            .map(decode)
-            .or_else(|| std::env::var(PASSWORD_VARIABLE).ok())
-            .filter(|password| !password.is_empty());
+        let in_url = url.password().map(decode).filter(|p| !p.is_empty());
+        let password_in_url = in_url.is_some();
+        let password = in_url.or_else(|| {
+            std::env::var(PASSWORD_VARIABLE)
+                .ok()
+                .filter(|password| !password.is_empty())
+        });
         Ok(RedisShare {
             server,
             db,
             username,
             password,
             name,
+            password_in_url,
         })
     }
 }

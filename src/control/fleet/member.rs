@@ -1,0 +1,251 @@
+//! A member's two threads. The planner steps the lease [`Plan`] on time
+//! and on Redis's answers, and sets the local bucket as it says. The
+//! courier makes the Redis calls, one at a time, on one connection that it
+//! opens again only when it broke. Only the courier ever waits on Redis,
+//! so a Redis that hangs holds up no decision: the planner still pauses
+//! the bucket when the leases run out, applies the fallback when a call
+//! fails, and leaves within [`LEAVE_WITHIN`] whatever Redis does.
+
+use super::plan::{Answer, Ask, Event, Local, Plan, Step, Trouble};
+use super::store::Store;
+use super::url::RedisShare;
+use crate::control::share::Bucket;
+use crate::progress::Printer;
+use shape_bucket::{Clock, MonotonicClock};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a leaving member waits for Redis to take its unused tokens
+/// back; past that it leaves them.
+pub const LEAVE_WITHIN: Duration = Duration::from_millis(200);
+
+/// What reaches the planner.
+enum Note {
+    Answer(Result<Answer, Trouble>),
+    GaveBack,
+    Leave,
+}
+
+/// What the courier is asked to do.
+enum Job {
+    Lease(Ask),
+    GiveBack(u64),
+}
+
+/// A shape's place on a fleet's share: leasing goes on while it lives;
+/// leaving gives back what is unused.
+pub struct Member {
+    inbox: Sender<Note>,
+    planner: Option<JoinHandle<()>>,
+}
+
+/// Who this member is, where, and what it tells the user.
+pub struct Identity {
+    pub share: RedisShare,
+    /// This member's name in the share: host, PID and a random part.
+    pub id: String,
+    pub say: Option<Printer>,
+}
+
+impl Member {
+    /// Starts leasing for `bucket` as `plan` says, with `store` already
+    /// connected, and `asked` the call the plan asked for last.
+    pub fn start(
+        identity: Identity,
+        plan: Plan,
+        bucket: Arc<Bucket>,
+        store: Store,
+        asked: Option<Ask>,
+    ) -> std::io::Result<Member> {
+        let (inbox, notes) = mpsc::channel();
+        let (jobs, work) = mpsc::channel();
+        if let Some(ask) = asked {
+            let _ = jobs.send(Job::Lease(ask));
+        }
+        let courier = Courier {
+            share: identity.share.clone(),
+            id: identity.id,
+            store: Some(store),
+        };
+        let answers = inbox.clone();
+        std::thread::Builder::new()
+            .name("fleet-redis".into())
+            .spawn(move || courier.run(work, answers))?;
+        let planner = Planner {
+            plan,
+            bucket,
+            say: identity.say,
+            share: identity.share,
+            jobs,
+        };
+        let planner = std::thread::Builder::new()
+            .name("fleet".into())
+            .spawn(move || planner.run(notes))?;
+        Ok(Member {
+            inbox,
+            planner: Some(planner),
+        })
+    }
+
+    /// Stops leasing and gives back what was leased and not spent, if
+    /// Redis takes it within [`LEAVE_WITHIN`].
+    pub fn leave(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let _ = self.inbox.send(Note::Leave);
+        if let Some(planner) = self.planner.take() {
+            let _ = planner.join();
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The bucket as the plan sees it.
+pub fn local(bucket: &Bucket) -> Local {
+    let available = bucket.available();
+    Local {
+        granted: bucket.granted().unwrap_or(0),
+        in_hand: available.max(0) as u64,
+        waiting: available < 0,
+    }
+}
+
+/// Sets `bucket` as `step` says, and says its line.
+pub fn apply(bucket: &Bucket, step: &Step, say: Option<&Printer>, share: &RedisShare) {
+    if let Some(setting) = step.set {
+        // Pausing first and resuming last: the bucket never runs on the
+        // new rate before it may.
+        if setting.paused && !bucket.paused() {
+            bucket.set_paused(true);
+        }
+        if bucket.limit_and_burst() != (setting.limit, setting.burst) {
+            // The burst comes from the share's settings, which the script
+            // keeps valid; a refused one leaves the old one in force.
+            let _ = bucket.set(setting.limit, setting.burst);
+        }
+        if !setting.paused && bucket.paused() {
+            bucket.set_paused(false);
+        }
+    }
+    if let (Some(line), Some(say)) = (&step.say, say) {
+        say.line(&format!("shape: share {share}: {line}"));
+    }
+}
+
+struct Planner {
+    plan: Plan,
+    bucket: Arc<Bucket>,
+    say: Option<Printer>,
+    share: RedisShare,
+    jobs: Sender<Job>,
+}
+
+impl Planner {
+    fn run(mut self, notes: Receiver<Note>) {
+        let clock = MonotonicClock;
+        let mut event = Event::Tick;
+        loop {
+            let step = self.step(event);
+            let wait = step.wake.saturating_sub(clock.now());
+            event = match notes.recv_timeout(Duration::from_nanos(wait)) {
+                Ok(Note::Answer(Ok(answer))) => Event::Answered(answer),
+                Ok(Note::Answer(Err(trouble))) => Event::Failed(trouble),
+                Ok(Note::GaveBack) | Err(RecvTimeoutError::Timeout) => Event::Tick,
+                Ok(Note::Leave) | Err(RecvTimeoutError::Disconnected) => break,
+            };
+        }
+        self.leave(&notes);
+    }
+
+    fn step(&mut self, event: Event) -> Step {
+        let step = self
+            .plan
+            .step(MonotonicClock.now(), local(&self.bucket), event);
+        apply(&self.bucket, &step, self.say.as_ref(), &self.share);
+        if let Some(ask) = step.ask {
+            let _ = self.jobs.send(Job::Lease(ask));
+        }
+        step
+    }
+
+    /// Waits, within [`LEAVE_WITHIN`] in all, for the lease call in flight
+    /// (its tokens are ours to give back) and then for Redis to take back
+    /// what is unused.
+    fn leave(mut self, notes: &Receiver<Note>) {
+        let deadline = std::time::Instant::now() + LEAVE_WITHIN;
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
+        if self.plan.asking() {
+            match notes.recv_timeout(left()) {
+                Ok(Note::Answer(Ok(answer))) => {
+                    let now = MonotonicClock.now();
+                    self.plan
+                        .step(now, local(&self.bucket), Event::Answered(answer));
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+        if !self.plan.up() {
+            return;
+        }
+        let unused = self.plan.unused(local(&self.bucket).granted);
+        if self.jobs.send(Job::GiveBack(unused)).is_ok() {
+            while let Ok(note) = notes.recv_timeout(left()) {
+                if matches!(note, Note::GaveBack) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+struct Courier {
+    share: RedisShare,
+    id: String,
+    /// `None` after the connection broke, until it is opened again.
+    store: Option<Store>,
+}
+
+impl Courier {
+    fn run(mut self, work: Receiver<Job>, answers: Sender<Note>) {
+        for job in work {
+            let note = match job {
+                Job::Lease(ask) => Note::Answer(self.call(|store, id| store.lease(id, &ask))),
+                Job::GiveBack(unused) => {
+                    let _ = self.call(|store, id| store.give_back(id, unused));
+                    Note::GaveBack
+                }
+            };
+            if answers.send(note).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Makes one call, connecting first if need be; a call that broke the
+    /// connection drops it.
+    fn call<T>(
+        &mut self,
+        call: impl FnOnce(&mut Store, &str) -> Result<T, super::StoreError>,
+    ) -> Result<T, Trouble> {
+        if self.store.is_none() {
+            self.store = Some(Store::connect(&self.share).map_err(|err| err.trouble())?);
+        }
+        let store = self.store.as_mut().expect("connected above");
+        call(store, &self.id).map_err(|err| {
+            if err.broke() {
+                self.store = None;
+            }
+            err.trouble()
+        })
+    }
+}

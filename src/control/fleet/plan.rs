@@ -1,0 +1,612 @@
+//! One member's leases, as a state machine: it is handed the time, what
+//! its local bucket has granted, and what Redis answered, and says what to
+//! ask Redis, how to set the local bucket and what to tell the user. It
+//! does no I/O and reads no clock, so every rule here is tested exactly on
+//! made-up times: distance, hangs, restarts and errors.
+//!
+//! # How a member spends
+//!
+//! The local bucket runs at this member's *part* of the share's rate (a
+//! max-min fair part of it, worked out by Redis from every member's
+//! demand), a little above it so that a member held back for a moment can
+//! catch up. What it may spend in all is what its leases allow: a lease of
+//! `n` tokens is a stretch of the share's GCRA timeline, and its tokens
+//! become spendable at the share's rate from the moment the timeline
+//! reaches them (less the share's burst). So the tokens every member can
+//! spend by time `t` never exceed `rate * t + burst`, however far away
+//! Redis is and whatever it does next.
+//!
+//! The plan pauses the local bucket when what it may still spend is in
+//! the bucket's hands already, and lets it go when more becomes
+//! spendable. It asks for the next lease one round trip (measured) before
+//! its leases run out, and sizes it from its part of the rate, so that the
+//! pace a small lease allowed never shrinks the next one.
+//!
+//! While Redis does not answer, the member spends only what it holds;
+//! when a call fails or times out, `--share-fallback` decides the rest.
+
+use super::Fallback;
+use super::store::Held;
+use shape_bucket::{Limit, Rate};
+use std::collections::VecDeque;
+
+const MS: u64 = 1_000_000;
+const SECOND: u64 = 1_000_000_000;
+
+/// A lease lasts this long at the member's part, at least.
+pub const LEASE_TIME: u64 = 100 * MS;
+/// How often a member that needs no tokens asks for the share's settings.
+pub const POLL: u64 = 100 * MS;
+/// The local bucket's burst, in time at its rate.
+const LOCAL_BURST: u64 = 20 * MS;
+/// A paused bucket is let go once this much more (in time at its rate)
+/// is spendable, so that it does not flicker.
+const RESUME_AFTER: u64 = 5 * MS;
+/// Asking is this much earlier than one round trip before the leases run
+/// out.
+const MARGIN: u64 = 20 * MS;
+/// The first and the longest pause before trying Redis again.
+const FIRST_BACKOFF: u64 = 25 * MS;
+const MOST_BACKOFF: u64 = 250 * MS;
+/// A member spending at least this share of its bucket's rate is held
+/// back by it, and asks for as much as it can get.
+const SATURATED: f64 = 0.9;
+/// Demand reported for a member that would take as much as it is given.
+pub const INSATIABLE: u64 = 1 << 50;
+
+/// What the plan was told.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Time passed.
+    Tick,
+    /// Redis answered the lease call in flight.
+    Answered(Answer),
+    /// The lease call in flight failed.
+    Failed(Trouble),
+}
+
+/// What a lease call answered, as the plan needs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Answer {
+    /// Tokens granted; 0 when none were.
+    pub granted: u64,
+    /// Nanoseconds from now until the first granted token may be spent;
+    /// negative when some may be spent already.
+    pub lead: i64,
+    pub held: Held,
+    /// Shapes on the share, this one among them.
+    pub members: u64,
+    /// This member's part of the rate, in tokens a second.
+    pub part: u64,
+}
+
+/// Why Redis could not serve a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trouble {
+    /// No connection, a broken one, or no answer in time.
+    Unreachable(String),
+    /// Redis answered with an error: a permission, a script, a key that
+    /// holds something else, settings that cannot be read.
+    Refused(String),
+}
+
+/// A lease call to make now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ask {
+    /// Tokens wanted; 0 only asks for the settings.
+    pub want: u64,
+    /// Tokens a second this member would spend, or [`INSATIABLE`].
+    pub demand: u64,
+    /// The settings, with their generation, that start the share again if
+    /// Redis lost it.
+    pub settings: Held,
+}
+
+/// How the local bucket is to be set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Setting {
+    pub limit: Limit,
+    pub burst: u64,
+    pub paused: bool,
+}
+
+/// What to do after a step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub ask: Option<Ask>,
+    /// A new setting for the local bucket, when it changed.
+    pub set: Option<Setting>,
+    /// A line for the user.
+    pub say: Option<String>,
+    /// When to step again at the latest (a clock time).
+    pub wake: u64,
+}
+
+/// What the local bucket shows the plan at a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Local {
+    /// Tokens it granted in all, modulo 2^64.
+    pub granted: u64,
+    /// Tokens in its hands now (never below 0).
+    pub in_hand: u64,
+    /// Someone waits for tokens it paid for ahead: the bucket, not the
+    /// input, sets the pace.
+    pub waiting: bool,
+}
+
+/// A granted lease whose tokens are not all spendable yet: from `from` on
+/// they become so at `slope` tokens a second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ramp {
+    tokens: u64,
+    from: i128,
+    slope: f64,
+}
+
+impl Ramp {
+    /// Tokens of it spendable at `t`.
+    fn at(&self, t: u64) -> u64 {
+        let since = i128::from(t) - self.from;
+        if since <= 0 {
+            return 0;
+        }
+        ((since as f64 * self.slope / SECOND as f64) as u64).min(self.tokens)
+    }
+
+    /// When all of it is spendable.
+    fn end(&self) -> i128 {
+        self.from + (self.tokens as f64 / self.slope * SECOND as f64).ceil() as i128
+    }
+}
+
+/// Whether Redis serves the share.
+#[derive(Debug, Clone, PartialEq)]
+enum Health {
+    Up,
+    /// Not since a call failed for `trouble`; the next try is at `retry`.
+    Down {
+        trouble: Trouble,
+        retry: u64,
+        backoff: u64,
+    },
+}
+
+/// The round trip to Redis, smoothed as TCP does.
+#[derive(Debug, Clone, Copy)]
+struct RoundTrip {
+    smoothed: f64,
+    spread: f64,
+}
+
+impl RoundTrip {
+    fn note(&mut self, sample: u64) {
+        let sample = sample as f64;
+        if self.smoothed == 0.0 {
+            self.smoothed = sample;
+            self.spread = sample / 4.0;
+        } else {
+            self.spread += ((self.smoothed - sample).abs() - self.spread) / 4.0;
+            self.smoothed += (sample - self.smoothed) / 8.0;
+        }
+    }
+
+    /// A round trip that is rarely exceeded, in nanoseconds.
+    fn likely(&self) -> u64 {
+        (self.smoothed + 2.0 * self.spread) as u64
+    }
+}
+
+/// One member's leases.
+#[derive(Debug)]
+pub struct Plan {
+    fallback: Fallback,
+    /// Tokens per counted unit: no lease is smaller.
+    unit: u64,
+    /// The share's settings as last heard.
+    held: Held,
+    /// This member's part of the rate, tokens a second, as last heard.
+    part: f64,
+    members: u64,
+    /// The local bucket's grants when the leases below began.
+    base: u64,
+    /// Tokens of leases that are wholly spendable.
+    spendable: u64,
+    ramps: VecDeque<Ramp>,
+    /// When the call in flight was sent.
+    asking: Option<u64>,
+    /// When the last answer came.
+    heard: u64,
+    round_trip: RoundTrip,
+    health: Health,
+    /// The grants and time at the last call, for the pace.
+    paced_from: (u64, u64),
+    /// The bucket held the spending back at some step since the last
+    /// call.
+    held_back: bool,
+    setting: Option<Setting>,
+    /// Nothing was asked yet.
+    fresh: bool,
+}
+
+impl Plan {
+    /// A member of a share whose settings are `held`, starting at `now`
+    /// with a bucket that has granted `granted`.
+    pub fn new(held: Held, fallback: Fallback, now: u64, granted: u64) -> Plan {
+        Plan {
+            fallback,
+            unit: held.counting.tokens_per_unit(),
+            held,
+            part: 0.0,
+            members: 1,
+            base: granted,
+            spendable: 0,
+            ramps: VecDeque::new(),
+            asking: None,
+            heard: now,
+            round_trip: RoundTrip {
+                smoothed: 0.0,
+                spread: 0.0,
+            },
+            health: Health::Up,
+            paced_from: (granted, now),
+            held_back: false,
+            setting: None,
+            fresh: true,
+        }
+    }
+
+    /// True while a lease call is in flight.
+    pub fn asking(&self) -> bool {
+        self.asking.is_some()
+    }
+
+    /// True while Redis serves the share.
+    pub fn up(&self) -> bool {
+        self.health == Health::Up
+    }
+
+    /// Takes in `event` at `now`, with the local bucket as `local` shows
+    /// it, and says what to do.
+    pub fn step(&mut self, now: u64, local: Local, event: Event) -> Step {
+        let say = match event {
+            Event::Tick => None,
+            Event::Answered(answer) => self.answered(now, local, answer),
+            Event::Failed(trouble) => self.failed(now, trouble),
+        };
+        self.settle(now);
+        let ask = self.ask(now, local);
+        let (setting, wake) = self.gate(now, local);
+        let set = (self.setting != Some(setting)).then_some(setting);
+        self.setting = Some(setting);
+        self.held_back |= local.waiting;
+        Step {
+            ask,
+            set,
+            say,
+            wake,
+        }
+    }
+
+    /// Tokens leased and not spent, to give back on leaving.
+    pub fn unused(&self, granted: u64) -> u64 {
+        let leased = self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>();
+        leased.saturating_sub(granted.wrapping_sub(self.base))
+    }
+
+    fn answered(&mut self, now: u64, local: Local, answer: Answer) -> Option<String> {
+        // Redis read its clock about half way through the round trip: the
+        // lead counts from there. Counting it from the answer's arrival
+        // instead would start every lease half a round trip late, and at a
+        // distance of more than twice the share's burst in time, members
+        // would run dry before each lease.
+        let asked = self.asking.take().unwrap_or(now);
+        self.round_trip.note(now.saturating_sub(asked));
+        let redis_now = asked + now.saturating_sub(asked) / 2;
+        self.heard = now;
+        let said = match std::mem::replace(&mut self.health, Health::Up) {
+            Health::Up => None,
+            Health::Down { trouble, .. } => {
+                if self.fallback != Fallback::Block {
+                    // What was spent meanwhile was not leased: leasing
+                    // starts afresh.
+                    self.base = local.granted;
+                    self.spendable = 0;
+                    self.ramps.clear();
+                }
+                Some(match trouble {
+                    Trouble::Unreachable(_) => "Redis is back".to_string(),
+                    Trouble::Refused(_) => "Redis serves the share again".to_string(),
+                })
+            }
+        };
+        self.held = answer.held;
+        self.members = answer.members.max(1);
+        self.part = answer.part as f64;
+        if answer.granted > 0 {
+            let slope = self.share_rate().unwrap_or(f64::MAX);
+            self.ramps.push_back(Ramp {
+                tokens: answer.granted,
+                from: i128::from(redis_now) + i128::from(answer.lead),
+                slope,
+            });
+        }
+        said
+    }
+
+    fn failed(&mut self, now: u64, trouble: Trouble) -> Option<String> {
+        self.asking = None;
+        let backoff = match &self.health {
+            Health::Up => FIRST_BACKOFF,
+            Health::Down { backoff, .. } => (backoff * 2).min(MOST_BACKOFF),
+        };
+        let same = matches!(&self.health, Health::Down { trouble: old, .. }
+            if std::mem::discriminant(old) == std::mem::discriminant(&trouble));
+        let line = (!same).then(|| self.trouble_line(&trouble));
+        self.health = Health::Down {
+            trouble,
+            retry: now + backoff,
+            backoff,
+        };
+        line
+    }
+
+    /// The line that says Redis is in trouble, and what the member does.
+    fn trouble_line(&self, trouble: &Trouble) -> String {
+        let what = match self.fallback {
+            Fallback::Last => match self.fallback_limit() {
+                Limit::Unlimited => "going on without a limit, as the share has none".into(),
+                limit => format!(
+                    "going on at {}, the last known rate per shape",
+                    self.held.counting.show_limit(limit)
+                ),
+            },
+            Fallback::Block => "holding the data until it is back".into(),
+            Fallback::Open => "going on without a limit until it is back".into(),
+        };
+        match trouble {
+            Trouble::Unreachable(why) => format!("Redis is unreachable ({why}); {what}"),
+            Trouble::Refused(why) => format!("Redis refused the lease ({why}); {what}"),
+        }
+    }
+
+    /// Folds ramps that are wholly spendable into `spendable`.
+    fn settle(&mut self, now: u64) {
+        while let Some(ramp) = self.ramps.front() {
+            if ramp.end() > i128::from(now) {
+                break;
+            }
+            self.spendable += ramp.tokens;
+            self.ramps.pop_front();
+        }
+    }
+
+    /// Lease tokens spendable at `t`.
+    fn spendable_at(&self, t: u64) -> u64 {
+        self.spendable + self.ramps.iter().map(|ramp| ramp.at(t)).sum::<u64>()
+    }
+
+    /// Tokens the bucket may still hand out at `t` from what is leased:
+    /// negative when it handed out more (a chunk paid for ahead).
+    fn room(&self, t: u64, local: Local) -> i128 {
+        let spent = local.granted.wrapping_sub(self.base);
+        i128::from(self.spendable_at(t)) - i128::from(spent) - i128::from(local.in_hand)
+    }
+
+    fn share_rate(&self) -> Option<f64> {
+        self.held.limit.rate().map(Rate::bytes_per_sec)
+    }
+
+    /// This member's part of the rate: as Redis said, or, before it said,
+    /// an even split.
+    fn part(&self) -> f64 {
+        let rate = self.share_rate().unwrap_or(f64::MAX);
+        if self.part > 0.0 {
+            self.part.min(rate)
+        } else {
+            rate / self.members as f64
+        }
+    }
+
+    /// The local bucket's rate while leasing: the member's part, exactly.
+    /// Members that fell behind (a busy machine, a slow reader) do not
+    /// make up for it later, so the parts, which add up to the share's
+    /// rate, bound the total; the leases bound it too while the parts are
+    /// changing.
+    fn local_rate(&self) -> f64 {
+        self.part().max(self.unit as f64 / 10.0)
+    }
+
+    /// Whether to call Redis now, and for what.
+    fn ask(&mut self, now: u64, local: Local) -> Option<Ask> {
+        if self.asking.is_some() {
+            return None;
+        }
+        if let Health::Down { retry, .. } = self.health
+            && now < retry
+        {
+            return None;
+        }
+        let want = self.want(local);
+        if want == 0 && !self.fresh && now < self.heard + POLL && self.up() {
+            return None;
+        }
+        let demand = self.demand(now, local);
+        self.fresh = false;
+        self.asking = Some(now);
+        self.paced_from = (local.granted, now);
+        self.held_back = false;
+        Some(Ask {
+            want,
+            demand,
+            settings: self.held,
+        })
+    }
+
+    /// Tokens to lease now: a lease's worth when what is held, spendable
+    /// or not yet, lasts less than a round trip and a margin at the
+    /// member's part.
+    fn want(&self, local: Local) -> u64 {
+        let Some(rate) = self.share_rate() else {
+            return 0;
+        };
+        if !self.up() {
+            // A retry, which is a lease if it gets through.
+            return self.lease_size(rate);
+        }
+        if self.held.paused {
+            return 0;
+        }
+        let spent = local.granted.wrapping_sub(self.base);
+        let leased = self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>();
+        let held = i128::from(leased) - i128::from(spent);
+        let horizon = self.round_trip.likely() + MARGIN + LEASE_TIME / 2;
+        let needed = self.local_rate() * horizon as f64 / SECOND as f64;
+        if self.fresh || (held as f64) < needed {
+            self.lease_size(rate)
+        } else {
+            0
+        }
+    }
+
+    /// A lease: [`LEASE_TIME`] or two round trips at the member's part,
+    /// whichever is longer, and at least one unit and a hundredth of a
+    /// second of the share.
+    fn lease_size(&self, rate: f64) -> u64 {
+        let time = LEASE_TIME.max(2 * self.round_trip.likely()) as f64 / SECOND as f64;
+        let least = (rate * 0.01).max(self.unit as f64);
+        (self.part() * time).max(least).min(4e12) as u64
+    }
+
+    /// What this member would spend, tokens a second: as much as it gets
+    /// while its bucket holds it back, else its pace and a quarter more.
+    fn demand(&self, now: u64, local: Local) -> u64 {
+        let (granted, since) = self.paced_from;
+        let seconds = now.saturating_sub(since) as f64 / SECOND as f64;
+        let rate = self.share_rate().unwrap_or(f64::MAX);
+        if self.fresh || seconds < 0.01 {
+            return INSATIABLE;
+        }
+        let pace = local.granted.wrapping_sub(granted) as f64 / seconds;
+        if self.held_back || pace >= SATURATED * self.local_rate() {
+            INSATIABLE
+        } else {
+            (pace * 1.25).max(rate * 0.01).max(self.unit as f64) as u64
+        }
+    }
+
+    /// How the local bucket is to be set now, and when to look again.
+    fn gate(&self, now: u64, local: Local) -> (Setting, u64) {
+        let burst = self.held.burst;
+        let polled = self.next_call(now);
+        let Some(rate) = self.share_rate() else {
+            return (Setting::new(Limit::Unlimited, burst, self.held.paused), polled);
+        };
+        if !self.up() {
+            let setting = match self.fallback {
+                Fallback::Last => Setting::new(self.fallback_limit(), burst, false),
+                Fallback::Open => Setting::new(Limit::Unlimited, burst, false),
+                Fallback::Block => return self.gate_on_leases(now, local, polled),
+            };
+            return (setting, polled);
+        }
+        if self.held.paused {
+            let limit = Rate::from_bytes_per_sec(rate).map_or(Limit::Unlimited, Limit::Rate);
+            return (Setting::new(limit, burst, true), polled);
+        }
+        self.gate_on_leases(now, local, polled)
+    }
+
+    /// Runs the bucket at the member's rate while leases cover it, paused
+    /// when they do not.
+    fn gate_on_leases(&self, now: u64, local: Local, polled: u64) -> (Setting, u64) {
+        let rate = self.local_rate();
+        let limit = Rate::from_bytes_per_sec(rate).map_or(Limit::Unlimited, Limit::Rate);
+        let burst = ((rate * LOCAL_BURST as f64 / SECOND as f64) as u64)
+            .clamp(self.unit, self.held.burst.max(self.unit));
+        let room = self.room(now, local);
+        let was_paused = self.setting.is_some_and(|setting| setting.paused);
+        let resume = (rate * RESUME_AFTER as f64 / SECOND as f64) as i128;
+        let paused = room <= 0 || (was_paused && room < resume.min(i128::from(burst)));
+        let wake = if paused {
+            // Until enough is spendable to go on.
+            self.time_spendable(local, resume.min(i128::from(burst)).max(1))
+        } else {
+            self.runs_out(now, local, rate)
+        };
+        let wake = wake.unwrap_or(u64::MAX).min(polled).max(now + MS);
+        (Setting::new(limit, burst, paused), wake)
+    }
+
+    /// The first time at which `room` reaches `target`, if it ever does
+    /// with the leases held.
+    fn time_spendable(&self, local: Local, target: i128) -> Option<u64> {
+        let spent = i128::from(local.granted.wrapping_sub(self.base)) + i128::from(local.in_hand);
+        let goal = spent + target;
+        if i128::from(self.spendable) >= goal {
+            return Some(0);
+        }
+        // Ramps are in the order granted, each beginning where the one
+        // before it ends on the share's timeline.
+        let mut before = i128::from(self.spendable);
+        for ramp in &self.ramps {
+            if before + i128::from(ramp.tokens) >= goal {
+                let short = (goal - before) as f64;
+                let at = ramp.from + (short / ramp.slope * SECOND as f64).ceil() as i128;
+                return Some(at.clamp(0, i128::from(u64::MAX)) as u64);
+            }
+            before += i128::from(ramp.tokens);
+        }
+        None
+    }
+
+    /// When the bucket, spending at `rate` from now, could have handed
+    /// out all that is spendable by then.
+    fn runs_out(&self, now: u64, local: Local, rate: f64) -> Option<u64> {
+        let room = self.room(now, local) as f64;
+        // Ignoring what becomes spendable meanwhile: early, so safe.
+        let mut at = now.saturating_add((room.max(0.0) / rate * SECOND as f64) as u64);
+        // And no later than the next ramp's edge, where that changes.
+        for ramp in &self.ramps {
+            for edge in [ramp.from, ramp.end()] {
+                if edge > i128::from(now) {
+                    at = at.min(edge.min(i128::from(u64::MAX)) as u64);
+                }
+            }
+        }
+        Some(at)
+    }
+
+    /// When to call Redis next without being woken: the retry while it is
+    /// down, the poll while it is up.
+    fn next_call(&self, now: u64) -> u64 {
+        if self.asking.is_some() {
+            return u64::MAX;
+        }
+        match self.health {
+            Health::Down { retry, .. } => retry,
+            Health::Up => (self.heard + POLL).max(now),
+        }
+    }
+
+    /// The limit `--share-fallback last` goes on at: this member's part of
+    /// the last known rate.
+    fn fallback_limit(&self) -> Limit {
+        match self.share_rate() {
+            None => Limit::Unlimited,
+            Some(_) => Rate::from_bytes_per_sec(self.part()).map_or(Limit::Unlimited, Limit::Rate),
+        }
+    }
+}
+
+impl Setting {
+    fn new(limit: Limit, burst: u64, paused: bool) -> Setting {
+        Setting {
+            limit,
+            burst,
+            paused,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

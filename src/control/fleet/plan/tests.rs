@@ -1,0 +1,1 @@
+//! The plan on made-up times.
