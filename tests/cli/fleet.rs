@@ -65,6 +65,7 @@ impl Redis {
     }
 
     fn stop(&mut self) {
+        self.freeze(false);
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -72,6 +73,18 @@ impl Redis {
     fn restart(&mut self) {
         self.stop();
         self.child = self.spawn();
+    }
+
+    /// Freezes it (SIGSTOP: connected, never answering) or thaws it.
+    fn freeze(&self, frozen: bool) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        let signal = if frozen {
+            rustix::process::Signal::STOP
+        } else {
+            rustix::process::Signal::CONT
+        };
+        // A server already stopped has nothing to thaw.
+        let _ = rustix::process::kill_process(pid, signal);
     }
 
     /// `redis-cli ARGS` on this server.
@@ -341,4 +354,137 @@ fn a_key_holding_something_else_or_another_unit_is_refused() {
             redis.share("jobs")
         )
     );
+}
+
+#[test]
+fn a_hung_redis_never_lets_a_holding_shape_spend_more_than_it_leased() {
+    let Some(redis) = Redis::start("fleet-hung", &[]) else {
+        return;
+    };
+    let share = redis.share("hung");
+    let runtime = Runtime::new("fleet-hung-rt");
+    let shape = machine(
+        &runtime,
+        &[
+            "--share",
+            &share,
+            "--rate",
+            "2MiB",
+            "--share-fallback",
+            "block",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    redis.freeze(true);
+    let frozen = Instant::now();
+    std::thread::sleep(Duration::from_millis(2500));
+    let during = shape.bytes_between(frozen, Instant::now());
+    redis.freeze(false);
+    let thawed = Instant::now();
+    let after = shape.rate_over(thawed + Duration::from_millis(700), Duration::from_secs(1));
+    let (_, _, stderr) = shape.stop();
+    // What it held when Redis froze: a lease and what was in flight, well
+    // under a second at 2 MiB/s (it was 4 times the rate before leases
+    // bounded it).
+    assert!(during < (MIB * 0.6) as usize, "{during} bytes while frozen");
+    assert!(
+        stderr.contains("Redis is unreachable (no answer within 1 s); holding the data"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("Redis is unreachable").count(), 1, "{stderr}");
+    assert!(stderr.contains("Redis is back"), "{stderr}");
+    assert!(after > 0.7 * 2.0 * MIB, "{after} B/s after Redis came back");
+}
+
+#[test]
+fn a_shape_leaves_promptly_whatever_redis_does() {
+    let Some(redis) = Redis::start("fleet-leave", &[]) else {
+        return;
+    };
+    let share = redis.share("leave");
+    let runtime = Runtime::new("fleet-leave-rt");
+    let mut command = runtime.shape(["--share", &share, "--rate", "8MiB", "-q"]);
+    command.stdin(Stdio::piped());
+    let mut shape = Running::start(command, Stdio::piped(), false);
+    let mut input = shape.child.stdin.take().unwrap();
+    input.write_all(&[7; 64 << 10]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    redis.freeze(true);
+    std::thread::sleep(Duration::from_millis(300));
+    let closed = Instant::now();
+    drop(input);
+    let (status, _, stderr) = shape.finish();
+    let took = closed.elapsed();
+    redis.freeze(false);
+    assert!(status.success(), "{status:?} {stderr}");
+    // Within half a second by design (a give-back bounded at 200 ms); a
+    // second here, so that a busy machine does not fail the test.
+    assert!(took < Duration::from_secs(1), "exit {took:?} after the input ended");
+}
+
+#[test]
+fn a_shares_settings_survive_a_redis_restart() {
+    let Some(mut redis) = Redis::start("fleet-restart", &[]) else {
+        return;
+    };
+    let share = redis.share("kept");
+    let runtime = Runtime::new("fleet-restart-rt");
+    let shape = machine(&runtime, &["--share", &share, "--rate", "1MiB"]);
+    std::thread::sleep(Duration::from_millis(400));
+    let answer = run(
+        runtime.shape(["--remote", &format!("share:{share}"), "--rate", "4MiB"]),
+        Stdio::null(),
+    );
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    // A burst never set follows the rate, as on a single shape.
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        format!("share {share}: rate 4.00 MiB/s, burst 409.60 KiB\n")
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    redis.restart();
+    let back = Instant::now();
+    let rate = shape.rate_over(back + Duration::from_millis(800), Duration::from_secs(1));
+    let status = run(runtime.shape(["--share", &share, "--status"]), Stdio::null());
+    let (_, _, stderr) = shape.stop();
+    assert!(
+        String::from_utf8_lossy(&status.stdout).starts_with(&format!(
+            "share {share}: rate 4.00 MiB/s, burst 409.60 KiB; 1 shape on it; in use "
+        )),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    assert!(rate > 0.75 * 4.0 * MIB, "{rate} B/s after the restart; {stderr}");
+}
+
+#[test]
+fn trouble_mid_run_is_said_by_its_cause_once_and_when_it_heals() {
+    let Some(redis) = Redis::start("fleet-trouble", &[]) else {
+        return;
+    };
+    let share = redis.share("acl");
+    let runtime = Runtime::new("fleet-trouble-rt");
+    let mut command = runtime.shape(["--progress", "none"]);
+    command.args(["--share", &share, "--rate", "2MiB"]);
+    let shape = Running::start(
+        command,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        false,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // A key of the share that holds something else, then the right thing.
+    redis.cli(&["DEL", "shape:{acl}:settings"]);
+    redis.cli(&["SET", "shape:{acl}:settings", "not a hash"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    redis.cli(&["DEL", "shape:{acl}:settings"]);
+    std::thread::sleep(Duration::from_millis(800));
+    let settings = redis.cli(&["HGET", "shape:{acl}:settings", "rate"]);
+    let (_, _, stderr) = shape.stop();
+    let refused = stderr.matches("Redis refused the lease").count();
+    assert_eq!(refused, 1, "{stderr}");
+    assert!(stderr.contains("WRONGTYPE"), "{stderr}");
+    assert_eq!(stderr.matches("Redis serves the share again").count(), 1, "{stderr}");
+    assert_eq!(stderr.lines().count(), 2, "{stderr}");
+    // Put back as the member last knew it.
+    assert_eq!(settings.trim(), "2097152");
 }

@@ -151,6 +151,7 @@ pub fn join(
         ),
         say,
     };
+    store.load_scripts().map_err(fail)?;
     let clock = MonotonicClock;
     let mut plan = Plan::new(held, joining.fallback, clock.now(), member::local(&bucket).granted);
     // The first lease, made here, so that a failure is the command's.

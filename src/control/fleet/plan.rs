@@ -37,6 +37,8 @@ const SECOND: u64 = 1_000_000_000;
 pub const LEASE_TIME: u64 = 100 * MS;
 /// How often a member that needs no tokens asks for the share's settings.
 pub const POLL: u64 = 100 * MS;
+/// The local bucket's rate over the member's part: room to catch up.
+const HEADROOM: f64 = 1.05;
 /// The local bucket's burst, in time at its rate.
 const LOCAL_BURST: u64 = 20 * MS;
 /// A paused bucket is let go once this much more (in time at its rate)
@@ -97,6 +99,9 @@ pub struct Ask {
     pub want: u64,
     /// Tokens a second this member would spend, or [`INSATIABLE`].
     pub demand: u64,
+    /// How long a lease lasts at the member's part: Redis grants no more
+    /// than that at the part it gives.
+    pub lasting: std::time::Duration,
     /// The settings, with their generation, that start the share again if
     /// Redis lost it.
     pub settings: Held,
@@ -226,6 +231,10 @@ pub struct Plan {
     setting: Option<Setting>,
     /// Nothing was asked yet.
     fresh: bool,
+    /// The call in flight asks for tokens.
+    want_more: bool,
+    /// No lease is asked for before this.
+    not_before: u64,
 }
 
 impl Plan {
@@ -252,6 +261,8 @@ impl Plan {
             held_back: false,
             setting: None,
             fresh: true,
+            want_more: false,
+            not_before: 0,
         }
     }
 
@@ -268,6 +279,7 @@ impl Plan {
     /// Takes in `event` at `now`, with the local bucket as `local` shows
     /// it, and says what to do.
     pub fn step(&mut self, now: u64, local: Local, event: Event) -> Step {
+        self.held_back |= local.waiting;
         let say = match event {
             Event::Tick => None,
             Event::Answered(answer) => self.answered(now, local, answer),
@@ -276,9 +288,10 @@ impl Plan {
         self.settle(now);
         let ask = self.ask(now, local);
         let (setting, wake) = self.gate(now, local);
+        // Paused for want of leases, it would spend if it could.
+        self.held_back |= setting.paused && self.up() && !self.held.paused;
         let set = (self.setting != Some(setting)).then_some(setting);
         self.setting = Some(setting);
-        self.held_back |= local.waiting;
         Step {
             ask,
             set,
@@ -322,8 +335,15 @@ impl Plan {
         self.held = answer.held;
         self.members = answer.members.max(1);
         self.part = answer.part as f64;
+        if answer.granted == 0 && self.want_more {
+            // No room on the share for now: asked again a little later.
+            self.not_before = now + FIRST_BACKOFF;
+        }
         if answer.granted > 0 {
-            let slope = self.share_rate().unwrap_or(f64::MAX);
+            let slope = match answer.part {
+                0 => f64::MAX,
+                slope => slope as f64,
+            };
             self.ramps.push_back(Ramp {
                 tokens: answer.granted,
                 from: i128::from(redis_now) + i128::from(answer.lead),
@@ -407,13 +427,12 @@ impl Plan {
         }
     }
 
-    /// The local bucket's rate while leasing: the member's part, exactly.
-    /// Members that fell behind (a busy machine, a slow reader) do not
-    /// make up for it later, so the parts, which add up to the share's
-    /// rate, bound the total; the leases bound it too while the parts are
-    /// changing.
+    /// The local bucket's rate while leasing: a little above the member's
+    /// part, so that a member held back for a moment (a busy machine)
+    /// catches up with its leases, which alone bound what it spends.
     fn local_rate(&self) -> f64 {
-        self.part().max(self.unit as f64 / 10.0)
+        let rate = self.share_rate().unwrap_or(f64::MAX);
+        (self.part() * HEADROOM).min(rate).max(self.unit as f64 / 10.0)
     }
 
     /// Whether to call Redis now, and for what.
@@ -426,10 +445,14 @@ impl Plan {
         {
             return None;
         }
-        let want = self.want(local);
+        let mut want = self.want(local);
+        if now < self.not_before {
+            want = 0;
+        }
         if want == 0 && !self.fresh && now < self.heard + POLL && self.up() {
             return None;
         }
+        self.want_more = want > 0;
         let demand = self.demand(now, local);
         self.fresh = false;
         self.asking = Some(now);
@@ -438,6 +461,7 @@ impl Plan {
         Some(Ask {
             want,
             demand,
+            lasting: std::time::Duration::from_nanos(self.lease_time()),
             settings: self.held,
         })
     }
@@ -472,9 +496,15 @@ impl Plan {
     /// whichever is longer, and at least one unit and a hundredth of a
     /// second of the share.
     fn lease_size(&self, rate: f64) -> u64 {
-        let time = LEASE_TIME.max(2 * self.round_trip.likely()) as f64 / SECOND as f64;
+        let time = self.lease_time() as f64 / SECOND as f64;
         let least = (rate * 0.01).max(self.unit as f64);
         (self.part() * time).max(least).min(4e12) as u64
+    }
+
+    /// How long a lease lasts at the member's part: [`LEASE_TIME`] or two
+    /// round trips, whichever is longer.
+    fn lease_time(&self) -> u64 {
+        LEASE_TIME.max(2 * self.round_trip.likely())
     }
 
     /// What this member would spend, tokens a second: as much as it gets

@@ -2,10 +2,11 @@
 //! it. The keys of share NAME are `shape:{NAME}:settings` (a hash: rate in
 //! tokens a second, 0 for unlimited; burst; paused; what is counted; a
 //! generation bumped by every change; whether the burst follows the
-//! rate), `:tat` (the GCRA's theoretical arrival time, in microseconds of
-//! Redis's own clock), `:members` (who leased lately), `:demand` (what
-//! each member would spend, tokens a second) and `:granted` (tokens
-//! leased in all, for `--status`).
+//! rate), `:leases` (each member's stretch in force: its slope in tokens
+//! a second and when it ends, in microseconds of Redis's own clock),
+//! `:members` (who leased lately), `:demand` (what each member would
+//! spend, tokens a second) and `:granted` (tokens leased in all, for
+//! `--status`).
 //! The braces keep them in one slot of a Redis Cluster.
 //!
 //! The scripts read the time with `TIME` and return only durations, so
@@ -33,18 +34,26 @@ const MEMBER_TIMEOUT_US: u64 = 3_000_000;
 /// Members not seen for this long claim no part of the rate.
 const DEMAND_WINDOW_US: u64 = 1_000_000;
 
-/// Grants a lease of tokens against the share's GCRA and notes the caller
-/// as a member with its demand. Creates the share with the caller's
-/// settings if it does not exist, and puts them back if the caller knows
-/// a later generation of them than Redis (which lost the share). Returns
-/// granted, lead (us until the first granted token may be spent; negative
-/// if some may be spent already), generation, rate, burst, paused,
-/// counting, members, the caller's part of the rate, follows; granted is
-/// -1 if the share counts something else than the caller, -2 if its
-/// settings cannot be read.
+/// Grants a lease of tokens and notes the caller as a member with its
+/// demand. Creates the share with the caller's settings if it does not
+/// exist, and puts them back if the caller knows a later generation of
+/// them than Redis (which lost the share).
 ///
-/// The caller's part is max-min fair: members that want less than an
-/// even split get what they want, the others split the rest evenly.
+/// Each member has a timeline of its own: a lease is a stretch of it at
+/// the member's *slope*, tokens a second, spendable from the stretch's
+/// start less the share's burst in time. The slope is the caller's
+/// max-min fair part of the rate (members that want less than an even
+/// split get what they want, the others split the rest evenly), and never
+/// more than what the other members' stretches still running leave of the
+/// rate: so the slopes in force never add up to more than the rate, and
+/// what all members may spend by any time never exceeds the rate times
+/// the time plus the burst, however their calls interleave.
+///
+/// Returns granted, lead (us until the first granted token may be spent;
+/// negative if some may be spent already), generation, rate, burst,
+/// paused, counting, members, slope, follows; granted is -1 if the share
+/// counts something else than the caller, -2 if its settings cannot be
+/// read.
 const LEASE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -60,17 +69,18 @@ end
 local rate, burst, paused = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
 local counting, follows = tonumber(s[4]), tonumber(s[6] or '0')
 if not (rate and burst and paused and counting and follows) then return {-2} end
+local id = ARGV[1]
 local timeout = now - tonumber(ARGV[8])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', timeout)
 if #gone > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', timeout)
   redis.call('HDEL', KEYS[5], unpack(gone))
 end
-redis.call('ZADD', KEYS[3], now, ARGV[1])
-redis.call('HSET', KEYS[5], ARGV[1], ARGV[12])
+redis.call('ZADD', KEYS[3], now, id)
+redis.call('HSET', KEYS[5], id, ARGV[12])
 local members = redis.call('ZCARD', KEYS[3])
 for i = 1, 5 do
-  if i ~= 2 and i ~= 4 then redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
+  if i ~= 4 then redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
 end
 local mine, part, left = tonumber(ARGV[12]), tonumber(ARGV[12]), rate
 local recent = redis.call('ZRANGEBYSCORE', KEYS[3], now - tonumber(ARGV[13]), '+inf')
@@ -86,6 +96,22 @@ for i, d in ipairs(sorted) do
   end
   left = left - d
 end
+-- Stretches in force: member -> 'slope end slope end', the one running
+-- and the one after it; a slope counts until its stretch ends.
+local stretches = redis.call('HGETALL', KEYS[2])
+local others, own = 0, nil
+for i = 1, #stretches, 2 do
+  local a, b, c, d = string.match(stretches[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
+  a, b, c, d = tonumber(a) or 0, tonumber(b) or 0, tonumber(c) or 0, tonumber(d) or 0
+  if stretches[i] == id then
+    own = {a, b, c, d}
+  elseif d > now then
+    others = others + math.max(b > now and a or 0, c)
+  else
+    redis.call('HDEL', KEYS[2], stretches[i])
+  end
+end
+local slope = math.floor(math.min(part, rate - others))
 local want, granted, lead = tonumber(ARGV[2]), 0, 0
 if counting ~= tonumber(ARGV[5]) then
   granted = -1
@@ -93,14 +119,17 @@ elseif paused == 1 or want == 0 then
   granted = 0
 elseif rate == 0 then
   granted = want
-else
-  local tat = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if tat < now then tat = now end
-  local cost = math.ceil(want * 1000000 / rate)
+elseif slope >= 1 then
+  -- At most a lease's time at the slope: a slope lasts one lease.
+  want = math.min(want, math.max(1, math.floor(slope * tonumber(ARGV[14]) / 1000000)))
+  local running, ends = 0, 0
+  if own and own[4] > now then running, ends = own[3], own[4] end
+  local start = math.max(ends, now)
+  local cost = math.ceil(want * 1000000 / slope)
   local tau = math.floor(burst * 1000000 / rate)
-  lead = tat - tau - now
+  lead = start - tau - now
   if lead <= tonumber(ARGV[7]) then
-    redis.call('SET', KEYS[2], tat + cost, 'PX', ARGV[6])
+    redis.call('HSET', KEYS[2], id, string.format('%.0f %.0f %.0f %.0f', running, start, slope, start + cost))
     granted = want
   end
 end
@@ -108,24 +137,18 @@ if granted > 0 then
   redis.call('INCRBY', KEYS[4], granted)
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
 end
-return {granted, lead, generation, rate, burst, paused, counting, members, math.floor(part), follows}
+return {granted, lead, generation, rate, burst, paused, counting, members, math.max(slope, 0), follows}
 ";
 
-/// Gives back unused tokens (the first argument) by moving the arrival time back,
-/// never before now, and forgets the member (the second).
+/// Gives back unused tokens (the first argument) of the member (the
+/// second) by ending its stretch earlier, never before now, and forgets
+/// the member.
 const GIVE_BACK: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local rate = tonumber(redis.call('HGET', KEYS[1], 'rate') or '0') or 0
-local tat = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 local unused = tonumber(ARGV[1])
-if rate > 0 and tat > now and unused > 0 then
-  local back = math.floor(unused * 1000000 / rate)
-  local earlier = tat - back
-  if earlier < now then earlier = now end
-  redis.call('SET', KEYS[2], earlier, 'KEEPTTL')
-end
 if unused > 0 then redis.call('DECRBY', KEYS[4], unused) end
+redis.call('HDEL', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('HDEL', KEYS[5], ARGV[2])
 return 1
@@ -244,7 +267,7 @@ impl Store {
             connection,
             keys: [
                 key("settings"),
-                key("tat"),
+                key("leases"),
                 key("members"),
                 key("granted"),
                 key("demand"),
@@ -259,6 +282,14 @@ impl Store {
             .arg(&store.keys[0])
             .query(&mut store.connection)?;
         Ok(store)
+    }
+
+    /// Loads the scripts a member calls, so that its calls each take one
+    /// round trip from the first on (the round trip is what it plans by).
+    pub fn load_scripts(&mut self) -> Result<(), StoreError> {
+        self.lease.load(&mut self.connection)?;
+        self.give_back.load(&mut self.connection)?;
+        Ok(())
     }
 
     /// The settings the share holds, if it exists.
@@ -339,6 +370,7 @@ impl Store {
             .arg(u64::from(start.follows))
             .arg(ask.demand)
             .arg(DEMAND_WINDOW_US)
+            .arg(ask.lasting.as_micros() as u64)
             .invoke(&mut self.connection)?;
         let [
             granted,
@@ -441,7 +473,6 @@ impl Store {
                 ],
             )
             .hincr(&self.keys[0], "generation", 1)
-            .del(&self.keys[1])
             .query::<()>(&mut self.connection)?;
         Ok(())
     }
