@@ -391,7 +391,11 @@ fn a_hung_redis_never_lets_a_holding_shape_spend_more_than_it_leased() {
         stderr.contains("Redis is unreachable (no answer within 1 s); holding the data"),
         "{stderr}"
     );
-    assert_eq!(stderr.matches("Redis is unreachable").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("Redis is unreachable").count(),
+        1,
+        "{stderr}"
+    );
     assert!(stderr.contains("Redis is back"), "{stderr}");
     assert!(after > 0.7 * 2.0 * MIB, "{after} B/s after Redis came back");
 }
@@ -419,7 +423,10 @@ fn a_shape_leaves_promptly_whatever_redis_does() {
     assert!(status.success(), "{status:?} {stderr}");
     // Within half a second by design (a give-back bounded at 200 ms); a
     // second here, so that a busy machine does not fail the test.
-    assert!(took < Duration::from_secs(1), "exit {took:?} after the input ended");
+    assert!(
+        took < Duration::from_secs(1),
+        "exit {took:?} after the input ended"
+    );
 }
 
 #[test]
@@ -445,7 +452,10 @@ fn a_shares_settings_survive_a_redis_restart() {
     redis.restart();
     let back = Instant::now();
     let rate = shape.rate_over(back + Duration::from_millis(800), Duration::from_secs(1));
-    let status = run(runtime.shape(["--share", &share, "--status"]), Stdio::null());
+    let status = run(
+        runtime.shape(["--share", &share, "--status"]),
+        Stdio::null(),
+    );
     let (_, _, stderr) = shape.stop();
     assert!(
         String::from_utf8_lossy(&status.stdout).starts_with(&format!(
@@ -454,7 +464,10 @@ fn a_shares_settings_survive_a_redis_restart() {
         "{}",
         String::from_utf8_lossy(&status.stdout)
     );
-    assert!(rate > 0.75 * 4.0 * MIB, "{rate} B/s after the restart; {stderr}");
+    assert!(
+        rate > 0.75 * 4.0 * MIB,
+        "{rate} B/s after the restart; {stderr}"
+    );
 }
 
 #[test]
@@ -483,7 +496,11 @@ fn trouble_mid_run_is_said_by_its_cause_once_and_when_it_heals() {
     let refused = stderr.matches("Redis refused the lease").count();
     assert_eq!(refused, 1, "{stderr}");
     assert!(stderr.contains("WRONGTYPE"), "{stderr}");
-    assert_eq!(stderr.matches("Redis serves the share again").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("Redis serves the share again").count(),
+        1,
+        "{stderr}"
+    );
     assert_eq!(stderr.lines().count(), 2, "{stderr}");
     // Put back as the member last knew it.
     assert_eq!(settings.trim(), "2097152");

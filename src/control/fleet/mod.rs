@@ -153,7 +153,12 @@ pub fn join(
     };
     store.load_scripts().map_err(fail)?;
     let clock = MonotonicClock;
-    let mut plan = Plan::new(held, joining.fallback, clock.now(), member::local(&bucket).granted);
+    let mut plan = Plan::new(
+        held,
+        joining.fallback,
+        clock.now(),
+        member::local(&bucket).granted,
+    );
     // The first lease, made here, so that a failure is the command's.
     let first = plan.step(clock.now(), member::local(&bucket), Event::Tick);
     let ask = first.ask.expect("a new plan asks at once");

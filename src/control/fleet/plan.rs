@@ -288,8 +288,10 @@ impl Plan {
         self.settle(now);
         let ask = self.ask(now, local);
         let (setting, wake) = self.gate(now, local);
-        // Paused for want of leases, it would spend if it could.
-        self.held_back |= setting.paused && self.up() && !self.held.paused;
+        // Paused for want of leases after spending some, it would spend
+        // more if it could.
+        self.held_back |=
+            setting.paused && self.up() && !self.held.paused && local.granted != self.base;
         let set = (self.setting != Some(setting)).then_some(setting);
         self.setting = Some(setting);
         Step {
@@ -432,7 +434,9 @@ impl Plan {
     /// catches up with its leases, which alone bound what it spends.
     fn local_rate(&self) -> f64 {
         let rate = self.share_rate().unwrap_or(f64::MAX);
-        (self.part() * HEADROOM).min(rate).max(self.unit as f64 / 10.0)
+        (self.part() * HEADROOM)
+            .min(rate)
+            .max(self.unit as f64 / 10.0)
     }
 
     /// Whether to call Redis now, and for what.
@@ -449,7 +453,11 @@ impl Plan {
         if now < self.not_before {
             want = 0;
         }
-        if want == 0 && !self.fresh && now < self.heard + POLL && self.up() {
+        // Without a lease to ask for, it asks for the settings every
+        // POLL while idle; a member that spends hears them with each lease,
+        // and a poll in flight would hold up the lease it needs next.
+        let spending = local.granted != self.paced_from.0;
+        if want == 0 && !self.fresh && self.up() && (spending || now < self.heard + POLL) {
             return None;
         }
         self.want_more = want > 0;
@@ -529,7 +537,10 @@ impl Plan {
         let burst = self.held.burst;
         let polled = self.next_call(now);
         let Some(rate) = self.share_rate() else {
-            return (Setting::new(Limit::Unlimited, burst, self.held.paused), polled);
+            return (
+                Setting::new(Limit::Unlimited, burst, self.held.paused),
+                polled,
+            );
         };
         if !self.up() {
             let setting = match self.fallback {

@@ -221,7 +221,10 @@ impl StoreError {
 
 /// True for errors of the way to Redis rather than of Redis.
 fn unreachable(err: &redis::RedisError) -> bool {
-    err.is_io_error() || err.is_timeout() || err.is_connection_dropped() || err.is_connection_refusal()
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
 }
 
 /// A Redis error as one plain line.
@@ -235,9 +238,9 @@ fn describe(err: &redis::RedisError) -> String {
             "Redis refused the password (or the user name): authentication failed".into()
         }
         ErrorKind::Parse => "the server does not answer as Redis does".into(),
-        _ if err.code() == Some("WRONGTYPE") => format!(
-            "a key of the share holds something else (WRONGTYPE); remove it with --reset or name another share"
-        ),
+        _ if err.code() == Some("WRONGTYPE") => {
+            "a key of the share holds something else (WRONGTYPE); remove it with --reset or name another share".into()
+        }
         _ if err.code() == Some("NOPERM") => format!(
             "the Redis user may not do what a share needs (NOPERM: {})",
             err.detail().unwrap_or("no permission")
@@ -296,7 +299,14 @@ impl Store {
     pub fn held(&mut self) -> Result<Option<Held>, StoreError> {
         let fields: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(&self.keys[0])
-            .arg(&["rate", "burst", "paused", "counting", "generation", "follows"])
+            .arg(&[
+                "rate",
+                "burst",
+                "paused",
+                "counting",
+                "generation",
+                "follows",
+            ])
             .query(&mut self.connection)?;
         let number = |field: &Option<String>| field.as_deref().map(str::parse::<u64>);
         match fields.as_slice() {
