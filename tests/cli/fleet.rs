@@ -505,3 +505,81 @@ fn trouble_mid_run_is_said_by_its_cause_once_and_when_it_heals() {
     // Put back as the member last knew it.
     assert_eq!(settings.trim(), "2097152");
 }
+
+#[test]
+fn a_share_holds_its_total_and_even_parts_with_redis_far_away() {
+    let Some(redis) = Redis::start("fleet-far", &[]) else {
+        return;
+    };
+    // 150 ms to Redis and back, through shape's own proxy.
+    let distance = Listening::start(
+        shape([
+            "--listen",
+            "127.0.0.1:0",
+            "--connect",
+            &format!("unix:{}", redis.socket().display()),
+            "--delay",
+            "75ms",
+        ]),
+        Stdio::null(),
+    );
+    let share = format!("redis://{}/far", distance.address);
+    let args = ["--share", &share, "--rate", "4MiB"];
+    let (a, b) = (Runtime::new("fleet-far-a"), Runtime::new("fleet-far-b"));
+    let shapes = [machine(&a, &args), machine(&b, &args)];
+    let from = Instant::now() + Duration::from_millis(2500);
+    let window = Duration::from_secs(3);
+    std::thread::sleep((from + window).saturating_duration_since(Instant::now()));
+    let each: Vec<f64> = shapes
+        .iter()
+        .map(|s| s.bytes_between(from, from + window) as f64 / window.as_secs_f64())
+        .collect();
+    for shape in shapes {
+        shape.stop();
+    }
+    let total: f64 = each.iter().sum();
+    // Exact in BENCHMARKS.md (within 1% at 200 ms); loose here. It was
+    // 0.05 of the share at 150 ms before leases were asked for a round
+    // trip ahead.
+    assert!(
+        (total - 4.0 * MIB).abs() <= 0.1 * 4.0 * MIB,
+        "total {total} of {each:?}"
+    );
+    for rate in &each {
+        assert!(*rate >= 0.35 * total, "{each:?}");
+    }
+}
+
+#[test]
+fn a_server_that_is_not_redis_and_a_redis_user_without_rights_are_said_plainly() {
+    let Some(redis) = Redis::start("fleet-plain", &[]) else {
+        return;
+    };
+    // A server that answers as HTTP does.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let _ = (&stream).write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        }
+    });
+    let http = run(
+        shape(["--share", &format!("redis://{address}/x"), "--status"]),
+        Stdio::null(),
+    );
+    assert_eq!(http.code(), 1, "{}", http.stderr);
+    assert_eq!(
+        http.stderr,
+        format!("shape: share redis://{address}/0/x: the server does not answer as Redis does\n")
+    );
+
+    // A user that may not run scripts: refused at start, by its cause.
+    redis.cli(&["ACL", "SETUSER", "default", "-@scripting"]);
+    let refused = run(
+        shape(["--share", &redis.share("rights"), "--stop-after", "1"]),
+        Stdio::null(),
+    );
+    assert_eq!(refused.code(), 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("NOPERM"), "{}", refused.stderr);
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+}
