@@ -141,13 +141,17 @@ A share named by an address lives in Redis (or Valkey), and every shape on any m
 A password may also come from \fBSHAPE_REDIS_PASSWORD\fR (for a Unix socket, only from there), which keeps it out of \fBps\fR; it never appears in messages, \fB\-\-status\fR or progress.
 \fB\-\-status\fR, \fB\-\-reset\fR and \fB\-\-remote share:\fR\fIaddress\fR work from any machine.
 .PP
-Each shape spends from a bucket of its own, kept covered by leases: tokens granted by an atomic script against the share's GCRA on Redis's own clock.
-A lease is about a tenth of a second of what the shape spends, at most its part of the burst, and the next is asked for before the last runs out; so a short burst across the fleet can exceed the share's burst by up to one lease per shape.
-Unused tokens are given back on exit.
+Each shape spends from a bucket of its own at its part of the rate (max-min fair over what every shape would spend), kept covered by leases: stretches of a timeline of its own at that part, granted by an atomic script on Redis's own clock.
+The parts in force never add up to more than the rate, so the fleet never passes more than the rate times the time plus the burst, however far away Redis is.
+A shape measures its round trip to Redis and asks for its next lease a round trip before it needs it; a lease lasts a tenth of a second or two round trips, whichever is longer.
+Unused tokens are given back on exit if Redis takes them within 200 ms.
+A burst never set follows the rate, as on a single shape.
 .PP
-\fB\-\-share\-fallback\fR says what happens while Redis cannot be reached: \fBlast\fR (the default) goes on at the last known rate per shape, \fBblock\fR holds the data, \fBopen\fR goes on without a limit.
-shape says so once, reconnects with a growing pause, and says when Redis is back; no byte is lost or repeated.
-A wrong password, a database that is not there, an unreachable host or a key that holds something else is one line naming the address, with status 1.
+A shape never spends more than its leases allow: while a call to Redis is in flight, it spends what it holds.
+When a call fails (no connection, no answer within a second) or Redis refuses it (a user without the rights, a key that holds something else), \fB\-\-share\-fallback\fR says what happens: \fBlast\fR (the default) goes on at the last known rate per shape, \fBblock\fR holds the data, \fBopen\fR goes on without a limit.
+shape says so once, naming the cause, tries again on the same connection with a growing pause (up to a quarter of a second), and says when Redis serves the share again; no byte is lost or repeated.
+A Redis restarted empty gets the share's latest settings back from the shapes on it.
+At start-up, a wrong password, a database that is not there, an unreachable host, a server that does not speak Redis, a user without the rights or a key that holds something else is one line naming the address and the cause, with status 1.
 .SH EXIT STATUS
 .TP
 \fB0\fR
