@@ -53,6 +53,9 @@ const MOST_BACKOFF: u64 = 250 * MS;
 /// A member spending at least this share of its bucket's rate is held
 /// back by it, and asks for as much as it can get.
 const SATURATED: f64 = 0.9;
+/// How long a new member counts as wanting all it can get, while its
+/// pace is measured.
+const WARM_UP: u64 = SECOND;
 /// Demand reported for a member that would take as much as it is given.
 pub const INSATIABLE: u64 = 1 << 50;
 
@@ -235,6 +238,9 @@ pub struct Plan {
     want_more: bool,
     /// No lease is asked for before this.
     not_before: u64,
+    /// Until this time a member counts as wanting all it can get: its
+    /// pace is not known yet.
+    warming: u64,
 }
 
 impl Plan {
@@ -263,6 +269,7 @@ impl Plan {
             fresh: true,
             want_more: false,
             not_before: 0,
+            warming: now + WARM_UP,
         }
     }
 
@@ -521,7 +528,7 @@ impl Plan {
         let (granted, since) = self.paced_from;
         let seconds = now.saturating_sub(since) as f64 / SECOND as f64;
         let rate = self.share_rate().unwrap_or(f64::MAX);
-        if self.fresh || seconds < 0.01 {
+        if self.fresh || seconds < 0.01 || now < self.warming {
             return INSATIABLE;
         }
         let pace = local.granted.wrapping_sub(granted) as f64 / seconds;
@@ -567,7 +574,10 @@ impl Plan {
         let room = self.room(now, local);
         let was_paused = self.setting.is_some_and(|setting| setting.paused);
         let resume = (rate * RESUME_AFTER as f64 / SECOND as f64) as i128;
-        let paused = room <= 0 || (was_paused && room < resume.min(i128::from(burst)));
+        // Paused with less than a millisecond at its rate left, let go
+        // with five: no wake-up every millisecond on a sliver of room.
+        let least = (rate * MS as f64 / SECOND as f64) as i128;
+        let paused = room <= least || (was_paused && room < resume.min(i128::from(burst)));
         let wake = if paused {
             // Until enough is spendable to go on.
             self.time_spendable(local, resume.min(i128::from(burst)).max(1))

@@ -243,7 +243,14 @@ fn what_is_unused_is_what_was_leased_less_what_was_spent() {
 #[test]
 fn an_idle_member_asks_only_for_the_settings_and_claims_little_of_the_rate() {
     let (mut plan, _) = leased(Fallback::Last, 200_000, -100);
+    // In its first second its pace is not known: it claims all it can get.
     let poll = plan.step(10 * MS + POLL, idle(0), Event::Tick).ask.unwrap();
+    assert_eq!((poll.want, poll.demand), (0, INSATIABLE));
+    let _ = plan.step(20 * MS + POLL, idle(0), answer(0, 0, RATE / 4));
+    let poll = plan
+        .step(WARM_UP + 20 * MS, idle(0), Event::Tick)
+        .ask
+        .unwrap();
     assert_eq!(poll.want, 0);
     assert_eq!(
         poll.demand,
@@ -266,7 +273,12 @@ fn a_member_held_back_by_its_bucket_asks_for_as_much_as_it_can_get() {
     // its pace and a quarter more.
     let answered = plan.step(40 * MS, idle(60_000), answer(200_000, -100, RATE / 4));
     assert_eq!(answered.ask, None);
-    let ask = plan.step(140 * MS, idle(260_000), Event::Tick).ask.unwrap();
+    // (Once its first second is over: until then it counts as wanting
+    // all it can get.)
+    let ask = plan
+        .step(WARM_UP + 140 * MS, idle(260_000), Event::Tick)
+        .ask
+        .unwrap();
     assert!(ask.want > 0);
-    assert_eq!(ask.demand, (210_000.0 / 0.11 * 1.25) as u64);
+    assert_eq!(ask.demand, (210_000.0 / 1.11 * 1.25) as u64);
 }
