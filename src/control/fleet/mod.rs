@@ -3,9 +3,9 @@
 //!
 //! Redis is not asked for every chunk. A shape spends from a bucket of its
 //! own, at its part of the share's rate, and keeps that spending covered
-//! by *leases*: stretches of the share's GCRA timeline, granted on Redis's
-//! clock by an atomic script, each spendable from the moment the timeline
-//! reaches it. How a member sizes, times and spends its leases is
+//! by *leases*: stretches of a timeline of its own at that part, granted
+//! on Redis's clock by an atomic script, each spendable from the
+//! stretch's start less the share's burst in time. How a member sizes, times and spends its leases is
 //! [`plan`]; the threads that carry it out, one of which alone talks to
 //! Redis, are [`member`]. Every reply also carries the share's settings,
 //! so a change made from any machine reaches every shape within a lease,

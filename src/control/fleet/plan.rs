@@ -10,11 +10,13 @@
 //! max-min fair part of it, worked out by Redis from every member's
 //! demand), a little above it so that a member held back for a moment can
 //! catch up. What it may spend in all is what its leases allow: a lease of
-//! `n` tokens is a stretch of the share's GCRA timeline, and its tokens
-//! become spendable at the share's rate from the moment the timeline
-//! reaches them (less the share's burst). So the tokens every member can
-//! spend by time `t` never exceed `rate * t + burst`, however far away
-//! Redis is and whatever it does next.
+//! `n` tokens is a stretch of this member's own timeline on Redis's clock,
+//! at the part Redis gave (its *slope*), and its tokens become spendable
+//! at that slope from the stretch's start less the share's burst in time.
+//! Redis never lets the slopes in force add up to more than the rate, so
+//! the tokens all members can spend by time `t` never exceed
+//! `rate * t + burst`, however far away Redis is and whatever it does
+//! next.
 //!
 //! The plan pauses the local bucket when what it may still spend is in
 //! the bucket's hands already, and lets it go when more becomes
