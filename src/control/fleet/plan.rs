@@ -296,7 +296,11 @@ impl Plan {
         };
         self.settle(now);
         let ask = self.ask(now, local);
-        let (setting, wake) = self.gate(now, local);
+        let (setting, mut wake) = self.gate(now, local);
+        if !setting.paused {
+            // Paused, it spends nothing until the gate's wake-up.
+            wake = wake.min(self.next_lease(now, local).max(now + MS));
+        }
         // Paused for want of leases after spending some, it would spend
         // more if it could.
         self.held_back |=
@@ -497,16 +501,37 @@ impl Plan {
         if self.held.paused {
             return 0;
         }
-        let spent = local.granted.wrapping_sub(self.base);
-        let leased = self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>();
-        let held = i128::from(leased) - i128::from(spent);
-        let horizon = self.round_trip.likely() + MARGIN + LEASE_TIME / 2;
-        let needed = self.local_rate() * horizon as f64 / SECOND as f64;
-        if self.fresh || (held as f64) < needed {
+        if self.fresh || self.surplus(local) < 0.0 {
             self.lease_size(rate)
         } else {
             0
         }
+    }
+
+    /// Tokens held, spendable or not yet, beyond what lasts a round trip
+    /// and a margin at the bucket's rate: negative when the next lease is
+    /// due.
+    fn surplus(&self, local: Local) -> f64 {
+        let spent = local.granted.wrapping_sub(self.base);
+        let leased = self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>();
+        let held = i128::from(leased) - i128::from(spent);
+        let horizon = self.round_trip.likely() + MARGIN + LEASE_TIME / 2;
+        held as f64 - self.local_rate() * horizon as f64 / SECOND as f64
+    }
+
+    /// When the member will want its next lease, spending at its bucket's
+    /// rate from now: the planner must be awake then, even with leases
+    /// still in hand.
+    fn next_lease(&self, now: u64, local: Local) -> u64 {
+        if self.asking.is_some() || !self.up() || self.held.paused || self.share_rate().is_none() {
+            return u64::MAX;
+        }
+        let surplus = self.surplus(local);
+        if surplus <= 0.0 {
+            // Due, and not asked for: no room on the share for now.
+            return self.not_before.max(now);
+        }
+        now.saturating_add((surplus / self.local_rate() * SECOND as f64) as u64)
     }
 
     /// A lease: [`LEASE_TIME`] or two round trips at the member's part,

@@ -73,10 +73,14 @@ fn a_lease_in_the_share_burst_is_spendable_at_once_at_the_members_part() {
         set.limit,
         Limit::Rate(Rate::from_bytes_per_sec(local).unwrap())
     );
-    // The bucket at that rate runs out of 200,000 tokens in 90.8 ms, from 10 ms.
+    // Spending at that rate, it wants its next lease when what it holds
+    // lasts a likely round trip (15 ms after one of 10 ms), a margin of
+    // 20 ms and half a lease time: 5.8 ms from now, and it wakes then,
+    // long before its 200,000 tokens run out (90.8 ms).
+    let surplus = 200_000.0 - local * 0.085;
     assert_eq!(
         step.wake,
-        10 * MS + (200_000.0 / local * SECOND as f64) as u64
+        10 * MS + (surplus / local * SECOND as f64) as u64
     );
 }
 
