@@ -40,8 +40,8 @@ use store::Store;
 /// What spending from a fleet's share does while Redis cannot be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum Fallback {
-    /// Go on at the last known rate per shape (the share's rate over the
-    /// shapes on it).
+    /// Go on at the last known rate per shape (this shape's part of the
+    /// share's rate, as Redis last gave it).
     #[default]
     Last,
     /// Hold the data until Redis is back.

@@ -624,7 +624,7 @@ impl Plan {
             return Some(0);
         }
         // Ramps are in the order granted, each beginning where the one
-        // before it ends on the share's timeline.
+        // before it ends on the member's timeline.
         let mut before = i128::from(self.spendable);
         for ramp in &self.ramps {
             if before + i128::from(ramp.tokens) >= goal {
