@@ -5,6 +5,7 @@
 //! downstream went away (SIGPIPE, [`die_of_sigpipe`]), 130 on Ctrl-C and
 //! 143 on SIGTERM (see `control::signals`).
 
+use std::io::Write;
 use std::process::ExitCode;
 
 /// shape's own exit statuses.
@@ -48,4 +49,19 @@ pub fn die_of_sigpipe() -> ! {
     let _ = signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGPIPE);
     // Only reached if the signal could not be raised.
     std::process::exit(141)
+}
+
+/// Writes `bytes` to standard output, whole and flushed, for the one-off
+/// outputs (help, version, man page, completions): a reader that went away
+/// ends shape as SIGPIPE does, any other failure is one line and status 1.
+pub fn print_whole(bytes: &[u8]) -> Exit {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Exit::Success,
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => die_of_sigpipe(),
+        Err(err) => {
+            eprintln!("shape: write to stdout: {}", crate::message::one_line(&err));
+            Exit::Failure
+        }
+    }
 }

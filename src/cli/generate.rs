@@ -8,8 +8,16 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 use std::io::{self, Write};
 
+/// `what`, whole: rendered in memory, so that a failing output is one
+/// write's error and never a panic inside a generator.
+pub fn render(what: Generated) -> Vec<u8> {
+    let mut text = Vec::new();
+    write(what, &mut text).expect("writing to memory does not fail");
+    text
+}
+
 /// Writes `what` to `out`.
-pub fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
+fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
     let shell = match what {
         Generated::Man => return write_man(out),
         Generated::Bash => Shell::Bash,

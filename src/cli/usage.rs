@@ -6,6 +6,7 @@ use crate::control::fleet::hide_password;
 use crate::exit::Exit;
 use crate::message::escape_controls;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
+use std::io::IsTerminal;
 
 /// Prints what `err` calls for, and returns the exit status.
 pub fn report(err: &clap::Error) -> Exit {
@@ -13,8 +14,14 @@ pub fn report(err: &clap::Error) -> Exit {
         err.kind(),
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
     ) {
-        let _ = err.print();
-        return Exit::Success;
+        // Written as every other output is: a full disk is an error.
+        let text = err.render();
+        let text = if std::io::stdout().is_terminal() {
+            text.ansi().to_string()
+        } else {
+            text.to_string()
+        };
+        return crate::exit::print_whole(text.as_bytes());
     }
     eprintln!("shape: {}", message(err));
     Exit::Usage

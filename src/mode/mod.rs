@@ -16,7 +16,6 @@ use crate::control::ShareName;
 use crate::exit::Exit;
 use crate::message::one_line;
 use crate::net::Address;
-use std::io;
 
 /// One thing shape can be asked to do.
 enum Mode<'a> {
@@ -61,9 +60,9 @@ pub struct UsageError(pub String);
 /// Runs what `cli` asks for.
 pub fn run(cli: &Cli) -> Exit {
     let ran = match Mode::of(cli) {
-        Mode::Generate(what) => crate::cli::generate::write(what, &mut io::stdout().lock())
-            .map(|()| Exit::Success)
-            .map_err(|err| anyhow::Error::from(err).context("write to stdout")),
+        Mode::Generate(what) => {
+            return crate::exit::print_whole(&crate::cli::generate::render(what));
+        }
         Mode::Remote(target) => remote::run(cli, target),
         Mode::ShareStatus(name) => share::status(name),
         Mode::ShareReset(name) => share::reset(name),

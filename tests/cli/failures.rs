@@ -104,3 +104,51 @@ fn ctrl_c_ends_a_sleeping_shape_with_sigint() {
     let status = wait_within(&mut child, Duration::from_secs(2));
     assert_eq!(status.signal(), Some(2), "{status:?}");
 }
+
+/// A one-off output (help, version, man page, completions) into `stdout`.
+fn one_off(args: &[&str], stdout: Stdio) -> (std::process::ExitStatus, String) {
+    let mut child = shape(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = drain(child.stderr.take().unwrap());
+    let status = wait_within(&mut child, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+    (status, stderr)
+}
+
+#[test]
+fn one_off_outputs_fail_as_every_output_does() {
+    let full = || {
+        Stdio::from(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+    };
+    // A full disk: one line and status 1 (completions aborted inside the
+    // generator, and help said nothing and returned 0).
+    for args in [
+        &["--generate", "bash"][..],
+        &["--generate", "man"],
+        &["--help"],
+        &["--version"],
+    ] {
+        let (status, stderr) = one_off(args, full());
+        assert_eq!(status.code(), Some(1), "{args:?}: {status:?} {stderr}");
+        assert_eq!(
+            stderr, "shape: write to stdout: No space left on device\n",
+            "{args:?}"
+        );
+    }
+    // A reader that went away: SIGPIPE, silently, as for cat.
+    for args in [&["--generate", "man"][..], &["--help"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let (status, stderr) = one_off(args, Stdio::from(writer));
+        assert_eq!(status.signal(), Some(13), "{args:?}: {status:?} {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}
