@@ -107,11 +107,27 @@ impl FromStr for RateFile {
     }
 }
 
+/// The most a rate file may hold: a line, with room for comments. A
+/// larger file is refused rather than read whole (a gigabyte of one line,
+/// or /dev/zero, would be read into memory).
+const RATE_FILE_MOST: u64 = 4096;
+
 impl RateFile {
-    /// Reads and parses `path`.
+    /// Reads and parses `path`, reading at most [`RATE_FILE_MOST`] bytes.
     pub fn load(path: &Path) -> Result<RateFile, String> {
-        let text = std::fs::read_to_string(path).map_err(|err| crate::message::one_line(&err))?;
-        text.parse()
+        use std::io::Read;
+        let mut text = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(RATE_FILE_MOST + 1).read_to_end(&mut text))
+            .map_err(|err| crate::message::one_line(&err))?;
+        if text.len() as u64 > RATE_FILE_MOST {
+            return Err(format!(
+                "longer than {RATE_FILE_MOST} bytes; a rate file holds one line, RATE [BURST]"
+            ));
+        }
+        String::from_utf8(text)
+            .map_err(|_| "not text; a rate file holds one line, RATE [BURST]".to_string())?
+            .parse()
     }
 }
 
@@ -166,6 +182,25 @@ mod tests {
         ] {
             assert!(bad.parse::<Schedule>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_rate_file_is_read_no_further_than_a_few_kilobytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join("long");
+        std::fs::write(&long, format!("{}\n", "1".repeat(1 << 20))).unwrap();
+        assert_eq!(
+            RateFile::load(&long),
+            Err("longer than 4096 bytes; a rate file holds one line, RATE [BURST]".into())
+        );
+        let endless = RateFile::load(Path::new("/dev/zero"));
+        assert!(endless.unwrap_err().starts_with("longer than 4096 bytes"));
+        let binary = dir.path().join("binary");
+        std::fs::write(&binary, [0xff, 0xfe, b'\n']).unwrap();
+        assert!(RateFile::load(&binary).unwrap_err().starts_with("not text"));
+        let fine = dir.path().join("fine");
+        std::fs::write(&fine, "# nightly\n5MiB 1MiB\n").unwrap();
+        assert!(RateFile::load(&fine).is_ok());
     }
 
     #[test]

@@ -176,6 +176,16 @@ fn sighup_rereads_a_good_rate_file_and_keeps_settings_on_a_bad_one() {
         "{}",
         refused.stderr
     );
+
+    // An endless file is refused after a few kilobytes, not read forever.
+    let endless = run(runtime.shape(["--rate-file", "/dev/zero"]), Stdio::null());
+    assert_eq!(endless.code(), 2);
+    assert!(
+        endless.stderr.starts_with("shape: --rate-file ")
+            && endless.stderr.contains("longer than 4096 bytes"),
+        "{}",
+        endless.stderr
+    );
 }
 
 #[test]
