@@ -470,7 +470,12 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             let now = self.clock.now();
             let token = now | 1;
             let held = self.cell.claim.load(Ordering::Acquire);
-            let stale = held != 0 && now.saturating_sub(held) > CLAIM_TIMEOUT_NS;
+            // A claim from the future is as stale as an old one: every
+            // writer runs on the same clock, so it can only be damage to
+            // a shared cell, and waiting for it would wait forever.
+            let stale = held != 0
+                && (now.saturating_sub(held) > CLAIM_TIMEOUT_NS
+                    || held.saturating_sub(now) > CLAIM_TIMEOUT_NS);
             if (held == 0 || stale)
                 && self
                     .cell
@@ -482,5 +487,24 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             }
             crate::atomics::back_off();
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod claim_tests {
+    use crate::{FakeClock, Fill, Limit, TokenBucket};
+
+    #[test]
+    fn a_claim_from_the_future_is_taken_over_not_waited_for() {
+        let clock = FakeClock::new(5_000_000_000);
+        let bucket =
+            TokenBucket::with_clock(Limit::per_second(1000), 100, Fill::Full, clock).unwrap();
+        // What a damaged share file can hold.
+        bucket
+            .cell
+            .claim
+            .store(u64::MAX, crate::atomics::Ordering::Release);
+        bucket.set_limit(Limit::per_second(2000));
+        assert_eq!(bucket.limit(), Limit::per_second(2000));
     }
 }
