@@ -28,7 +28,8 @@ pub fn parse(text: &str, span: &Span) -> Result<Duration, String> {
             .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
             .ok_or_else(|| format!("expected a duration ({})", span.examples))?
     } else {
-        humantime::parse_duration(text).map_err(|e| format!("{e} ({})", span.examples))?
+        humantime::parse_duration(text)
+            .map_err(|err| format!("{} ({})", in_our_words(text, &err), span.examples))?
     };
     if duration < span.least || duration > span.most {
         return Err(format!(
@@ -39,6 +40,26 @@ pub fn parse(text: &str, span: &Span) -> Result<Duration, String> {
         ));
     }
     Ok(duration)
+}
+
+/// Why `text` is not a duration, said in shape's words rather than the
+/// parser's (which counts byte offsets and lists months and years).
+fn in_our_words(text: &str, err: &humantime::DurationError) -> String {
+    use humantime::DurationError;
+    match err {
+        _ if text.starts_with('-') => "a duration cannot be negative".into(),
+        DurationError::Empty => "no duration given".into(),
+        DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+            "a number needs a unit: ns, us, ms, s, m, h or d".into()
+        }
+        DurationError::UnknownUnit { unit, .. } => {
+            format!("unknown unit '{unit}': use ns, us, ms, s, m, h or d")
+        }
+        DurationError::NumberOverflow => "too long".into(),
+        DurationError::InvalidCharacter(_) | DurationError::NumberExpected(_) => {
+            "not a duration".into()
+        }
+    }
 }
 
 /// `span` in nanoseconds, as the monotonic clock counts; saturating, far
@@ -57,6 +78,21 @@ mod tests {
         plain_seconds: true,
         examples: "e.g. 100ms, 0.5, 2s, 1m",
     };
+
+    #[test]
+    fn refusals_are_in_shapes_words() {
+        let refused = |text| parse(text, &SPAN).unwrap_err();
+        assert_eq!(
+            refused("-5ms"),
+            "a duration cannot be negative (e.g. 100ms, 0.5, 2s, 1m)"
+        );
+        assert_eq!(
+            refused("5 fortnights"),
+            "unknown unit 'fortnights': use ns, us, ms, s, m, h or d (e.g. 100ms, 0.5, 2s, 1m)"
+        );
+        assert_eq!(refused(""), "no duration given (e.g. 100ms, 0.5, 2s, 1m)");
+        assert_eq!(refused("fast"), "not a duration (e.g. 100ms, 0.5, 2s, 1m)");
+    }
 
     #[test]
     fn humantime_forms_and_plain_seconds_parse() {

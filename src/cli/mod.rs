@@ -22,7 +22,7 @@ use shape_bucket::RateSpec;
 use shape_bucket::units::{Quantity, Size};
 use std::path::PathBuf;
 use std::time::Duration;
-use values::{parse_burst, parse_interval, parse_max_buffer};
+use values::{parse_burst, parse_interval, parse_max_buffer, parse_seed};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -262,7 +262,7 @@ pub struct Cli {
     /// connections affected), so that a run can be replayed. Without it a
     /// seed is drawn; --stats says which, and a proxy with faults or
     /// jitter says it at start.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", value_parser = parse_seed, allow_hyphen_values = true)]
     pub seed: Option<u64>,
 
     /// Change the running shape PID (of this user), or every shape on a

@@ -21,6 +21,13 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
     )
 }
 
+/// Parses `--seed`: a whole number that fits in 64 bits.
+pub fn parse_seed(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| format!("expected a whole number from 0 to {} (e.g. 42)", u64::MAX))
+}
+
 impl std::str::FromStr for RemoteTarget {
     type Err = String;
 
@@ -63,6 +70,16 @@ pub fn parse_max_buffer(text: &str) -> Result<Size, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seed_is_a_whole_number_of_64_bits() {
+        assert_eq!(parse_seed("42"), Ok(42));
+        assert_eq!(parse_seed("18446744073709551615"), Ok(u64::MAX));
+        let refused = "expected a whole number from 0 to 18446744073709551615 (e.g. 42)";
+        for text in ["-1", "18446744073709551616", "x"] {
+            assert_eq!(parse_seed(text), Err(refused.into()), "{text}");
+        }
+    }
 
     #[test]
     fn intervals_take_plain_seconds_from_10ms_to_an_hour() {

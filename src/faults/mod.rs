@@ -118,10 +118,14 @@ impl std::str::FromStr for Slice {
 
     fn from_str(text: &str) -> Result<Self, String> {
         const EXAMPLES: &str = "e.g. 7, 1KiB, 1KiB:512";
+        // The size's own examples give way to a slice's.
         let size = |text: &str| {
             text.parse::<shape_bucket::units::Size>()
                 .map(|size| size.bytes())
-                .map_err(|e| format!("{e} ({EXAMPLES})"))
+                .map_err(|e| {
+                    let why = e.split(" (e.g.").next().unwrap_or(&e).to_string();
+                    format!("{why} ({EXAMPLES})")
+                })
         };
         let (piece, variation) = match text.split_once(':') {
             Some((piece, variation)) => (size(piece)?, size(variation)?),
