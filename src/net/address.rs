@@ -12,7 +12,7 @@ use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -112,7 +112,7 @@ impl Address {
             Address::Tcp { host, port } => Ok(Listening::Tcp(TcpListener::bind(&*Self::resolve(
                 host, *port, true,
             )?)?)),
-            Address::Unix(path) => Ok(Listening::Unix(UnixListener::bind(path)?, path.clone())),
+            Address::Unix(path) => Ok(Listening::Unix(bind_unix(path)?, path.clone())),
         }
     }
 
@@ -148,6 +148,30 @@ impl Address {
             }
             Address::Unix(path) => Ok(File::from(OwnedFd::from(UnixStream::connect(path)?))),
         }
+    }
+}
+
+/// Binds a Unix socket at `path`. A socket left there by a listener that
+/// is gone (killed, so it never removed it) is replaced; anything else at
+/// the path, a file or a socket someone accepts on, is left alone and the
+/// bind fails as it would.
+fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    use std::os::unix::fs::FileTypeExt;
+    match UnixListener::bind(path) {
+        Err(err) if err.kind() == io::ErrorKind::AddrInUse => {
+            let is_socket =
+                std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_socket());
+            let nobody_listens = matches!(
+                UnixStream::connect(path),
+                Err(refused) if refused.kind() == io::ErrorKind::ConnectionRefused
+            );
+            if !(is_socket && nobody_listens) {
+                return Err(err);
+            }
+            std::fs::remove_file(path)?;
+            UnixListener::bind(path)
+        }
+        bound => bound,
     }
 }
 

@@ -180,3 +180,36 @@ fn quiet_listening_says_nothing() {
     assert_eq!(output.stdout, b"quiet");
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
+
+#[test]
+fn a_socket_left_by_a_killed_listener_is_replaced_and_nothing_else_is() {
+    let dir = Scratch::new("stale");
+    // Left behind: bound, then its listener gone without removing it.
+    let stale = dir.path().join("stale.sock");
+    drop(UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let address = format!("unix:{}", stale.display());
+    let shape_in = Listening::start(shape(["--listen", &address]), Stdio::piped());
+    assert_eq!(shape_in.address, address);
+    let mut stream = UnixStream::connect(&stale).unwrap();
+    stream.write_all(b"through").unwrap();
+    drop(stream);
+    let (status, got) = shape_in.finish();
+    assert!(status.success());
+    assert_eq!(got, b"through");
+
+    // A socket someone accepts on, and a plain file, stay.
+    let live = dir.path().join("live.sock");
+    let _listener = UnixListener::bind(&live).unwrap();
+    let plain = dir.file("plain", b"not a socket");
+    for path in [&live, &plain] {
+        let refused = run(
+            shape(["--listen", &format!("unix:{}", path.display())]),
+            Stdio::null(),
+        );
+        assert_eq!(refused.code(), 1, "{}", refused.stderr);
+        assert!(refused.stderr.contains("in use"), "{}", refused.stderr);
+        assert!(path.exists());
+    }
+    assert_eq!(std::fs::read(&plain).unwrap(), b"not a socket");
+}
