@@ -75,7 +75,14 @@ impl ControlDir {
     pub fn open_at(path: PathBuf) -> io::Result<ControlDir> {
         match rustix::fs::mkdir(&path, Mode::RWXU) {
             Ok(()) | Err(Errno::EXIST) => {}
-            Err(err) => return Err(err.into()),
+            Err(err) => {
+                let err = io::Error::from(err);
+                let why = crate::message::one_line(&err);
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!("{}: {why}", path.display()),
+                ));
+            }
         }
         let refuse = |why: String| {
             io::Error::new(
@@ -91,7 +98,16 @@ impl ControlDir {
             OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|err| refuse(format!("cannot be opened as a directory ({err})")))?;
+        .map_err(|err| {
+            let is_link = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_symlink());
+            match is_link {
+                true => refuse("is a symlink".into()),
+                false => refuse(format!(
+                    "cannot be opened as a directory ({})",
+                    crate::message::one_line(&io::Error::from(err))
+                )),
+            }
+        })?;
         check_own(&rustix::fs::fstat(&fd)?, FileType::Directory, true)
             .map_err(|unfit| refuse(unfit.to_string()))?;
         Ok(ControlDir { path, fd })

@@ -117,15 +117,6 @@ fn machine(runtime: &Runtime, args: &[&str]) -> Running {
     )
 }
 
-/// Each shape's rate over `window` from `from`, waiting for it to pass.
-fn rates_over(shapes: &[Running], from: Instant, window: Duration) -> Vec<f64> {
-    std::thread::sleep((from + window).saturating_duration_since(Instant::now()));
-    shapes
-        .iter()
-        .map(|s| s.bytes_between(from, from + window) as f64 / window.as_secs_f64())
-        .collect()
-}
-
 #[test]
 fn shapes_on_two_machines_share_one_limit_and_each_gets_its_part() {
     let Some(redis) = Redis::start("fleet-two", &[]) else {
@@ -142,7 +133,7 @@ fn shapes_on_two_machines_share_one_limit_and_each_gets_its_part() {
     ];
     let from = Instant::now() + Duration::from_millis(800);
     let window = Duration::from_secs(3);
-    let each = rates_over(&shapes, from, window);
+    let each = rates(&shapes, from, window);
     let status = run(a.shape(["--share", &share, "--status"]), Stdio::null());
     for shape in shapes {
         shape.stop();
@@ -538,7 +529,7 @@ fn a_share_holds_its_total_and_even_parts_with_redis_far_away() {
     let shapes = [machine(&a, &args), machine(&b, &args)];
     let from = Instant::now() + Duration::from_millis(2500);
     let window = Duration::from_secs(3);
-    let each = rates_over(&shapes, from, window);
+    let each = rates(&shapes, from, window);
     for shape in shapes {
         shape.stop();
     }

@@ -333,6 +333,15 @@ impl Running {
     }
 }
 
+/// Each shape's rate over `length` from `from`, after that window passed.
+pub fn rates(shapes: &[Running], from: Instant, length: Duration) -> Vec<f64> {
+    std::thread::sleep((from + length).saturating_duration_since(Instant::now()));
+    shapes
+        .iter()
+        .map(|s| s.bytes_between(from, from + length) as f64 / length.as_secs_f64())
+        .collect()
+}
+
 /// A private runtime directory for one test (`XDG_RUNTIME_DIR`), so that
 /// tests do not see each other's shapes, control messages or shares.
 pub struct Runtime(pub Scratch);

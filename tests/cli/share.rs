@@ -8,15 +8,6 @@ use std::time::{Duration, Instant};
 
 const MIB: f64 = 1_048_576.0;
 
-/// Each shape's rate over `length` from `from`, after that window passed.
-fn rates(shapes: &[Running], from: Instant, length: Duration) -> Vec<f64> {
-    std::thread::sleep((from + length).saturating_duration_since(Instant::now()));
-    shapes
-        .iter()
-        .map(|s| s.bytes_between(from, from + length) as f64 / length.as_secs_f64())
-        .collect()
-}
-
 #[test]
 fn four_shapes_on_one_share_add_up_to_the_limit_and_each_gets_its_part() {
     let runtime = Runtime::new("share-four");
@@ -286,4 +277,36 @@ fn a_corrupt_share_names_its_file_and_reset_recreates_it_when_nobody_is_on_it() 
         "shape: share t9: a running shape is on it; stop it first\n"
     );
     assert!(path.exists(), "the share file was kept");
+}
+
+#[test]
+fn a_control_directory_that_cannot_be_used_is_named_with_why() {
+    let scratch = Scratch::new("control-dir");
+    let missing = scratch.path().join("missing");
+    let mut command = shape(["--share", "v1"]);
+    command.env("XDG_RUNTIME_DIR", &missing);
+    let refused = run(command, Stdio::null());
+    assert_eq!(refused.code(), 1);
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "shape: {}: No such file or directory\n",
+            missing.join("shape").display()
+        )
+    );
+
+    let elsewhere = scratch.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, scratch.path().join("shape")).unwrap();
+    let mut command = shape(["--share", "v1"]);
+    command.env("XDG_RUNTIME_DIR", scratch.path());
+    let refused = run(command, Stdio::null());
+    assert_eq!(refused.code(), 1);
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "shape: {} is a symlink; it must be a directory of this user's only\n",
+            scratch.path().join("shape").display()
+        )
+    );
 }
