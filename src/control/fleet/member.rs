@@ -238,9 +238,7 @@ impl Courier {
         call: impl FnOnce(&mut Store, &str) -> Result<T, super::StoreError>,
     ) -> Result<T, Trouble> {
         if self.store.is_none() {
-            let mut store = Store::connect(&self.share).map_err(|err| err.trouble())?;
-            store.load_scripts().map_err(|err| err.trouble())?;
-            self.store = Some(store);
+            self.store = Some(Store::connect_member(&self.share).map_err(|err| err.trouble())?);
         }
         let store = self.store.as_mut().expect("connected above");
         call(store, &self.id).map_err(|err| {

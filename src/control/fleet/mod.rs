@@ -5,9 +5,9 @@
 //! own, at its part of the share's rate, and keeps that spending covered
 //! by *leases*: stretches of a timeline of its own at that part, granted
 //! on Redis's clock by an atomic script, each spendable from the
-//! stretch's start less the share's burst in time. How a member sizes, times and spends its leases is
-//! [`plan`]; the threads that carry it out, one of which alone talks to
-//! Redis, are [`member`]. Every reply also carries the share's settings,
+//! stretch's start less the share's burst in time. How a member sizes,
+//! times and spends its leases is [`plan`]; the threads that carry it
+//! out, one of which alone talks to Redis, are [`member`]. Every reply also carries the share's settings,
 //! so a change made from any machine reaches every shape within a lease,
 //! and members remember them, so that a Redis that lost the share gets the
 //! latest back. Unused tokens are given back on exit.
@@ -99,7 +99,7 @@ pub fn join(
             url::PASSWORD_VARIABLE
         ));
     }
-    let mut store = Store::connect(share).map_err(fail)?;
+    let mut store = Store::connect_member(share).map_err(fail)?;
     let ours = Held {
         limit: joining.limit,
         burst: joining.burst,
@@ -151,7 +151,6 @@ pub fn join(
         ),
         say,
     };
-    store.load_scripts().map_err(fail)?;
     let clock = MonotonicClock;
     let mut plan = Plan::new(
         held,

@@ -317,8 +317,13 @@ impl Plan {
 
     /// Tokens leased and not spent, to give back on leaving.
     pub fn unused(&self, granted: u64) -> u64 {
-        let leased = self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>();
-        leased.saturating_sub(granted.wrapping_sub(self.base))
+        self.leased()
+            .saturating_sub(granted.wrapping_sub(self.base))
+    }
+
+    /// Tokens of every lease held, spendable or not yet.
+    fn leased(&self) -> u64 {
+        self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>()
     }
 
     fn answered(&mut self, now: u64, local: Local, answer: Answer) -> Option<String> {
@@ -513,8 +518,7 @@ impl Plan {
     /// due.
     fn surplus(&self, local: Local) -> f64 {
         let spent = local.granted.wrapping_sub(self.base);
-        let leased = self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>();
-        let held = i128::from(leased) - i128::from(spent);
+        let held = i128::from(self.leased()) - i128::from(spent);
         let horizon = self.round_trip.likely() + MARGIN + LEASE_TIME / 2;
         held as f64 - self.local_rate() * horizon as f64 / SECOND as f64
     }
@@ -600,18 +604,21 @@ impl Plan {
             .clamp(self.unit, self.held.burst.max(self.unit));
         let room = self.room(now, local);
         let was_paused = self.setting.is_some_and(|setting| setting.paused);
-        let resume = (rate * RESUME_AFTER as f64 / SECOND as f64) as i128;
         // Paused with less than a millisecond at its rate left, let go
-        // with five: no wake-up every millisecond on a sliver of room.
+        // with five (or its burst): no wake-up every millisecond on a
+        // sliver of room.
+        let resume = ((rate * RESUME_AFTER as f64 / SECOND as f64) as i128)
+            .min(i128::from(burst))
+            .max(1);
         let least = (rate * MS as f64 / SECOND as f64) as i128;
-        let paused = room <= least || (was_paused && room < resume.min(i128::from(burst)));
+        let paused = room <= least || (was_paused && room < resume);
         let wake = if paused {
             // Until enough is spendable to go on.
-            self.time_spendable(local, resume.min(i128::from(burst)).max(1))
+            self.time_spendable(local, resume).unwrap_or(u64::MAX)
         } else {
             self.runs_out(now, local, rate)
         };
-        let wake = wake.unwrap_or(u64::MAX).min(polled).max(now + MS);
+        let wake = wake.min(polled).max(now + MS);
         (Setting::new(limit, burst, paused), wake)
     }
 
@@ -639,7 +646,7 @@ impl Plan {
 
     /// When the bucket, spending at `rate` from now, could have handed
     /// out all that is spendable by then.
-    fn runs_out(&self, now: u64, local: Local, rate: f64) -> Option<u64> {
+    fn runs_out(&self, now: u64, local: Local, rate: f64) -> u64 {
         let room = self.room(now, local) as f64;
         // Ignoring what becomes spendable meanwhile: early, so safe.
         let mut at = now.saturating_add((room.max(0.0) / rate * SECOND as f64) as u64);
@@ -651,7 +658,7 @@ impl Plan {
                 }
             }
         }
-        Some(at)
+        at
     }
 
     /// When to call Redis next without being woken: the retry while it is

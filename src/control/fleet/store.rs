@@ -287,12 +287,14 @@ impl Store {
         Ok(store)
     }
 
-    /// Loads the scripts a member calls, so that its calls each take one
-    /// round trip from the first on (the round trip is what it plans by).
-    pub fn load_scripts(&mut self) -> Result<(), StoreError> {
-        self.lease.load(&mut self.connection)?;
-        self.give_back.load(&mut self.connection)?;
-        Ok(())
+    /// Connects as a member: with the scripts a member calls loaded, so
+    /// that its calls each take one round trip from the first on (the
+    /// round trip is what it plans by).
+    pub fn connect_member(share: &RedisShare) -> Result<Store, StoreError> {
+        let mut store = Store::connect(share)?;
+        store.lease.load(&mut store.connection)?;
+        store.give_back.load(&mut store.connection)?;
+        Ok(store)
     }
 
     /// The settings the share holds, if it exists.
