@@ -4,6 +4,7 @@
 //! links, checked to be the user's own, and created whole or not at all.
 
 use super::protocol::MAGIC;
+use crate::message::one_line;
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, RenameFlags, Stat};
 use rustix::io::Errno;
 use std::fs::File;
@@ -231,7 +232,14 @@ impl ControlDir {
         let share = share
             .map(|share| format!("share {share}\n"))
             .unwrap_or_default();
-        self.create(&name, &format!("{MAGIC}\nstarted {started}\n{share}"))?;
+        self.create(&name, &format!("{MAGIC}\nstarted {started}\n{share}"))
+            .map_err(|err| {
+                let path = self.path.join(&name);
+                io::Error::new(
+                    err.kind(),
+                    format!("{}: {}", path.display(), one_line(&err)),
+                )
+            })?;
         Ok(Registration {
             dir: self.clone(),
             name,

@@ -9,6 +9,7 @@ use super::schedule::RateFile;
 use super::signals::{Handlers, answer};
 use crate::counting::Counting;
 use crate::lock::lock;
+use crate::message::one_line;
 use crate::progress::Printer;
 use shape_bucket::Limit;
 use std::io;
@@ -50,6 +51,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
         printer,
         rate_file,
     } = run;
+    let say = printer.clone();
     let last_status = Mutex::new((started, 0u64));
     let handlers = Handlers {
         reload: rate_file.map(|path| {
@@ -106,11 +108,21 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
     // Answer first, publish second: a remote that finds the registration
     // sends SIGUSR2, whose default action would end the process.
     answer(handlers)?;
-    let registration = match &control {
-        Some(dir) => Some(dir.register(pid, share.as_deref())?),
-        None => None,
+    let Some(dir) = &control else {
+        return Ok(None);
     };
-    Ok(registration)
+    match dir.register(pid, share.as_deref()) {
+        Ok(registration) => Ok(Some(registration)),
+        // A shape on a share must be counted as on it, or `--reset` could
+        // take the share away from under it.
+        Err(err) if share.is_some() => Err(err),
+        Err(err) => {
+            if !quiet {
+                say.line(&format!("shape: remote control is off: {}", one_line(&err)));
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// Follows a timetable of limits from `started` on a thread of its own;

@@ -8,7 +8,7 @@ use super::{UsageError, warn};
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
 use crate::conditions::{Conditions, Fixed, Now};
-use crate::control::{Adjuster, Bucket};
+use crate::control::{Adjuster, Bucket, share};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
 use crate::faults::{Direction, Faults, Mischief, ResetStruck, Struck, Trigger};
@@ -133,6 +133,12 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
                 all_read = false;
             }
             Err(CopyError::Write(err)) => return Err(write_failed(err, reporter)),
+            Err(CopyError::Damaged(_)) => {
+                if let Some(reporter) = reporter {
+                    reporter.finish();
+                }
+                return Err(anyhow!(share::damage_line(&bucket)));
+            }
         }
     }
     drop(pump);

@@ -11,8 +11,8 @@ use crate::counting::{Counting, Written};
 use crate::exit::Exit;
 use crate::faults::Direction as Way;
 use crate::net::{Address, proxy};
-use anyhow::Context;
-use shape_bucket::RateSpec;
+use anyhow::{Context, anyhow};
+use shape_bucket::{Damaged, RateSpec};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -78,10 +78,14 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
     };
-    let served = proxy::serve(listen, connect, &shaping)
-        .with_context(|| format!("proxy from {listen} to {connect}"));
+    let served = proxy::serve(listen, connect, &shaping);
     drop(member);
-    served?;
+    if let Err(err) = &served
+        && err.get_ref().is_some_and(|inner| inner.is::<Damaged>())
+    {
+        return Err(anyhow!(share::damage_line(&up)));
+    }
+    served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
 }
 

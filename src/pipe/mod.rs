@@ -25,7 +25,7 @@ pub use records::RecordPump;
 
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use rustix::io::Errno;
-use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
+use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use splice::{Hand, splice};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -51,6 +51,10 @@ pub enum CopyError {
     /// Writing the output failed.
     #[error("write: {0}")]
     Write(#[source] io::Error),
+    /// The bucket's shared state was found damaged: nothing more is paid
+    /// for, so nothing more is written.
+    #[error("{0}")]
+    Damaged(#[from] Damaged),
 }
 
 /// A copy loop that forwards one input at a time: [`Pump`] for bytes,
@@ -176,7 +180,9 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// price: after the input stalls, the chunk paid ahead can go out on top
     /// of a full burst, so the most that passes at once is the burst plus
     /// one chunk (2.5 ms worth, at most 512 KiB and half the burst).
-    fn pay_for(&mut self, taken: usize) {
+    /// Fails, before anything of the chunk is written, if the bucket is
+    /// found damaged.
+    fn pay_for(&mut self, taken: usize) -> Result<(), Damaged> {
         let reservation = match self.prepaid.take() {
             Some(mut paid) => {
                 self.bucket
@@ -185,7 +191,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
             }
             None => self.bucket.reserve(taken as u64),
         };
-        self.bucket.wait(&reservation);
+        self.bucket.wait(&reservation)?;
         if let Some(left) = &mut self.remaining {
             *left -= taken as u64;
         }
@@ -193,6 +199,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
             reservation: self.bucket.reserve(bytes as u64),
             bytes,
         });
+        Ok(())
     }
 
     /// Gives back every token of `paid`, unused.
@@ -226,7 +233,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
                 Err(Errno::INVAL) => return Ok(None),
                 Err(err) => return Err(CopyError::Read(err.into())),
             };
-            self.pay_for(n);
+            self.pay_for(n)?;
             let still_splicing = self.pass_on(n, output)?;
             // Counted whichever way the bytes went out.
             self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
@@ -288,7 +295,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(CopyError::Read(e)),
             };
-            self.pay_for(n);
+            self.pay_for(n)?;
             output
                 .write_all(&self.buffer[..n])
                 .map_err(CopyError::Write)?;

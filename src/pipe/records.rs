@@ -14,7 +14,7 @@
 use super::{CopyError, Descriptor, Ended, Forward};
 use crate::chunk::chunk_records;
 use crate::counting::TOKENS_PER_RECORD;
-use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
+use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::ops::Deref;
@@ -94,7 +94,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
             } else {
                 let (records, through) = self.find(pending, self.records_per_chunk());
                 if records > 0 {
-                    self.pay(records);
+                    self.pay(records)?;
                     write(output, &self.buffer[start..start + through])?;
                     start += through;
                     self.passed(records);
@@ -103,7 +103,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
                 if end - start == self.buffer.len() {
                     // A record longer than the buffer: pay for it now, and
                     // let it through in pieces.
-                    self.pay(1);
+                    self.pay(1)?;
                     self.open = true;
                     continue;
                 }
@@ -133,7 +133,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
     ) -> Result<Ended, CopyError> {
         if rest > 0 || self.open {
             if !self.open {
-                self.pay(1);
+                self.pay(1)?;
             }
             write(output, &self.buffer[..rest])?;
             self.open = false;
@@ -174,7 +174,10 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
     /// pump is busy would otherwise overflow and be lost, and the rate
     /// would fall short. After the input stalls, the records paid ahead
     /// can follow a full burst at once.
-    fn pay(&mut self, records: u64) {
+    ///
+    /// Fails, before any of them is written, if the bucket is found
+    /// damaged.
+    fn pay(&mut self, records: u64) -> Result<(), Damaged> {
         let tokens = records * TOKENS_PER_RECORD;
         let reservation = match self.prepaid.take() {
             Some((mut paid, ahead)) if ahead >= records => {
@@ -183,12 +186,12 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
                 paid
             }
             Some((paid, ahead)) => {
-                self.bucket.wait(&paid);
+                self.bucket.wait(&paid)?;
                 self.bucket.reserve(tokens - ahead * TOKENS_PER_RECORD)
             }
             None => self.bucket.reserve(tokens),
         };
-        self.bucket.wait(&reservation);
+        self.bucket.wait(&reservation)?;
         let ahead = self
             .records_per_chunk()
             .min(self.remaining.unwrap_or(u64::MAX).saturating_sub(records));
@@ -196,6 +199,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
             let reservation = self.bucket.reserve(ahead * TOKENS_PER_RECORD);
             (reservation, ahead)
         });
+        Ok(())
     }
 
     /// Gives back what was paid ahead: no more records come.

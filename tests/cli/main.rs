@@ -3,6 +3,7 @@
 mod harness;
 
 mod counting;
+mod damage;
 mod exactness;
 mod failures;
 mod faults;

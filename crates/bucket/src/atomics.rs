@@ -3,9 +3,9 @@
 //! interleaving of the very code that ships.
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+pub use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 
 /// Gives way while another writer holds the configuration claim. Only the
 /// rare writers of a new rate or burst ever call this; acquirers never wait

@@ -28,7 +28,9 @@
 //!         let bucket = bucket.clone();
 //!         std::thread::spawn(move || {
 //!             for _ in 0..8 {
-//!                 bucket.acquire(8 << 10); // sleeps for as long as the deficit takes
+//!                 // Sleeps for as long as the deficit takes; fails only on a
+//!                 // damaged cell, and this one is the process's own.
+//!                 bucket.acquire(8 << 10).unwrap();
 //!             }
 //!         })
 //!     })
@@ -57,7 +59,8 @@ pub mod units;
 
 pub use atomics::AtomicU32;
 pub use bucket::{
-    BucketCell, Denied, Fill, InvalidBurst, MAX_BURST, Reservation, TokenBucket, check_burst,
+    BucketCell, Damaged, Denied, Fill, InvalidBurst, MAX_BURST, Reservation, TokenBucket,
+    check_burst,
 };
 #[cfg(not(loom))]
 pub use clock::MonotonicClock;

@@ -108,7 +108,10 @@ impl<T: Read, B: Payer> Read for Shaped<T, B> {
         }
         let piece = self.piece(buf.len());
         let n = self.inner.read(&mut buf[..piece])?;
-        self.payer.bucket().acquire(n as u64);
+        self.payer
+            .bucket()
+            .acquire(n as u64)
+            .map_err(io::Error::other)?;
         Ok(n)
     }
 }
@@ -121,7 +124,7 @@ impl<T: Write, B: Payer> Write for Shaped<T, B> {
         let piece = self.piece(buf.len());
         let bucket = self.payer.bucket();
         let mut paid = bucket.reserve(piece as u64);
-        bucket.wait(&paid);
+        bucket.wait(&paid).map_err(io::Error::other)?;
         let written = self.inner.write(&buf[..piece]);
         let unused = written.as_ref().map_or(piece, |&n| piece - n.min(piece));
         bucket.give_back(&mut paid, unused as u64);

@@ -95,7 +95,7 @@ fn a_sleeper_finishes_when_the_limit_is_lifted() {
             thread::spawn(move || b.acquire(5))
         };
         b.set_limit(Limit::Unlimited);
-        sleeper.join().unwrap();
+        sleeper.join().unwrap().unwrap();
         assert_eq!(b.limit(), Limit::Unlimited);
     });
 }

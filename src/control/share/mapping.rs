@@ -1,15 +1,24 @@
 //! The share file's layout and its mapping into memory: a versioned
 //! `#[repr(C)]` header (magic, version, sizes, what the tokens count)
-//! followed by the bucket's
-//! cell on cache lines of its own. Also the bucket of a running shape,
-//! whose cell is its own or a share's.
+//! followed by the bucket's cell on cache lines of its own. Also the
+//! bucket of a running shape, whose cell is its own or a share's, and
+//! what is said when a mapped share is damaged or cut short under it.
+//!
+//! A file cut short while mapped (`truncate`) makes the next touch of the
+//! lost page raise SIGBUS, which would end shape without a word. The
+//! mapping therefore answers SIGBUS with one line that names the file and
+//! status 1. The line is made when the file is mapped, as nothing may be
+//! allocated in a signal handler.
 
 use crate::counting::Counting;
 use rustix::mm::{MapFlags, ProtFlags};
 use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
 use std::ops::Deref;
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::ptr::NonNull;
+use std::sync::Once;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The first bytes of every share file.
 pub(super) const MAGIC: [u8; 8] = *b"SHAPEBKT";
@@ -94,9 +103,29 @@ fn own_filled(limit: Limit, burst: u64, fill: Fill) -> Result<Bucket, InvalidBur
     ))
 }
 
+/// Which share a file holds and where it is, for messages.
+#[derive(Debug, Clone)]
+pub(super) struct ShareFile {
+    pub(super) name: String,
+    pub(super) path: PathBuf,
+}
+
+impl ShareFile {
+    /// Says that the file is unusable for `why`, and the way out.
+    pub(super) fn unusable(&self, why: &str) -> String {
+        format!(
+            "share {}: {} {why}; end the shapes on it and run 'shape --share {} --reset'",
+            self.name,
+            self.path.display(),
+            self.name
+        )
+    }
+}
+
 /// A share file mapped into memory.
 pub struct Mapping {
     base: NonNull<u8>,
+    file: ShareFile,
 }
 
 // SAFETY: the mapping is only ever accessed through the atomics of the
@@ -107,8 +136,10 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps the whole of `fd`, which is at least `FILE_SIZE` bytes.
-    pub(super) fn map(fd: impl AsFd) -> rustix::io::Result<Mapping> {
+    /// Maps the whole of `fd`, which is at least `FILE_SIZE` bytes and
+    /// holds `file`.
+    pub(super) fn map(fd: impl AsFd, file: ShareFile) -> rustix::io::Result<Mapping> {
+        say_on_sigbus(&file);
         // SAFETY: a fresh shared mapping of a file of FILE_SIZE bytes, at an
         // address the kernel picks; nothing else in this process refers to
         // that memory.
@@ -124,7 +155,14 @@ impl Mapping {
         };
         Ok(Mapping {
             base: NonNull::new(base.cast()).expect("mmap never returns null on success"),
+            file,
         })
+    }
+
+    /// What to say when the cell is found damaged while in use.
+    pub(super) fn damage_line(&self) -> String {
+        self.file
+            .unusable("was written over while in use and holds no readable settings: stopped")
     }
 
     pub(super) fn header(&self) -> &Header {
@@ -166,4 +204,43 @@ impl Drop for Mapping {
         // reference into it outlives the Mapping that hands them out.
         let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), FILE_SIZE) };
     }
+}
+
+/// The line SIGBUS prints: about the share mapped last. A shape maps one
+/// share at a time (a copy its own, `--status` each in turn), so that is
+/// the one whose page went missing. Null until a share is mapped.
+static SIGBUS_LINE: AtomicPtr<&'static [u8]> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes SIGBUS say that `file` was cut short, and end shape with status 1.
+fn say_on_sigbus(file: &ShareFile) {
+    let line = format!(
+        "shape: {}\n",
+        file.unusable("was cut short while in use: stopped")
+    );
+    // Leaked: the handler may read it at any time until the process ends,
+    // and a process maps only a few shares.
+    let line: &'static [u8] = Box::leak(line.into_bytes().into_boxed_slice());
+    SIGBUS_LINE.store(Box::leak(Box::new(line)), Ordering::Release);
+    static HANDLER: Once = Once::new();
+    HANDLER.call_once(|| {
+        // SAFETY: `cut_short` is async-signal-safe, as it must be.
+        let registered =
+            unsafe { signal_hook::low_level::register(signal_hook::consts::SIGBUS, cut_short) };
+        // Without the handler, SIGBUS still ends shape, only silently.
+        let _ = registered;
+    });
+}
+
+/// SIGBUS's action: says [`SIGBUS_LINE`] and exits with status 1. It only
+/// loads an atomic pointer to memory that is never freed, writes and exits,
+/// all async-signal-safe; it never returns, so the access that faulted is
+/// not made again.
+fn cut_short() {
+    let line = SIGBUS_LINE.load(Ordering::Acquire);
+    if !line.is_null() {
+        // SAFETY: set by `say_on_sigbus` from a leaked, never freed value.
+        let line: &[u8] = unsafe { *line };
+        let _ = rustix::io::write(rustix::stdio::stderr(), line);
+    }
+    signal_hook::low_level::exit(1);
 }

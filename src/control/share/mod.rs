@@ -17,11 +17,12 @@ pub use mapping::{Bucket, Cell, own, own_empty};
 use super::dir::{ControlDir, Unfit, check_own};
 use super::protocol::Settings;
 use crate::counting::Counting;
-use mapping::{FILE_SIZE, Header, MAGIC, Mapping, VERSION};
+use crate::message::one_line;
+use mapping::{FILE_SIZE, Header, MAGIC, Mapping, ShareFile, VERSION};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use shape_bucket::{BucketCell, Clock, Fill, Limit, MonotonicClock, TokenBucket};
-use std::io;
+use std::io::{self, Write};
 
 /// Why a share could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -90,9 +91,8 @@ pub fn open(
     burst: u64,
     counting: Counting,
 ) -> Result<(Bucket, Opened), ShareError> {
-    let file = file_name(name);
     loop {
-        match attach(dir, &file) {
+        match attach(dir, name) {
             Ok((_, theirs)) if theirs != counting => {
                 return Err(ShareError::new(
                     name,
@@ -112,7 +112,7 @@ pub fn open(
             Err(Refusal::Missing) => {}
             Err(refusal) => return Err(ShareError::unusable(dir, name, refusal)),
         }
-        match create(dir, &file, limit, burst, counting) {
+        match create(dir, name, limit, burst, counting) {
             Ok(mapping) => {
                 return Ok((
                     TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
@@ -121,7 +121,11 @@ pub fn open(
             }
             // Another process created it first: attach to theirs.
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(err) => return Err(ShareError::new(name, err.to_string())),
+            Err(err) => {
+                let path = share_file(dir, name).path;
+                let why = format!("{}: {}", path.display(), one_line(&err));
+                return Err(ShareError::new(name, why));
+            }
         }
     }
 }
@@ -158,7 +162,7 @@ pub fn join(
 
 /// Opens share `name` only if it exists, and says what it counts.
 pub fn find(dir: &ControlDir, name: &str) -> Result<(Bucket, Counting), ShareError> {
-    attach(dir, &file_name(name))
+    attach(dir, name)
         .map(|(mapping, counting)| {
             let bucket = TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock);
             (bucket, counting)
@@ -204,6 +208,23 @@ fn file_name(name: &str) -> String {
     format!("{name}.share")
 }
 
+/// Share `name`'s file in `dir`, for messages.
+fn share_file(dir: &ControlDir, name: &str) -> ShareFile {
+    ShareFile {
+        name: name.to_string(),
+        path: dir.path().join(file_name(name)),
+    }
+}
+
+/// What to say when `bucket` is found damaged: the share file and the way
+/// out, if it is a share's.
+pub fn damage_line(bucket: &Bucket) -> String {
+    match bucket.cell() {
+        Cell::Shared(mapping) => mapping.damage_line(),
+        Cell::Own(_) => shape_bucket::Damaged.to_string(),
+    }
+}
+
 /// Why a share file was not used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 enum Refusal {
@@ -237,15 +258,15 @@ impl From<Errno> for Refusal {
 
 /// Maps an existing share file after checking it, and says what it
 /// counts.
-fn attach(dir: &ControlDir, file: &str) -> Result<(Mapping, Counting), Refusal> {
+fn attach(dir: &ControlDir, name: &str) -> Result<(Mapping, Counting), Refusal> {
     let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir.fd(), file, flags, Mode::empty())?;
+    let fd = rustix::fs::openat(dir.fd(), file_name(name).as_str(), flags, Mode::empty())?;
     let stat = rustix::fs::fstat(&fd)?;
     check_own(&stat, FileType::RegularFile, true).map_err(Refusal::Unfit)?;
     if (stat.st_size as u64) < FILE_SIZE as u64 {
         return Err(Refusal::TooShort);
     }
-    let mapping = Mapping::map(&fd)?;
+    let mapping = Mapping::map(&fd, share_file(dir, name))?;
     let header = mapping.header();
     if header.magic != MAGIC {
         return Err(Refusal::NotAShare);
@@ -258,7 +279,7 @@ fn attach(dir: &ControlDir, file: &str) -> Result<(Mapping, Counting), Refusal> 
         return Err(Refusal::OtherLayout);
     }
     let counting = Counting::from_code(header.counting).ok_or(Refusal::Corrupt)?;
-    if !mapping.cell().is_sound() {
+    if !mapping.cell().is_sound(MonotonicClock.now()) {
         return Err(Refusal::Corrupt);
     }
     Ok((mapping, counting))
@@ -268,16 +289,19 @@ fn attach(dir: &ControlDir, file: &str) -> Result<(Mapping, Counting), Refusal> 
 /// `AlreadyExists` if one appeared meanwhile.
 fn create(
     dir: &ControlDir,
-    file: &str,
+    name: &str,
     limit: Limit,
     burst: u64,
     counting: Counting,
 ) -> io::Result<Mapping> {
     let cell = BucketCell::new(limit, burst, Fill::Full, MonotonicClock.now())
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
-    dir.create_with(file, |fd| {
-        rustix::fs::ftruncate(fd, FILE_SIZE as u64)?;
-        let mut mapping = Mapping::map(fd)?;
+    dir.create_with(&file_name(name), |mut fd| {
+        // Written, not made sparse by ftruncate: on a full disk the write
+        // fails here, where a sparse file would only fail on the first
+        // touch of the mapping, with SIGBUS.
+        fd.write_all(&[0; FILE_SIZE])?;
+        let mut mapping = Mapping::map(fd, share_file(dir, name))?;
         mapping.fill(cell, counting);
         Ok(mapping)
     })
@@ -409,6 +433,64 @@ mod tests {
         }
         for bad in ["", ".hidden", "a/b", "../x", "a b", &"x".repeat(65)] {
             assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod noise {
+    //! Share files whose header is sound and whose cell is noise: opening
+    //! one either refuses it or gives a bucket whose every call returns
+    //! at once (none of them sleeps on a rate, since nothing waits here).
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Opens a share file holding `cell` after a sound header, and calls
+    /// everything a shape calls on a bucket.
+    fn open_noise(cell: &[u8], current_stamp: bool) -> Result<(), ShareError> {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = ControlDir::open_at(scratch.path().join("control")).unwrap();
+        drop(open(&dir, "n", Limit::per_second(1 << 20), 1000, Counting::Bytes).unwrap());
+        let path = dir.path().join("n.share");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = mapping::CELL_OFFSET;
+        bytes[at..at + cell.len()].copy_from_slice(cell);
+        if current_stamp {
+            // The current slot stamped with the generation, so that the
+            // noise behind the stamp is reached.
+            let generation = u32::from_ne_bytes(bytes[at + 64..at + 68].try_into().unwrap());
+            let slot = at + 80 + 48 * (generation as usize % 4);
+            bytes[slot..slot + 8].copy_from_slice(&u64::from(generation).to_ne_bytes());
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let (bucket, _) = find(&dir, "n")?;
+        let _ = (bucket.limit(), bucket.burst(), bucket.available());
+        let _ = bucket.try_acquire(10);
+        let mut paid = bucket.reserve(10);
+        let _ = bucket.deadline(&paid);
+        bucket.give_back(&mut paid, 10);
+        let _ = bucket.set(Limit::per_second(1 << 20), 4096);
+        bucket.set_paused(false);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn a_noisy_cell_is_refused_or_used_never_spun_on(
+            cell in proptest::collection::vec(any::<u8>(), 272),
+            current_stamp in any::<bool>(),
+        ) {
+            let started = std::time::Instant::now();
+            match open_noise(&cell, current_stamp) {
+                Ok(()) => {}
+                Err(refused) => prop_assert!(
+                    refused.to_string().contains("holds a corrupt bucket"),
+                    "{refused}"
+                ),
+            }
+            prop_assert!(started.elapsed() < std::time::Duration::from_secs(1));
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::conditions::{Conditions, Watch};
 use crate::control::Bucket;
 use crate::faults::{Direction as Way, ResetStruck};
 use crate::slowlink::{Line, SlowLink};
-use shape_bucket::{Clock, Reservation};
+use shape_bucket::{Clock, Damaged, Reservation};
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -241,6 +241,10 @@ impl Direction {
         };
         if let Some(deadline) = bucket.deadline(paid) {
             return Ok((false, Some(deadline)));
+        }
+        if bucket.damaged() {
+            // Not paid for after all: the bucket could not be read.
+            return Err(io::Error::other(Damaged));
         }
         let (mut chunk, _) = self.unpaid.take().expect("checked above");
         if let Some(trouble) = &mut self.trouble {

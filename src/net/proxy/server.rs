@@ -12,7 +12,7 @@ use crate::net::Address;
 use mio::net::{TcpStream, UnixStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use shape_bucket::{Clock, MonotonicClock};
+use shape_bucket::{Clock, Damaged, MonotonicClock};
 use slab::Slab;
 use std::io;
 use std::net::SocketAddr;
@@ -178,6 +178,9 @@ impl<'a> Server<'a> {
                 self.step(key);
             }
             self.ready = ready;
+            if self.shaping.adjuster.buckets().iter().any(|b| b.damaged()) {
+                return Err(io::Error::other(Damaged));
+            }
         }
     }
 

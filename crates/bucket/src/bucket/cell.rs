@@ -38,8 +38,15 @@ const SLOTS: usize = 4;
 const WRITING: u64 = 1 << 32;
 /// A writer's claim older than this is taken over.
 const CLAIM_TIMEOUT_NS: u64 = 1_000_000_000;
+/// Debt that takes longer than this to cover is damage, not reservations.
+const MOST_DEBT_NS: u64 = 3600 * 1_000_000_000;
 /// How far `V` may run past `v0` before the fill line is rebased.
 const REBASE_AFTER: u128 = 1 << 62;
+/// Reads of the configuration before the cell is called damaged. A read
+/// fails only while writers go round every slot during it, which a few
+/// tries outlast; memory that never yields a configuration was overwritten
+/// (a damaged share file), and reading on would spin forever.
+const READ_ATTEMPTS: u32 = 10_000;
 /// What a new configuration changes; `None` keeps the old value.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Change {
@@ -60,9 +67,24 @@ pub(super) struct Config {
     pub(super) burst: u64,
     /// Nothing is granted while paused, and the fill line stands still.
     pub(super) paused: bool,
+    /// No configuration could be read: the cell is damaged. Such a
+    /// configuration is unlimited, so that nobody sleeps on it, and every
+    /// caller that grants or waits says so instead.
+    pub(super) damaged: bool,
 }
 
 impl Config {
+    /// What a reader works on when the cell holds no readable
+    /// configuration.
+    const DAMAGED: Config = Config {
+        t0: 0,
+        v0: 0,
+        rate: 0,
+        burst: 1,
+        paused: false,
+        damaged: true,
+    };
+
     pub(super) fn unlimited(&self) -> bool {
         self.rate == 0
     }
@@ -178,6 +200,7 @@ impl ConfigSlot {
             rate: self.rate.load(Ordering::Relaxed),
             burst: self.burst.load(Ordering::Relaxed),
             paused: self.paused.load(Ordering::Relaxed) != 0,
+            damaged: false,
         };
         fence(Ordering::Acquire);
         let after = self.stamp.load(Ordering::Relaxed);
@@ -242,20 +265,36 @@ impl BucketCell {
             rate: limit.rate().map_or(0, Rate::fixed),
             burst,
             paused: false,
+            damaged: false,
         }))
     }
 
     /// True if the cell holds a readable configuration with settings in
-    /// range: a check for a cell found in a file, which may be corrupt.
-    /// Never spins: a few reads, then it gives up.
-    pub fn is_sound(&self) -> bool {
+    /// range that a bucket can go on from at clock time `now`: a check for
+    /// a cell found in a file, which may be corrupt. Never spins: a few
+    /// reads, then it gives up.
+    ///
+    /// A configuration from the future (more than [`CLAIM_TIMEOUT_NS`]
+    /// ahead: callers share one clock) would bring no tokens until the
+    /// clock caught up, and debt that takes longer than
+    /// [`MOST_DEBT_NS`] to cover was never reserved by callers that pay
+    /// a chunk at a time: either would make the next caller sleep for
+    /// as good as ever.
+    pub fn is_sound(&self, now: u64) -> bool {
         (0..1000).any(|_| {
             let generation = self.generation.load(Ordering::Acquire);
+            let spent = self.spent.load(Ordering::Acquire);
             self.slots[generation as usize % SLOTS]
                 .read(generation)
                 .is_some_and(|config| {
+                    let level = config.level(spent, now.max(config.t0));
+                    let debt = u64::try_from(-level.min(0)).unwrap_or(u64::MAX);
                     (config.rate == 0 || Rate::from_fixed(config.rate).is_some())
                         && check_burst(config.burst).is_ok()
+                        && config.t0 <= now.saturating_add(CLAIM_TIMEOUT_NS)
+                        && (config.unlimited()
+                            || debt == 0
+                            || nanoseconds_for(debt, config.rate) <= MOST_DEBT_NS)
                 })
         })
     }
@@ -378,15 +417,24 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         }
     }
 
-    /// The current generation and its configuration.
+    /// The current generation and its configuration, or
+    /// [`Config::DAMAGED`] if none can be read (or its burst is out of
+    /// range, which no writer publishes): bounded, never a spin.
     pub(super) fn config(&self) -> (u32, Config) {
-        loop {
-            let generation = self.cell.generation.load(Ordering::Acquire);
+        let mut generation = 0;
+        for _ in 0..READ_ATTEMPTS {
+            generation = self.cell.generation.load(Ordering::Acquire);
             if let Some(config) = self.cell.slots[generation as usize % SLOTS].read(generation) {
+                if check_burst(config.burst).is_err() {
+                    break;
+                }
                 return (generation, config);
             }
             // A writer went round every slot while we read: read again.
+            std::hint::spin_loop();
         }
+        self.damaged.store(true, Ordering::Relaxed);
+        (generation, Config::DAMAGED)
     }
 
     /// Publishes a configuration with the given changes, continuing the
@@ -395,6 +443,12 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     #[cold]
     #[inline(never)]
     pub(super) fn publish(&self, change: Change) {
+        // A damaged cell is left as it is: writing a configuration into it
+        // would hide the damage from the others on it, while only a new
+        // cell (`--reset`) is sound again.
+        if self.config().1.damaged {
+            return;
+        }
         loop {
             let (token, took_over) = self.claim();
             let published = self.publish_claimed(token, took_over, change);
@@ -412,6 +466,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
 
     fn publish_claimed(&self, token: u64, took_over: bool, change: Change) -> bool {
         let (generation, old) = self.config();
+        if old.damaged {
+            // Damaged while we held the claim: give up, as at the start.
+            return true;
+        }
         let spent = self.cell.spent.load(Ordering::Acquire);
         let now = self.clock.now();
         let rate = change
@@ -431,6 +489,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             rate,
             burst,
             paused: change.paused.unwrap_or(old.paused),
+            damaged: false,
         };
         let next = generation.wrapping_add(if took_over { 2 } else { 1 });
         let slot = &self.cell.slots[next as usize % SLOTS];
@@ -491,20 +550,73 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
 }
 
 #[cfg(all(test, not(loom)))]
-mod claim_tests {
-    use crate::{FakeClock, Fill, Limit, TokenBucket};
+mod damage_tests {
+    //! What a bucket does with a cell that something else wrote to, as a
+    //! damaged share file holds.
+    use crate::atomics::Ordering;
+    use crate::{BucketCell, Clock, Damaged, Denied, FakeClock, Fill, Limit, TokenBucket};
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn bucket() -> TokenBucket<FakeClock> {
+        TokenBucket::with_clock(
+            Limit::per_second(1000),
+            100,
+            Fill::Full,
+            FakeClock::new(5 * SEC),
+        )
+        .unwrap()
+    }
 
     #[test]
     fn a_claim_from_the_future_is_taken_over_not_waited_for() {
-        let clock = FakeClock::new(5_000_000_000);
-        let bucket =
-            TokenBucket::with_clock(Limit::per_second(1000), 100, Fill::Full, clock).unwrap();
-        // What a damaged share file can hold.
-        bucket
-            .cell
-            .claim
-            .store(u64::MAX, crate::atomics::Ordering::Release);
+        let bucket = bucket();
+        bucket.cell.claim.store(u64::MAX, Ordering::Release);
         bucket.set_limit(Limit::per_second(2000));
         assert_eq!(bucket.limit(), Limit::per_second(2000));
+    }
+
+    #[test]
+    fn a_generation_written_over_is_found_damaged_and_nothing_is_granted() {
+        let bucket = bucket();
+        assert!(!bucket.damaged());
+        // Slot 3 holds no configuration of this generation.
+        bucket.cell.generation.store(0xdead_beef, Ordering::Release);
+        assert_eq!(bucket.acquire(10), Err(Damaged));
+        assert!(bucket.damaged());
+        assert_eq!(bucket.try_acquire(1), Err(Denied::Damaged));
+        let paid = bucket.reserve(500);
+        assert_eq!(bucket.wait(&paid), Err(Damaged));
+        // Setters leave the damage for everyone on the cell to see.
+        bucket.set_limit(Limit::per_second(5));
+        assert_eq!(bucket.cell.generation.load(Ordering::Acquire), 0xdead_beef);
+        assert_eq!(bucket.clock().now(), 5 * SEC, "nobody slept");
+    }
+
+    #[test]
+    fn a_burst_out_of_range_is_damage() {
+        let bucket = bucket();
+        bucket.cell.slots[0].burst.store(0, Ordering::Release);
+        assert_eq!(bucket.acquire(1), Err(Damaged));
+    }
+
+    #[test]
+    fn a_sound_cell_has_readable_settings_no_future_and_less_than_an_hour_of_debt() {
+        let now = 5 * SEC;
+        let fresh = BucketCell::new(Limit::per_second(1000), 100, Fill::Full, now).unwrap();
+        assert!(fresh.is_sound(now));
+        // Made by a clock more than a second ahead of ours.
+        assert!(fresh.is_sound(now - SEC));
+        assert!(!fresh.is_sound(now - SEC - 1));
+
+        let indebted = bucket();
+        let _ = indebted.reserve(100 + 1000 * 3600);
+        assert!(indebted.cell.is_sound(now), "an hour of debt");
+        let _ = indebted.reserve(1);
+        assert!(!indebted.cell.is_sound(now), "more than an hour of debt");
+
+        let unreadable = bucket();
+        unreadable.cell.slots[0].stamp.store(7, Ordering::Release);
+        assert!(!unreadable.cell.is_sound(now));
     }
 }

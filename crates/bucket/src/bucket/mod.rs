@@ -38,7 +38,7 @@ mod cell;
 
 pub use cell::BucketCell;
 
-use crate::atomics::{AtomicU64, Ordering};
+use crate::atomics::{AtomicBool, AtomicU64, Ordering};
 use crate::clock::Clock;
 #[cfg(not(loom))]
 use crate::clock::MonotonicClock;
@@ -68,7 +68,16 @@ pub enum Denied {
     },
     /// The bucket is paused: nothing is granted until it is resumed.
     Paused,
+    /// The bucket's cell is damaged: see [`Damaged`].
+    Damaged,
 }
+
+/// The bucket's cell holds no readable configuration: shared memory that
+/// something other than a bucket wrote to. Nothing more is granted from
+/// it; a new cell is the only remedy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the bucket's shared state is damaged: it holds no readable settings")]
+pub struct Damaged;
 
 /// A burst that is zero or too large.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +125,9 @@ pub struct TokenBucket<C: Clock, S: Deref<Target = BucketCell> = Box<BucketCell>
     /// Tokens granted through this handle, net of those given back, once
     /// [`TokenBucket::counting_grants`] asked for it.
     granted: Option<AtomicU64>,
+    /// Set once a read of the cell found it damaged; see
+    /// [`TokenBucket::damaged`].
+    damaged: AtomicBool,
 }
 
 #[cfg(not(loom))]
@@ -157,7 +169,19 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
             cell,
             clock,
             granted: None,
+            damaged: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the cell was found damaged: memory shared with others that
+    /// holds no readable configuration. From then on nothing is granted:
+    /// [`acquire`](Self::acquire), [`wait`](Self::wait) and
+    /// [`try_acquire`](Self::try_acquire) fail, setters change nothing,
+    /// and [`reserve`](Self::reserve) and [`deadline`](Self::deadline),
+    /// which cannot fail, hand out reservations that callers must not use
+    /// without asking this first.
+    pub fn damaged(&self) -> bool {
+        self.damaged.load(Ordering::Relaxed)
     }
 
     /// Every token ever spent, modulo 2^64: the difference of two readings
@@ -232,12 +256,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     fn try_once(&self, look: &Look, n: u64) -> Result<Result<(), Denied>, Retry> {
         let config = &look.config;
         if config.paused || config.unlimited() || n == 0 || n > config.burst {
-            return Ok(Self::unmetered(
-                config.paused,
-                config.unlimited(),
-                config.burst,
-                n,
-            ));
+            return Ok(Self::unmetered(*config, n));
         }
         let level = config
             .level_unless_rebase_due(look.spent, look.now)
@@ -270,17 +289,21 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// not meter the request: paused, unlimited, nothing asked or more
     /// than the burst.
     ///
-    /// Takes plain values, as do the other cold paths: a reference would
-    /// make the fast path store what it refers to, and stores before the
-    /// compare-exchange delay it.
+    /// Takes the configuration by value, as do the other cold paths: a
+    /// reference would make the fast path store what it refers to, and
+    /// stores before the compare-exchange delay it.
     #[cold]
-    fn unmetered(paused: bool, unlimited: bool, burst: u64, n: u64) -> Result<(), Denied> {
-        if paused {
+    fn unmetered(config: cell::Config, n: u64) -> Result<(), Denied> {
+        if config.damaged {
+            Err(Denied::Damaged)
+        } else if config.paused {
             Err(Denied::Paused)
-        } else if unlimited || n == 0 {
+        } else if config.unlimited() || n == 0 {
             Ok(())
         } else {
-            Err(Denied::ExceedsBurst { burst })
+            Err(Denied::ExceedsBurst {
+                burst: config.burst,
+            })
         }
     }
 
@@ -309,7 +332,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// let paid = bucket.reserve(250);
     /// // 250 bytes at 1000 B/s are covered a quarter of a second from now.
     /// assert_eq!(bucket.deadline(&paid), Some(250_000_000));
-    /// bucket.wait(&paid);
+    /// bucket.wait(&paid).unwrap();
     /// assert_eq!(bucket.clock().now(), 250_000_000);
     /// assert_eq!(bucket.deadline(&paid), None);
     /// ```
@@ -367,26 +390,30 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
 
     /// Blocks until `reservation` may be used, and while the bucket is
     /// paused. A change of rate while it sleeps re-times the wait at once.
-    pub fn wait(&self, reservation: &Reservation) {
+    /// Fails at once if the cell is found damaged.
+    pub fn wait(&self, reservation: &Reservation) -> Result<(), Damaged> {
         loop {
             let (generation, config) = self.config();
+            if config.damaged {
+                return Err(Damaged);
+            }
             if config.paused {
                 self.clock
                     .sleep_until(u64::MAX, self.cell.generation(), generation);
                 continue;
             }
             let Some(mark) = reservation.covered_at else {
-                return;
+                return Ok(());
             };
             if config.unlimited() {
-                return;
+                return Ok(());
             }
             match config.time_of(mark) {
                 Some(deadline) if deadline > self.clock.now() => {
                     self.clock
                         .sleep_until(deadline, self.cell.generation(), generation)
                 }
-                _ => return,
+                _ => return Ok(()),
             }
         }
     }
@@ -411,14 +438,16 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     }
 
     /// Takes `n` tokens, sleeping for as long as the deficit takes to
-    /// refill. `n` may exceed the burst.
-    pub fn acquire(&self, n: u64) {
+    /// refill. `n` may exceed the burst. Fails if the cell is found
+    /// damaged.
+    pub fn acquire(&self, n: u64) -> Result<(), Damaged> {
         let mut left = n;
         while left > 0 {
             let part = left.min(MAX_RESERVATION);
-            self.wait(&self.reserve(part));
+            self.wait(&self.reserve(part))?;
             left -= part;
         }
+        Ok(())
     }
 
     /// Changes the rate from now on. Tokens in hand stay; debt already
@@ -440,7 +469,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// std::thread::sleep(Duration::from_millis(50));
     /// let changed = Instant::now();
     /// bucket.set_limit(Limit::per_second(64 << 20)); // 64 MiB/s: a millisecond
-    /// sleeper.join().unwrap();
+    /// sleeper.join().unwrap().unwrap();
     /// assert!(changed.elapsed() < Duration::from_secs(10));
     /// ```
     pub fn set_limit(&self, limit: Limit) {
@@ -518,6 +547,11 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// The clock the bucket runs on.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+
+    /// Where the bucket's state lives.
+    pub fn cell(&self) -> &S {
+        &self.cell
     }
 }
 
