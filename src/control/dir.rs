@@ -298,6 +298,15 @@ pub struct Registration {
     name: String,
 }
 
+impl Registration {
+    /// What removes the registration from another thread, for a shape
+    /// about to end there without unwinding.
+    pub fn remover(&self) -> impl FnOnce() + Send + 'static {
+        let (dir, name) = (self.dir.clone(), self.name.clone());
+        move || dir.remove(&name)
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         self.dir.remove(&self.name);

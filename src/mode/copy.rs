@@ -8,13 +8,14 @@ use super::{UsageError, warn};
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
 use crate::conditions::{Conditions, Fixed, Now};
-use crate::control::{Adjuster, Bucket, share};
+use crate::control::{Adjuster, Bucket, Registration, share};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
 use crate::faults::{Direction, Faults, Mischief, ResetStruck, Struck, Trigger};
 use crate::net;
 use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally, reset_on_close,
+    when_reader_gone,
 };
 use crate::progress::Reporter;
 use crate::slowlink::SlowLink;
@@ -87,6 +88,18 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let say = printer(reporter.as_ref());
     let (started, registration) = go_live(cli, &start, adjuster, &forwarded, say.clone())?;
     let (file, output_name) = open_output(cli)?;
+    if faults.stall_after.is_some() {
+        // Stalled, nothing is written, so a reader that left is never met
+        // by a write: end as the write would have.
+        let unregister = registration.as_ref().map(Registration::remover);
+        when_reader_gone(&file, move || {
+            if let Some(unregister) = unregister {
+                unregister();
+            }
+            die_of_sigpipe();
+        })
+        .context("watch the output")?;
+    }
     let output = output(cli, file, &bucket, &forwarded, (&conditions, seed))?;
     let resetter = output.resetter();
     if let Some(struck) = output.struck() {

@@ -14,12 +14,14 @@
 
 mod delayed;
 mod descriptor;
+mod gone;
 mod output;
 mod records;
 mod splice;
 
 pub use delayed::{DelayedOutput, Tally};
 pub use descriptor::Descriptor;
+pub use gone::when_reader_gone;
 pub use output::{Output, reset_on_close};
 pub use records::RecordPump;
 

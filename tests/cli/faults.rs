@@ -178,6 +178,61 @@ fn a_stall_forwards_that_much_then_keeps_the_output_open_and_silent() {
     assert_eq!(arrived, 1024, "exactly the bytes before the stall");
 }
 
+/// Waits up to ten seconds for `child` to end by itself.
+fn ended_within_ten_seconds(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a stalled shape whose reader left went on");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_stalled_copy_ends_as_by_sigpipe_when_its_reader_leaves() {
+    use std::os::unix::process::ExitStatusExt;
+    // Whether the input is still open (a pipe nobody writes to) or flowing.
+    let inputs = [
+        Stdio::piped(),
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+    ];
+    for (round, input) in inputs.into_iter().enumerate() {
+        let mut child = shape(["--stall-after", "200ms", "--progress", "none"])
+            .stdin(input)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        drop(child.stdout.take());
+        let status = ended_within_ten_seconds(&mut child);
+        assert_eq!(status.signal(), Some(13), "round {round}: {status:?}");
+    }
+}
+
+#[test]
+fn a_stalled_copy_to_a_socket_ends_when_the_peer_closes() {
+    use std::os::unix::process::ExitStatusExt;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let mut child = shape(["--connect", &address, "--stall-after", "1KiB"])
+        .stdin(Stdio::from(std::fs::File::open("/dev/zero").unwrap()))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut peer, _) = listener.accept().unwrap();
+    let mut got = [0; 1024];
+    peer.read_exact(&mut got).unwrap();
+    drop(peer);
+    let status = ended_within_ten_seconds(&mut child);
+    assert_eq!(status.signal(), Some(13), "{status:?}");
+}
+
 #[test]
 fn a_reset_after_bytes_reaches_a_tcp_peer_as_a_reset() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
