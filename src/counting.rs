@@ -8,8 +8,8 @@
 //! exactly as bytes from one every 12 days to a hundred million a second:
 //! `30/min` is exactly 2^19 tokens a second.
 
-use shape_bucket::units::{Quantity, human_bytes, human_rate};
-use shape_bucket::{Limit, MAX_BURST, RateSpec};
+use shape_bucket::units::{Quantity, SIZE_EXAMPLES, human_bytes, human_rate};
+use shape_bucket::{Limit, MAX_BURST, RATE_EXAMPLES, RateSpec};
 use std::fmt;
 use std::str::FromStr;
 
@@ -40,6 +40,13 @@ impl<T> fmt::Display for Written<T> {
 
 /// The tokens one record is worth.
 pub const TOKENS_PER_RECORD: u64 = 1 << 20;
+
+/// Examples of values, as messages show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Examples {
+    pub rate: &'static str,
+    pub amount: &'static str,
+}
 
 /// What is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +83,21 @@ impl Counting {
             Counting::Bytes => "bytes",
             Counting::Lines => "lines",
             Counting::Nul => "records",
+        }
+    }
+
+    /// Examples of rates and of amounts, for messages: byte units, or
+    /// plain numbers when records are counted.
+    pub fn examples(self) -> Examples {
+        match self {
+            Counting::Bytes => Examples {
+                rate: RATE_EXAMPLES,
+                amount: SIZE_EXAMPLES,
+            },
+            _ => Examples {
+                rate: "e.g. 2, 0.5, 30/min, 1/5s, unlimited",
+                amount: "e.g. 1, 10, 1000",
+            },
         }
     }
 

@@ -1,7 +1,8 @@
 //! How shape words what it says on standard error: one line per message,
 //! reasons in words, without the "(os error N)" that Rust's I/O errors
-//! append, and control characters escaped so that a hostile value cannot
-//! break the line.
+//! append, control characters escaped so that a hostile value cannot
+//! break the line, and values quoted back cut short so that a huge one
+//! cannot make the line huge.
 
 use std::fmt::Display;
 
@@ -14,6 +15,30 @@ pub fn one_line(err: &dyn Display) -> String {
         _ => &text,
     };
     escape_controls(text)
+}
+
+/// How many characters of a value quoted back a message keeps.
+const MOST_QUOTED: usize = 80;
+
+/// `line` with every value in single quotes longer than [`MOST_QUOTED`]
+/// characters cut to that many, the cut marked with "...".
+pub fn clip_quoted(line: &str) -> String {
+    let mut clipped = String::with_capacity(line.len().min(1024));
+    let mut parts = line.split('\'');
+    clipped.push_str(parts.next().unwrap_or_default());
+    // Between the 1st and 2nd quote, the 3rd and 4th, ...: quoted.
+    for (index, part) in parts.enumerate() {
+        clipped.push('\'');
+        let quoted = index % 2 == 0;
+        match part.char_indices().nth(MOST_QUOTED - 3) {
+            Some((at, _)) if quoted && part.chars().count() > MOST_QUOTED => {
+                clipped.push_str(&part[..at]);
+                clipped.push_str("...");
+            }
+            _ => clipped.push_str(part),
+        }
+    }
+    clipped
 }
 
 /// `text` with control characters (newlines among them) escaped.
@@ -39,6 +64,21 @@ mod tests {
         assert_eq!(one_line(&err), "write to stdout: No space left on device");
         let err = std::io::Error::from_raw_os_error(111);
         assert_eq!(one_line(&err), "Connection refused");
+    }
+
+    #[test]
+    fn a_long_value_quoted_back_is_cut_to_80_characters() {
+        let long = "é".repeat(10_000);
+        let line = clip_quoted(&format!("invalid value '{long}' for '--share <NAME>': why 'x'"));
+        assert_eq!(
+            line,
+            format!(
+                "invalid value '{}...' for '--share <NAME>': why 'x'",
+                "é".repeat(77)
+            )
+        );
+        let exact = "a".repeat(80);
+        assert_eq!(clip_quoted(&format!("'{exact}'")), format!("'{exact}'"));
     }
 
     #[test]

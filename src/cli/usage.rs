@@ -3,8 +3,9 @@
 //! and the value, with status 2.
 
 use crate::control::fleet::hide_password;
+use crate::counting::Counting;
 use crate::exit::Exit;
-use crate::message::escape_controls;
+use crate::message::{clip_quoted, escape_controls};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use std::io::IsTerminal;
 
@@ -23,8 +24,29 @@ pub fn report(err: &clap::Error) -> Exit {
         };
         return crate::exit::print_whole(text.as_bytes());
     }
-    eprintln!("shape: {}", message(err));
+    let line = in_units_counted(&message(err), counting_asked());
+    eprintln!("shape: {}", clip_quoted(&line));
     Exit::Usage
+}
+
+/// What the command line asks to count, read from the words themselves:
+/// clap refused it, so there is no parsed `--lines` or `--null` to ask.
+fn counting_asked() -> Counting {
+    let words: Vec<_> = std::env::args_os().skip(1).collect();
+    let given = |names: &[&str]| words.iter().any(|word| names.iter().any(|n| word == n));
+    match (given(&["--lines", "-l"]), given(&["--null", "-0"])) {
+        (true, _) => Counting::Lines,
+        (_, true) => Counting::Nul,
+        _ => Counting::Bytes,
+    }
+}
+
+/// `line` with its examples in the units `counting` counts: a value
+/// parser knows nothing of `--lines`, and shows bytes.
+fn in_units_counted(line: &str, counting: Counting) -> String {
+    let (bytes, counted) = (Counting::Bytes.examples(), counting.examples());
+    line.replace(bytes.rate, counted.rate)
+        .replace(bytes.amount, counted.amount)
 }
 
 /// The one line a usage error prints. Control characters are escaped, so

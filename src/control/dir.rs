@@ -61,14 +61,25 @@ impl ControlDir {
     /// Opens the user's control directory, creating it if needed, and
     /// checks that it is private: `$XDG_RUNTIME_DIR/shape`, or
     /// `/tmp/shape-UID` without one.
+    ///
+    /// In the shared temporary directory another user can take the name
+    /// first; the message then says how to use a directory of one's own.
     pub fn open() -> io::Result<ControlDir> {
-        let path = match std::env::var_os("XDG_RUNTIME_DIR") {
-            Some(runtime) if !runtime.is_empty() => PathBuf::from(runtime).join("shape"),
-            _ => {
-                std::env::temp_dir().join(format!("shape-{}", rustix::process::geteuid().as_raw()))
+        match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(runtime) if !runtime.is_empty() => {
+                Self::open_at(PathBuf::from(runtime).join("shape"))
             }
-        };
-        Self::open_at(path)
+            _ => {
+                let uid = rustix::process::geteuid().as_raw();
+                Self::open_at(std::env::temp_dir().join(format!("shape-{uid}"))).map_err(|err| {
+                    let why = format!(
+                        "{}; set XDG_RUNTIME_DIR to a directory of your own to use another",
+                        crate::message::one_line(&err)
+                    );
+                    io::Error::new(err.kind(), why)
+                })
+            }
+        }
     }
 
     /// Opens `path` as a control directory, creating it (mode 0700) if

@@ -14,7 +14,7 @@ mod share;
 use crate::cli::{Cli, Generated, RemoteTarget};
 use crate::control::ShareName;
 use crate::exit::Exit;
-use crate::message::one_line;
+use crate::message::{clip_quoted, one_line};
 use crate::net::Address;
 
 /// One thing shape can be asked to do.
@@ -70,7 +70,7 @@ pub fn run(cli: &Cli) -> Exit {
         Mode::Copy => copy::run(cli),
     };
     ran.unwrap_or_else(|err| {
-        eprintln!("shape: {}", one_line(&err));
+        eprintln!("shape: {}", clip_quoted(&one_line(&err)));
         match err.downcast_ref::<UsageError>() {
             Some(_) => Exit::Usage,
             None => Exit::Failure,

@@ -310,3 +310,29 @@ fn a_control_directory_that_cannot_be_used_is_named_with_why() {
         )
     );
 }
+
+#[test]
+fn a_control_directory_taken_in_the_shared_temporary_directory_says_how_to_use_another() {
+    let scratch = Scratch::new("control-taken");
+    let uid = rustix::process::geteuid().as_raw();
+    let taken = scratch.path().join(format!("shape-{uid}"));
+    std::fs::create_dir(&taken).unwrap();
+    // As another user's would be, it is not this user's alone.
+    std::fs::set_permissions(&taken, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut command = shape(["--rate", "1MiB"]);
+    command.env("TMPDIR", scratch.path());
+    let ran = run_with_input(command, b"passes anyway".to_vec(), 100);
+    assert_eq!(ran.code(), 0, "{}", ran.stderr);
+    assert_eq!(ran.stdout, b"passes anyway");
+    assert!(
+        ran.stderr.starts_with(&format!("shape: remote control is off: {}", taken.display())),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .ends_with("; set XDG_RUNTIME_DIR to a directory of your own to use another\n"),
+        "{}",
+        ran.stderr
+    );
+}

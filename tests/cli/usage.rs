@@ -186,3 +186,36 @@ fn help_shows_examples_and_exit_statuses() {
         assert_eq!(version, plain);
     }
 }
+
+#[test]
+fn a_huge_value_is_quoted_back_cut_short_on_one_line() {
+    let huge = "a".repeat(10_000);
+    for args in [
+        vec!["--share".to_string(), huge.clone()],
+        vec!["--rate".to_string(), format!("5{huge}")],
+    ] {
+        let run = run(shape(&args), Stdio::null());
+        assert_eq!(run.code(), 2);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(run.stderr.len() < 400, "{} bytes", run.stderr.len());
+        assert!(
+            run.stderr.contains(&format!("{}...'", "a".repeat(76))),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn records_counted_get_examples_in_records_not_bytes() {
+    for (args, examples) in [
+        (["--lines", "--rate", "5x"], "(e.g. 2, 0.5, 30/min, 1/5s, unlimited)"),
+        (["--null", "--burst", "5x"], "(e.g. 1, 10, 1000)"),
+        (["--lines", "--slice", "9x"], "(e.g. 7, 1KiB, 1KiB:512)"),
+    ] {
+        let run = run(shape(args), Stdio::null());
+        assert_eq!(run.code(), 2);
+        assert!(run.stderr.ends_with(&format!("{examples}\n")), "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.matches("e.g.").count(), 1, "{}", run.stderr);
+    }
+}

@@ -107,12 +107,24 @@ pub(crate) fn split_number(text: &str) -> Result<(f64, &str), String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(digits);
+    if text.starts_with(['-', '+']) {
+        return Err("expected a number without a sign".into());
+    }
     if !number.bytes().any(|b| b.is_ascii_digit()) || number.matches('.').count() > 1 {
         return Err("expected a number".into());
     }
     let value: f64 = number
         .parse()
         .map_err(|_| "expected a number".to_string())?;
+    let exponent = unit.strip_prefix(['e', 'E']).is_some_and(|power| {
+        let power = power.strip_prefix(['+', '-']).unwrap_or(power);
+        !power.is_empty() && power.bytes().all(|b| b.is_ascii_digit())
+    });
+    if exponent {
+        return Err(format!(
+            "'{number}{unit}' has an exponent: write the number out, or with a unit"
+        ));
+    }
     Ok((value, unit.trim_start_matches(' ')))
 }
 
@@ -214,6 +226,17 @@ mod tests {
             let err = text.parse::<Size>().unwrap_err();
             assert!(err.contains("e.g."), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn signs_and_exponents_are_named_not_taken_for_units() {
+        let err = "1e6".parse::<Size>().unwrap_err();
+        assert!(
+            err.starts_with("'1e6' has an exponent: write the number out"),
+            "{err}"
+        );
+        let err = "-1".parse::<Size>().unwrap_err();
+        assert!(err.starts_with("expected a number without a sign"), "{err}");
     }
 
     #[test]
