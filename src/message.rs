@@ -69,7 +69,9 @@ mod tests {
     #[test]
     fn a_long_value_quoted_back_is_cut_to_80_characters() {
         let long = "é".repeat(10_000);
-        let line = clip_quoted(&format!("invalid value '{long}' for '--share <NAME>': why 'x'"));
+        let line = clip_quoted(&format!(
+            "invalid value '{long}' for '--share <NAME>': why 'x'"
+        ));
         assert_eq!(
             line,
             format!(

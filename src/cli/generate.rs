@@ -132,7 +132,7 @@ Stop at once; what was written stays written.
 \fBshape \-\-remote\fR \fIPID\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR] [\fB\-\-delay\fR \fIDURATION\fR [\fB\-\-jitter\fR \fIDURATION\fR]] [fault flags]
 changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints the settings now in force.
 \fB\-\-rate unlimited\fR lifts the limit; a paused shape holds its data until resumed, and then sends no more than the burst at once.
-A running shape whose burst was never set keeps a tenth of a second of its new rate as burst.
+A burst never set follows the rate, whoever changes it: it becomes the default burst of the new rate. Once a burst is set, it stays. A share keeps this rule for every shape on it and for \fBshape \-\-remote share:\fR.
 Messages travel as files in a directory only the user can enter ($XDG_RUNTIME_DIR/shape, or /tmp/shape\-UID with mode 0700); files are opened without following links and created exclusively, and a message that is malformed, a link, or another user's is refused with a line on standard error.
 If \fIPID\fR is not a running shape of this user, or no answer comes within a second, \fBshape \-\-remote\fR says so and exits with status 1.
 A proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) answers too, as do \fB\-\-rate\-file\fR, \fB\-\-schedule\fR and SIGUSR1 there: a change applies to both directions and to every connection, including each connection's own limits with \fB\-\-per\-connection\fR; the answer shows the client-to-server direction.

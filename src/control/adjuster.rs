@@ -1,9 +1,11 @@
 //! Changes the settings of a running shape's buckets, whoever asks, and
 //! owns one rule: a burst the user never set follows the rate (a tenth of
-//! a second of it, or one record), whoever changes the rate.
+//! a second of it, or one record), whoever changes the rate. Whether it
+//! was set is the shape's to know, or a share's, kept in its file for
+//! every shape on it and `--remote share:`.
 
 use super::protocol::{Adjustment, Request, Settings, apply};
-use super::share::Bucket;
+use super::share::{BURST_FOLLOWS_RATE, Bucket};
 use crate::conditions::Conditions;
 use crate::counting::Counting;
 use crate::lock::lock;
@@ -23,7 +25,8 @@ pub struct Adjuster {
     /// live. The lock also keeps a change from falling between making one
     /// and registering it.
     followers: Mutex<Vec<Weak<Bucket>>>,
-    /// True until someone sets a burst.
+    /// True until someone sets a burst, for buckets of the shape's own; a
+    /// share keeps its own flag.
     burst_follows_rate: AtomicBool,
     /// Called after each change, so that a user that does not sleep on the
     /// buckets (a proxy's poll loop) re-times its waits.
@@ -112,10 +115,16 @@ impl Adjuster {
     /// Applies `change` to every bucket, giving a new rate its default
     /// burst unless a burst was ever set.
     fn adjust(&self, mut change: Adjustment) -> Result<(), String> {
+        let shared = self.buckets[0].cell().shared_burst_rule();
         if let Some(burst) = change.burst {
             shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
             self.burst_follows_rate.store(false, Ordering::Relaxed);
-        } else if self.burst_follows_rate.load(Ordering::Relaxed) {
+            if let Some(flags) = shared {
+                flags.fetch_and(!BURST_FOLLOWS_RATE, Ordering::AcqRel);
+            }
+        } else if shared.map_or(self.burst_follows_rate.load(Ordering::Relaxed), |flags| {
+            flags.load(Ordering::Acquire) & BURST_FOLLOWS_RATE != 0
+        }) {
             change.burst = change
                 .limit
                 .map(|limit| default_burst(limit, self.counting));

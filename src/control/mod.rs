@@ -22,7 +22,7 @@ mod signals;
 
 pub use adjuster::{Adjuster, default_burst};
 pub use dir::{ControlDir, Registration};
-pub use protocol::{Request, Settings, apply};
+pub use protocol::{Request, Settings};
 pub use running::{Run, follow, start};
 pub use schedule::{RateFile, Schedule};
 pub use share::Bucket;

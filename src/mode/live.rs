@@ -164,7 +164,13 @@ pub fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<f
         None => (Arc::new(share::own(settings.0, settings.1)?), None, None),
         Some(ShareName::Local(name)) => {
             let dir = ControlDir::open()?;
-            let (bucket, notice) = share::join(&dir, name, settings, start.counting, given)?;
+            let offer = share::Offer {
+                limit: settings.0,
+                burst: settings.1,
+                settings_given: given,
+                burst_given: start.burst.is_some(),
+            };
+            let (bucket, notice) = share::join(&dir, name, &offer, start.counting)?;
             (Arc::new(bucket), None, notice)
         }
         Some(ShareName::Redis(share)) => {

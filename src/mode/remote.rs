@@ -5,9 +5,10 @@
 use super::UsageError;
 use crate::cli::{Cli, RemoteTarget};
 use crate::conditions::Retune;
-use crate::control::{self, ControlDir, Request, Settings, ShareName, fleet, share};
+use crate::control::{Adjuster, ControlDir, Request, Settings, ShareName, fleet, share};
 use crate::exit::Exit;
 use anyhow::Context;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a running shape has to answer.
@@ -47,9 +48,10 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
         RemoteTarget::Share(ShareName::Local(name)) => {
             let dir = ControlDir::open().context("control directory")?;
             let (bucket, counting) = share::find(&dir, name)?;
-            request
-                .adjustment(counting)
-                .and_then(|change| control::apply(&bucket, &change))
+            let bucket = Arc::new(bucket);
+            // As a shape on the share would change it: one rule for all.
+            Adjuster::new(bucket.clone(), counting, false)
+                .apply(&request)
                 .map_err(|why| anyhow::anyhow!("share {name}: {why}"))?;
             (
                 format!("share {name}"),

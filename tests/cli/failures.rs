@@ -152,3 +152,23 @@ fn one_off_outputs_fail_as_every_output_does() {
         assert_eq!(stderr, "", "{args:?}");
     }
 }
+
+#[test]
+fn a_closed_standard_output_is_an_error_before_anything_is_read() {
+    let mut closed = std::process::Command::new("sh");
+    closed
+        .args(["-c", "exec \"$0\" --rate 1MiB >&-"])
+        .arg(env!("CARGO_BIN_EXE_shape"));
+    let ran = run_with_input(closed, b"nowhere to go".to_vec(), 100);
+    assert_eq!(ran.code(), 1, "{}", ran.stderr);
+    assert_eq!(
+        ran.stderr,
+        "shape: standard output is closed: give shape somewhere to write ('>/dev/null' throws it away)\n"
+    );
+    let mut thrown_away = std::process::Command::new("sh");
+    thrown_away
+        .args(["-c", "exec \"$0\" --rate 1MiB >/dev/null"])
+        .arg(env!("CARGO_BIN_EXE_shape"));
+    let ran = run_with_input(thrown_away, b"thrown away".to_vec(), 100);
+    assert_eq!(ran.code(), 0, "{}", ran.stderr);
+}

@@ -325,7 +325,10 @@ fn a_control_directory_taken_in_the_shared_temporary_directory_says_how_to_use_a
     assert_eq!(ran.code(), 0, "{}", ran.stderr);
     assert_eq!(ran.stdout, b"passes anyway");
     assert!(
-        ran.stderr.starts_with(&format!("shape: remote control is off: {}", taken.display())),
+        ran.stderr.starts_with(&format!(
+            "shape: remote control is off: {}",
+            taken.display()
+        )),
         "{}",
         ran.stderr
     );
@@ -334,5 +337,44 @@ fn a_control_directory_taken_in_the_shared_temporary_directory_says_how_to_use_a
             .ends_with("; set XDG_RUNTIME_DIR to a directory of your own to use another\n"),
         "{}",
         ran.stderr
+    );
+}
+
+#[test]
+fn a_share_burst_never_set_follows_the_rate_for_every_shape_and_remote() {
+    let runtime = Runtime::new("share-burst-rule");
+    let remote = |args: &[&str]| {
+        let mut command = runtime.shape(["--remote", "share:rule"]);
+        command.args(args);
+        let answer = run(command, Stdio::null());
+        assert_eq!(answer.code(), 0, "{}", answer.stderr);
+        String::from_utf8_lossy(&answer.stdout).into_owned()
+    };
+    let running = runtime.start(["--share", "rule", "--rate", "1MiB"]);
+    assert_eq!(
+        remote(&["--rate", "10MiB"]),
+        "share rule: rate 10.00 MiB/s, burst 1.00 MiB\n"
+    );
+    // A shape on the share changes it by the same rule.
+    let via_shape = runtime.remote(running.pid, ["--rate", "20MiB"]);
+    assert_eq!(
+        String::from_utf8_lossy(&via_shape.stdout),
+        format!("shape {}: rate 20.00 MiB/s, burst 2.00 MiB\n", running.pid)
+    );
+    assert_eq!(
+        remote(&["--burst", "64k"]),
+        "share rule: rate 20.00 MiB/s, burst 64.00 KiB\n"
+    );
+    // Set once, it stays, whoever changes the rate.
+    assert_eq!(
+        remote(&["--rate", "2MiB"]),
+        "share rule: rate 2.00 MiB/s, burst 64.00 KiB\n"
+    );
+    let pid = running.pid;
+    let via_shape = runtime.remote(pid, ["--rate", "3MiB"]);
+    running.stop();
+    assert_eq!(
+        String::from_utf8_lossy(&via_shape.stdout),
+        format!("shape {pid}: rate 3.00 MiB/s, burst 64.00 KiB\n")
     );
 }

@@ -209,13 +209,20 @@ fn a_huge_value_is_quoted_back_cut_short_on_one_line() {
 #[test]
 fn records_counted_get_examples_in_records_not_bytes() {
     for (args, examples) in [
-        (["--lines", "--rate", "5x"], "(e.g. 2, 0.5, 30/min, 1/5s, unlimited)"),
+        (
+            ["--lines", "--rate", "5x"],
+            "(e.g. 2, 0.5, 30/min, 1/5s, unlimited)",
+        ),
         (["--null", "--burst", "5x"], "(e.g. 1, 10, 1000)"),
         (["--lines", "--slice", "9x"], "(e.g. 7, 1KiB, 1KiB:512)"),
     ] {
         let run = run(shape(args), Stdio::null());
         assert_eq!(run.code(), 2);
-        assert!(run.stderr.ends_with(&format!("{examples}\n")), "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.ends_with(&format!("{examples}\n")),
+            "{args:?}: {}",
+            run.stderr
+        );
         assert_eq!(run.stderr.matches("e.g.").count(), 1, "{}", run.stderr);
     }
 }

@@ -18,7 +18,7 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::sync::Once;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 /// The first bytes of every share file.
 pub(super) const MAGIC: [u8; 8] = *b"SHAPEBKT";
@@ -40,16 +40,22 @@ pub(super) struct Header {
     pub(super) file_size: u64,
     /// What one token of the bucket is worth: [`Counting::code`].
     pub(super) counting: u32,
-    pub(super) reserved: u32,
+    /// [`BURST_FOLLOWS_RATE`] while nobody has set the share's burst.
+    /// Zero in files made before the flag, whose burst then stays.
+    pub(super) flags: AtomicU32,
 }
+
+/// The flag of a share whose burst nobody set: a change of rate gives it
+/// the default burst of the new rate, as for a shape of its own.
+pub const BURST_FOLLOWS_RATE: u32 = 1;
 
 const _: () = assert!(size_of::<Header>() <= CELL_OFFSET);
 const _: () = assert!(CELL_OFFSET + size_of::<BucketCell>() <= FILE_SIZE);
 const _: () = assert!(CELL_OFFSET % align_of::<BucketCell>() == 0);
 
 impl Header {
-    /// The header of a share that counts `counting`.
-    pub(super) fn expected(counting: Counting) -> Header {
+    /// The header of a share that counts `counting`, with `flags`.
+    pub(super) fn expected(counting: Counting, flags: u32) -> Header {
         Header {
             magic: MAGIC,
             version: VERSION,
@@ -58,7 +64,7 @@ impl Header {
             cell_size: size_of::<BucketCell>() as u32,
             file_size: FILE_SIZE as u64,
             counting: counting.code(),
-            reserved: 0,
+            flags: AtomicU32::new(flags),
         }
     }
 }
@@ -80,6 +86,19 @@ impl Deref for Cell {
         match self {
             Cell::Own(cell) => cell,
             Cell::Shared(mapping) => mapping.cell(),
+        }
+    }
+}
+
+impl Cell {
+    /// Whether the burst follows the rate, if that is the share's to say:
+    /// a flag in the share's file, which every shape on it and `--remote
+    /// share:` read and clear, so that they keep one rule. `None` for a
+    /// cell of this process's own, whose owner keeps the rule.
+    pub fn shared_burst_rule(&self) -> Option<&AtomicU32> {
+        match self {
+            Cell::Own(_) => None,
+            Cell::Shared(mapping) => Some(mapping.flags()),
         }
     }
 }
@@ -129,8 +148,9 @@ pub struct Mapping {
 }
 
 // SAFETY: the mapping is only ever accessed through the atomics of the
-// cell (and the header, read once and never written after creation), so
-// sharing it between threads is as safe as sharing the atomics.
+// cell and the header's flags (the rest of the header is never written
+// after creation), so sharing it between threads is as safe as sharing
+// the atomics.
 unsafe impl Send for Mapping {}
 // SAFETY: as above.
 unsafe impl Sync for Mapping {}
@@ -159,6 +179,12 @@ impl Mapping {
         })
     }
 
+    /// The share's [`BURST_FOLLOWS_RATE`] flag, which every shape on it
+    /// reads and clears.
+    pub(super) fn flags(&self) -> &AtomicU32 {
+        &self.header().flags
+    }
+
     /// What to say when the cell is found damaged while in use.
     pub(super) fn damage_line(&self) -> String {
         self.file
@@ -167,7 +193,8 @@ impl Mapping {
 
     pub(super) fn header(&self) -> &Header {
         // SAFETY: the mapping is page-aligned and FILE_SIZE bytes long, and
-        // Header is plain old data valid for any bit pattern.
+        // Header is plain old data and an atomic, valid for any bit
+        // pattern; the only part others write is the atomic.
         unsafe { &*self.base.as_ptr().cast::<Header>() }
     }
 
@@ -179,8 +206,8 @@ impl Mapping {
         unsafe { &*self.base.as_ptr().add(CELL_OFFSET).cast::<BucketCell>() }
     }
 
-    /// Fills a fresh mapping with the header and `cell`.
-    pub(super) fn fill(&mut self, cell: BucketCell, counting: Counting) {
+    /// Fills a fresh mapping with the header (with `flags`) and `cell`.
+    pub(super) fn fill(&mut self, cell: BucketCell, counting: Counting, flags: u32) {
         // SAFETY: as in `header` and `cell`; the file was just created by
         // this process and is not yet visible under its name, so nothing
         // else reads it while it is written.
@@ -188,7 +215,7 @@ impl Mapping {
             self.base
                 .as_ptr()
                 .cast::<Header>()
-                .write(Header::expected(counting));
+                .write(Header::expected(counting, flags));
             self.base
                 .as_ptr()
                 .add(CELL_OFFSET)

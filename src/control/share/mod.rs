@@ -12,7 +12,7 @@
 
 mod mapping;
 
-pub use mapping::{Bucket, Cell, own, own_empty};
+pub use mapping::{BURST_FOLLOWS_RATE, Bucket, Cell, own, own_empty};
 
 use super::dir::{ControlDir, Unfit, check_own};
 use super::protocol::Settings;
@@ -23,6 +23,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use shape_bucket::{BucketCell, Clock, Fill, Limit, MonotonicClock, TokenBucket};
 use std::io::{self, Write};
+use std::sync::atomic::Ordering;
 
 /// Why a share could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -81,14 +82,36 @@ pub enum Opened {
     Attached,
 }
 
-/// Opens share `name` in `dir`, creating it with `limit` and `burst` if it
-/// does not exist yet. A share counts one thing: a share that counts
-/// something other than `counting` is refused.
+/// The settings a shape brings to a share: they become the share's if
+/// the shape makes it, or finds it with nobody on it.
+#[derive(Debug, Clone, Copy)]
+pub struct Offer {
+    pub limit: Limit,
+    pub burst: u64,
+    /// A rate, a burst or a rate file was given, not only defaults.
+    pub settings_given: bool,
+    /// The burst was given: it stays when the rate changes. One never
+    /// given follows the rate, as for a shape of its own.
+    pub burst_given: bool,
+}
+
+impl Offer {
+    /// The share's flags that say what `offer` says of its burst.
+    fn flags(&self) -> u32 {
+        match self.burst_given {
+            true => 0,
+            false => BURST_FOLLOWS_RATE,
+        }
+    }
+}
+
+/// Opens share `name` in `dir`, creating it with `offer` if it does not
+/// exist yet. A share counts one thing: a share that counts something
+/// other than `counting` is refused.
 pub fn open(
     dir: &ControlDir,
     name: &str,
-    limit: Limit,
-    burst: u64,
+    offer: &Offer,
     counting: Counting,
 ) -> Result<(Bucket, Opened), ShareError> {
     loop {
@@ -112,7 +135,7 @@ pub fn open(
             Err(Refusal::Missing) => {}
             Err(refusal) => return Err(ShareError::unusable(dir, name, refusal)),
         }
-        match create(dir, name, limit, burst, counting) {
+        match create(dir, name, offer, counting) {
             Ok(mapping) => {
                 return Ok((
                     TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
@@ -130,27 +153,29 @@ pub fn open(
     }
 }
 
-/// Opens share `name` for a shape about to spend from it, with `limit` and
-/// `burst` if it creates it. A share that others are on keeps its settings:
-/// if `settings_given` and they differ, the notice returned says so. A
-/// share nobody is on any more starts afresh with these settings.
+/// Opens share `name` for a shape about to spend from it, with `offer` if
+/// it creates it. A share that others are on keeps its settings: if
+/// settings were given and they differ, the notice returned says so. A
+/// share nobody is on any more starts afresh with the offer.
 pub fn join(
     dir: &ControlDir,
     name: &str,
-    (limit, burst): (Limit, u64),
+    offer: &Offer,
     counting: Counting,
-    settings_given: bool,
 ) -> Result<(Bucket, Option<String>), ShareError> {
-    let (bucket, opened) = open(dir, name, limit, burst, counting)?;
-    let differs = bucket.limit() != limit || bucket.burst() != burst;
-    if opened == Opened::Created || !settings_given || !differs {
+    let (bucket, opened) = open(dir, name, offer, counting)?;
+    let differs = bucket.limit() != offer.limit || bucket.burst() != offer.burst;
+    if opened == Opened::Created || !offer.settings_given || !differs {
         return Ok((bucket, None));
     }
     if dir.spenders(name) == 0 {
         // A share left by shapes that have all ended.
         bucket
-            .set(limit, burst)
+            .set(offer.limit, offer.burst)
             .map_err(|err| ShareError::new(name, err.to_string()))?;
+        if let Cell::Shared(mapping) = bucket.cell() {
+            mapping.flags().store(offer.flags(), Ordering::Release);
+        }
         return Ok((bucket, None));
     }
     let notice = format!(
@@ -275,7 +300,7 @@ fn attach(dir: &ControlDir, name: &str) -> Result<(Mapping, Counting), Refusal> 
         return Err(Refusal::OtherVersion);
     }
     let layout = |h: &Header| (h.header_size, h.cell_offset, h.cell_size, h.file_size);
-    if layout(header) != layout(&Header::expected(Counting::Bytes)) {
+    if layout(header) != layout(&Header::expected(Counting::Bytes, 0)) {
         return Err(Refusal::OtherLayout);
     }
     let counting = Counting::from_code(header.counting).ok_or(Refusal::Corrupt)?;
@@ -287,14 +312,8 @@ fn attach(dir: &ControlDir, name: &str) -> Result<(Mapping, Counting), Refusal> 
 
 /// Builds a share file whole and puts it in place, failing with
 /// `AlreadyExists` if one appeared meanwhile.
-fn create(
-    dir: &ControlDir,
-    name: &str,
-    limit: Limit,
-    burst: u64,
-    counting: Counting,
-) -> io::Result<Mapping> {
-    let cell = BucketCell::new(limit, burst, Fill::Full, MonotonicClock.now())
+fn create(dir: &ControlDir, name: &str, offer: &Offer, counting: Counting) -> io::Result<Mapping> {
+    let cell = BucketCell::new(offer.limit, offer.burst, Fill::Full, MonotonicClock.now())
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
     dir.create_with(&file_name(name), |mut fd| {
         // Written, not made sparse by ftruncate: on a full disk the write
@@ -302,7 +321,7 @@ fn create(
         // touch of the mapping, with SIGBUS.
         fd.write_all(&[0; FILE_SIZE])?;
         let mut mapping = Mapping::map(fd, share_file(dir, name))?;
-        mapping.fill(cell, counting);
+        mapping.fill(cell, counting, offer.flags());
         Ok(mapping)
     })
 }
@@ -311,6 +330,16 @@ fn create(
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// Settings given in full, as `--rate` with `--burst`.
+    pub(super) fn offer(limit: Limit, burst: u64) -> Offer {
+        Offer {
+            limit,
+            burst,
+            settings_given: true,
+            burst_given: true,
+        }
+    }
 
     /// A control directory of its own, removed with the guard.
     fn dir() -> (ControlDir, std::path::PathBuf, tempfile::TempDir) {
@@ -325,8 +354,7 @@ mod tests {
         let (first, opened) = open(
             &dir,
             "backup",
-            Limit::per_second(8 << 20),
-            1 << 20,
+            &offer(Limit::per_second(8 << 20), 1 << 20),
             Counting::Bytes,
         )
         .unwrap();
@@ -334,8 +362,7 @@ mod tests {
         let (second, opened) = open(
             &dir,
             "backup",
-            Limit::per_second(1 << 20),
-            10,
+            &offer(Limit::per_second(1 << 20), 10),
             Counting::Bytes,
         )
         .unwrap();
@@ -362,11 +389,22 @@ mod tests {
     fn a_share_counts_one_thing() {
         let (dir, _path, _scratch) = dir();
         let lines = Counting::Lines;
-        let (_, opened) = open(&dir, "crawl", Limit::per_second(2 << 20), 1 << 20, lines).unwrap();
+        let (_, opened) = open(
+            &dir,
+            "crawl",
+            &offer(Limit::per_second(2 << 20), 1 << 20),
+            lines,
+        )
+        .unwrap();
         assert_eq!(opened, Opened::Created);
-        let refused = open(&dir, "crawl", Limit::per_second(1000), 10, Counting::Bytes)
-            .err()
-            .unwrap();
+        let refused = open(
+            &dir,
+            "crawl",
+            &offer(Limit::per_second(1000), 10),
+            Counting::Bytes,
+        )
+        .err()
+        .unwrap();
         assert_eq!(
             refused.to_string(),
             "share crawl: it counts lines, and this shape counts bytes: a share counts one thing"
@@ -383,7 +421,15 @@ mod tests {
         let (dir, path, _scratch) = dir();
         let good = || {
             let _ = std::fs::remove_file(path.join("s.share"));
-            drop(open(&dir, "s", Limit::per_second(1 << 20), 1000, Counting::Bytes).unwrap());
+            drop(
+                open(
+                    &dir,
+                    "s",
+                    &offer(Limit::per_second(1 << 20), 1000),
+                    Counting::Bytes,
+                )
+                .unwrap(),
+            );
             std::fs::read(path.join("s.share")).unwrap()
         };
         let refused = |bytes: &[u8]| {
@@ -442,6 +488,7 @@ mod noise {
     //! Share files whose header is sound and whose cell is noise: opening
     //! one either refuses it or gives a bucket whose every call returns
     //! at once (none of them sleeps on a rate, since nothing waits here).
+    use super::tests::offer;
     use super::*;
     use proptest::prelude::*;
 
@@ -450,7 +497,15 @@ mod noise {
     fn open_noise(cell: &[u8], current_stamp: bool) -> Result<(), ShareError> {
         let scratch = tempfile::tempdir().unwrap();
         let dir = ControlDir::open_at(scratch.path().join("control")).unwrap();
-        drop(open(&dir, "n", Limit::per_second(1 << 20), 1000, Counting::Bytes).unwrap());
+        drop(
+            open(
+                &dir,
+                "n",
+                &offer(Limit::per_second(1 << 20), 1000),
+                Counting::Bytes,
+            )
+            .unwrap(),
+        );
         let path = dir.path().join("n.share");
         let mut bytes = std::fs::read(&path).unwrap();
         let at = mapping::CELL_OFFSET;
