@@ -229,10 +229,10 @@ fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
     }
 }
 
-/// True if standard output, `fd`, was closed when shape started (`shape
-/// >&-`). Rust's runtime then puts /dev/null there, opened for reading
-/// and writing, before `main`; a shell's `>/dev/null` opens it for
-/// writing only, which tells the two apart.
+/// True if standard output, `fd`, was closed when shape started, as by
+/// `shape >&-`. Rust's runtime then puts /dev/null there, opened for
+/// reading and writing, before `main`; a shell's `>/dev/null` opens it
+/// for writing only, which tells the two apart.
 fn was_closed(fd: &impl AsFd) -> bool {
     let Ok(stat) = rustix::fs::fstat(fd) else {
         return false;
