@@ -34,7 +34,7 @@ fn write_man(out: &mut dyn Write) -> io::Result<()> {
     let man = clap_mangen::Man::new(command()).manual("User Commands");
     man.render_title(out)?;
     man.render_name_section(out)?;
-    man.render_synopsis_section(out)?;
+    out.write_all(SYNOPSIS.as_bytes())?;
     man.render_description_section(out)?;
     man.render_options_section(out)?;
     out.write_all(MAN_SECTIONS.as_bytes())?;
@@ -47,6 +47,20 @@ fn write_man(out: &mut dyn Write) -> io::Result<()> {
 fn command() -> clap::Command {
     Cli::command().version(env!("CARGO_PKG_VERSION"))
 }
+
+/// The synopsis, by hand: one line per way of running shape, with the
+/// values each flag takes (a generated one lists every flag bare).
+const SYNOPSIS: &str = r#".SH SYNOPSIS
+\fBshape\fR [\fB\-r\fR \fIRATE\fR] [\fB\-b\fR \fISIZE\fR] [\fB\-l\fR | \fB\-0\fR] [\fIOPTIONS\fR] [\fIFILE\fR]...
+.br
+\fBshape\fR \fB\-\-listen\fR \fIADDR\fR [\fB\-\-connect\fR \fIADDR\fR] [\fIOPTIONS\fR]
+.br
+\fBshape\fR \fB\-\-share\fR \fINAME\fR|\fIURL\fR [\fB\-r\fR \fIRATE\fR] [\fIOPTIONS\fR] [\fIFILE\fR]...
+.br
+\fBshape\fR \fB\-\-remote\fR \fIPID\fR|\fBshare:\fR\fINAME\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR] [\fB\-\-delay\fR \fIDURATION\fR] [\fIfault flags\fR]
+.br
+\fBshape\fR \fB\-\-share\fR \fINAME\fR|\fIURL\fR \fB\-\-status\fR | \fB\-\-reset\fR
+"#;
 
 /// The hand-written sections, in roff.
 const MAN_SECTIONS: &str = r#".SH UNITS
@@ -111,7 +125,7 @@ For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIAT
 \fB\-\-cut\-after\fR \fISIZE\fR forwards exactly \fISIZE\fR bytes and closes cleanly, \fB\-\-slow\-close\fR holding the close (limit_data, slow_close);
 \fB\-\-stall\-after\fR forwards nothing more after that much data or time (a size such as \fB1KiB\fR, or a time such as \fB2s\fR) but keeps the output open, as a server that stops answering;
 \fB\-\-reset\-after\fR resets after that much: a socket is closed with a reset (RST), and shape ends with status 3;
-\fB\-\-drop\fR \fIPROB\fR loses a block of 2.5 ms of data at the starting rate, and \fB\-\-corrupt\fR \fIPROB\fR flips one random bit of a byte, with that probability (netem's loss and corrupt); both say at the end how many blocks and bytes they touched.
+\fB\-\-drop\fR \fIPROB\fR loses a block of 1 KiB (or of 2.5 ms of data at the starting rate, if that is less), and \fB\-\-corrupt\fR \fIPROB\fR flips one random bit of a byte, with that probability (netem's loss and corrupt); both say at the end how many blocks and bytes they touched.
 Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed; the draws follow the bytes' places in the stream, not how the input happened to arrive.
 In a proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) each connection has its own faults, counted from its start: a value applies to both directions, or to one with \fBup:\fR (the clients' requests) or \fBdown:\fR (the replies), as in \fB\-\-slice down:7\fR; \fB\-\-cut\-after\fR and \fB\-\-slow\-close\fR end one direction (its reader sees the end of the data), \fB\-\-stall\-after\fR drops what comes after (and holds the connection until both sides have closed their sending), \fB\-\-reset\-after\fR resets both sides. \fB\-\-affect\fR \fIPROB\fR does the faults to that fraction of connections only (toxiproxy's toxicity), the others passing clean. The proxy says its seed after where it listens, and what it dropped and corrupted when each connection closes.
 \fBoff\fR turns a fault off (\fB\-\-slice off\fR, \fB\-\-drop up:off\fR). \fBshape \-\-remote\fR \fIPID\fR with fault flags, \fB\-\-delay\fR or \fB\-\-jitter\fR changes them on a running shape: in a proxy, every connection, the open ones too, from that moment (sizes and times count from the change); in a copy, those that alter bytes (\fB\-\-slice\fR, \fB\-\-slice\-pause\fR, \fB\-\-drop\fR, \fB\-\-corrupt\fR), if it started with a fault flag or \fB\-\-delay\fR (\fB\-\-drop 0\fR will do: without one a copy takes a path that does not look for faults), and \fB\-\-delay\fR and \fB\-\-jitter\fR if it started with \fB\-\-delay\fR.

@@ -220,10 +220,10 @@ pub struct Cli {
     )]
     pub slice_pause: Vec<Directed<Span>>,
 
-    /// Lose each block of the stream (2.5 ms of data at the starting rate,
-    /// 512 KiB when unlimited or counting records) with probability PROB,
-    /// '0.01' or '1%': for tests of checksums and framing. The blocks and
-    /// bytes lost are said at the end.
+    /// Lose each block of the stream (1 KiB, or 2.5 ms of data at the
+    /// starting rate if that is less) with probability PROB, '0.01' or
+    /// '1%': for tests of checksums and framing. The blocks and bytes lost
+    /// are said at the end.
     #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
     pub drop: Vec<Directed<Probability>>,
 

@@ -36,14 +36,19 @@ impl Tally {
     /// something: `dropped 3 blocks (3072 bytes), corrupted 5 bytes`.
     pub fn describe(&self, faults: &Faults) -> Option<String> {
         let mut said = Vec::new();
+        let many = |n: u64, one: &str| match n {
+            1 => format!("1 {one}"),
+            n => format!("{n} {one}s"),
+        };
         if faults.drop > 0.0 || self.dropped_blocks > 0 {
             said.push(format!(
-                "dropped {} blocks ({} bytes)",
-                self.dropped_blocks, self.dropped_bytes
+                "dropped {} ({})",
+                many(self.dropped_blocks, "block"),
+                many(self.dropped_bytes, "byte")
             ));
         }
         if faults.corrupt > 0.0 || self.corrupted_bytes > 0 {
-            said.push(format!("corrupted {} bytes", self.corrupted_bytes));
+            said.push(format!("corrupted {}", many(self.corrupted_bytes, "byte")));
         }
         (!said.is_empty()).then(|| said.join(", "))
     }
@@ -288,6 +293,19 @@ mod tests {
             Mischief::new(faults(), 1, 100).piece(500),
             (500, false),
             "no slicing"
+        );
+    }
+
+    #[test]
+    fn the_tally_counts_one_in_the_singular() {
+        let tally = Tally {
+            dropped_blocks: 1,
+            dropped_bytes: 1,
+            corrupted_bytes: 1,
+        };
+        assert_eq!(
+            tally.describe(&Faults::default()).unwrap(),
+            "dropped 1 block (1 byte), corrupted 1 byte"
         );
     }
 

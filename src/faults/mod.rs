@@ -37,12 +37,25 @@ pub use mischief::{Mischief, ResetStruck, Struck, Tally};
 
 use std::time::Duration;
 
+/// The most `--drop` loses at once: about a packet, so that a small loss
+/// rate loses something of a short stream (1% of 1 MiB is some ten
+/// blocks, where a 512 KiB chunk would be two chances).
+const MOST_DROPPED_AT_ONCE: usize = 1024;
+
+/// The block `--drop` loses whole, for a stream paid for in chunks of
+/// `chunk` bytes (2.5 ms of the starting rate): a chunk, or a packet's
+/// worth if that is less. Fixed at the start, so that a seed replays
+/// whatever the rate does later.
+pub fn drop_block(chunk: usize) -> usize {
+    chunk.clamp(1, MOST_DROPPED_AT_ONCE)
+}
+
 /// What the fault flags ask for. The default does nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Faults {
     pub slice: Option<Slice>,
     pub slice_pause: Duration,
-    /// The chance that a chunk is lost.
+    /// The chance that a block ([`drop_block`]) is lost.
     pub drop: f64,
     /// The chance that a byte has a bit flipped.
     pub corrupt: f64,

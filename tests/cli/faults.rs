@@ -103,8 +103,8 @@ fn flipped_bits_and_lost_chunks_are_counted_exactly_and_replayed_by_seed() {
     assert!(corrupt("7").stdout == first.stdout, "the same seed");
     assert!(corrupt("8").stdout != first.stdout, "another seed");
 
-    // At 4 MiB/s a chunk is about 4 KiB: some 500 chunks, so that none
-    // lost at all is beyond chance.
+    // Blocks of 1 KiB: some 2000, so that none lost at all is beyond
+    // chance.
     let lossy = run_with_input(
         shape(["--drop", "10%", "--rate", "4MiB", "--stats"]),
         data.clone(),
@@ -176,6 +176,34 @@ fn a_stall_forwards_that_much_then_keeps_the_output_open_and_silent() {
     let (status, _, _) = shape.stop();
     assert!(still_running, "a stalled shape ended: {status:?}");
     assert_eq!(arrived, 1024, "exactly the bytes before the stall");
+}
+
+#[test]
+fn a_small_loss_rate_loses_something_of_a_short_unlimited_stream_and_stats_say_it_apart() {
+    let data = random_bytes(1 << 20, 41);
+    let lossy = run_with_input(
+        shape(["--drop", "1%", "--seed", "3", "--stats"]),
+        data.clone(),
+        65_536,
+    );
+    assert_eq!(lossy.code(), 0, "{}", lossy.stderr);
+    let lost = said(&lossy.stderr, "blocks (");
+    assert!(lost > 0 && lost % 1024 == 0, "{}", lossy.stderr);
+    assert_eq!(lossy.stdout.len() as u64, (1 << 20) - lost);
+    let delivered = lossy.stdout.len();
+    assert!(
+        lossy.stderr.contains(&format!(
+            "shape: {delivered} bytes ({}) delivered and {lost} bytes dropped in ",
+            human(delivered)
+        )),
+        "{}",
+        lossy.stderr
+    );
+}
+
+/// Bytes as shape shows them beside a count, in KiB here.
+fn human(bytes: usize) -> String {
+    format!("{:.2} KiB", bytes as f64 / 1024.0)
 }
 
 /// Waits up to ten seconds for `child` to end by itself.

@@ -6,7 +6,7 @@ use super::connection::{BUFFER, Connection, Direction, End, Start, buckets};
 use super::stream::{Listener, Stream};
 use crate::chunk::chunk_size;
 use crate::control::Bucket;
-use crate::faults::{Direction as Way, ResetStruck};
+use crate::faults::{Direction as Way, ResetStruck, drop_block};
 use crate::message::one_line;
 use crate::net::Address;
 use mio::net::{TcpStream, UnixStream};
@@ -283,9 +283,9 @@ impl<'a> Server<'a> {
                 conditions: &self.shaping.conditions,
                 seeds,
                 affected,
-                // What --drop loses at once: a chunk at the rate of the
-                // moment the connection began.
-                block: chunk_size(limit, burst),
+                // What --drop loses at once, from the rate of the moment
+                // the connection began.
+                block: drop_block(chunk_size(limit, burst)),
                 now,
             }
         };
