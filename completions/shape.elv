@@ -41,7 +41,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --max-buffer 'The most shape holds at once (in proxy mode, per direction of each connection); while it is full, shape stops reading. Defaults to what flows at the rate during the delay and jitter, plus the burst: from 1 MiB to 64 MiB, and 64 MiB when unlimited. Without --delay, shape holds one chunk of at most SIZE'
             cand --slice 'Cut every write into pieces of about SIZE bytes (each within SIZE ± VARIATION), each written on its own, as a slow or fragmenting server would send them: ''7'', ''1KiB:512''. Every fault flag takes ''off'', and in a proxy ''up:'' or ''down:'' before its value for one direction: ''down:7'''
             cand --slice-pause 'With --slice: the pause between two pieces'
-            cand --drop 'Lose each block of the stream (2.5 ms of data at the starting rate, 512 KiB when unlimited or counting records) with probability PROB, ''0.01'' or ''1%'': for tests of checksums and framing. The blocks and bytes lost are said at the end'
+            cand --drop 'Lose each block of the stream (1 KiB, or 2.5 ms of data at the starting rate if that is less) with probability PROB, ''0.01'' or ''1%'': for tests of checksums and framing. The blocks and bytes lost are said at the end'
             cand --corrupt 'Flip one random bit of each byte with probability PROB. The bytes touched are said at the end'
             cand --cut-after 'Forward exactly SIZE bytes, then close cleanly, as a server that cuts a response short'
             cand --slow-close 'Hold the close this long after the end of the data'

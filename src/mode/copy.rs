@@ -412,7 +412,7 @@ impl Stats<'_> {
             (limit, written) => {
                 let shown = counting.show_limit(limit);
                 let limit = match written {
-                    Some(text) if unit_of(text) != "" && unit_of(text) != unit_of(&shown) => {
+                    Some(text) if !unit_of(text).is_empty() && unit_of(text) != unit_of(&shown) => {
                         format!("{text} ({shown})")
                     }
                     _ => shown,
