@@ -47,6 +47,34 @@ impl Now {
     }
 }
 
+impl Now {
+    /// What is in force beyond the rate: `delay 200ms, jitter 10ms;
+    /// stall-after 2s`; empty if nothing is. A proxy's directions
+    /// (`two_ways`) are named where they differ: `up: drop 1%; down: ...`.
+    pub fn describe(&self, two_ways: bool) -> String {
+        let mut said = Vec::new();
+        if !self.delay.is_zero() {
+            let mut link = format!("delay {}", humantime::format_duration(self.delay));
+            if !self.jitter.is_zero() {
+                link += &format!(", jitter {}", humantime::format_duration(self.jitter));
+            }
+            said.push(link);
+        }
+        let [up, down] = self.faults.map(|faults| faults.to_string());
+        if !two_ways || up == down {
+            said.extend(Some(down).filter(|faults| !faults.is_empty()));
+        } else {
+            said.extend(
+                [("up", up), ("down", down)]
+                    .into_iter()
+                    .filter(|(_, faults)| !faults.is_empty())
+                    .map(|(way, faults)| format!("{way}: {faults}")),
+            );
+        }
+        said.join("; ")
+    }
+}
+
 /// A change of the conditions: fault flags, in order, and the delay and
 /// jitter if given.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -144,7 +144,7 @@ How \fBshape \-\-remote\fR reaches a running shape; it carries no meaning by its
 Stop at once; what was written stays written.
 .SH REMOTE CONTROL
 \fBshape \-\-remote\fR \fIPID\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR] [\fB\-\-delay\fR \fIDURATION\fR [\fB\-\-jitter\fR \fIDURATION\fR]] [fault flags]
-changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints the settings now in force.
+changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints the settings now in force, with the delay and faults in force if any; with nothing to change, it only asks, and adds what has passed so far.
 \fB\-\-rate unlimited\fR lifts the limit; a paused shape holds its data until resumed, and then sends no more than the burst at once.
 A burst never set follows the rate, whoever changes it: it becomes the default burst of the new rate. Once a burst is set, it stays. A share keeps this rule for every shape on it and for \fBshape \-\-remote share:\fR.
 Messages travel as files in a directory only the user can enter ($XDG_RUNTIME_DIR/shape, or /tmp/shape\-UID with mode 0700); files are opened without following links and created exclusively, and a message that is malformed, a link, or another user's is refused with a line on standard error.

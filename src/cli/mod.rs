@@ -269,7 +269,9 @@ pub struct Cli {
     /// share (share:NAME), instead of copying: with --rate, --burst,
     /// --pause or --resume; for a PID also --delay, --jitter and the fault
     /// flags ('off' turns a fault off). Prints the settings now in force;
-    /// for a PID, after the shape has acknowledged.
+    /// for a PID, after the shape has acknowledged, with its delay and
+    /// faults. With nothing to change it only asks, and a PID also says
+    /// what has passed so far.
     #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "max_buffer", "affect"])]
     pub remote: Option<RemoteTarget>,
 

@@ -157,6 +157,15 @@ impl Adjuster {
         Settings::of(&self.buckets[0], self.counting)
     }
 
+    /// The delay, jitter and faults in force, in words (empty if none):
+    /// what an answer to `--remote` adds to the settings.
+    pub fn conditions_in_force(&self) -> String {
+        self.conditions
+            .as_ref()
+            .map(|conditions| conditions.now().describe(self.buckets.len() == 2))
+            .unwrap_or_default()
+    }
+
     /// The settings for a status line: of the one bucket, or of a proxy's
     /// two directions if they differ.
     pub fn describe(&self) -> String {

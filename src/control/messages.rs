@@ -13,7 +13,7 @@
 
 use super::dir::ControlDir;
 use super::protocol::{
-    RemoteError, Request, Settings, decode_answer, decode_request, encode_answer, encode_request,
+    Answer, RemoteError, Request, decode_answer, decode_request, encode_answer, encode_request,
 };
 use shape_bucket::{Clock, MonotonicClock};
 use std::time::{Duration, Instant};
@@ -26,7 +26,7 @@ impl ControlDir {
         pid: u32,
         request: &Request,
         patience: Duration,
-    ) -> Result<Settings, RemoteError> {
+    ) -> Result<Answer, RemoteError> {
         if !self.is_running_shape(pid) {
             return Err(RemoteError::NotRunning(pid));
         }
@@ -58,24 +58,24 @@ impl ControlDir {
 
     /// Serves every request waiting for the shape running as `pid`:
     /// carries out the valid ones with `apply`, answers each with what
-    /// `settings` then says, or with why it was refused (malformed, or
+    /// `answer` then says of it, or with why it was refused (malformed, or
     /// refused by `apply`), and returns a line for each one refused.
     pub fn serve(
         &self,
         pid: u32,
         apply: &dyn Fn(&Request) -> Result<(), String>,
-        settings: &dyn Fn() -> Settings,
+        answer: &dyn Fn(&Request) -> Answer,
     ) -> Vec<String> {
         let prefix = format!("{pid}.req.");
         let mut refusals = Vec::new();
         for name in self.names_starting(&prefix) {
             let tag = &name[prefix.len()..];
-            let answer = match self
+            let answered = match self
                 .read(&name, true)
                 .and_then(|text| decode_request(&text))
-                .and_then(|request| apply(&request))
+                .and_then(|request| apply(&request).map(|()| request))
             {
-                Ok(()) => encode_answer(&Ok(settings())),
+                Ok(request) => encode_answer(&Ok(answer(&request))),
                 Err(why) => {
                     refusals.push(format!(
                         "refused control message {}: {why}",
@@ -84,7 +84,7 @@ impl ControlDir {
                     encode_answer(&Err(why))
                 }
             };
-            let _ = self.create(&format!("{pid}.ack.{tag}"), &answer);
+            let _ = self.create(&format!("{pid}.ack.{tag}"), &answered);
         }
         refusals
     }

@@ -9,6 +9,7 @@
 use crate::conditions::Retune;
 use crate::counting::{Counting, Written};
 use crate::faults::{Change, Span};
+use crate::message::escape_controls;
 use shape_bucket::units::Quantity;
 use shape_bucket::{BucketCell, Clock, Limit, Rate, RateSpec, TokenBucket};
 use std::fmt;
@@ -93,6 +94,26 @@ impl fmt::Display for Settings {
         )?;
         if self.paused {
             f.write_str(", paused")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a running shape answers a request with: its settings, and a
+/// report in its own words of what else is in force (delay, faults) and,
+/// for a request that changes nothing, what it has passed so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub settings: Settings,
+    /// One line; empty when there is nothing more to say.
+    pub report: String,
+}
+
+impl fmt::Display for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.settings)?;
+        if !self.report.is_empty() {
+            write!(f, "; {}", self.report)?;
         }
         Ok(())
     }
@@ -218,20 +239,35 @@ pub(super) fn decode_request(text: &str) -> Result<Request, String> {
     Ok(request)
 }
 
-pub(super) fn encode_answer(answer: &Result<Settings, String>) -> String {
+pub(super) fn encode_answer(answer: &Result<Answer, String>) -> String {
     match answer {
-        Ok(s) => format!(
-            "{MAGIC}\nrate {}\nburst {}\n{}\ncounting {}\n",
+        Ok(Answer {
+            settings: s,
+            report,
+        }) => format!(
+            "{MAGIC}\nrate {}\nburst {}\n{}\ncounting {}\nreport {}\n",
             encode_limit(s.limit),
             s.burst,
             if s.paused { "paused" } else { "running" },
-            s.counting.code()
+            s.counting.code(),
+            escape_controls(report)
         ),
         Err(why) => format!("{MAGIC}\nrefused {why}\n"),
     }
 }
 
-pub(super) fn decode_answer(text: &str) -> Result<Settings, RemoteError> {
+/// An answer read back. A shape of an earlier version sends no report.
+pub(super) fn decode_answer(text: &str) -> Result<Answer, RemoteError> {
+    let settings = decode_settings(text)?;
+    let report = text
+        .lines()
+        .find_map(|line| line.strip_prefix("report "))
+        .unwrap_or_default()
+        .to_string();
+    Ok(Answer { settings, report })
+}
+
+fn decode_settings(text: &str) -> Result<Settings, RemoteError> {
     let malformed = || RemoteError::Refused("malformed answer".into());
     let mut lines = text.lines();
     if lines.next() != Some(MAGIC) {
@@ -304,8 +340,15 @@ mod tests {
             counting: Counting::Lines,
         };
         assert_eq!(
-            decode_answer(&encode_answer(&Ok(settings))).unwrap(),
-            settings
+            decode_answer(&encode_answer(&Ok(Answer {
+                settings,
+                report: "delay 200ms; 5 bytes\nin 1 s".into()
+            })))
+            .unwrap(),
+            Answer {
+                settings,
+                report: "delay 200ms; 5 bytes\\nin 1 s".into()
+            }
         );
         assert!(
             matches!(decode_answer(&encode_answer(&Err("no".into()))), Err(RemoteError::Refused(w)) if w == "no")

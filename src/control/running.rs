@@ -4,7 +4,7 @@
 
 use super::adjuster::Adjuster;
 use super::dir::{ControlDir, Registration};
-use super::protocol::Request;
+use super::protocol::{Answer, Request};
 use super::schedule::RateFile;
 use super::signals::{Handlers, answer};
 use crate::counting::Counting;
@@ -68,7 +68,8 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
             }) as Box<dyn Fn() + Send>
         }),
         status: {
-            let (adjuster, printer) = (adjuster.clone(), printer.clone());
+            let (adjuster, printer, forwarded) =
+                (adjuster.clone(), printer.clone(), forwarded.clone());
             Box::new(move || {
                 let now = Instant::now();
                 let bytes = forwarded.load(Ordering::Relaxed);
@@ -90,7 +91,24 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
             Box::new(move || {
                 if let Some(dir) = &control {
                     let apply = |request: &Request| adjuster.apply(request);
-                    for refusal in dir.serve(pid, &apply, &|| adjuster.settings()) {
+                    let answer = |request: &Request| {
+                        let mut report = vec![adjuster.conditions_in_force()];
+                        if *request == Request::default() {
+                            // Asked, not told: say what has passed too.
+                            let count = forwarded.load(Ordering::Relaxed);
+                            report.push(format!(
+                                "{} in {:.3} s",
+                                adjuster.counting().tally(count),
+                                started.elapsed().as_secs_f64()
+                            ));
+                        }
+                        report.retain(|said| !said.is_empty());
+                        Answer {
+                            settings: adjuster.settings(),
+                            report: report.join("; "),
+                        }
+                    };
+                    for refusal in dir.serve(pid, &apply, &answer) {
                         printer.line(&format!("shape: {refusal}"));
                     }
                 }

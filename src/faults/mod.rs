@@ -77,6 +77,40 @@ impl Faults {
     }
 }
 
+impl std::fmt::Display for Faults {
+    /// The faults in force as their flags would give them, without the
+    /// dashes: `slice 7, drop 1%, stall-after 2s`; empty if none.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let time = |span: Duration| humantime::format_duration(span).to_string();
+        let trigger = |trigger: Trigger| match trigger {
+            Trigger::Bytes(bytes) => format!("{bytes} bytes"),
+            Trigger::After(span) => time(span),
+        };
+        let percent = |chance: f64| format!("{}%", chance * 100.0);
+        let said: Vec<String> = [
+            self.slice.map(|slice| match slice.variation {
+                0 => format!("slice {}", slice.size),
+                variation => format!("slice {}:{variation}", slice.size),
+            }),
+            (!self.slice_pause.is_zero())
+                .then(|| format!("slice-pause {}", time(self.slice_pause))),
+            (self.drop > 0.0).then(|| format!("drop {}", percent(self.drop))),
+            (self.corrupt > 0.0).then(|| format!("corrupt {}", percent(self.corrupt))),
+            self.cut_after
+                .map(|bytes| format!("cut-after {bytes} bytes")),
+            (!self.slow_close.is_zero()).then(|| format!("slow-close {}", time(self.slow_close))),
+            self.stall_after
+                .map(|at| format!("stall-after {}", trigger(at))),
+            self.reset_after
+                .map(|at| format!("reset-after {}", trigger(at))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        f.write_str(&said.join(", "))
+    }
+}
+
 /// When a fault strikes: after so many bytes, or so long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {

@@ -25,12 +25,7 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
             jitter: cli.jitter,
         },
     };
-    if request == Request::default() {
-        return Err(UsageError(
-            "--remote needs --rate, --burst, --pause, --resume, --delay or a fault flag".into(),
-        )
-        .into());
-    }
+    // A request that changes nothing asks what is in force.
     if !request.retune.is_empty() && !matches!(target, RemoteTarget::Process(_)) {
         return Err(UsageError(
             "--remote share: changes the rate, burst and pause; delay, jitter and faults are a shape's own (--remote PID)".into(),

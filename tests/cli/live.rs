@@ -457,3 +457,32 @@ fn a_rate_file_burst_over_the_maximum_is_refused_at_start_and_on_sighup() {
         format!("shape {pid}: rate 1.00 MiB/s, burst 64.00 KiB\n")
     );
 }
+
+#[test]
+fn a_remote_answer_says_what_changed_and_an_empty_one_only_asks() {
+    let runtime = Runtime::new("remote-answers");
+    let shape = runtime.start(["--rate", "1MiB", "--delay", "50ms", "--drop", "0"]);
+    let pid = shape.pid;
+    let said = |args: &[&str]| {
+        let mut command = runtime.shape(["--remote", &pid.to_string()]);
+        command.args(args);
+        let answer = run(command, Stdio::null());
+        assert_eq!(answer.code(), 0, "{args:?}: {}", answer.stderr);
+        String::from_utf8_lossy(&answer.stdout).into_owned()
+    };
+    let changed = said(&["--drop", "1%", "--slice", "7:3", "--delay", "80ms"]);
+    let asked = said(&[]);
+    let settings_after = said(&[]);
+    shape.stop();
+    assert_eq!(
+        changed,
+        format!("shape {pid}: rate 1.00 MiB/s, burst 102.40 KiB; delay 80ms; slice 7:3, drop 1%\n")
+    );
+    let prefix =
+        format!("shape {pid}: rate 1.00 MiB/s, burst 102.40 KiB; delay 80ms; slice 7:3, drop 1%; ");
+    for answer in [&asked, &settings_after] {
+        assert!(answer.starts_with(&prefix), "{answer}");
+        assert!(answer.contains(" bytes ("), "{answer}");
+        assert!(answer.trim_end().ends_with(" s"), "{answer}");
+    }
+}

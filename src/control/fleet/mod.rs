@@ -226,9 +226,12 @@ pub mod commands {
         let follower = change
             .limit
             .map(|limit| crate::control::adjuster::default_burst(limit, held.counting));
-        store
-            .update(held.counting, &change, follower)
-            .map_err(fail)?;
+        // A request that changes nothing only asks.
+        if change != crate::control::protocol::Adjustment::default() {
+            store
+                .update(held.counting, &change, follower)
+                .map_err(fail)?;
+        }
         let now = store
             .held()
             .map_err(fail)?
