@@ -17,6 +17,7 @@ mod net;
 mod pipe;
 mod progress;
 mod slowlink;
+mod throughput;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -5,12 +5,11 @@
 
 use crate::counting::Counting;
 use crate::lock::{lock, wait_timeout};
+use crate::throughput::Passed;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use shape_bucket::Limit;
-use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -48,8 +47,8 @@ impl Style {
 
 /// What a reporter reads each interval.
 pub struct Source {
-    /// Bytes (or records) forwarded so far, bumped by the copy.
-    pub count: Arc<AtomicU64>,
+    /// Bytes (or records) passed so far, and lately.
+    pub passed: Passed,
     /// What is counted.
     pub counting: Counting,
     /// The expected total, if known.
@@ -85,7 +84,7 @@ impl Reporter {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let mut draw = Drawing::new(style, interval, &source);
         let printer = Printer(match &draw {
-            Drawing::Bar(bar, _) => Some(bar.clone()),
+            Drawing::Bar(bar) => Some(bar.clone()),
             Drawing::Json { .. } => None,
         });
         let thread = {
@@ -126,50 +125,9 @@ impl Reporter {
     }
 }
 
-/// How far back the bar's rate looks: recent enough to show the limit at
-/// work once the first burst has passed, long enough to be steady.
-const RECENT: Duration = Duration::from_secs(1);
-
-/// The rate over the last [`RECENT`] stretch of time, as pv shows it,
-/// rather than the average since the start, which an initial burst lifts
-/// above the limit for a long time.
-struct RecentRate {
-    /// Byte counts and when they were read, oldest first; the first is the
-    /// newest one at least [`RECENT`] old, once there is one.
-    samples: VecDeque<(Instant, u64)>,
-}
-
-impl RecentRate {
-    fn new(start: Instant) -> RecentRate {
-        RecentRate {
-            samples: VecDeque::from([(start, 0)]),
-        }
-    }
-
-    /// Takes note that `bytes` had passed at `now`, and returns the bytes
-    /// per second since the sample [`RECENT`] before it (or the start).
-    fn update(&mut self, now: Instant, bytes: u64) -> f64 {
-        self.samples.push_back((now, bytes));
-        while self
-            .samples
-            .get(1)
-            .is_some_and(|&(at, _)| now.saturating_duration_since(at) >= RECENT)
-        {
-            self.samples.pop_front();
-        }
-        let (since, before) = self.samples[0];
-        let seconds = now.saturating_duration_since(since).as_secs_f64();
-        if seconds > 0.0 {
-            bytes.saturating_sub(before) as f64 / seconds
-        } else {
-            0.0
-        }
-    }
-}
-
 /// The drawing state of one reporter.
 enum Drawing {
-    Bar(ProgressBar, RecentRate),
+    Bar(ProgressBar),
     Json {
         start: Instant,
         last: (Instant, u64),
@@ -198,8 +156,14 @@ impl Drawing {
                         .expect("the template is valid")
                         .progress_chars("=> "),
                 );
-                bar.set_message(bar_message(source.counting, 0, 0.0, (source.limit)()));
-                Drawing::Bar(bar, RecentRate::new(Instant::now()))
+                let nothing_yet = source.counting.show_rate(0.0);
+                bar.set_message(bar_message(
+                    source.counting,
+                    0,
+                    &nothing_yet,
+                    (source.limit)(),
+                ));
+                Drawing::Bar(bar)
             }
             Style::Json => Drawing::Json {
                 start: Instant::now(),
@@ -209,12 +173,12 @@ impl Drawing {
     }
 
     fn update(&mut self, source: &Source, done: bool) {
-        let count = source.count.load(Ordering::Relaxed);
+        let count = source.passed.total();
         let limit = (source.limit)();
         match self {
-            Drawing::Bar(bar, recent) => {
-                let rate = recent.update(Instant::now(), count);
-                bar.set_message(bar_message(source.counting, count, rate, limit));
+            Drawing::Bar(bar) => {
+                let recent = source.passed.recent(source.counting);
+                bar.set_message(bar_message(source.counting, count, &recent, limit));
                 bar.set_position(count);
                 if done {
                     bar.finish();
@@ -249,16 +213,12 @@ impl Drawing {
 /// What the bar shows before the time: what passed so far, the recent
 /// rate and the limit, e.g. `2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)` or
 /// `120 lines 2.00 lines/s (limit 2.00 lines/s)`.
-fn bar_message(counting: Counting, count: u64, rate: f64, limit: Limit) -> String {
+fn bar_message(counting: Counting, count: u64, recent: &str, limit: Limit) -> String {
     let limit = match limit {
         Limit::Unlimited => "unlimited".to_string(),
         Limit::Rate(_) => format!("limit {}", counting.show_limit(limit)),
     };
-    format!(
-        "{} {} ({limit})",
-        counting.show(count),
-        counting.show_rate(rate)
-    )
+    format!("{} {recent} ({limit})", counting.show(count))
 }
 
 /// One progress record, in the unit counted.
@@ -308,40 +268,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_bar_rate_is_the_last_second_not_the_average_since_the_start() {
-        let start = Instant::now();
-        let at = |ms: u64| start + Duration::from_millis(ms);
-        let mut recent = RecentRate::new(start);
-        // A 100 KiB burst at once, then 1 KiB every millisecond (1000
-        // KiB/s), read every 100 ms.
-        let burst = 100 * 1024;
-        assert_eq!(recent.update(at(100), burst + 100 * 1024), 2000.0 * 1024.0);
-        let mut rate = 0.0;
-        for tick in 2..=20 {
-            rate = recent.update(at(tick * 100), burst + tick * 100 * 1024);
-        }
-        assert_eq!(rate, 1000.0 * 1024.0, "the burst has left the window");
-        assert_eq!(recent.samples.len(), 11, "a second of samples at most");
-        assert_eq!(recent.update(at(2000), burst + 2000 * 1024), rate);
-    }
-
-    #[test]
     fn the_bar_says_what_passed_the_rate_and_the_limit_in_one_style() {
         assert_eq!(
             bar_message(
                 Counting::Bytes,
                 2 << 20,
-                1_048_576.0,
+                "1.00 MiB/s",
                 Limit::per_second(1 << 20)
             ),
             "2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)"
         );
         assert_eq!(
-            bar_message(Counting::Bytes, 500, 250.4, Limit::Unlimited),
+            bar_message(
+                Counting::Bytes,
+                500,
+                &Counting::Bytes.show_rate(250.4),
+                Limit::Unlimited
+            ),
             "500 B 250 B/s (unlimited)"
         );
         assert_eq!(
-            bar_message(Counting::Lines, 120, 2.0, Limit::per_second(2 << 20)),
+            bar_message(
+                Counting::Lines,
+                120,
+                &Counting::Lines.show_rate(2.0),
+                Limit::per_second(2 << 20)
+            ),
             "120 lines 2.00 lines/s (limit 2.00 lines/s)"
         );
     }

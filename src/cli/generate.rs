@@ -135,7 +135,7 @@ In a proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) each connection has its own
 With \fB\-\-rate\-file\fR, reread the file; a bad file leaves the settings as they were and prints one line. Without it, a hangup ends shape as usual.
 .TP
 \fBSIGUSR1\fR
-Print a status line on standard error (bytes, elapsed time, rate since the last such line, settings), as dd does, without breaking the progress bar.
+Print a status line on standard error (bytes, elapsed time, the rate over the last second, each direction's for a proxy, and the settings), as dd does, without breaking the progress bar.
 .TP
 \fBSIGUSR2\fR
 How \fBshape \-\-remote\fR reaches a running shape; it carries no meaning by itself.

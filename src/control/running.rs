@@ -8,20 +8,19 @@ use super::protocol::{Answer, Request};
 use super::schedule::RateFile;
 use super::signals::{Handlers, answer};
 use crate::counting::Counting;
-use crate::lock::lock;
 use crate::message::one_line;
 use crate::progress::Printer;
+use crate::throughput::Passed;
 use shape_bucket::Limit;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What the live controls need to know of the run.
 pub struct Run {
     pub adjuster: Arc<Adjuster>,
-    pub forwarded: Arc<AtomicU64>,
+    pub passed: Passed,
     pub started: Instant,
     pub printer: Printer,
     pub rate_file: Option<PathBuf>,
@@ -46,13 +45,12 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
     };
     let Run {
         adjuster,
-        forwarded,
+        passed,
         started,
         printer,
         rate_file,
     } = run;
     let say = printer.clone();
-    let last_status = Mutex::new((started, 0u64));
     let handlers = Handlers {
         reload: rate_file.map(|path| {
             let (adjuster, printer) = (adjuster.clone(), printer.clone());
@@ -68,22 +66,14 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
             }) as Box<dyn Fn() + Send>
         }),
         status: {
-            let (adjuster, printer, forwarded) =
-                (adjuster.clone(), printer.clone(), forwarded.clone());
+            let (adjuster, printer, passed) = (adjuster.clone(), printer.clone(), passed.clone());
             Box::new(move || {
-                let now = Instant::now();
-                let bytes = forwarded.load(Ordering::Relaxed);
-                let mut last = lock(&last_status);
-                let line = status_line(
+                printer.line(&status_line(
                     adjuster.counting(),
-                    bytes,
-                    now - started,
-                    bytes - last.1,
-                    now - last.0,
+                    &passed,
+                    started.elapsed(),
                     &adjuster.describe(),
-                );
-                *last = (now, bytes);
-                printer.line(&line);
+                ));
             })
         },
         control: {
@@ -95,7 +85,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
                         let mut report = vec![adjuster.conditions_in_force()];
                         if *request == Request::default() {
                             // Asked, not told: say what has passed too.
-                            let count = forwarded.load(Ordering::Relaxed);
+                            let count = passed.total();
                             report.push(format!(
                                 "{} in {:.3} s",
                                 adjuster.counting().tally(count),
@@ -164,26 +154,14 @@ pub fn follow(
     });
 }
 
-/// The SIGUSR1 line: what passed so far, time so far, the rate since the
-/// last such line (or the start), and the settings.
-fn status_line(
-    counting: Counting,
-    count: u64,
-    elapsed: std::time::Duration,
-    recent: u64,
-    over: std::time::Duration,
-    settings: &str,
-) -> String {
-    let rate = if over.is_zero() {
-        0.0
-    } else {
-        recent as f64 / over.as_secs_f64()
-    };
+/// The SIGUSR1 line: what passed so far, time so far, the rate over the
+/// last second (each direction's, for a proxy), and the settings.
+fn status_line(counting: Counting, passed: &Passed, elapsed: Duration, settings: &str) -> String {
     format!(
         "shape: {} in {:.3} s, {} now; {settings}",
-        counting.tally(count),
+        counting.tally(passed.total()),
         elapsed.as_secs_f64(),
-        counting.show_rate(rate)
+        passed.recent(counting)
     )
 }
 
@@ -191,7 +169,8 @@ fn status_line(
 mod tests {
     use super::*;
     use crate::control::Settings;
-    use std::time::Duration;
+    use crate::throughput::Throughput;
+    use std::sync::Arc;
 
     #[test]
     fn status_lines_say_bytes_time_rate_and_settings() {
@@ -201,16 +180,26 @@ mod tests {
             paused: false,
             counting: Counting::Bytes,
         };
+        // Passed more than a second ago: nothing now.
+        let long_ago = Instant::now() - Duration::from_secs(5);
+        let passed = Arc::new(Throughput::since(long_ago));
+        passed.settle(3 << 20);
         assert_eq!(
             status_line(
                 Counting::Bytes,
-                3 << 20,
+                &Passed::One(passed.clone()),
                 Duration::from_secs(3),
-                1 << 20,
-                Duration::from_secs(1),
                 &settings.to_string()
             ),
-            "shape: 3145728 bytes (3.00 MiB) in 3.000 s, 1.00 MiB/s now; rate 1.00 MiB/s, burst 100.00 KiB"
+            "shape: 3145728 bytes (3.00 MiB) in 3.000 s, 0 B/s now; rate 1.00 MiB/s, burst 100.00 KiB"
+        );
+        let ways = Passed::Ways {
+            up: passed.clone(),
+            down: passed,
+        };
+        assert!(
+            status_line(Counting::Bytes, &ways, Duration::from_secs(3), "")
+                .contains("6.00 MiB) in 3.000 s, up 0 B/s, down 0 B/s now")
         );
     }
 }

@@ -19,6 +19,7 @@ use crate::pipe::{
 };
 use crate::progress::Reporter;
 use crate::slowlink::SlowLink;
+use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
 use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, MonotonicClock};
@@ -26,7 +27,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// How long `--connect` keeps trying without `--connect-timeout`.
@@ -83,10 +84,11 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let total = size
         .or(known)
         .map(|total| stop_after.map_or(total, |stop| total.min(stop)));
-    let forwarded = Arc::new(AtomicU64::new(0));
-    let reporter = start_reporter(cli, &forwarded, total, &bucket);
+    let forwarded = Arc::new(Throughput::default());
+    let passed = Passed::One(forwarded.clone());
+    let reporter = start_reporter(cli, &passed, total, &bucket);
     let say = printer(reporter.as_ref());
-    let (started, registration) = go_live(cli, &start, adjuster, &forwarded, say.clone())?;
+    let (started, registration) = go_live(cli, &start, adjuster, &passed, say.clone())?;
     let (file, output_name) = open_output(cli)?;
     if faults.stall_after.is_some() {
         // Stalled, nothing is written, so a reader that left is never met
@@ -189,7 +191,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         let (limit, burst) = bucket.limit_and_burst();
         let stats = Stats {
             counting,
-            count: forwarded.load(Ordering::Relaxed),
+            count: forwarded.total(),
             dropped: tally.map_or(0, |tally| tally.dropped_bytes),
             seconds: started.elapsed().as_secs_f64(),
             limit,
@@ -293,7 +295,7 @@ fn output(
     cli: &Cli,
     file: File,
     bucket: &Arc<Bucket>,
-    forwarded: &Arc<AtomicU64>,
+    forwarded: &Arc<Throughput>,
     (conditions, seed): (&Arc<Conditions>, u64),
 ) -> anyhow::Result<Output> {
     let drop_block = drop_block(match cli.counting() {

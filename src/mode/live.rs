@@ -10,10 +10,10 @@ use crate::control::{
 };
 use crate::counting::{Counting, Written};
 use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
+use crate::throughput::Passed;
 use shape_bucket::Limit;
 use std::io::{self, IsTerminal};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 /// What a run starts with, read as the run counts: the limit, the burst
@@ -95,7 +95,7 @@ pub fn go_live(
     cli: &Cli,
     start: &Start,
     adjuster: Arc<Adjuster>,
-    forwarded: &Arc<AtomicU64>,
+    passed: &Passed,
     printer: Printer,
 ) -> io::Result<(Instant, Option<Registration>)> {
     let started = Instant::now();
@@ -104,7 +104,7 @@ pub fn go_live(
     }
     let run = Run {
         adjuster,
-        forwarded: forwarded.clone(),
+        passed: passed.clone(),
         started,
         printer,
         rate_file: cli.rate_file.clone(),
@@ -118,18 +118,18 @@ pub fn go_live(
     Ok((started, registration))
 }
 
-/// The progress reporter asked for, if any, counting `forwarded` towards
+/// The progress reporter asked for, if any, counting `passed` towards
 /// `total` and showing the limit of `bucket`.
 pub fn start_reporter(
     cli: &Cli,
-    forwarded: &Arc<AtomicU64>,
+    passed: &Passed,
     total: Option<u64>,
     bucket: &Arc<Bucket>,
 ) -> Option<Reporter> {
     progress_style(cli).map(|(style, interval)| {
         let bucket = bucket.clone();
         let source = Source {
-            count: forwarded.clone(),
+            passed: passed.clone(),
             counting: cli.counting(),
             total,
             limit: Box::new(move || bucket.limit()),

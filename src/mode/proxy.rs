@@ -11,10 +11,10 @@ use crate::counting::{Counting, Written};
 use crate::exit::Exit;
 use crate::faults::Direction as Way;
 use crate::net::{Address, proxy};
+use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
 use shape_bucket::{Damaged, RateSpec};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 /// Serves until the process is ended; returns only if it cannot serve.
 pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
@@ -63,17 +63,22 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         )
         .retuning(conditions.clone()),
     );
-    let forwarded = Arc::new(AtomicU64::new(0));
-    let reporter = start_reporter(cli, &forwarded, None, &up);
+    let (passed_up, passed_down) = (Arc::<Throughput>::default(), Arc::<Throughput>::default());
+    let passed = Passed::Ways {
+        up: passed_up.clone(),
+        down: passed_down.clone(),
+    };
+    let reporter = start_reporter(cli, &passed, None, &up);
     let printer = printer(reporter.as_ref());
-    let (_, _registration) = go_live(cli, &start, adjuster.clone(), &forwarded, printer.clone())?;
+    let (_, _registration) = go_live(cli, &start, adjuster.clone(), &passed, printer.clone())?;
     let shaping = proxy::Shaping {
         adjuster,
         per_connection: cli.per_connection,
         link,
         conditions,
         affect: cli.affect.unwrap_or(1.0),
-        forwarded,
+        passed_up,
+        passed_down,
         report: (!cli.quiet).then_some(printer),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),

@@ -11,10 +11,10 @@
 use super::Descriptor;
 use crate::lock::{lock, wait};
 use crate::slowlink::Line;
+use crate::throughput::Throughput;
 use shape_bucket::{AtomicU32, Clock};
 use std::fs::File;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -59,7 +59,7 @@ impl<C: Clock + Send + Sync + 'static> DelayedOutput<C> {
         line: Line,
         capacity: Capacity,
         clock: C,
-        (forwarded, tally): (Arc<AtomicU64>, Tally),
+        (forwarded, tally): (Arc<Throughput>, Tally),
     ) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -142,7 +142,7 @@ impl<C: Clock> Shared<C> {
 
     /// The writer thread: passes each chunk on when due, until the line is
     /// closed and empty, or the output fails.
-    fn pass_on(&self, output: &File, forwarded: &AtomicU64, tally: &Tally) -> io::Result<()> {
+    fn pass_on(&self, output: &File, forwarded: &Throughput, tally: &Tally) -> io::Result<()> {
         // Nothing wakes this sleep early: the chunk at the head, the only
         // one waited for, cannot become due any sooner.
         let never = AtomicU32::new(0);
@@ -174,7 +174,7 @@ impl<C: Clock> Shared<C> {
                 self.changed.notify_all();
                 return Err(err);
             }
-            forwarded.fetch_add(counts, Ordering::Relaxed);
+            forwarded.add(counts);
             self.changed.notify_all();
         }
     }
@@ -200,8 +200,8 @@ mod tests {
         output: File,
         delay_ms: u64,
         capacity: u64,
-    ) -> (DelayedOutput<MonotonicClock>, Arc<AtomicU64>) {
-        let forwarded = Arc::new(AtomicU64::new(0));
+    ) -> (DelayedOutput<MonotonicClock>, Arc<Throughput>) {
+        let forwarded = Arc::new(Throughput::default());
         let line = Line::new(
             Duration::from_millis(delay_ms),
             Duration::ZERO,
@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(&first, b"abc");
         assert_eq!(rest, b"defgh");
         assert!(waited >= Duration::from_millis(60), "{waited:?}");
-        assert_eq!(forwarded.load(Ordering::Relaxed), 8);
+        assert_eq!(forwarded.total(), 8);
     }
 
     #[test]

@@ -26,13 +26,13 @@ pub use output::{Output, reset_on_close};
 pub use records::RecordPump;
 
 use crate::chunk::{MAX_CHUNK, chunk_size};
+use crate::throughput::Throughput;
 use rustix::io::Errno;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use splice::{Hand, splice};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How a [`Pump::forward`] ended without error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ struct Paid {
 /// Forwards inputs through a bucket, counting what passed.
 pub struct Pump<'a, C: Clock, S: Deref<Target = BucketCell> = Box<BucketCell>> {
     bucket: &'a TokenBucket<C, S>,
-    forwarded: &'a AtomicU64,
+    forwarded: &'a Throughput,
     remaining: Option<u64>,
     /// `None` once the output has refused splice, or if no pipe could be
     /// made.
@@ -108,7 +108,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// stopping for good after `stop_after` bytes if given.
     pub fn new(
         bucket: &'a TokenBucket<C, S>,
-        forwarded: &'a AtomicU64,
+        forwarded: &'a Throughput,
         stop_after: Option<u64>,
     ) -> Self {
         Pump {
@@ -238,7 +238,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
             self.pay_for(n)?;
             let still_splicing = self.pass_on(n, output)?;
             // Counted whichever way the bytes went out.
-            self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
+            self.forwarded.add(n as u64);
             if !still_splicing {
                 return Ok(None);
             }
@@ -301,7 +301,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
             output
                 .write_all(&self.buffer[..n])
                 .map_err(CopyError::Write)?;
-            self.forwarded.fetch_add(n as u64, Ordering::Relaxed);
+            self.forwarded.add(n as u64);
         }
     }
 

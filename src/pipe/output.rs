@@ -6,10 +6,10 @@ use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
 use crate::conditions::{Conditions, Watch};
 use crate::faults::{Direction, Mischief, ResetStruck, Struck, Tally};
 use crate::lock::lock;
+use crate::throughput::Throughput;
 use shape_bucket::MonotonicClock;
 use std::fs::File;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ enum To {
     /// is not out yet: the line counts what it passes on.
     Delayed {
         line: DelayedOutput<MonotonicClock>,
-        put_in: AtomicU64,
+        put_in: Box<Throughput>,
     },
 }
 
@@ -51,7 +51,7 @@ impl Output {
         Output {
             to: To::Delayed {
                 line,
-                put_in: AtomicU64::new(0),
+                put_in: Box::default(),
             },
             mischief: None,
         }
@@ -67,7 +67,7 @@ impl Output {
     /// Where the pump counts its chunks: `forwarded`, the run's count of
     /// bytes out, for a direct output; for a delay line, which adds to
     /// `forwarded` itself as chunks leave, a count of its own.
-    pub fn pump_count<'a>(&'a self, forwarded: &'a AtomicU64) -> &'a AtomicU64 {
+    pub fn pump_count<'a>(&'a self, forwarded: &'a Throughput) -> &'a Throughput {
         match &self.to {
             To::Direct(_) => forwarded,
             To::Delayed { put_in, .. } => put_in,
@@ -123,12 +123,12 @@ impl Output {
     /// Waits until every byte is out, and gives the output file back.
     /// `forwarded` then holds everything the pump put in: for records, the
     /// last one may have had no terminator for the line to count.
-    pub fn finish(self, forwarded: &AtomicU64) -> io::Result<File> {
+    pub fn finish(self, forwarded: &Throughput) -> io::Result<File> {
         match self.to {
             To::Direct(file) => Ok(file),
             To::Delayed { line, put_in } => {
                 let file = line.finish()?;
-                forwarded.store(put_in.into_inner(), Ordering::Relaxed);
+                forwarded.settle(put_in.total());
                 Ok(file)
             }
         }

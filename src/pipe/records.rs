@@ -14,11 +14,11 @@
 use super::{CopyError, Descriptor, Ended, Forward};
 use crate::chunk::chunk_records;
 use crate::counting::TOKENS_PER_RECORD;
+use crate::throughput::Throughput;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The buffer records are read into: a record longer than this passes in
 /// pieces.
@@ -28,7 +28,7 @@ pub const RECORD_BUFFER: usize = 256 * 1024;
 /// [`TOKENS_PER_RECORD`] a record, counting the records that passed.
 pub struct RecordPump<'a, C: Clock, S: Deref<Target = BucketCell>> {
     bucket: &'a TokenBucket<C, S>,
-    counted: &'a AtomicU64,
+    counted: &'a Throughput,
     terminator: u8,
     /// Records still to forward under `--stop-after`.
     remaining: Option<u64>,
@@ -46,7 +46,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
     /// `stop_after` records if given.
     pub fn new(
         bucket: &'a TokenBucket<C, S>,
-        counted: &'a AtomicU64,
+        counted: &'a Throughput,
         terminator: u8,
         stop_after: Option<u64>,
     ) -> Self {
@@ -211,7 +211,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> RecordPump<'a, C, S> {
 
     /// Takes note that `records` records have passed whole.
     fn passed(&mut self, records: u64) {
-        self.counted.fetch_add(records, Ordering::Relaxed);
+        self.counted.add(records);
         if let Some(left) = &mut self.remaining {
             *left -= records.min(*left);
         }
@@ -306,7 +306,7 @@ mod tests {
     #[test]
     fn each_line_leaves_whole_exactly_when_its_token_comes() {
         let bucket = bucket(5, 1);
-        let counted = AtomicU64::new(0);
+        let counted = Throughput::default();
         let mut out = Stamped {
             clock: bucket.clock(),
             bytes: Vec::new(),
@@ -316,7 +316,7 @@ mod tests {
             .forward_records(&mut pieces(data, vec![3]), &mut out)
             .unwrap();
         assert_eq!(ended, Ended::InputDone);
-        assert_eq!(counted.load(Ordering::Relaxed), 4);
+        assert_eq!(counted.total(), 4);
         let bytes: Vec<u8> = out.bytes.iter().map(|&(_, b)| b).collect();
         assert_eq!(bytes, data);
         // Line n (from 1) ends exactly n fifths of a second in: an empty
@@ -342,15 +342,15 @@ mod tests {
     #[test]
     fn a_last_line_without_a_terminator_counts_and_stop_after_counts_lines() {
         let bucket = bucket(1000, 10);
-        let counted = AtomicU64::new(0);
+        let counted = Throughput::default();
         let mut out = Vec::new();
         let mut pump = RecordPump::new(&bucket, &counted, 0, None);
         pump.forward_records(&mut pieces(b"a\0b\0tail", vec![100]), &mut out)
             .unwrap();
         assert_eq!(out, b"a\0b\0tail");
-        assert_eq!(counted.load(Ordering::Relaxed), 3);
+        assert_eq!(counted.total(), 3);
 
-        let counted = AtomicU64::new(0);
+        let counted = Throughput::default();
         let mut out = Vec::new();
         let mut pump = RecordPump::new(&bucket, &counted, b'\n', Some(2));
         let ended = pump
@@ -358,13 +358,13 @@ mod tests {
             .unwrap();
         assert_eq!(ended, Ended::LimitReached);
         assert_eq!(out, b"1\n2\n");
-        assert_eq!(counted.load(Ordering::Relaxed), 2);
+        assert_eq!(counted.total(), 2);
     }
 
     #[test]
     fn a_record_longer_than_the_buffer_passes_in_pieces_paid_once() {
         let bucket = bucket(1, 1);
-        let counted = AtomicU64::new(0);
+        let counted = Throughput::default();
         let mut out = Vec::new();
         let mut long = vec![b'x'; 3 * RECORD_BUFFER + 17];
         long.push(b'\n');
@@ -373,7 +373,7 @@ mod tests {
             .forward_records(&mut pieces(&long, vec![RECORD_BUFFER]), &mut out)
             .unwrap();
         assert!(out == long);
-        assert_eq!(counted.load(Ordering::Relaxed), 2);
+        assert_eq!(counted.total(), 2);
         assert_eq!(bucket.clock().now(), 2 * SEC, "two records, paid once each");
     }
 
@@ -397,13 +397,13 @@ mod tests {
             data.extend(unterminated.iter().map(|&b| if b == b'\n' { b'.' } else { b }));
             let expected = records.len() as u64 + u64::from(!unterminated.is_empty());
             let bucket = bucket(1000, 3);
-            let counted = AtomicU64::new(0);
+            let counted = Throughput::default();
             let mut out = Vec::new();
             RecordPump::new(&bucket, &counted, b'\n', None)
                 .forward_records(&mut pieces(&data, cuts), &mut out)
                 .unwrap();
             prop_assert_eq!(&out, &data);
-            prop_assert_eq!(counted.load(Ordering::Relaxed), expected);
+            prop_assert_eq!(counted.total(), expected);
             // An empty bucket at 1000 a second: exactly a millisecond each.
             prop_assert_eq!(bucket.clock().now(), expected * SEC / 1000);
         }

@@ -43,7 +43,7 @@ fn buffered_every_byte_arrives_once_at_exactly_the_rate() {
     let clock = Arc::new(FakeClock::new(0));
     let bucket =
         TokenBucket::with_clock(Limit::per_second(1000), 10, Fill::Empty, clock.clone()).unwrap();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let data = data(5000);
     let mut input = Jerky {
         data: data.clone(),
@@ -56,14 +56,14 @@ fn buffered_every_byte_arrives_once_at_exactly_the_rate() {
         .unwrap();
     assert_eq!(ended, Ended::InputDone);
     assert_eq!(output, data);
-    assert_eq!(forwarded.load(Ordering::Relaxed), 5000);
+    assert_eq!(forwarded.total(), 5000);
     assert_eq!(clock.now(), 5_000_000_000);
 }
 
 #[test]
 fn stop_after_ends_mid_input_and_stays_ended() {
     let bucket = unlimited();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, Some(300_000));
     let zero = File::open("/dev/zero").unwrap();
     let (read, write) = rustix::pipe::pipe().unwrap();
@@ -88,13 +88,13 @@ fn through(data: &[u8]) -> (Vec<u8>, bool) {
     let output_path = dir.path().join("out");
     let out = File::create(&output_path).unwrap();
     let bucket = unlimited();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, None);
     let ended = pump
         .forward(&File::open(&input_path).unwrap(), &out)
         .unwrap();
     assert_eq!(ended, Ended::InputDone);
-    assert_eq!(forwarded.load(Ordering::Relaxed), data.len() as u64);
+    assert_eq!(forwarded.total(), data.len() as u64);
     let got = std::fs::read(&output_path).unwrap();
     (got, pump.hand.is_some())
 }
@@ -112,7 +112,7 @@ fn an_input_that_refuses_splice_is_read_instead() {
     // procfs files like this one cannot be spliced from.
     let expected = std::fs::read("/proc/self/cmdline").unwrap();
     let bucket = unlimited();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, None);
     let (read, write) = rustix::pipe::pipe().unwrap();
     let reader = std::thread::spawn(move || {
@@ -133,7 +133,7 @@ fn bytes_in_the_hand_reach_an_output_that_refused_splice() {
     // Old kernels refuse to splice to terminals and appending files;
     // what is in the hand then goes out by write.
     let bucket = unlimited();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, None);
     let hand = Hand::new().unwrap();
     let data = data(50_000);
@@ -161,18 +161,18 @@ fn bytes_written_after_splice_is_refused_are_counted() {
         .open(dir.path().join("out"))
         .unwrap();
     let bucket = unlimited();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, None);
     let input = File::open(dir.path().join("in")).unwrap();
     assert_eq!(pump.forward(&input, &output).unwrap(), Ended::InputDone);
     assert!(std::fs::read(dir.path().join("out")).unwrap() == data);
-    assert_eq!(forwarded.load(Ordering::Relaxed), data.len() as u64);
+    assert_eq!(forwarded.total(), data.len() as u64);
 }
 
 #[test]
 fn a_non_blocking_output_is_waited_for_not_failed() {
     let bucket = unlimited();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, Some(2_000_000));
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::NONBLOCK).unwrap();
     let reader = std::thread::spawn(move || {
@@ -219,7 +219,7 @@ fn pipes_on_either_side_grow_to_hold_a_whole_chunk() {
         got
     });
     let bucket = unlimited();
-    let forwarded = AtomicU64::new(0);
+    let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, None);
     let (input, output) = (File::from(input_read), File::from(output_write));
     assert_eq!(pump.forward(&input, &output).unwrap(), Ended::InputDone);

@@ -486,3 +486,66 @@ fn a_remote_answer_says_what_changed_and_an_empty_one_only_asks() {
         assert!(answer.trim_end().ends_with(" s"), "{answer}");
     }
 }
+
+#[test]
+fn sigusr1_says_the_rate_of_the_last_second_which_is_nothing_when_idle() {
+    let runtime = Runtime::new("status-idle");
+    let mut shape = Running::start(runtime.shape(["--rate", "1MiB"]), Stdio::piped(), false);
+    runtime.wait_registered(shape.pid);
+    let mut input = shape.child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut input, &[7; 100_000]).unwrap();
+    // Idle, with the input still open, for more than a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    shape.signal(Signal::USR1);
+    std::thread::sleep(Duration::from_millis(200));
+    drop(input);
+    let (_, _, stderr) = shape.finish();
+    assert!(
+        stderr.starts_with("shape: 100000 bytes (97.66 KiB) in ")
+            && stderr.contains(" s, 0 B/s now; rate 1.00 MiB/s"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_proxy_says_each_direction_of_the_last_second_apart() {
+    let runtime = Runtime::new("status-proxy");
+    // Upstream sends 4 MiB down and takes what comes up.
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = upstream.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut peer, _) = upstream.accept().unwrap();
+        let mut reader = peer.try_clone().unwrap();
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+        let _ = std::io::Write::write_all(&mut peer, &vec![1; 4 << 20]);
+    });
+    let mut command = runtime.shape(["--listen", "127.0.0.1:0", "--connect", &address]);
+    command.args(["--rate-up", "256KiB", "--rate-down", "1MiB"]);
+    let proxy = Listening::start(command, Stdio::null());
+    let mut client = std::net::TcpStream::connect(&proxy.address).unwrap();
+    let mut reader = client.try_clone().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    std::thread::spawn(move || std::io::Write::write_all(&mut client, &vec![2; 4 << 20]));
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = rustix::process::Pid::from_raw(proxy.child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, Signal::USR1).unwrap();
+    let said = proxy.wait_for_stderr(" now; ");
+    let line = said.lines().find(|line| line.contains(" now; ")).unwrap();
+    // Each direction's own rate, not their sum.
+    let rate = |way: &str| -> f64 {
+        let at = line
+            .find(way)
+            .unwrap_or_else(|| panic!("no {way:?}: {line}"))
+            + way.len();
+        let mut words = line[at..].split_whitespace();
+        let number: f64 = words.next().unwrap().parse().unwrap();
+        match words.next().unwrap().trim_end_matches(',') {
+            "KiB/s" => number * 1024.0,
+            "MiB/s" => number * 1024.0 * 1024.0,
+            unit => panic!("{unit} in {line}"),
+        }
+    };
+    let (up, down) = (rate(" s, up "), rate(", down "));
+    assert!((150e3..=400e3).contains(&up), "{line}");
+    assert!((600e3..=1600e3).contains(&down), "{line}");
+}

@@ -9,10 +9,10 @@ use crate::conditions::{Conditions, Watch};
 use crate::control::Bucket;
 use crate::faults::{Direction as Way, ResetStruck};
 use crate::slowlink::{Line, SlowLink};
+use crate::throughput::Throughput;
 use shape_bucket::{Clock, Damaged, Reservation};
 use std::io::{self, Read};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest chunk a direction reads at once: the size of the event
 /// loop's scratch buffer.
@@ -127,7 +127,7 @@ impl Direction {
         &mut self,
         (from, to): (&mut Stream, &mut Stream),
         bucket: &Bucket,
-        (conditions, forwarded): (&Conditions, &AtomicU64),
+        (conditions, forwarded): (&Conditions, &Throughput),
         scratch: &mut [u8],
     ) -> Result<Option<u64>, Failure> {
         let (from_end, to_end) = self.ends;
@@ -193,7 +193,7 @@ impl Direction {
         &mut self,
         to: &mut Stream,
         now: u64,
-        forwarded: &AtomicU64,
+        forwarded: &Throughput,
     ) -> io::Result<(bool, Option<u64>)> {
         let mut progress = false;
         loop {
@@ -214,7 +214,7 @@ impl Direction {
             match to.write(&chunk[*out..*out + piece]) {
                 Ok(n) => {
                     *out += n;
-                    forwarded.fetch_add(n as u64, Ordering::Relaxed);
+                    forwarded.add(n as u64);
                     progress = true;
                     if let Some(trouble) = &mut self.trouble {
                         trouble.wrote(n, now);
@@ -357,19 +357,19 @@ impl Connection {
     pub(super) fn step(
         &mut self,
         conditions: &Conditions,
-        forwarded: &AtomicU64,
+        [passed_up, passed_down]: [&Throughput; 2],
         scratch: &mut [u8],
     ) -> Result<(), Failure> {
         let up = self.up.step(
             (&mut self.client, &mut self.server),
             &self.buckets.0,
-            (conditions, forwarded),
+            (conditions, passed_up),
             scratch,
         )?;
         let down = self.down.step(
             (&mut self.server, &mut self.client),
             &self.buckets.1,
-            (conditions, forwarded),
+            (conditions, passed_down),
             scratch,
         )?;
         self.wake_at = earliest(up, down);

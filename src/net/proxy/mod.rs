@@ -35,10 +35,10 @@ use crate::control::Adjuster;
 use crate::net::Address;
 use crate::progress::Printer;
 use crate::slowlink::SlowLink;
+use crate::throughput::Throughput;
 use server::Server;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 /// How the proxy shapes every connection.
 pub struct Shaping {
@@ -57,7 +57,8 @@ pub struct Shaping {
     /// The fraction of connections the faults are done to (`--affect`).
     pub affect: f64,
     /// Bytes passed on, both directions together.
-    pub forwarded: Arc<AtomicU64>,
+    pub passed_up: Arc<Throughput>,
+    pub passed_down: Arc<Throughput>,
     /// Where to say where the proxy listens and what failed; `None` with
     /// `--quiet`.
     pub report: Option<Printer>,

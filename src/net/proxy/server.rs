@@ -355,7 +355,7 @@ impl<'a> Server<'a> {
         };
         let finished = match connection.step(
             &self.shaping.conditions,
-            &self.shaping.forwarded,
+            [&self.shaping.passed_up, &self.shaping.passed_down],
             &mut self.scratch,
         ) {
             Ok(()) => connection.done(),
