@@ -378,3 +378,23 @@ fn a_share_burst_never_set_follows_the_rate_for_every_shape_and_remote() {
         format!("shape {pid}: rate 3.00 MiB/s, burst 64.00 KiB\n")
     );
 }
+
+#[test]
+fn what_a_killed_shape_left_in_the_control_directory_goes_with_the_next_shape() {
+    let runtime = Runtime::new("stale-control-files");
+    let mut killed = runtime.start(["--rate", "1MiB"]);
+    let left = runtime.control_dir().join(format!("{}.shape", killed.pid));
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    assert!(left.exists(), "SIGKILL leaves its registration behind");
+    // And a request for it that nobody will read.
+    let request = runtime.control_dir().join(format!("{}.req.lost", killed.pid));
+    std::fs::write(&request, "shape-control 2\nrate 1MiB\n").unwrap();
+    let next = run(
+        runtime.shape(["--rate", "1MiB", "--stop-after", "1"]),
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+    );
+    assert_eq!(next.code(), 0, "{}", next.stderr);
+    assert!(!left.exists(), "the next shape removed the dead one's registration");
+    assert!(!request.exists(), "and what was sent to it");
+}
