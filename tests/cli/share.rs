@@ -388,13 +388,18 @@ fn what_a_killed_shape_left_in_the_control_directory_goes_with_the_next_shape() 
     killed.child.wait().unwrap();
     assert!(left.exists(), "SIGKILL leaves its registration behind");
     // And a request for it that nobody will read.
-    let request = runtime.control_dir().join(format!("{}.req.lost", killed.pid));
+    let request = runtime
+        .control_dir()
+        .join(format!("{}.req.lost", killed.pid));
     std::fs::write(&request, "shape-control 2\nrate 1MiB\n").unwrap();
     let next = run(
         runtime.shape(["--rate", "1MiB", "--stop-after", "1"]),
         Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
     );
     assert_eq!(next.code(), 0, "{}", next.stderr);
-    assert!(!left.exists(), "the next shape removed the dead one's registration");
+    assert!(
+        !left.exists(),
+        "the next shape removed the dead one's registration"
+    );
     assert!(!request.exists(), "and what was sent to it");
 }
