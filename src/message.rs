@@ -21,21 +21,48 @@ pub fn one_line(err: &dyn Display) -> String {
 const MOST_QUOTED: usize = 80;
 
 /// `line` with every value in single quotes longer than [`MOST_QUOTED`]
-/// characters cut to that many, the cut marked with "...".
+/// characters cut to that many, the cut marked with "...". A quote opens
+/// after something that is not a letter or digit and closes before one,
+/// so that an apostrophe (the server's) is not taken for a quote.
 pub fn clip_quoted(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let word = |at: Option<&char>| at.is_some_and(|c| c.is_alphanumeric());
     let mut clipped = String::with_capacity(line.len().min(1024));
-    let mut parts = line.split('\'');
-    clipped.push_str(parts.next().unwrap_or_default());
-    // Between the 1st and 2nd quote, the 3rd and 4th, ...: quoted.
-    for (index, part) in parts.enumerate() {
-        clipped.push('\'');
-        let quoted = index % 2 == 0;
-        match part.char_indices().nth(MOST_QUOTED - 3) {
-            Some((at, _)) if quoted && part.chars().count() > MOST_QUOTED => {
-                clipped.push_str(&part[..at]);
-                clipped.push_str("...");
+    let mut quoted: Option<usize> = None;
+    for (at, &c) in chars.iter().enumerate() {
+        match quoted {
+            None => {
+                if c == '\'' && !word(at.checked_sub(1).and_then(|b| chars.get(b))) {
+                    quoted = Some(0);
+                }
+                clipped.push(c);
             }
-            _ => clipped.push_str(part),
+            Some(_) if c == '\'' && !word(chars.get(at + 1)) => {
+                quoted = None;
+                clipped.push(c);
+            }
+            Some(n) => {
+                quoted = Some(n + 1);
+                if n < MOST_QUOTED - 3 {
+                    clipped.push(c);
+                } else if n == MOST_QUOTED - 3 {
+                    // Whether to cut shows only at the closing quote: look
+                    // ahead for it.
+                    let rest = chars[at..]
+                        .iter()
+                        .position(|&q| q == '\'')
+                        .unwrap_or(chars.len() - at);
+                    if rest > 3 {
+                        clipped.push_str("...");
+                    } else {
+                        clipped.push(c);
+                    }
+                } else if clipped.ends_with("...") {
+                    // Cut: drop the rest of the value.
+                } else {
+                    clipped.push(c);
+                }
+            }
         }
     }
     clipped
@@ -81,6 +108,8 @@ mod tests {
         );
         let exact = "a".repeat(80);
         assert_eq!(clip_quoted(&format!("'{exact}'")), format!("'{exact}'"));
+        let said = format!("the server's certificate {} isn't quoted", "x".repeat(200));
+        assert_eq!(clip_quoted(&said), said);
     }
 
     #[test]

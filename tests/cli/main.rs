@@ -8,6 +8,7 @@ mod exactness;
 mod failures;
 mod faults;
 mod fleet;
+mod fleet_hosted;
 mod generated;
 mod live;
 mod net;

@@ -6,6 +6,7 @@
 //! the bucket when the leases run out, applies the fallback when a call
 //! fails, and leaves within [`LEAVE_WITHIN`] whatever Redis does.
 
+use super::link::Node;
 use super::plan::{Answer, Ask, Event, Local, Plan, Step, Trouble};
 use super::store::Store;
 use super::url::RedisShare;
@@ -56,7 +57,7 @@ impl Member {
         identity: Identity,
         plan: Plan,
         bucket: Arc<Bucket>,
-        store: Store,
+        mut store: Store,
         asked: Option<Ask>,
     ) -> std::io::Result<Member> {
         let (inbox, notes) = mpsc::channel();
@@ -67,6 +68,7 @@ impl Member {
         let courier = Courier {
             share: identity.share.clone(),
             id: identity.id,
+            known: store.cluster_nodes(),
             store: Some(store),
         };
         let answers = inbox.clone();
@@ -213,6 +215,9 @@ struct Courier {
     id: String,
     /// `None` after the connection broke, until it is opened again.
     store: Option<Store>,
+    /// The nodes of the share's cluster when last connected: to connect
+    /// through when the node of the address is the one that failed.
+    known: Vec<Node>,
 }
 
 impl Courier {
@@ -238,7 +243,13 @@ impl Courier {
         call: impl FnOnce(&mut Store, &str) -> Result<T, super::StoreError>,
     ) -> Result<T, Trouble> {
         if self.store.is_none() {
-            self.store = Some(Store::connect_member(&self.share).map_err(|err| err.trouble())?);
+            let mut store =
+                Store::connect_member(&self.share, &self.known).map_err(|err| err.trouble())?;
+            let nodes = store.cluster_nodes();
+            if !nodes.is_empty() {
+                self.known = nodes;
+            }
+            self.store = Some(store);
         }
         let store = self.store.as_mut().expect("connected above");
         call(store, &self.id).map_err(|err| {

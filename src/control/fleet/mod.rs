@@ -17,6 +17,7 @@
 //! unlimited), said once; the member tries again with a growing pause on
 //! the same connection while it holds, and says when Redis serves again.
 
+mod link;
 mod member;
 mod plan;
 mod store;
@@ -99,7 +100,14 @@ pub fn join(
             url::PASSWORD_VARIABLE
         ));
     }
-    let mut store = Store::connect_member(share).map_err(fail)?;
+    if share.tls == url::Tls::Insecure
+        && let Some(say) = &say
+    {
+        say.line(&format!(
+            "shape: share {share}: the server's certificate is not verified (#insecure): whoever answers at that address gets the share"
+        ));
+    }
+    let mut store = Store::connect_member(share, &[]).map_err(fail)?;
     let ours = Held {
         limit: joining.limit,
         burst: joining.burst,
@@ -207,8 +215,12 @@ pub mod commands {
         let per_unit = held.counting.tokens_per_unit() as f64;
         let used = granted as f64 / per_unit / started.elapsed().as_secs_f64();
         let shapes = if members == 1 { "shape" } else { "shapes" };
+        let cluster = match store.in_a_cluster() {
+            true => "; on a Redis Cluster",
+            false => "",
+        };
         Ok(format!(
-            "share {share}: {}; {members} {shapes} on it; in use {}",
+            "share {share}: {}; {members} {shapes} on it; in use {}{cluster}",
             describe(&held),
             held.counting.show_rate(used)
         ))

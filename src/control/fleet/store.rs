@@ -13,11 +13,12 @@
 //! the clients' clocks never matter; every number in them is an integer
 //! below 2^53, where Lua's numbers are exact.
 
+use super::link::{Link, LinkError, Node};
 use super::plan::{Answer, Ask, Trouble};
-use super::url::RedisShare;
+use super::url::{RedisShare, Server, Tls};
 use crate::control::protocol::Adjustment;
 use crate::counting::Counting;
-use redis::{Connection, Script};
+use redis::Script;
 use shape_bucket::{Limit, Rate};
 use std::time::Duration;
 
@@ -173,6 +174,21 @@ if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'paused', ARGV[4]) end
 return redis.call('HINCRBY', KEYS[1], 'generation', 1)
 ";
 
+/// Starts a share afresh with the settings given (rate, burst, counting,
+/// follows), unpaused, as the next generation: one script, so that it is
+/// atomic on a cluster too, where MULTI cannot be routed.
+const REPLACE: &str = r"
+redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'burst', ARGV[2], 'paused', 0,
+  'counting', ARGV[3], 'follows', ARGV[4])
+return redis.call('HINCRBY', KEYS[1], 'generation', 1)
+";
+
+/// The clock of the node that holds the key.
+const TIME: &str = r"
+local t = redis.call('TIME')
+return {tonumber(t[1]), tonumber(t[2])}
+";
+
 /// The settings a share holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Held {
@@ -201,6 +217,22 @@ pub enum StoreError {
     Missing,
     #[error("key {0} holds settings shape cannot read; remove it with --reset")]
     Unreadable(String),
+    /// The connection cannot be made as asked (a certificate file, a
+    /// database a cluster does not have).
+    #[error("{0}")]
+    Setup(String),
+    /// A connection without TLS that the server cut at once.
+    #[error("{}; if the server speaks TLS, write rediss://", describe(.0))]
+    CutAtOnce(redis::RedisError),
+}
+
+impl From<LinkError> for StoreError {
+    fn from(err: LinkError) -> StoreError {
+        match err {
+            LinkError::Redis(err) => StoreError::Redis(err),
+            other => StoreError::Setup(other.to_string()),
+        }
+    }
 }
 
 impl StoreError {
@@ -208,14 +240,17 @@ impl StoreError {
     /// refusing.
     pub fn trouble(&self) -> Trouble {
         match self {
-            StoreError::Redis(err) if unreachable(err) => Trouble::Unreachable(self.to_string()),
+            StoreError::Redis(err) | StoreError::CutAtOnce(err) if unreachable(err) => {
+                Trouble::Unreachable(self.to_string())
+            }
             _ => Trouble::Refused(self.to_string()),
         }
     }
 
     /// True if the connection can no longer be used.
     pub fn broke(&self) -> bool {
-        matches!(self, StoreError::Redis(err) if unreachable(err) || err.kind() == redis::ErrorKind::Parse)
+        matches!(self, StoreError::Redis(err) | StoreError::CutAtOnce(err)
+            if unreachable(err) || err.kind() == redis::ErrorKind::Parse)
     }
 }
 
@@ -225,6 +260,23 @@ fn unreachable(err: &redis::RedisError) -> bool {
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
+}
+
+/// A connection without TLS that the server cut at once, as a server
+/// that speaks only TLS does: said with what may be wrong, since "reset
+/// by peer" says little by itself.
+fn plain_to_tls(share: &RedisShare, err: LinkError) -> StoreError {
+    match err {
+        LinkError::Redis(err)
+            if share.tls == Tls::Off
+                && matches!(share.server, Server::Tcp { .. })
+                && !err.is_connection_refusal()
+                && (err.is_connection_dropped() || err.kind() == redis::ErrorKind::Io) =>
+        {
+            StoreError::CutAtOnce(err)
+        }
+        err => err.into(),
+    }
 }
 
 /// A Redis error as one plain line.
@@ -245,26 +297,65 @@ fn describe(err: &redis::RedisError) -> String {
             "the Redis user may not do what a share needs (NOPERM: {})",
             err.detail().unwrap_or("no permission")
         ),
-        _ => crate::message::one_line(&err.to_string()),
+        _ => in_plain_words(&crate::message::one_line(&err.to_string())),
     }
+}
+
+/// What TLS's errors mean to whoever runs shape, with the way out. They
+/// reach here as text (rustls's, through the redis crate), so they are
+/// told by it.
+fn in_plain_words(said: &str) -> String {
+    use super::link::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
+    let after = |mark: &str| said.find(mark).map(|at| said[at + mark.len()..].trim());
+    if said.contains("Unable to build client with TLS") {
+        let why = after("invalid peer certificate:").unwrap_or(said);
+        return format!("the client certificate ({CERT_VARIABLE}) cannot be used: {why}");
+    }
+    if let Some(why) = after("invalid peer certificate:") {
+        return format!(
+            "the server's certificate does not verify: {why} (trust its authority with \
+             {CA_VARIABLE}, or add #insecure to the address to skip verifying)"
+        );
+    }
+    if said.contains("CertificateRequired") {
+        return format!(
+            "the server asks for a client certificate: set {CERT_VARIABLE} and {KEY_VARIABLE}"
+        );
+    }
+    if said.contains("Unable to extract private key") {
+        return format!("{KEY_VARIABLE} holds no private key shape can read (PEM)");
+    }
+    if said.contains("Unable to parse client certificate") {
+        return format!("{CERT_VARIABLE} holds no certificate shape can read (PEM)");
+    }
+    if said.contains("Unable to parse root certificate") || said.contains("trust anchors") {
+        return format!("{CA_VARIABLE} holds no certificate shape can read (PEM)");
+    }
+    said.to_string()
 }
 
 /// A connection to the Redis that holds a share.
 pub struct Store {
-    connection: Connection,
+    connection: Link,
     keys: [String; 5],
     lease: Script,
     give_back: Script,
     update: Script,
+    replace: Script,
+    time: Script,
 }
 
 impl Store {
     /// Connects to `share`'s server, within [`PATIENCE`].
     pub fn connect(share: &RedisShare) -> Result<Store, StoreError> {
-        let client = redis::Client::open(share.connection_info())?;
-        let connection = client.get_connection_with_timeout(PATIENCE)?;
-        connection.set_read_timeout(Some(PATIENCE))?;
-        connection.set_write_timeout(Some(PATIENCE))?;
+        Store::connect_through(share, &[])
+    }
+
+    /// Connects to `share`'s server, or, if it cannot be reached, to its
+    /// cluster through the nodes `known`.
+    fn connect_through(share: &RedisShare, known: &[Node]) -> Result<Store, StoreError> {
+        let connection =
+            Link::open(share, PATIENCE, known).map_err(|err| plain_to_tls(share, err))?;
         let key = |part| format!("shape:{{{}}}:{part}", share.name);
         let mut store = Store {
             connection,
@@ -278,6 +369,8 @@ impl Store {
             lease: Script::new(LEASE),
             give_back: Script::new(GIVE_BACK),
             update: Script::new(UPDATE),
+            replace: Script::new(REPLACE),
+            time: Script::new(TIME),
         };
         // Asks something of the server now, so that a wrong password or
         // database is said here, not at the first lease.
@@ -290,8 +383,10 @@ impl Store {
     /// Connects as a member: with the scripts a member calls loaded, so
     /// that its calls each take one round trip from the first on (the
     /// round trip is what it plans by).
-    pub fn connect_member(share: &RedisShare) -> Result<Store, StoreError> {
-        let mut store = Store::connect(share)?;
+    /// `known` are nodes of the share's cluster from an earlier
+    /// connection, to connect through if the share's own server is down.
+    pub fn connect_member(share: &RedisShare, known: &[Node]) -> Result<Store, StoreError> {
+        let mut store = Store::connect_through(share, known)?;
         store.lease.load(&mut store.connection)?;
         store.give_back.load(&mut store.connection)?;
         Ok(store)
@@ -472,21 +567,25 @@ impl Store {
     /// Starts the share afresh with `settings`, for a shape that finds
     /// nobody on it.
     pub fn replace(&mut self, settings: &Held) -> Result<(), StoreError> {
-        redis::pipe()
-            .atomic()
-            .hset_multiple(
-                &self.keys[0],
-                &[
-                    ("rate", tokens_per_second(settings.limit)),
-                    ("burst", settings.burst),
-                    ("paused", 0),
-                    ("counting", u64::from(settings.counting.code())),
-                    ("follows", u64::from(settings.follows)),
-                ],
-            )
-            .hincr(&self.keys[0], "generation", 1)
-            .query::<()>(&mut self.connection)?;
+        let _: i64 = self
+            .replace
+            .key(&self.keys[0])
+            .arg(tokens_per_second(settings.limit))
+            .arg(settings.burst)
+            .arg(settings.counting.code())
+            .arg(u64::from(settings.follows))
+            .invoke(&mut self.connection)?;
         Ok(())
+    }
+
+    /// Whether the share's server is a cluster's node.
+    pub fn in_a_cluster(&self) -> bool {
+        self.connection.is_cluster()
+    }
+
+    /// The nodes of the share's cluster; none for a single server.
+    pub fn cluster_nodes(&mut self) -> Vec<Node> {
+        self.connection.nodes()
     }
 
     /// Removes the share, whatever it holds.
@@ -497,9 +596,12 @@ impl Store {
         Ok(removed > 0)
     }
 
-    /// Microseconds on Redis's clock.
+    /// Microseconds on the clock of the Redis that holds the share (in a
+    /// cluster, the node of the share's slot, whose clock the scripts
+    /// read).
     fn now_us(&mut self) -> Result<u64, StoreError> {
-        let (seconds, micros): (u64, u64) = redis::cmd("TIME").query(&mut self.connection)?;
+        let (seconds, micros): (u64, u64) =
+            self.time.key(&self.keys[0]).invoke(&mut self.connection)?;
         Ok(seconds * 1_000_000 + micros)
     }
 }

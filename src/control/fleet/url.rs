@@ -1,9 +1,12 @@
 //! Where a fleet's share lives: `redis://[user[:password]@]host[:port][/db]/NAME`,
-//! or `redis+unix:///path/to/redis.sock/NAME` (with `?db=N`). A password may
+//! `rediss://...` for the same over TLS (`#insecure` at the end skips
+//! verifying the server's certificate, and is warned about), or
+//! `redis+unix:///path/to/redis.sock/NAME` (with `?db=N`). A password may
 //! also come from `SHAPE_REDIS_PASSWORD` (for a Unix socket, only from
 //! there), so that it stays out of `ps`; it is never shown: the address
 //! prints with `***` in its place, and so does a malformed one in a usage
-//! error ([`hide_password`]).
+//! error ([`hide_password`]). Whether the server is one of a cluster is
+//! found out on connecting ([`super::link`]), not written in the address.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -12,7 +15,7 @@ use std::str::FromStr;
 /// The environment variable a password may come from.
 pub const PASSWORD_VARIABLE: &str = "SHAPE_REDIS_PASSWORD";
 
-const EXAMPLES: &str = "e.g. redis://localhost/backup, redis://:secret@db.example:6380/2/crawl, redis+unix:///run/redis.sock/crawl";
+const EXAMPLES: &str = "e.g. redis://localhost/backup, rediss://db.example:6380/crawl, redis+unix:///run/redis.sock/crawl";
 
 /// A share kept in Redis.
 #[derive(Clone, PartialEq, Eq)]
@@ -25,6 +28,19 @@ pub struct RedisShare {
     pub name: String,
     /// The password was written in the address, where `ps` shows it.
     pub password_in_url: bool,
+    /// Whether the connection is encrypted, and the server verified.
+    pub tls: Tls,
+}
+
+/// TLS, as the address asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tls {
+    /// `redis://`, `redis+unix://`.
+    Off,
+    /// `rediss://`: the server's certificate is verified.
+    Verified,
+    /// `rediss://...#insecure`: encrypted, but anyone may answer.
+    Insecure,
 }
 
 /// How to reach the server.
@@ -37,16 +53,37 @@ pub enum Server {
 impl RedisShare {
     /// True if `text` names a share in Redis rather than on this machine.
     pub fn is_redis(text: &str) -> bool {
-        text.starts_with("redis://") || text.starts_with("redis+unix://")
+        ["redis://", "rediss://", "redis+unix://"]
+            .iter()
+            .any(|scheme| text.starts_with(scheme))
     }
 
     /// How the redis crate reaches the server.
     pub fn connection_info(&self) -> redis::ConnectionInfo {
+        match &self.server {
+            Server::Tcp { host, port } => self.connection_info_at(host, *port),
+            Server::Unix(path) => self.with_settings(redis::ConnectionAddr::Unix(path.clone())),
+        }
+    }
+
+    /// How the redis crate reaches another node of the same cluster, with
+    /// the same credentials and TLS.
+    pub fn connection_info_at(&self, host: &str, port: u16) -> redis::ConnectionInfo {
+        let host = host.to_string();
+        self.with_settings(match self.tls {
+            Tls::Off => redis::ConnectionAddr::Tcp(host, port),
+            tls => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: tls == Tls::Insecure,
+                tls_params: None,
+            },
+        })
+    }
+
+    /// `addr` with the share's database and credentials.
+    fn with_settings(&self, addr: redis::ConnectionAddr) -> redis::ConnectionInfo {
         use redis::IntoConnectionInfo;
-        let addr = match &self.server {
-            Server::Tcp { host, port } => redis::ConnectionAddr::Tcp(host.clone(), *port),
-            Server::Unix(path) => redis::ConnectionAddr::Unix(path.clone()),
-        };
         let mut settings = redis::RedisConnectionInfo::default()
             .set_db(self.db)
             .set_skip_set_lib_name();
@@ -80,8 +117,18 @@ impl FromStr for RedisShare {
             .query_pairs()
             .find(|(key, _)| key == "db")
             .map(|(_, value)| value.into_owned());
+        let tls = match (url.scheme(), url.fragment()) {
+            ("rediss", None) => Tls::Verified,
+            ("rediss", Some("insecure")) => Tls::Insecure,
+            (_, None) => Tls::Off,
+            (_, Some(fragment)) => {
+                return Err(format!(
+                    "'#{fragment}' means nothing here: only rediss:// takes #insecure ({EXAMPLES})"
+                ));
+            }
+        };
         let (server, db) = match url.scheme() {
-            "redis" => {
+            "redis" | "rediss" => {
                 let host = url
                     .host_str()
                     .filter(|host| !host.is_empty())
@@ -109,7 +156,7 @@ impl FromStr for RedisShare {
             }
             other => {
                 return Err(format!(
-                    "'{other}:' is not redis: or redis+unix: ({EXAMPLES})"
+                    "'{other}:' is not redis:, rediss: or redis+unix: ({EXAMPLES})"
                 ));
             }
         };
@@ -136,6 +183,7 @@ impl FromStr for RedisShare {
             password,
             name,
             password_in_url,
+            tls,
         })
     }
 }
@@ -163,11 +211,19 @@ impl fmt::Display for RedisShare {
                 } else {
                     host.clone()
                 };
+                let scheme = match self.tls {
+                    Tls::Off => "redis",
+                    Tls::Verified | Tls::Insecure => "rediss",
+                };
                 write!(
                     f,
-                    "redis://{credentials}{host}:{port}/{}/{}",
+                    "{scheme}://{credentials}{host}:{port}/{}/{}",
                     self.db, self.name
-                )
+                )?;
+                if self.tls == Tls::Insecure {
+                    f.write_str("#insecure")?;
+                }
+                Ok(())
             }
             Server::Unix(path) => {
                 // A socket's credentials come from the environment only.
@@ -262,6 +318,18 @@ mod tests {
 
         let v6 = share("redis://[::1]:7000/x");
         assert_eq!(v6.to_string(), "redis://[::1]:7000/0/x");
+
+        let tls = share("rediss://:secret@db.example/x");
+        assert_eq!(tls.tls, Tls::Verified);
+        assert_eq!(tls.to_string(), "rediss://:***@db.example:6379/0/x");
+        assert!(RedisShare::is_redis("rediss://db.example/x"));
+        let insecure = share("rediss://db.example:6380/x#insecure");
+        assert_eq!(insecure.tls, Tls::Insecure);
+        assert_eq!(
+            insecure.to_string(),
+            "rediss://db.example:6380/0/x#insecure"
+        );
+        assert_eq!(plain.tls, Tls::Off);
     }
 
     #[test]
@@ -276,6 +344,8 @@ mod tests {
             "redis+unix:///x",
             "http://localhost/x",
             "redis://:6379/x",
+            "redis://localhost/x#insecure",
+            "rediss://localhost/x#anything",
         ] {
             assert!(bad.parse::<RedisShare>().is_err(), "{bad}");
         }

@@ -1,0 +1,660 @@
+//! A fleet's share on Redis as fleets run it: a three-master Redis Cluster
+//! made with `redis-cli --cluster create` on loopback ports, with the
+//! share's slot migrated mid-run, and a redis-server that speaks only
+//! TLS, with certificates made here (rcgen) that it trusts or not.
+
+use crate::harness::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: f64 = 1_048_576.0;
+
+/// A loopback port that is free, and whose cluster bus port (10000 above)
+/// is free too.
+fn free_port() -> u16 {
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        if port < 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// `redis-cli -p PORT ARGS` (with `tls` the arguments to reach a TLS
+/// port), its output.
+fn cli(port: u16, tls: &[String], args: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(tls)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Starts `redis-server ARGS` and waits until it answers on `port`.
+fn server(dir: &Path, port: u16, tls: &[String], args: &[String]) -> Child {
+    let child = Command::new("redis-server")
+        .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+        .arg("--dir")
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cli(port, tls, &["ping"]).trim() != "PONG" {
+        assert!(
+            Instant::now() < deadline,
+            "redis-server on {port} never answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Three masters, every slot covered, each with a replica if asked for.
+struct Cluster {
+    nodes: Vec<(u16, Child)>,
+    _dir: Scratch,
+}
+
+impl Cluster {
+    fn start(name: &str, replicas: bool) -> Option<Cluster> {
+        if !installed("redis-server") || !installed("redis-cli") {
+            return None;
+        }
+        let dir = Scratch::new(name);
+        let count = if replicas { 6 } else { 3 };
+        let nodes: Vec<(u16, Child)> = (0..count)
+            .map(|i| {
+                let port = free_port();
+                let conf = dir.path().join(format!("nodes-{i}.conf"));
+                let args = [
+                    "--port".to_string(),
+                    port.to_string(),
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    "--cluster-config-file".into(),
+                    conf.display().to_string(),
+                    // A failed master is replaced within a few seconds.
+                    "--cluster-node-timeout".into(),
+                    "1000".into(),
+                    // Replicas in sync at once, so that they can take over.
+                    "--repl-diskless-sync-delay".into(),
+                    "0".into(),
+                ];
+                (port, server(dir.path(), port, &[], &args))
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|(p, _)| format!("127.0.0.1:{p}"))
+            .collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args([
+                "--cluster-replicas",
+                if replicas { "1" } else { "0" },
+                "--cluster-yes",
+            ])
+            .output()
+            .unwrap();
+        assert!(created.status.success(), "{created:?}");
+        let cluster = Cluster { nodes, _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cluster.ports().iter().all(|&port| {
+            let info = cli(port, &[], &["cluster", "info"]);
+            let replication = cli(port, &[], &["info", "replication"]);
+            info.contains("cluster_state:ok")
+                && info.contains(&format!("cluster_known_nodes:{count}"))
+                && (!replication.contains("role:slave")
+                    || replication.contains("master_link_status:up"))
+        }) {
+            assert!(Instant::now() < deadline, "the cluster never came up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(cluster)
+    }
+
+    fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|(port, _)| *port).collect()
+    }
+
+    /// Kills the node on `port` (SIGKILL: gone, as a crashed machine).
+    fn kill(&mut self, port: u16) {
+        let (_, child) = self.nodes.iter_mut().find(|(p, _)| *p == port).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        self.nodes.retain(|(p, _)| *p != port);
+    }
+
+    /// The port of the master that holds `slot` now.
+    fn owner(&self, slot: u16) -> u16 {
+        let nodes = cli(self.ports()[0], &[], &["cluster", "nodes"]);
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let holds = fields.iter().skip(8).any(|range| {
+                let (start, end) = range.split_once('-').unwrap_or((range, range));
+                match (start.parse::<u16>(), end.parse::<u16>()) {
+                    (Ok(start), Ok(end)) => (start..=end).contains(&slot),
+                    _ => false,
+                }
+            });
+            if holds {
+                // 127.0.0.1:PORT@BUS
+                let port = fields[1].split(['@', ':']).nth(1).unwrap();
+                return port.parse().unwrap();
+            }
+        }
+        panic!("nobody holds slot {slot}: {nodes}");
+    }
+
+    /// Moves `slot`, keys and all, to the master on `to`, as
+    /// `redis-cli --cluster reshard` does it.
+    fn migrate(&self, slot: u16, to: u16) {
+        let from = self.owner(slot);
+        let id = |port| cli(port, &[], &["cluster", "myid"]).trim().to_string();
+        let (source, target) = (id(from), id(to));
+        let slot = slot.to_string();
+        cli(
+            to,
+            &[],
+            &["cluster", "setslot", &slot, "importing", &source],
+        );
+        cli(
+            from,
+            &[],
+            &["cluster", "setslot", &slot, "migrating", &target],
+        );
+        let keys = cli(from, &[], &["cluster", "getkeysinslot", &slot, "100"]);
+        let keys: Vec<&str> = keys.split_whitespace().collect();
+        if !keys.is_empty() {
+            let mut args = vec!["migrate", "127.0.0.1"];
+            let to_port = to.to_string();
+            args.extend([to_port.as_str(), "", "0", "5000", "keys"]);
+            args.extend(&keys);
+            cli(from, &[], &args);
+        }
+        for port in self.ports() {
+            cli(port, &[], &["cluster", "setslot", &slot, "node", &target]);
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.nodes {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The slot of share NAME's keys, which share the hash tag `{NAME}`.
+fn slot_of(cluster: &Cluster, name: &str) -> u16 {
+    cli(
+        cluster.ports()[0],
+        &[],
+        &["cluster", "keyslot", &format!("shape:{{{name}}}:settings")],
+    )
+    .trim()
+    .parse()
+    .unwrap()
+}
+
+/// A shape on a machine of its own (a runtime directory of its own),
+/// reading /dev/zero.
+fn machine(runtime: &Runtime, args: &[&str]) -> Running {
+    let mut command = runtime.shape(["--progress", "none"]);
+    command.args(args);
+    Running::start(
+        command,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        false,
+    )
+}
+
+#[test]
+fn a_share_on_a_cluster_works_from_any_node_and_follows_its_slot_as_it_moves() {
+    let Some(cluster) = Cluster::start("cluster-share", false) else {
+        return;
+    };
+    let slot = slot_of(&cluster, "moving");
+    let owner = cluster.owner(slot);
+    // Each machine knows another node, none the one that holds the slot.
+    let others: Vec<u16> = cluster
+        .ports()
+        .into_iter()
+        .filter(|&p| p != owner)
+        .collect();
+    let share = |port: u16| format!("redis://127.0.0.1:{port}/moving");
+    let (a, b) = (Runtime::new("cluster-a"), Runtime::new("cluster-b"));
+    let started = Instant::now();
+    // About 4.5 s each at an even part, then they leave by themselves.
+    let shapes = vec![
+        machine(
+            &a,
+            &[
+                "--share",
+                &share(others[0]),
+                "--rate",
+                "4MiB",
+                "--stop-after",
+                "9MiB",
+            ],
+        ),
+        machine(
+            &b,
+            &[
+                "--share",
+                &share(others[1]),
+                "--rate",
+                "4MiB",
+                "--stop-after",
+                "9MiB",
+            ],
+        ),
+    ];
+    // The slot moves twice while they run.
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.migrate(slot, others[0]);
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.migrate(slot, others[1]);
+    let each = rates(
+        &shapes,
+        started + Duration::from_millis(700),
+        Duration::from_secs(3),
+    );
+    let status = run(
+        a.shape(["--share", &share(owner), "--status"]),
+        Stdio::null(),
+    );
+    let said: Vec<String> = shapes
+        .into_iter()
+        .map(|shape| {
+            let (status, _, stderr) = shape.finish();
+            assert!(status.success(), "{stderr}");
+            stderr
+        })
+        .collect();
+    let total: f64 = each.iter().sum();
+    eprintln!(
+        "cluster: {:?} MiB/s, total {:.4} of the share",
+        each.iter().map(|r| r / MIB).collect::<Vec<_>>(),
+        total / (4.0 * MIB)
+    );
+    assert!((total - 4.0 * MIB).abs() <= 0.1 * 4.0 * MIB, "{each:?}");
+    assert!(
+        each.iter()
+            .all(|r| (r - 2.0 * MIB).abs() <= 0.2 * 2.0 * MIB),
+        "{each:?}"
+    );
+    for stderr in &said {
+        assert!(
+            stderr.is_empty(),
+            "a move of the slot is no trouble: {stderr}"
+        );
+    }
+    assert_eq!(status.code(), 0, "{}", status.stderr);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("2 shapes on it") && status.ends_with("; on a Redis Cluster\n"),
+        "{status}"
+    );
+    // Changed and removed through yet another node.
+    let changed = run(
+        a.shape([
+            "--remote",
+            &format!("share:{}", share(others[1])),
+            "--rate",
+            "8MiB",
+        ]),
+        Stdio::null(),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&changed.stdout),
+        format!(
+            "share redis://127.0.0.1:{}/0/moving: rate 8.00 MiB/s, burst 819.20 KiB\n",
+            others[1]
+        )
+    );
+    let reset = run(
+        a.shape(["--share", &share(others[0]), "--reset"]),
+        Stdio::null(),
+    );
+    assert_eq!(reset.code(), 0, "{}", reset.stderr);
+    let slot_owner = cluster.owner(slot);
+    assert_eq!(
+        cli(
+            slot_owner,
+            &[],
+            &["cluster", "countkeysinslot", &slot.to_string()]
+        )
+        .trim(),
+        "0"
+    );
+}
+
+#[test]
+fn members_follow_a_failover_of_the_node_they_were_pointed_at_saying_so_each_way() {
+    let Some(mut cluster) = Cluster::start("cluster-failover", true) else {
+        return;
+    };
+    let slot = slot_of(&cluster, "failing");
+    let owner = cluster.owner(slot);
+    let runtime = Runtime::new("cluster-failover");
+    // Pointed at the very master that will fail.
+    let share = format!("redis://127.0.0.1:{owner}/failing");
+    let shape = machine(&runtime, &["--share", &share, "--rate", "2MiB"]);
+    std::thread::sleep(Duration::from_millis(800));
+    let killed = Instant::now();
+    cluster.kill(owner);
+    let survivor = cluster.ports()[0];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster_owner_is(&cluster, survivor, slot, owner) {
+        assert!(Instant::now() < deadline, "no replica took over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let promoted = killed.elapsed();
+    // Two seconds after the promotion: back on the cluster, and spending.
+    std::thread::sleep(Duration::from_secs(2));
+    let after = shape.rate_over(Instant::now(), Duration::from_secs(1));
+    let (_, _, stderr) = shape.stop();
+    eprintln!(
+        "failover: promoted after {promoted:?}; then {:.3} MiB/s",
+        after / MIB
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "one line each way: {stderr}");
+    assert!(lines[0].contains("Redis is unreachable"), "{stderr}");
+    assert!(lines[1].ends_with("Redis is back"), "{stderr}");
+    assert!((after - 2.0 * MIB).abs() <= 0.2 * 2.0 * MIB, "{after}");
+}
+
+/// True while the survivors (asked through `port`) still give `slot` to
+/// the node on `failed`.
+fn cluster_owner_is(cluster: &Cluster, port: u16, slot: u16, failed: u16) -> bool {
+    let _ = cluster;
+    let nodes = cli(port, &[], &["cluster", "nodes"]);
+    nodes.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 8
+            && fields[1].starts_with(&format!("127.0.0.1:{failed}@"))
+            && fields[8..].iter().any(|range| {
+                let (start, end) = range.split_once('-').unwrap_or((range, range));
+                matches!((start.parse::<u16>(), end.parse::<u16>()), (Ok(s), Ok(e)) if (s..=e).contains(&slot))
+            })
+    })
+}
+
+#[test]
+fn a_cluster_has_database_0_only() {
+    let Some(cluster) = Cluster::start("cluster-db", false) else {
+        return;
+    };
+    let runtime = Runtime::new("cluster-db");
+    let refused = run(
+        runtime.shape([
+            "--share",
+            &format!("redis://127.0.0.1:{}/3/x", cluster.ports()[0]),
+            "--stop-after",
+            "1",
+        ]),
+        Stdio::null(),
+    );
+    assert_eq!(refused.code(), 1);
+    assert!(
+        refused
+            .stderr
+            .ends_with("Redis Cluster has database 0 only: leave /3 out of the address\n"),
+        "{}",
+        refused.stderr
+    );
+}
+
+/// Certificates made for one test: an authority, a server certificate for
+/// 127.0.0.1 that it signed, a client certificate it signed, and an
+/// authority nobody uses, all as PEM files.
+struct Certificates {
+    dir: Scratch,
+}
+
+impl Certificates {
+    fn make(name: &str) -> Certificates {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa,
+            KeyPair,
+        };
+        let dir = Scratch::new(name);
+        let authority = |name: &str| {
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
+        };
+        let ca = authority("shape test authority");
+        let stranger = authority("an authority nobody trusts");
+        let leaf = |names: Vec<String>, purpose| {
+            let mut params = CertificateParams::new(names).unwrap();
+            params.extended_key_usages = vec![purpose];
+            let key = KeyPair::generate().unwrap();
+            let certificate = params.signed_by(&key, &ca).unwrap();
+            (certificate.pem(), key.serialize_pem())
+        };
+        let (server, server_key) = leaf(
+            vec!["127.0.0.1".into(), "localhost".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let (client, client_key) = leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
+        for (file, text) in [
+            ("ca.pem", ca.pem()),
+            ("stranger.pem", stranger.pem()),
+            ("server.pem", server),
+            ("server.key", server_key),
+            ("client.pem", client),
+            ("client.key", client_key),
+        ] {
+            dir.file(file, text.as_bytes());
+        }
+        Certificates { dir }
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+}
+
+/// A redis-server that speaks TLS only, on a port of its own.
+struct TlsRedis {
+    port: u16,
+    child: Child,
+}
+
+impl TlsRedis {
+    fn start(certificates: &Certificates, clients_need_certificates: bool) -> TlsRedis {
+        let port = free_port();
+        let path = |file: &str| certificates.path(file).display().to_string();
+        let args: Vec<String> = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &path("server.pem"),
+            "--tls-key-file",
+            &path("server.key"),
+            "--tls-ca-cert-file",
+            &path("ca.pem"),
+            "--tls-auth-clients",
+            if clients_need_certificates {
+                "yes"
+            } else {
+                "no"
+            },
+        ]
+        .map(String::from)
+        .to_vec();
+        let tls: Vec<String> = [
+            "--tls",
+            "--cacert",
+            &path("ca.pem"),
+            "--cert",
+            &path("client.pem"),
+            "--key",
+            &path("client.key"),
+        ]
+        .map(String::from)
+        .to_vec();
+        let child = server(certificates.dir.path(), port, &tls, &args);
+        TlsRedis { port, child }
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `shape ARGS` with the certificate variables `env` (name, file) set.
+fn tls_shape(certificates: &Certificates, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let runtime = Runtime::new("tls-shape");
+    let mut command = runtime.shape(["--progress", "none"]);
+    command.args(args);
+    for (variable, file) in env {
+        command.env(variable, certificates.path(file));
+    }
+    run(
+        command,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+    )
+}
+
+#[test]
+fn tls_verifies_the_server_and_presents_a_client_certificate_when_asked() {
+    if !installed("redis-server") || !installed("redis-cli") {
+        return;
+    }
+    let certificates = Certificates::make("tls-certificates");
+    let open = TlsRedis::start(&certificates, false);
+    let share = format!("rediss://127.0.0.1:{}/secure", open.port);
+    let copy = [
+        "--share",
+        share.as_str(),
+        "--rate",
+        "8MiB",
+        "--stop-after",
+        "64k",
+    ];
+    let trusted = [("SHAPE_REDIS_CA_FILE", "ca.pem")];
+
+    let ok = tls_shape(&certificates, &trusted, &copy);
+    assert_eq!(ok.code(), 0, "{}", ok.stderr);
+    assert_eq!(ok.stdout.len(), 64 << 10);
+    assert_eq!(ok.stderr, "");
+
+    // Signed by an authority not trusted here (the system's roots, then
+    // another bundle): refused in one line that names the server.
+    for env in [&[][..], &[("SHAPE_REDIS_CA_FILE", "stranger.pem")][..]] {
+        let refused = tls_shape(&certificates, env, &copy);
+        assert_eq!(refused.code(), 1, "{}", refused.stderr);
+        assert!(refused.stdout.is_empty());
+        assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+        assert!(
+            refused.stderr.starts_with(&format!(
+                "shape: share rediss://127.0.0.1:{}/0/secure: the server's certificate does not verify: UnknownIssuer",
+                open.port
+            )),
+            "{}",
+            refused.stderr
+        );
+    }
+
+    // Asked for, verification is skipped, and said.
+    let insecure_share = format!("{share}#insecure");
+    let insecure = tls_shape(
+        &certificates,
+        &[],
+        &["--share", &insecure_share, "--stop-after", "1k"],
+    );
+    assert_eq!(insecure.code(), 0, "{}", insecure.stderr);
+    assert!(
+        insecure
+            .stderr
+            .contains("the server's certificate is not verified (#insecure)"),
+        "{}",
+        insecure.stderr
+    );
+
+    // redis:// to a port that speaks TLS only says what may be wrong.
+    let plain = tls_shape(
+        &certificates,
+        &[],
+        &[
+            "--share",
+            &format!("redis://127.0.0.1:{}/secure", open.port),
+            "--stop-after",
+            "1k",
+        ],
+    );
+    assert_eq!(plain.code(), 1, "{}", plain.stderr);
+    assert!(
+        plain
+            .stderr
+            .ends_with("; if the server speaks TLS, write rediss://\n"),
+        "{}",
+        plain.stderr
+    );
+
+    // Redis's default: clients show a certificate too.
+    let strict = TlsRedis::start(&certificates, true);
+    let share = format!("rediss://127.0.0.1:{}/strict", strict.port);
+    let copy = [
+        "--share",
+        share.as_str(),
+        "--rate",
+        "8MiB",
+        "--stop-after",
+        "64k",
+    ];
+    let without = tls_shape(&certificates, &trusted, &copy);
+    assert_eq!(without.code(), 1, "{}", without.stderr);
+    assert!(
+        without.stderr.ends_with(
+            "the server asks for a client certificate: set SHAPE_REDIS_CERT_FILE and SHAPE_REDIS_KEY_FILE\n"
+        ),
+        "{}",
+        without.stderr
+    );
+    let with = tls_shape(
+        &certificates,
+        &[
+            ("SHAPE_REDIS_CA_FILE", "ca.pem"),
+            ("SHAPE_REDIS_CERT_FILE", "client.pem"),
+            ("SHAPE_REDIS_KEY_FILE", "client.key"),
+        ],
+        &copy,
+    );
+    assert_eq!(with.code(), 0, "{}", with.stderr);
+    assert_eq!(with.stdout.len(), 64 << 10);
+    let half = tls_shape(
+        &certificates,
+        &[("SHAPE_REDIS_CERT_FILE", "client.pem")],
+        &copy,
+    );
+    assert_eq!(half.code(), 1);
+    assert!(
+        half.stderr
+            .ends_with("SHAPE_REDIS_CERT_FILE is set without SHAPE_REDIS_KEY_FILE\n"),
+        "{}",
+        half.stderr
+    );
+}
