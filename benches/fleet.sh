@@ -14,13 +14,22 @@
 #      rate per 100 ms from the restart;
 #   4. how long a shape takes to exit after its input ends, with Redis
 #      frozen (SIGSTOP) and with Redis dead;
-#   5. how long a --remote rate change takes to reach every shape.
+#   5. how long a --remote rate change takes to reach every shape;
+#   6. on a Redis Cluster of three masters and three replicas (made with
+#      redis-cli --cluster create on loopback ports): 4 shapes on an
+#      8 MiB/s share through a node that does not hold its slot; the
+#      slot migrated under 2 shapes, and its master killed under them
+#      (a failover), each with the time from the move to the first lease
+#      call on the new node (MONITOR) and the share per 100 ms meanwhile
+#      (benches/fleet_follow.py);
+#   7. over TLS (certificates made with openssl): 4 shapes on an 8 MiB/s
+#      share.
 #
-#   benches/fleet.sh [distance] [calls] [restart] [exit] [change]   # all when none is named
+#   benches/fleet.sh [distance] [calls] [restart] [exit] [change] [cluster] [tls]   # all when none is named
 #
 # It installs redis-server with apt-get if root and missing.
 set -euo pipefail
-sections=${*:-distance calls restart exit change}
+sections=${*:-distance calls restart exit change cluster tls}
 wanted() { [[ " $sections " == *" $1 "* ]]; }
 cd "$(dirname "$0")/.."
 
@@ -170,4 +179,152 @@ else:
     print("a change never reached a shape")
 PY
 done
+fi
+
+# A free loopback port whose cluster bus port (10000 above) is free too.
+free_node_port() {
+    python3 -c '
+import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    if port < 55000:
+        try:
+            socket.socket().bind(("127.0.0.1", port + 10000)); print(port); break
+        except OSError:
+            pass'
+}
+
+# The port of the master that holds slot $1, asked through port $2.
+owner_of() {
+    redis-cli -p "$2" cluster nodes | awk -v slot="$1" '
+        $3 ~ /master/ && $3 !~ /fail/ { for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
+            if (slot + 0 >= r[1] + 0 && slot + 0 <= r[2] + 0) { split($2, a, "[:@]"); print a[2] } } }'
+}
+
+# Moves slot $1 from the master on $2 to the master on $3, keys and all,
+# telling every node in $4.
+migrate() {
+    local slot=$1 from=$2 to=$3 source target keys
+    source=$(redis-cli -p "$from" cluster myid)
+    target=$(redis-cli -p "$to" cluster myid)
+    redis-cli -p "$to" cluster setslot "$slot" importing "$source" >/dev/null
+    redis-cli -p "$from" cluster setslot "$slot" migrating "$target" >/dev/null
+    keys=$(redis-cli -p "$from" cluster getkeysinslot "$slot" 100)
+    [[ -z $keys ]] || redis-cli -p "$from" migrate 127.0.0.1 "$to" "" 0 5000 keys $keys >/dev/null
+    for port in $4; do redis-cli -p "$port" cluster setslot "$slot" node "$target" >/dev/null; done
+}
+
+# The first lease call (EVALSHA) MONITOR saw in file $1 after unix time $2,
+# in ms after it.
+first_call_after() {
+    python3 - "$1" "$2" <<'PY'
+import sys
+since = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    if '"EVALSHA"' in line:
+        at = float(line.split()[0])
+        if at >= since:
+            print(f"{(at - since) * 1000:.0f} ms")
+            break
+else:
+    print("never")
+PY
+}
+
+# 6. A cluster.
+if wanted cluster; then
+cluster=$scratch/cluster
+mkdir -p "$cluster"
+ports=()
+for i in 1 2 3 4 5 6; do
+    port=$(free_node_port)
+    ports+=("$port")
+    redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes --cluster-node-timeout 1000 \
+        --cluster-config-file "$cluster/nodes-$port.conf" --dir "$cluster" --repl-diskless-sync-delay 0 \
+        --save '' --appendonly no --daemonize yes --pidfile "$cluster/$port.pid" --logfile "$cluster/$port.log"
+done
+for port in "${ports[@]}"; do until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done; done
+redis-cli --cluster create $(printf '127.0.0.1:%s ' "${ports[@]}") --cluster-replicas 1 --cluster-yes >/dev/null
+until [[ $(for port in "${ports[@]}"; do redis-cli -p "$port" cluster info | grep -c cluster_state:ok; done | grep -c 1) == 6 ]] &&
+    [[ $(for port in "${ports[@]}"; do redis-cli -p "$port" info replication | grep -c master_link_status:up; done | grep -c 1) == 3 ]]; do
+    sleep 0.1
+done
+slot_of() { redis-cli -p "${ports[0]}" cluster keyslot "shape:{$1}:settings"; }
+masters=$(redis-cli -p "${ports[0]}" cluster nodes | awk '$3 ~ /master/ { split($2, a, "[:@]"); print a[2] }')
+elsewhere() { for port in $masters; do [[ $port == "$1" ]] || { echo "$port"; return; }; done; }
+
+slot=$(slot_of fleetc)
+owner=$(owner_of "$slot" "${ports[0]}")
+other=$(elsewhere "$owner")
+echo "| on a cluster | member | rate | part / even part | CV per 100 ms | CV per 10 ms | empty 100 ms windows |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+python3 benches/fleet_members.py --shape "$shape" --share "redis://127.0.0.1:$other/fleetc" --rate 8MiB \
+    --members 4 --seconds 10 --skip 4 --label "cluster, 4 shapes"
+echo
+
+slot=$(slot_of follow)
+owner=$(owner_of "$slot" "${ports[0]}")
+target=$(elsewhere "$owner")
+via=$(for port in $masters; do [[ $port == "$owner" || $port == "$target" ]] || echo "$port"; done)
+redis-cli -p "$target" monitor >"$scratch/monitor.migrate" 2>/dev/null &
+monitor=$!
+python3 benches/fleet_follow.py --shape "$shape" --share "redis://127.0.0.1:$via/follow" --rate 8MiB \
+    --members 2 --at 3 --label "slot $slot migrated from :$owner to :$target" \
+    --event "$(declare -f migrate); migrate $slot $owner $target '${ports[*]}'; date +%s.%N >$scratch/moved"
+kill "$monitor"
+echo "  first lease call on the new master: $(first_call_after "$scratch/monitor.migrate" "$(cat "$scratch/moved")") after the move"
+echo
+
+slot=$(slot_of failover)
+owner=$(owner_of "$slot" "${ports[0]}")
+survivor=$(elsewhere "$owner")
+owner_pid=$(cat "$cluster/$owner.pid")
+for port in "${ports[@]}"; do
+    [[ $port == "$owner" ]] || redis-cli -p "$port" monitor >"$scratch/monitor.$port" 2>/dev/null &
+done
+cat >"$scratch/failover.sh" <<EOF
+$(declare -f owner_of)
+kill -9 $owner_pid
+for _ in \$(seq 600); do
+    p=\$(owner_of $slot $survivor)
+    [[ -n \$p && \$p != $owner ]] && break
+    sleep 0.02
+done
+date +%s.%N >$scratch/promoted
+echo "\$p" >$scratch/promoted.port
+EOF
+python3 benches/fleet_follow.py --shape "$shape" --share "redis://127.0.0.1:$owner/failover" --rate 8MiB \
+    --members 2 --at 3 --after 5 --label "master :$owner of slot $slot killed (SIGKILL), members pointed at it" \
+    --event "bash $scratch/failover.sh"
+promoted=$(cat "$scratch/promoted.port")
+echo "  the replica on :$promoted was promoted; first lease call on it: $(first_call_after "$scratch/monitor.$promoted" "$(cat "$scratch/promoted")") after the promotion was seen"
+kill $(jobs -p) 2>/dev/null || true
+wait 2>/dev/null || true
+for port in "${ports[@]}"; do redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; done
+echo
+fi
+
+# 7. TLS.
+if wanted tls; then
+tls=$scratch/tls
+mkdir -p "$tls"
+(
+    cd "$tls"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=bench-ca 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 \
+        -extfile server.ext 2>/dev/null
+)
+port=$(free_port)
+redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --tls-cert-file "$tls/server.pem" \
+    --tls-key-file "$tls/server.key" --tls-ca-cert-file "$tls/ca.pem" --tls-auth-clients no \
+    --save '' --appendonly no --daemonize yes --logfile "$tls/redis.log"
+until redis-cli -p "$port" --tls --cacert "$tls/ca.pem" ping >/dev/null 2>&1; do sleep 0.05; done
+echo "| over TLS | member | rate | part / even part | CV per 100 ms | CV per 10 ms | empty 100 ms windows |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+SHAPE_REDIS_CA_FILE=$tls/ca.pem python3 benches/fleet_members.py --shape "$shape" \
+    --share "rediss://127.0.0.1:$port/fleett" --rate 8MiB --members 4 --seconds 10 --skip 4 --label "TLS, 4 shapes"
+redis-cli -p "$port" --tls --cacert "$tls/ca.pem" shutdown nosave >/dev/null 2>&1 || true
+echo
 fi

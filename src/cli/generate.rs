@@ -159,7 +159,9 @@ A share file that is too short, of another version, corrupt, a link, open to oth
 \fBshape \-\-share\fR \fINAME\fR \fB\-\-reset\fR removes it, whatever it holds, unless a running shape is on the share; the next shape on it starts it afresh.
 .SH ACROSS MACHINES
 A share named by an address lives in Redis (or Valkey), and every shape on any machine that names it spends from one bucket:
-\fBredis://\fR[\fIuser\fR[\fB:\fR\fIpassword\fR]\fB@\fR]\fIhost\fR[\fB:\fR\fIport\fR][\fB/\fR\fIdb\fR]\fB/\fR\fINAME\fR, or \fBredis+unix://\fR\fI/path/to/redis.sock\fR\fB/\fR\fINAME\fR (with \fB?db=\fR\fIN\fR).
+\fBredis://\fR[\fIuser\fR[\fB:\fR\fIpassword\fR]\fB@\fR]\fIhost\fR[\fB:\fR\fIport\fR][\fB/\fR\fIdb\fR]\fB/\fR\fINAME\fR, \fBrediss://\fR... for the same over TLS, or \fBredis+unix://\fR\fI/path/to/redis.sock\fR\fB/\fR\fINAME\fR (with \fB?db=\fR\fIN\fR).
+TLS verifies the server against the system's roots, or against \fBSHAPE_REDIS_CA_FILE\fR; \fB#insecure\fR at the end of the address skips that, with a warning.
+A Redis Cluster is found out on connecting: any of its nodes will do, and shapes follow the share's slot as it moves or fails over (a cluster has database 0 only).
 A password may also come from \fBSHAPE_REDIS_PASSWORD\fR (for a Unix socket, only from there), which keeps it out of \fBps\fR; it never appears in messages, \fB\-\-status\fR or progress.
 \fB\-\-status\fR, \fB\-\-reset\fR and \fB\-\-remote share:\fR\fIaddress\fR work from any machine.
 .PP
@@ -174,6 +176,19 @@ When a call fails (no connection, no answer within a second) or Redis refuses it
 shape says so once, naming the cause, tries again on the same connection with a growing pause (up to a quarter of a second), and says when Redis serves the share again; no byte is lost or repeated.
 A Redis restarted empty gets the share's latest settings back from the shapes on it.
 At start-up, a wrong password, a database that is not there, an unreachable host, a server that does not speak Redis, a user without the rights or a key that holds something else is one line naming the address and the cause, with status 1.
+.SH ENVIRONMENT
+.TP
+\fBXDG_RUNTIME_DIR\fR
+Where the control directory is made (\fI$XDG_RUNTIME_DIR/shape\fR); without it, \fI/tmp/shape\-UID\fR.
+.TP
+\fBSHAPE_REDIS_PASSWORD\fR
+The password of a share in Redis, kept out of \fBps\fR.
+.TP
+\fBSHAPE_REDIS_CA_FILE\fR
+A PEM bundle of authorities to verify a \fBrediss://\fR server against, instead of the system's roots.
+.TP
+\fBSHAPE_REDIS_CERT_FILE\fR, \fBSHAPE_REDIS_KEY_FILE\fR
+A client certificate and its private key (PEM) to present to a \fBrediss://\fR server that asks for one, as Redis does by default (\fBtls\-auth\-clients yes\fR).
 .SH EXIT STATUS
 .TP
 \fB0\fR
@@ -215,6 +230,7 @@ mod tests {
             ".SH RECORDS",
             ".SH ACROSS MACHINES",
             ".SH FAULTS",
+            ".SH ENVIRONMENT",
             ".SH EXIT STATUS",
             ".SH SEE ALSO",
         ] {

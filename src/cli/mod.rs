@@ -280,9 +280,11 @@ pub struct Cli {
     /// its --rate and --burst; while any shape is on it, later ones use the
     /// share's settings (and say so if theirs differ). A share on a fleet
     /// of machines lives in Redis:
-    /// redis://[user[:password]@]host[:port][/db]/NAME, or
+    /// redis://[user[:password]@]host[:port][/db]/NAME, rediss://... over
+    /// TLS (SHAPE_REDIS_CA_FILE, SHAPE_REDIS_CERT_FILE and
+    /// SHAPE_REDIS_KEY_FILE name certificates), or
     /// redis+unix:///path/to/redis.sock/NAME; the password may also come
-    /// from SHAPE_REDIS_PASSWORD.
+    /// from SHAPE_REDIS_PASSWORD. Any node of a Redis Cluster will do.
     #[arg(long, value_name = "NAME|URL")]
     pub share: Option<ShareName>,
 

@@ -32,8 +32,10 @@ pub const CERT_VARIABLE: &str = "SHAPE_REDIS_CERT_FILE";
 pub const KEY_VARIABLE: &str = "SHAPE_REDIS_KEY_FILE";
 
 /// Redirections and retries the cluster connection makes by itself before
-/// a call fails: enough for a slot in migration (an ASK, then a MOVED).
-const CLUSTER_RETRIES: u32 = 3;
+/// a call fails: enough for a slot in migration, while its nodes learn
+/// of the move one by one and send a caller back and forth (ASK, MOVED,
+/// a MOVED back to the old master).
+const CLUSTER_RETRIES: u32 = 5;
 /// Its waits between retries, in milliseconds.
 const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (10, 100);
 

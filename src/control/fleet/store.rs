@@ -254,12 +254,15 @@ impl StoreError {
     }
 }
 
-/// True for errors of the way to Redis rather than of Redis.
+/// True for errors of the way to Redis rather than of Redis: a cluster
+/// that still moves the share's slot after the redirections the
+/// connection follows by itself is one too, as it passes.
 fn unreachable(err: &redis::RedisError) -> bool {
     err.is_io_error()
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
+        || err.is_cluster_error()
 }
 
 /// A connection without TLS that the server cut at once, as a server
@@ -284,6 +287,10 @@ fn describe(err: &redis::RedisError) -> String {
     use redis::ErrorKind;
     if err.is_timeout() {
         return format!("no answer within {} s", PATIENCE.as_secs_f64());
+    }
+    if err.is_cluster_error() {
+        let code = err.code().unwrap_or("CLUSTERDOWN");
+        return format!("the cluster is moving the share's slot or has no master for it ({code})");
     }
     match err.kind() {
         ErrorKind::AuthenticationFailed => {
