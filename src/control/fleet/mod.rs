@@ -24,7 +24,8 @@ mod store;
 mod url;
 
 pub use member::Member;
-pub use store::{Held, StoreError};
+pub use plan::Held;
+pub use store::StoreError;
 pub use url::{RedisShare, hide_password};
 
 use super::share::{Bucket, own_empty};

@@ -28,9 +28,23 @@
 //! when a call fails or times out, `--share-fallback` decides the rest.
 
 use super::Fallback;
-use super::store::Held;
+use crate::counting::Counting;
 use shape_bucket::{Limit, Rate};
 use std::collections::VecDeque;
+
+/// The settings a share holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub limit: Limit,
+    /// In tokens.
+    pub burst: u64,
+    pub paused: bool,
+    pub counting: Counting,
+    /// Bumped by every change; 0 for settings no share held yet.
+    pub generation: u64,
+    /// The burst was never set, and follows the rate.
+    pub follows: bool,
+}
 
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000_000_000;

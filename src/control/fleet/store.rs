@@ -14,7 +14,7 @@
 //! below 2^53, where Lua's numbers are exact.
 
 use super::link::{Link, LinkError, Node};
-use super::plan::{Answer, Ask, Trouble};
+use super::plan::{Answer, Ask, Held, Trouble};
 use super::url::{RedisShare, Server, Tls};
 use crate::control::protocol::Adjustment;
 use crate::counting::Counting;
@@ -188,20 +188,6 @@ const TIME: &str = r"
 local t = redis.call('TIME')
 return {tonumber(t[1]), tonumber(t[2])}
 ";
-
-/// The settings a share holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Held {
-    pub limit: Limit,
-    /// In tokens.
-    pub burst: u64,
-    pub paused: bool,
-    pub counting: Counting,
-    /// Bumped by every change; 0 for settings no share held yet.
-    pub generation: u64,
-    /// The burst was never set, and follows the rate.
-    pub follows: bool,
-}
 
 /// Why Redis could not serve a share.
 #[derive(Debug, thiserror::Error)]
