@@ -2,6 +2,7 @@
 //! and turn the outcome into an exit status. What each part owns is in
 //! ARCHITECTURE.md; the token bucket is the `shape-bucket` crate.
 
+mod bucket;
 mod chunk;
 mod cli;
 mod conditions;

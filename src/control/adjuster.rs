@@ -5,7 +5,7 @@
 //! every shape on it and `--remote share:`.
 
 use super::protocol::{Adjustment, Request, Settings, apply};
-use super::share::{BURST_FOLLOWS_RATE, Bucket};
+use crate::bucket::{BURST_FOLLOWS_RATE, Bucket};
 use crate::conditions::Conditions;
 use crate::counting::Counting;
 use crate::lock::lock;
@@ -75,7 +75,7 @@ impl Adjuster {
     pub fn follower(&self, index: usize) -> Result<Arc<Bucket>, InvalidBurst> {
         let mut followers = lock(&self.followers);
         let model = &self.buckets[index];
-        let bucket = Arc::new(super::share::own(model.limit(), model.burst())?);
+        let bucket = Arc::new(crate::bucket::own(model.limit(), model.burst())?);
         bucket.set_paused(model.paused());
         followers.retain(|follower| follower.strong_count() > 0);
         followers.push(Arc::downgrade(&bucket));
@@ -199,7 +199,7 @@ pub fn default_burst(limit: Limit, counting: Counting) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::share::own;
+    use crate::bucket::own;
     use std::sync::atomic::AtomicU64;
 
     fn request(rate: Option<&str>, burst: Option<&str>, paused: Option<bool>) -> Request {

@@ -25,7 +25,6 @@ pub use dir::{ControlDir, Registration};
 pub use protocol::{Request, Settings};
 pub use running::{Run, follow, start};
 pub use schedule::{RateFile, Schedule};
-pub use share::Bucket;
 
 /// A share's name: of this machine's, or a fleet's in Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,10 +5,11 @@
 use super::input::Input;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use super::{UsageError, warn};
+use crate::bucket::Bucket;
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
 use crate::conditions::{Conditions, Fixed, Now};
-use crate::control::{Adjuster, Bucket, Registration, share};
+use crate::control::{Adjuster, Registration};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
 use crate::faults::{Direction, Faults, Mischief, ResetStruck, Struck, Trigger, drop_block};
@@ -152,7 +153,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
                 if let Some(reporter) = reporter {
                     reporter.finish();
                 }
-                return Err(anyhow!(share::damage_line(&bucket)));
+                return Err(anyhow!(crate::bucket::damage_line(&bucket)));
             }
         }
     }

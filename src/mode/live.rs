@@ -3,10 +3,10 @@
 //! SIGUSR1) and the progress reporter.
 
 use super::UsageError;
+use crate::bucket::Bucket;
 use crate::cli::Cli;
 use crate::control::{
-    self, Adjuster, Bucket, ControlDir, RateFile, Registration, Run, ShareName, default_burst,
-    fleet, share,
+    self, Adjuster, ControlDir, RateFile, Registration, Run, ShareName, default_burst, fleet, share,
 };
 use crate::counting::{Counting, Written};
 use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
@@ -161,7 +161,11 @@ pub fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<f
     let settings = (start.limit, start.burst_or_default());
     let given = cli.rate.is_some() || cli.burst.is_some() || cli.rate_file.is_some();
     let (bucket, member, notice) = match &cli.share {
-        None => (Arc::new(share::own(settings.0, settings.1)?), None, None),
+        None => (
+            Arc::new(crate::bucket::own(settings.0, settings.1)?),
+            None,
+            None,
+        ),
         Some(ShareName::Local(name)) => {
             let dir = ControlDir::open()?;
             let offer = share::Offer {

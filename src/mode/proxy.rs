@@ -6,7 +6,8 @@ use super::UsageError;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use crate::cli::Cli;
 use crate::conditions::{Conditions, Now};
-use crate::control::{Adjuster, default_burst, share};
+use crate::bucket::Bucket;
+use crate::control::{Adjuster, default_burst};
 use crate::counting::{Counting, Written};
 use crate::exit::Exit;
 use crate::faults::Direction as Way;
@@ -44,8 +45,8 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
                     .burst
                     .unwrap_or_else(|| default_burst(limit, Counting::Bytes))
             };
-            let up = Arc::new(share::own(up, burst(up))?);
-            let down = Arc::new(share::own(down, burst(down))?);
+            let up = Arc::new(crate::bucket::own(up, burst(up))?);
+            let down = Arc::new(crate::bucket::own(down, burst(down))?);
             (up, down, None)
         }
     };
@@ -72,7 +73,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let printer = printer(reporter.as_ref());
     let (_, _registration) = go_live(cli, &start, adjuster.clone(), &passed, printer.clone())?;
     let shaping = proxy::Shaping {
-        adjuster,
+        settings: Arc::new(Tuning(adjuster)),
         per_connection: cli.per_connection,
         link,
         conditions,
@@ -88,7 +89,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     if let Err(err) = &served
         && err.get_ref().is_some_and(|inner| inner.is::<Damaged>())
     {
-        return Err(anyhow!(share::damage_line(&up)));
+        return Err(anyhow!(crate::bucket::damage_line(&up)));
     }
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
@@ -117,4 +118,22 @@ fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))
+}
+
+/// The run's adjuster, as the proxy sees its settings. Its buckets are
+/// the two directions, in the order of [`Way`].
+struct Tuning(Arc<Adjuster>);
+
+impl proxy::Settings for Tuning {
+    fn shared(&self, way: Way) -> Arc<Bucket> {
+        self.0.buckets()[way as usize].clone()
+    }
+
+    fn own(&self, way: Way) -> std::io::Result<Arc<Bucket>> {
+        self.0.follower(way as usize).map_err(std::io::Error::other)
+    }
+
+    fn on_change(&self, notify: Box<dyn Fn() + Send>) {
+        self.0.on_change(notify);
+    }
 }

@@ -10,7 +10,7 @@ use super::link::Node;
 use super::plan::{Answer, Ask, Event, Local, Plan, Step, Trouble};
 use super::store::Store;
 use super::url::RedisShare;
-use crate::control::share::Bucket;
+use crate::bucket::Bucket;
 use crate::progress::Printer;
 use shape_bucket::{Clock, MonotonicClock};
 use std::sync::Arc;

@@ -28,7 +28,7 @@ pub use plan::Held;
 pub use store::StoreError;
 pub use url::{RedisShare, hide_password};
 
-use super::share::{Bucket, own_empty};
+use crate::bucket::{Bucket, own_empty};
 use crate::counting::Counting;
 use crate::progress::Printer;
 use clap::ValueEnum;

@@ -10,10 +10,10 @@
 //! status 1. The line is made when the file is mapped, as nothing may be
 //! allocated in a signal handler.
 
+use crate::bucket::{Cell, SharedCell};
 use crate::counting::Counting;
 use rustix::mm::{MapFlags, ProtFlags};
-use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
-use std::ops::Deref;
+use shape_bucket::BucketCell;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::ptr::NonNull;
@@ -40,14 +40,11 @@ pub(super) struct Header {
     pub(super) file_size: u64,
     /// What one token of the bucket is worth: [`Counting::code`].
     pub(super) counting: u32,
-    /// [`BURST_FOLLOWS_RATE`] while nobody has set the share's burst.
+    /// [`BURST_FOLLOWS_RATE`](crate::bucket::BURST_FOLLOWS_RATE) while
+    /// nobody has set the share's burst.
     /// Zero in files made before the flag, whose burst then stays.
     pub(super) flags: AtomicU32,
 }
-
-/// The flag of a share whose burst nobody set: a change of rate gives it
-/// the default burst of the new rate, as for a shape of its own.
-pub const BURST_FOLLOWS_RATE: u32 = 1;
 
 const _: () = assert!(size_of::<Header>() <= CELL_OFFSET);
 const _: () = assert!(CELL_OFFSET + size_of::<BucketCell>() <= FILE_SIZE);
@@ -67,59 +64,6 @@ impl Header {
             flags: AtomicU32::new(flags),
         }
     }
-}
-
-/// The bucket of a running shape: its own, or a share's.
-pub type Bucket = TokenBucket<MonotonicClock, Cell>;
-
-/// Where a bucket's cell lives.
-pub enum Cell {
-    /// In this process only.
-    Own(Box<BucketCell>),
-    /// In a share file mapped into this process.
-    Shared(Mapping),
-}
-
-impl Deref for Cell {
-    type Target = BucketCell;
-    fn deref(&self) -> &BucketCell {
-        match self {
-            Cell::Own(cell) => cell,
-            Cell::Shared(mapping) => mapping.cell(),
-        }
-    }
-}
-
-impl Cell {
-    /// Whether the burst follows the rate, if that is the share's to say:
-    /// a flag in the share's file, which every shape on it and `--remote
-    /// share:` read and clear, so that they keep one rule. `None` for a
-    /// cell of this process's own, whose owner keeps the rule.
-    pub fn shared_burst_rule(&self) -> Option<&AtomicU32> {
-        match self {
-            Cell::Own(_) => None,
-            Cell::Shared(mapping) => Some(mapping.flags()),
-        }
-    }
-}
-
-/// A bucket of this process's own, starting full.
-pub fn own(limit: Limit, burst: u64) -> Result<Bucket, InvalidBurst> {
-    own_filled(limit, burst, Fill::Full)
-}
-
-/// A bucket of this process's own, starting empty: for tokens that come
-/// from elsewhere (a fleet's leases).
-pub fn own_empty(limit: Limit, burst: u64) -> Result<Bucket, InvalidBurst> {
-    own_filled(limit, burst, Fill::Empty)
-}
-
-fn own_filled(limit: Limit, burst: u64, fill: Fill) -> Result<Bucket, InvalidBurst> {
-    let cell = BucketCell::new(limit, burst, fill, MonotonicClock.now())?;
-    Ok(TokenBucket::from_cell(
-        Cell::Own(Box::new(cell)),
-        MonotonicClock,
-    ))
 }
 
 /// Which share a file holds and where it is, for messages.
@@ -179,16 +123,9 @@ impl Mapping {
         })
     }
 
-    /// The share's [`BURST_FOLLOWS_RATE`] flag, which every shape on it
-    /// reads and clears.
-    pub(super) fn flags(&self) -> &AtomicU32 {
-        &self.header().flags
-    }
-
-    /// What to say when the cell is found damaged while in use.
-    pub(super) fn damage_line(&self) -> String {
-        self.file
-            .unusable("was written over while in use and holds no readable settings: stopped")
+    /// This mapping as a bucket's cell.
+    pub(super) fn into_cell(self) -> Cell {
+        Cell::Shared(Box::new(self))
     }
 
     pub(super) fn header(&self) -> &Header {
@@ -270,4 +207,21 @@ fn cut_short() {
         let _ = rustix::io::write(rustix::stdio::stderr(), line);
     }
     signal_hook::low_level::exit(1);
+}
+
+impl SharedCell for Mapping {
+    fn cell(&self) -> &BucketCell {
+        Mapping::cell(self)
+    }
+
+    /// The share's [`BURST_FOLLOWS_RATE`](crate::bucket::BURST_FOLLOWS_RATE)
+    /// flag, in the header.
+    fn burst_rule(&self) -> &AtomicU32 {
+        &self.header().flags
+    }
+
+    fn damage_line(&self) -> String {
+        self.file
+            .unusable("was written over while in use and holds no readable settings: stopped")
+    }
 }

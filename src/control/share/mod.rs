@@ -12,7 +12,7 @@
 
 mod mapping;
 
-pub use mapping::{BURST_FOLLOWS_RATE, Bucket, Cell, own, own_empty};
+use crate::bucket::{BURST_FOLLOWS_RATE, Bucket};
 
 use super::dir::{ControlDir, Unfit, check_own};
 use super::protocol::Settings;
@@ -128,7 +128,7 @@ pub fn open(
             }
             Ok((mapping, _)) => {
                 return Ok((
-                    TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
+                    TokenBucket::from_cell(mapping.into_cell(), MonotonicClock),
                     Opened::Attached,
                 ));
             }
@@ -138,7 +138,7 @@ pub fn open(
         match create(dir, name, offer, counting) {
             Ok(mapping) => {
                 return Ok((
-                    TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock),
+                    TokenBucket::from_cell(mapping.into_cell(), MonotonicClock),
                     Opened::Created,
                 ));
             }
@@ -173,8 +173,8 @@ pub fn join(
         bucket
             .set(offer.limit, offer.burst)
             .map_err(|err| ShareError::new(name, err.to_string()))?;
-        if let Cell::Shared(mapping) = bucket.cell() {
-            mapping.flags().store(offer.flags(), Ordering::Release);
+        if let Some(rule) = bucket.cell().shared_burst_rule() {
+            rule.store(offer.flags(), Ordering::Release);
         }
         return Ok((bucket, None));
     }
@@ -189,7 +189,7 @@ pub fn join(
 pub fn find(dir: &ControlDir, name: &str) -> Result<(Bucket, Counting), ShareError> {
     attach(dir, name)
         .map(|(mapping, counting)| {
-            let bucket = TokenBucket::from_cell(Cell::Shared(mapping), MonotonicClock);
+            let bucket = TokenBucket::from_cell(mapping.into_cell(), MonotonicClock);
             (bucket, counting)
         })
         .map_err(|refusal| ShareError::unusable(dir, name, refusal))
@@ -238,15 +238,6 @@ fn share_file(dir: &ControlDir, name: &str) -> ShareFile {
     ShareFile {
         name: name.to_string(),
         path: dir.path().join(file_name(name)),
-    }
-}
-
-/// What to say when `bucket` is found damaged: the share file and the way
-/// out, if it is a share's.
-pub fn damage_line(bucket: &Bucket) -> String {
-    match bucket.cell() {
-        Cell::Shared(mapping) => mapping.damage_line(),
-        Cell::Own(_) => shape_bucket::Damaged.to_string(),
     }
 }
 

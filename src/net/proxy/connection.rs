@@ -4,9 +4,9 @@
 use super::Shaping;
 use super::stream::Stream;
 use super::trouble::Trouble;
+use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::conditions::{Conditions, Watch};
-use crate::control::Bucket;
 use crate::faults::{Direction as Way, ResetStruck};
 use crate::slowlink::{Line, SlowLink};
 use crate::throughput::Throughput;
@@ -404,19 +404,11 @@ impl Connection {
 /// The buckets for one connection: the shared pair, or a fresh pair with
 /// the settings now in force.
 pub(super) fn buckets(shaping: &Shaping) -> io::Result<(Arc<Bucket>, Arc<Bucket>)> {
-    let [up, down] = shaping.adjuster.buckets() else {
-        return Err(io::Error::other("a proxy needs a bucket per direction"));
-    };
+    let settings = &shaping.settings;
     if !shaping.per_connection {
-        return Ok((up.clone(), down.clone()));
+        return Ok((settings.shared(Way::Up), settings.shared(Way::Down)));
     }
-    let own = |direction| {
-        shaping
-            .adjuster
-            .follower(direction)
-            .map_err(io::Error::other)
-    };
-    Ok((own(0)?, own(1)?))
+    Ok((settings.own(Way::Up)?, settings.own(Way::Down)?))
 }
 
 #[cfg(test)]

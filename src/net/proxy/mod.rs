@@ -14,9 +14,9 @@
 //! once all held bytes are out), and a reset or error on one side resets
 //! the other.
 //!
-//! Live changes (`--remote`, `--rate-file`, `--schedule`) go through the
-//! [`Adjuster`], which wakes poll, and every waiting connection is stepped
-//! again: its deadline may have moved.
+//! Live changes (`--remote`, `--rate-file`, `--schedule`) come through
+//! whoever holds the [`Settings`], which wakes poll, and every waiting
+//! connection is stepped again: its deadline may have moved.
 //!
 //! A failure that concerns one connection (its upstream refuses, a side
 //! resets, poll will not take it) resets that connection only and is said
@@ -30,8 +30,9 @@ mod server;
 mod stream;
 mod trouble;
 
+use crate::bucket::Bucket;
 use crate::conditions::Conditions;
-use crate::control::Adjuster;
+use crate::faults::Direction as Way;
 use crate::net::Address;
 use crate::progress::Printer;
 use crate::slowlink::SlowLink;
@@ -40,12 +41,24 @@ use server::Server;
 use std::io;
 use std::sync::Arc;
 
+/// What the proxy needs of whoever holds its settings and changes them
+/// while it runs: the buckets of the two directions that all connections
+/// share, buckets of a connection's own, and a word after each change.
+pub trait Settings: Send + Sync {
+    /// The bucket every connection shares for `way`.
+    fn shared(&self, way: Way) -> Arc<Bucket>;
+    /// A bucket of a connection's own for `way`, with the settings now in
+    /// force, which later changes reach too.
+    fn own(&self, way: Way) -> io::Result<Arc<Bucket>>;
+    /// Calls `notify` after every change from now on.
+    fn on_change(&self, notify: Box<dyn Fn() + Send>);
+}
+
 /// How the proxy shapes every connection.
 pub struct Shaping {
-    /// Holds the buckets of the two directions (client to server, server
-    /// to client) that all connections share, or that each connection's
-    /// own copy with `per_connection`; changes them while running.
-    pub adjuster: Arc<Adjuster>,
+    /// The buckets of the two directions (client to server, server to
+    /// client), and who changes them while running.
+    pub settings: Arc<dyn Settings>,
     /// Each connection gets buckets of its own instead of sharing two.
     pub per_connection: bool,
     /// The buffer size for each direction of each connection (the delay

@@ -4,8 +4,8 @@ use super::Shaping;
 use super::alarm::Alarm;
 use super::connection::{BUFFER, Connection, Direction, End, Start, buckets};
 use super::stream::{Listener, Stream};
+use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
-use crate::control::Bucket;
 use crate::faults::{Direction as Way, ResetStruck, drop_block};
 use crate::message::one_line;
 use crate::net::Address;
@@ -76,11 +76,11 @@ impl<'a> Server<'a> {
             Address::Tcp { .. } => Some(connect.resolve_one()?),
             Address::Unix(_) => None,
         };
-        // A change of settings may move every deadline: the adjuster wakes
-        // poll, and every waiting connection is stepped again.
+        // A change of settings may move every deadline: whoever made it
+        // wakes poll, and every waiting connection is stepped again.
         let changed = Arc::new(AtomicBool::new(false));
         let waker = mio::Waker::new(poll.registry(), CHANGED)?;
-        shaping.adjuster.on_change({
+        shaping.settings.on_change({
             let changed = changed.clone();
             Box::new(move || {
                 changed.store(true, Ordering::SeqCst);
@@ -178,7 +178,10 @@ impl<'a> Server<'a> {
                 self.step(key);
             }
             self.ready = ready;
-            if self.shaping.adjuster.buckets().iter().any(|b| b.damaged()) {
+            if Way::BOTH
+                .iter()
+                .any(|&way| self.shaping.settings.shared(way).damaged())
+            {
                 return Err(io::Error::other(Damaged));
             }
         }

@@ -1,0 +1,85 @@
+//! The bucket a run spends from: `shape-bucket`'s token bucket on the
+//! machine's monotonic clock, over a cell of this process's own or one
+//! that something else keeps (a share file mapped into memory). What owns
+//! a shared cell says what to call it when it is damaged, and keeps the
+//! share's rule for its burst; this module knows neither files nor
+//! shares.
+
+use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
+use std::ops::Deref;
+use std::sync::atomic::AtomicU32;
+
+/// The bucket of a running shape: its own, or a share's.
+pub type Bucket = TokenBucket<MonotonicClock, Cell>;
+
+/// A cell kept by something other than this process alone.
+pub trait SharedCell: Send + Sync {
+    /// The cell itself.
+    fn cell(&self) -> &BucketCell;
+    /// Whether the burst follows the rate: a flag that every user of the
+    /// cell reads and clears, so that they keep one rule.
+    fn burst_rule(&self) -> &AtomicU32;
+    /// What to say when the cell is found damaged: where it is, and the
+    /// way out.
+    fn damage_line(&self) -> String;
+}
+
+/// The flag of a shared cell whose burst nobody set: a change of rate
+/// gives it the default burst of the new rate.
+pub const BURST_FOLLOWS_RATE: u32 = 1;
+
+/// Where a bucket's cell lives.
+pub enum Cell {
+    /// In this process only.
+    Own(Box<BucketCell>),
+    /// Somewhere others reach too.
+    Shared(Box<dyn SharedCell>),
+}
+
+impl Deref for Cell {
+    type Target = BucketCell;
+    fn deref(&self) -> &BucketCell {
+        match self {
+            Cell::Own(cell) => cell,
+            Cell::Shared(shared) => shared.cell(),
+        }
+    }
+}
+
+impl Cell {
+    /// The shared rule for the burst, if the cell is shared; `None` for a
+    /// cell of this process's own, whose owner keeps the rule.
+    pub fn shared_burst_rule(&self) -> Option<&AtomicU32> {
+        match self {
+            Cell::Own(_) => None,
+            Cell::Shared(shared) => Some(shared.burst_rule()),
+        }
+    }
+}
+
+/// What to say when `bucket` is found damaged.
+pub fn damage_line(bucket: &Bucket) -> String {
+    match bucket.cell() {
+        Cell::Shared(shared) => shared.damage_line(),
+        Cell::Own(_) => shape_bucket::Damaged.to_string(),
+    }
+}
+
+/// A bucket of this process's own, starting full.
+pub fn own(limit: Limit, burst: u64) -> Result<Bucket, InvalidBurst> {
+    own_filled(limit, burst, Fill::Full)
+}
+
+/// A bucket of this process's own, starting empty: for tokens that come
+/// from elsewhere (a fleet's leases).
+pub fn own_empty(limit: Limit, burst: u64) -> Result<Bucket, InvalidBurst> {
+    own_filled(limit, burst, Fill::Empty)
+}
+
+fn own_filled(limit: Limit, burst: u64, fill: Fill) -> Result<Bucket, InvalidBurst> {
+    let cell = BucketCell::new(limit, burst, fill, MonotonicClock.now())?;
+    Ok(TokenBucket::from_cell(
+        Cell::Own(Box::new(cell)),
+        MonotonicClock,
+    ))
+}
