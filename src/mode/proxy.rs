@@ -4,9 +4,9 @@
 
 use super::UsageError;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
+use crate::bucket::Bucket;
 use crate::cli::Cli;
 use crate::conditions::{Conditions, Now};
-use crate::bucket::Bucket;
 use crate::control::{Adjuster, default_burst};
 use crate::counting::{Counting, Written};
 use crate::exit::Exit;

@@ -507,3 +507,61 @@ fn a_proxy_on_a_share_spends_both_directions_from_it() {
         split.stderr
     );
 }
+
+/// The context switches every thread of `pid` has made so far: a thread
+/// that sleeps until something happens makes none while nothing does.
+fn context_switches(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|line| line.contains("ctxt_switches"))
+                .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+#[test]
+fn an_idle_proxy_sleeps_until_something_happens_and_a_change_from_elsewhere_wakes_it() {
+    let runtime = Runtime::new("proxy-idle");
+    let upstream = server(echo);
+    let proxy = Proxy::start_with(
+        runtime.shape([]),
+        &upstream,
+        &["--share", "quiet", "--rate", "1KiB", "--burst", "1KiB"],
+    );
+    // A connection open, with nothing to say.
+    let mut client = connect(&proxy.address);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = context_switches(proxy.child.id());
+    std::thread::sleep(Duration::from_millis(1500));
+    let idle = context_switches(proxy.child.id()) - before;
+    assert!(
+        idle <= 2,
+        "{idle} context switches in 1.5 s with nothing to do"
+    );
+    // 64 KiB would take a minute at 1 KiB/s. Another process lifts the
+    // share's limit: the waiting connection is re-timed at once.
+    client.write_all(&[5; 64 << 10]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let lifted = run(
+        runtime.shape([
+            "--remote",
+            "share:quiet",
+            "--rate",
+            "64MiB",
+            "--burst",
+            "1MiB",
+        ]),
+        Stdio::null(),
+    );
+    assert_eq!(lifted.code(), 0, "{}", lifted.stderr);
+    let mut back = vec![0; 64 << 10];
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    client.read_exact(&mut back).unwrap();
+}

@@ -21,8 +21,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// How long poll sleeps at most when nothing is due.
-const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// How long accepting rests after the system refused to accept.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 const LISTENER: Token = Token(usize::MAX);
@@ -76,17 +74,30 @@ impl<'a> Server<'a> {
             Address::Tcp { .. } => Some(connect.resolve_one()?),
             Address::Unix(_) => None,
         };
-        // A change of settings may move every deadline: whoever made it
-        // wakes poll, and every waiting connection is stepped again.
+        // A change of settings may move every deadline: poll is woken,
+        // and every waiting connection is stepped again. Whoever changes
+        // the settings here says so once all buckets (each connection's
+        // own too) have changed; a change from elsewhere (another process
+        // on a share, a fleet's leases) is seen by a thread asleep on the
+        // shared buckets' generation. Nothing polls.
         let changed = Arc::new(AtomicBool::new(false));
-        let waker = mio::Waker::new(poll.registry(), CHANGED)?;
-        shaping.settings.on_change({
-            let changed = changed.clone();
-            Box::new(move || {
+        let waker = Arc::new(mio::Waker::new(poll.registry(), CHANGED)?);
+        let wake = {
+            let (changed, waker) = (changed.clone(), waker.clone());
+            move || {
                 changed.store(true, Ordering::SeqCst);
                 let _ = waker.wake();
-            })
-        });
+            }
+        };
+        shaping.settings.on_change(Box::new(wake.clone()));
+        let (up, down) = (
+            shaping.settings.shared(Way::Up),
+            shaping.settings.shared(Way::Down),
+        );
+        watch_for_changes(up.clone(), wake.clone())?;
+        if !Arc::ptr_eq(&up, &down) {
+            watch_for_changes(down, wake)?;
+        }
         let alarm = Alarm::new().ok();
         if let Some(alarm) = &alarm {
             let fd = alarm.fd.as_raw_fd();
@@ -139,7 +150,7 @@ impl<'a> Server<'a> {
     pub(super) fn run(&mut self) -> io::Result<()> {
         loop {
             let sleep = self.sleep();
-            match self.poll.poll(&mut self.events, Some(sleep)) {
+            match self.poll.poll(&mut self.events, sleep) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -188,20 +199,21 @@ impl<'a> Server<'a> {
     }
 
     /// How long poll may sleep: until the earliest deadline of a
-    /// connection or of the rest from accepting, at most [`MAX_SLEEP`].
-    fn sleep(&mut self) -> Duration {
+    /// connection or of the rest from accepting, or until an event if
+    /// nothing is due. A deadline finer than poll's milliseconds is left
+    /// to the alarm, which is an event.
+    fn sleep(&mut self) -> Option<Duration> {
         let now = self.clock.now();
         let earliest = self
             .connections
             .iter()
             .filter_map(|(_, c)| c.wake_at)
             .chain(self.accept_resumes)
-            .min();
+            .min()?;
         match earliest {
-            Some(t) if t <= now => Duration::ZERO,
-            Some(t) if self.alarm.as_mut().is_some_and(|alarm| alarm.ring_at(t)) => MAX_SLEEP,
-            Some(t) => Duration::from_nanos(t - now).min(MAX_SLEEP),
-            None => MAX_SLEEP,
+            t if t <= now => Some(Duration::ZERO),
+            t if self.alarm.as_mut().is_some_and(|alarm| alarm.ring_at(t)) => None,
+            t => Some(Duration::from_nanos(t - now)),
         }
     }
 
@@ -400,4 +412,23 @@ fn out_of_resources(err: &io::Error) -> bool {
             .iter()
             .any(|errno| errno.raw_os_error() == code)
     })
+}
+
+/// Wakes the loop with `wake` whenever `bucket`'s settings change, on a
+/// thread asleep on its generation (a futex, reached from any process).
+fn watch_for_changes(bucket: Arc<Bucket>, wake: impl Fn() + Send + 'static) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("settings-watch".into())
+        .spawn(move || {
+            let mut seen = bucket.generation();
+            loop {
+                bucket.sleep_until_changed(seen);
+                let now = bucket.generation();
+                if now != seen {
+                    seen = now;
+                    wake();
+                }
+            }
+        })?;
+    Ok(())
 }

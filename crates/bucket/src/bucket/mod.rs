@@ -525,6 +525,23 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         self.config().1.burst
     }
 
+    /// The generation of the settings in force: it moves with every
+    /// change, by any user of the cell. See
+    /// [`sleep_until_changed`](Self::sleep_until_changed).
+    pub fn generation(&self) -> u32 {
+        self.config().0
+    }
+
+    /// Blocks until the settings are no longer those of generation
+    /// `seen`, changed by any user of the cell, in any process; may also
+    /// return early (a signal), so callers look again. For those who do
+    /// not sleep in the bucket (an event loop) but must know when a
+    /// change re-times their waits.
+    pub fn sleep_until_changed(&self, seen: u32) {
+        self.clock
+            .sleep_until(u64::MAX, self.cell.generation(), seen);
+    }
+
     /// The limit and burst in force, read together: one configuration
     /// read where a caller needs both, as the copy loop does per chunk.
     pub fn limit_and_burst(&self) -> (Limit, u64) {

@@ -307,3 +307,22 @@ fn a_clock_near_its_end_saturates_instead_of_wrapping() {
     let r = b.reserve(100);
     assert_eq!(b.deadline(&r), Some(u64::MAX));
 }
+
+#[test]
+fn a_change_wakes_whoever_sleeps_until_the_settings_change() {
+    let b = Arc::new(TokenBucket::new(rate(1000.0), 100).unwrap());
+    let seen = b.generation();
+    let sleeper = {
+        let b = b.clone();
+        std::thread::spawn(move || {
+            // Spurious returns are allowed: sleep again until it moved.
+            while b.generation() == seen {
+                b.sleep_until_changed(seen);
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    b.set_limit(rate(2000.0));
+    sleeper.join().unwrap();
+    assert_ne!(b.generation(), seen);
+}
