@@ -4,7 +4,7 @@
 //! number, cheap enough to read for every chunk, and take the new
 //! conditions when it moves.
 
-use crate::faults::{Change, Direction, Faults};
+use crate::faults::{Change, Faults, Way};
 use crate::lock::lock;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +42,7 @@ pub struct Now {
 }
 
 impl Now {
-    pub fn faults(&self, direction: Direction) -> Faults {
+    pub fn faults(&self, direction: Way) -> Faults {
         self.faults[direction as usize]
     }
 }
@@ -143,7 +143,7 @@ impl Conditions {
     pub fn change(&self, retune: &Retune) {
         let mut now = lock(&self.now);
         for change in &retune.faults {
-            for direction in Direction::BOTH {
+            for direction in Way::BOTH {
                 change.apply(&mut now.faults[direction as usize], direction);
             }
         }
@@ -193,8 +193,8 @@ mod tests {
         };
         conditions.change(&retune);
         let now = watch.changed(&conditions).unwrap();
-        assert_eq!(now.faults(Direction::Down).drop, 0.5);
-        assert_eq!(now.faults(Direction::Up).drop, 0.0);
+        assert_eq!(now.faults(Way::Down).drop, 0.5);
+        assert_eq!(now.faults(Way::Up).drop, 0.0);
         assert_eq!(now.delay, Duration::from_millis(100));
         assert_eq!(watch.changed(&conditions), None);
         conditions.change(&Retune::default());

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// What one flag accepts.
 #[derive(Debug, Clone, Copy)]
-pub struct Span {
+pub struct Accepted {
     /// The shortest accepted.
     pub least: Duration,
     /// The longest accepted.
@@ -19,7 +19,7 @@ pub struct Span {
 }
 
 /// Parses `text` as a duration within `span`.
-pub fn parse(text: &str, span: &Span) -> Result<Duration, String> {
+pub fn parse(text: &str, span: &Accepted) -> Result<Duration, String> {
     let text = text.trim();
     let plain = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.');
     let duration = if plain && span.plain_seconds {
@@ -72,7 +72,7 @@ pub fn nanos(span: Duration) -> u64 {
 mod tests {
     use super::*;
 
-    const SPAN: Span = Span {
+    const SPAN: Accepted = Accepted {
         least: Duration::from_millis(10),
         most: Duration::from_secs(3600),
         plain_seconds: true,
@@ -100,7 +100,7 @@ mod tests {
         assert_eq!(parse("0.5", &SPAN), Ok(Duration::from_millis(500)));
         assert_eq!(parse(" 2s ", &SPAN), Ok(Duration::from_secs(2)));
         assert_eq!(parse("1h", &SPAN), Ok(Duration::from_secs(3600)));
-        let strict = Span {
+        let strict = Accepted {
             least: Duration::ZERO,
             plain_seconds: false,
             ..SPAN

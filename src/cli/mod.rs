@@ -11,8 +11,7 @@ use crate::control::fleet::Fallback;
 use crate::control::{Schedule, ShareName};
 use crate::counting::{Counting, Written};
 use crate::faults::{
-    Bytes, Change, Directed, Direction, Faults, Probability, Slice, Span, Trigger,
-    parse_probability,
+    Bytes, Change, Directed, Faults, Probability, Slice, Span, Trigger, Way, parse_probability,
 };
 use crate::net::Address;
 use crate::progress::ProgressMode;
@@ -363,8 +362,8 @@ impl Cli {
     }
 
     /// What the fault flags ask for in `direction` (a pipe's is
-    /// [`Direction::Down`], where values without a prefix apply too).
-    pub fn faults(&self, direction: Direction) -> Faults {
+    /// [`Way::Down`], where values without a prefix apply too).
+    pub fn faults(&self, direction: Way) -> Faults {
         Change::all(&self.fault_changes(), direction)
     }
 

@@ -3,7 +3,7 @@
 
 use super::RemoteTarget;
 use crate::counting::Written;
-use crate::duration::{self, Span};
+use crate::duration::{self, Accepted};
 use shape_bucket::MAX_BURST;
 use shape_bucket::units::{Quantity, SIZE_EXAMPLES, Size};
 use std::time::Duration;
@@ -12,7 +12,7 @@ use std::time::Duration;
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
     duration::parse(
         text,
-        &Span {
+        &Accepted {
             least: Duration::from_millis(10),
             most: Duration::from_secs(3600),
             plain_seconds: true,

@@ -4,7 +4,7 @@
 
 use super::protocol::Request;
 use crate::counting::{Counting, Written};
-use crate::duration::{self, Span};
+use crate::duration::{self, Accepted};
 use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, RateSpec};
 use std::path::Path;
@@ -33,7 +33,7 @@ impl Schedule {
 const SCHEDULE_EXAMPLE: &str = "e.g. \"0s=1MiB, 30s=10MiB, 2m=unlimited\"";
 
 /// What an offset may be: from the start on, without end.
-const OFFSET: Span = Span {
+const OFFSET: Accepted = Accepted {
     least: Duration::ZERO,
     most: Duration::MAX,
     plain_seconds: false,

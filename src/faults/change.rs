@@ -1,7 +1,7 @@
 //! A [`Change`]: one fault flag's value, as given at start or sent by
 //! `--remote` to a running shape, and how it changes [`Faults`].
 
-use super::{Bytes, Directed, Direction, Faults, Probability, Slice, Span, Trigger};
+use super::{Bytes, Directed, Faults, Probability, Slice, Span, Trigger, Way};
 use std::time::Duration;
 
 /// One fault flag and its value.
@@ -101,7 +101,7 @@ impl Change {
 
     /// Changes `faults`, those of `direction`, as this asks; a value not
     /// given for `direction` changes nothing.
-    pub fn apply(&self, faults: &mut Faults, direction: Direction) {
+    pub fn apply(&self, faults: &mut Faults, direction: Way) {
         let span = |value: Option<Span>| value.map_or(Duration::ZERO, |span| span.0);
         let chance = |value: Option<Probability>| value.map_or(0.0, |p| p.0);
         match self {
@@ -138,7 +138,7 @@ impl Change {
 
     /// The faults that `changes`, in order, make of none, for
     /// `direction`.
-    pub fn all(changes: &[Change], direction: Direction) -> Faults {
+    pub fn all(changes: &[Change], direction: Way) -> Faults {
         let mut faults = Faults::default();
         for change in changes {
             change.apply(&mut faults, direction);
@@ -166,8 +166,8 @@ mod tests {
             Change::parse("slice", "up:off").unwrap(),
             Change::parse("stall-after", "2s").unwrap(),
         ];
-        let up = Change::all(&changes, Direction::Up);
-        let down = Change::all(&changes, Direction::Down);
+        let up = Change::all(&changes, Way::Up);
+        let down = Change::all(&changes, Way::Down);
         assert_eq!(up.slice, None);
         assert_eq!(up.drop, 0.0);
         assert_eq!(down.slice.map(|s| s.size), Some(7));

@@ -41,10 +41,10 @@ impl<T: std::str::FromStr<Err = String> + Clone> std::str::FromStr for Directed<
 impl<T: Clone> Directed<T> {
     /// What this says of `direction`: nothing (not given for it), off
     /// (`Some(None)`), or a value.
-    pub fn of(&self, direction: Direction) -> Option<Option<T>> {
+    pub fn of(&self, direction: Way) -> Option<Option<T>> {
         match direction {
-            Direction::Up => self.up.clone(),
-            Direction::Down => self.down.clone(),
+            Way::Up => self.up.clone(),
+            Way::Down => self.down.clone(),
         }
     }
 
@@ -62,19 +62,19 @@ impl<T: Clone> Directed<T> {
 /// One direction of a proxy: the clients' requests, or the replies. A
 /// pipe's one direction is `Down`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub enum Way {
     Up,
     Down,
 }
 
-impl Direction {
-    pub const BOTH: [Direction; 2] = [Direction::Up, Direction::Down];
+impl Way {
+    pub const BOTH: [Way; 2] = [Way::Up, Way::Down];
 
     /// The name used in messages.
     pub fn name(self) -> &'static str {
         match self {
-            Direction::Up => "up",
-            Direction::Down => "down",
+            Way::Up => "up",
+            Way::Down => "down",
         }
     }
 }
@@ -123,19 +123,19 @@ mod tests {
     #[test]
     fn a_value_is_for_both_directions_unless_prefixed_and_off_turns_it_off() {
         let both: Directed<Bytes> = "1KiB".parse().unwrap();
-        assert_eq!(both.of(Direction::Up), Some(Some(Bytes(1024))));
-        assert_eq!(both.of(Direction::Down), Some(Some(Bytes(1024))));
+        assert_eq!(both.of(Way::Up), Some(Some(Bytes(1024))));
+        assert_eq!(both.of(Way::Down), Some(Some(Bytes(1024))));
         assert!(!both.one_sided());
         let down: Directed<Bytes> = "down:7".parse().unwrap();
-        assert_eq!(down.of(Direction::Up), None);
-        assert_eq!(down.of(Direction::Down), Some(Some(Bytes(7))));
+        assert_eq!(down.of(Way::Up), None);
+        assert_eq!(down.of(Way::Down), Some(Some(Bytes(7))));
         assert!(down.one_sided());
         let off: Directed<Bytes> = "up:off".parse().unwrap();
-        assert_eq!(off.of(Direction::Up), Some(None));
+        assert_eq!(off.of(Way::Up), Some(None));
         assert_eq!(off.text(), "up:off");
         let slice: Directed<super::super::Slice> = "down:1KiB:512".parse().unwrap();
         assert_eq!(
-            slice.of(Direction::Down),
+            slice.of(Way::Down),
             Some(Some(super::super::Slice {
                 size: 1024,
                 variation: 512

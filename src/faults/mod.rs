@@ -32,7 +32,7 @@ mod directed;
 mod mischief;
 
 pub use change::Change;
-pub use directed::{Bytes, Directed, Direction, Probability, Span};
+pub use directed::{Bytes, Directed, Probability, Span, Way};
 pub use mischief::{Mischief, ResetStruck, Struck, Tally};
 
 use std::time::Duration;

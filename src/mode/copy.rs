@@ -12,10 +12,10 @@ use crate::conditions::{Conditions, Fixed, Now};
 use crate::control::{Adjuster, Registration};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
-use crate::faults::{Direction, Faults, Mischief, ResetStruck, Struck, Trigger, drop_block};
+use crate::faults::{Faults, Mischief, ResetStruck, Struck, Trigger, Way, drop_block};
 use crate::net;
 use crate::pipe::{
-    CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, Tally, reset_on_close,
+    CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, UnitsOf, reset_on_close,
     when_reader_gone,
 };
 use crate::progress::Reporter;
@@ -66,7 +66,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
             .transpose()
     };
     let size = count_of("--size <SIZE>", &cli.size)?;
-    let faults = cli.faults(Direction::Down);
+    let faults = cli.faults(Way::Down);
     // Cutting a stream after SIZE bytes is stopping after them.
     let stop_after = match (
         count_of("--stop-after <SIZE>", &cli.stop_after)?,
@@ -270,7 +270,7 @@ fn conditions(cli: &Cli) -> Arc<Conditions> {
     let delayed = cli.delay.is_some();
     let faulty = !cli.fault_changes().is_empty() || delayed;
     let now = Now {
-        faults: [Faults::default(), cli.faults(Direction::Down)],
+        faults: [Faults::default(), cli.faults(Way::Down)],
         delay: link.delay,
         jitter: link.jitter,
     };
@@ -306,7 +306,7 @@ fn output(
         }
         Counting::Lines | Counting::Nul => MAX_CHUNK,
     });
-    let faults = conditions.now().faults(Direction::Down);
+    let faults = conditions.now().faults(Way::Down);
     // A copy that has faults, or may come to, looks at every write.
     let with_faults = |output: Output| match conditions.faults_may_change() {
         true => output.with_faults(Mischief::new(faults, seed, drop_block), conditions.clone()),
@@ -328,13 +328,13 @@ fn output(
         }
         .capacity(limit, burst)
     });
-    let tally: Tally = match cli.counting().terminator() {
+    let units_of: UnitsOf = match cli.counting().terminator() {
         None => Box::new(|chunk: &[u8]| chunk.len() as u64),
         Some(end) => {
             Box::new(move |chunk: &[u8]| chunk.iter().filter(|&&byte| byte == end).count() as u64)
         }
     };
-    let counts = (forwarded.clone(), tally);
+    let counts = (forwarded.clone(), units_of);
     // The jitter's draws, apart from the faults'.
     let line = link.line(seed ^ 0x9e37_79b9_7f4a_7c15);
     let line = DelayedOutput::start(file, line, capacity, MonotonicClock, counts)

@@ -10,7 +10,7 @@ use crate::conditions::{Conditions, Now};
 use crate::control::{Adjuster, default_burst};
 use crate::counting::{Counting, Written};
 use crate::exit::Exit;
-use crate::faults::Direction as Way;
+use crate::faults::Way;
 use crate::net::{Address, proxy};
 use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};

@@ -5,7 +5,7 @@
 //! `File` on its descriptor, so the copy loop splices to and from it as
 //! from any other file.
 
-use crate::duration::{self, Span};
+use crate::duration::{self, Accepted};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
@@ -212,7 +212,7 @@ impl Listening {
 pub fn parse_timeout(text: &str) -> Result<Duration, String> {
     duration::parse(
         text,
-        &Span {
+        &Accepted {
             least: Duration::from_millis(1),
             most: Duration::from_secs(3600),
             plain_seconds: false,

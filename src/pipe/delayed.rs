@@ -24,7 +24,7 @@ use std::time::Duration;
 pub type Capacity = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// What a chunk written counts for: its bytes, or the records it ends.
-pub type Tally = Box<dyn Fn(&[u8]) -> u64 + Send>;
+pub type UnitsOf = Box<dyn Fn(&[u8]) -> u64 + Send>;
 
 /// The output behind a delay line. Write to `&DelayedOutput`; call
 /// [`DelayedOutput::finish`] at the end to pass on what is still held.
@@ -59,7 +59,7 @@ impl<C: Clock + Send + Sync + 'static> DelayedOutput<C> {
         line: Line,
         capacity: Capacity,
         clock: C,
-        (forwarded, tally): (Arc<Throughput>, Tally),
+        (forwarded, tally): (Arc<Throughput>, UnitsOf),
     ) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -142,7 +142,7 @@ impl<C: Clock> Shared<C> {
 
     /// The writer thread: passes each chunk on when due, until the line is
     /// closed and empty, or the output fails.
-    fn pass_on(&self, output: &File, forwarded: &Throughput, tally: &Tally) -> io::Result<()> {
+    fn pass_on(&self, output: &File, forwarded: &Throughput, tally: &UnitsOf) -> io::Result<()> {
         // Nothing wakes this sleep early: the chunk at the head, the only
         // one waited for, cannot become due any sooner.
         let never = AtomicU32::new(0);

@@ -19,7 +19,7 @@ mod output;
 mod records;
 mod splice;
 
-pub use delayed::{DelayedOutput, Tally};
+pub use delayed::{DelayedOutput, UnitsOf};
 pub use descriptor::Descriptor;
 pub use gone::when_reader_gone;
 pub use output::{Output, reset_on_close};

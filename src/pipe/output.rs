@@ -4,7 +4,7 @@
 
 use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
 use crate::conditions::{Conditions, Watch};
-use crate::faults::{Direction, Mischief, ResetStruck, Struck, Tally};
+use crate::faults::{Mischief, ResetStruck, Struck, Tally, Way};
 use crate::lock::lock;
 use crate::throughput::Throughput;
 use shape_bucket::MonotonicClock;
@@ -84,7 +84,7 @@ impl Output {
         };
         let mut guard = lock(mischief);
         let (mischief, watch) = &mut *guard;
-        let retune = Some(Retune { conditions, watch });
+        let retune = Some(Retuning { conditions, watch });
         match &self.to {
             To::Direct(file) => pump.to_writer(
                 input,
@@ -141,7 +141,7 @@ impl Output {
 struct Faulty<'a, W: Write + ?Sized> {
     inner: &'a mut W,
     mischief: &'a mut Mischief,
-    retune: Option<Retune<'a>>,
+    retune: Option<Retuning<'a>>,
     /// The delay line written to, if the output delays.
     line: Option<&'a DelayedOutput<MonotonicClock>>,
     /// The chunk, copied so that corruption never touches the input.
@@ -149,7 +149,7 @@ struct Faulty<'a, W: Write + ?Sized> {
 }
 
 /// Where changes come from, and which has been taken.
-struct Retune<'a> {
+struct Retuning<'a> {
     conditions: &'a Conditions,
     watch: &'a mut Watch,
 }
@@ -158,7 +158,7 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
     fn new(
         inner: &'a mut W,
         mischief: &'a mut Mischief,
-        retune: Option<Retune<'a>>,
+        retune: Option<Retuning<'a>>,
         line: Option<&'a DelayedOutput<MonotonicClock>>,
     ) -> Self {
         Faulty {
@@ -172,13 +172,13 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
 
     /// Takes the faults and delay now in force, if they changed.
     fn retune(&mut self) {
-        let Some(Retune { conditions, watch }) = &mut self.retune else {
+        let Some(Retuning { conditions, watch }) = &mut self.retune else {
             return;
         };
         let Some(now) = watch.changed(conditions) else {
             return;
         };
-        self.mischief.set_faults(now.faults(Direction::Down));
+        self.mischief.set_faults(now.faults(Way::Down));
         if let Some(line) = self.line {
             line.set_delay(now.delay, now.jitter);
         }

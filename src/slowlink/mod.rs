@@ -11,7 +11,7 @@ mod line;
 pub use line::Line;
 
 use crate::chunk::MAX_CHUNK;
-use crate::duration::{self, Span};
+use crate::duration::{self, Accepted};
 use shape_bucket::Limit;
 use std::time::Duration;
 
@@ -85,7 +85,7 @@ impl SlowLink {
 pub fn parse_delay(text: &str) -> Result<Duration, String> {
     duration::parse(
         text,
-        &Span {
+        &Accepted {
             least: Duration::ZERO,
             most: LONGEST_DELAY,
             plain_seconds: false,

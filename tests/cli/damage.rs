@@ -100,12 +100,12 @@ fn a_proxy_on_a_share_written_over_stops_with_the_same_line() {
     // The proxy looks at its bucket when anything happens: a client.
     let _client = std::net::TcpStream::connect(&proxy.address);
     let stderr = proxy.wait_for_stderr("--reset");
-    assert!(
-        stderr.contains(&format!(
+    assert_says(
+        &stderr,
+        &format!(
             "shape: share prox: {} was written over while in use",
             path.display()
-        )),
-        "{stderr}"
+        ),
     );
     let (status, _) = proxy.finish();
     assert_eq!(status.code(), Some(1));

@@ -99,7 +99,7 @@ fn flipped_bits_and_lost_chunks_are_counted_exactly_and_replayed_by_seed() {
         .sum();
     assert_eq!(said(&first.stderr, "corrupted "), differing);
     assert!((1500..2700).contains(&differing), "{differing} of 2 MiB");
-    assert!(first.stderr.contains("; seed 7"), "{}", first.stderr);
+    assert_says(&first.stderr, "; seed 7");
     assert!(corrupt("7").stdout == first.stdout, "the same seed");
     assert!(corrupt("8").stdout != first.stdout, "another seed");
 
@@ -191,13 +191,12 @@ fn a_small_loss_rate_loses_something_of_a_short_unlimited_stream_and_stats_say_i
     assert!(lost > 0 && lost % 1024 == 0, "{}", lossy.stderr);
     assert_eq!(lossy.stdout.len() as u64, (1 << 20) - lost);
     let delivered = lossy.stdout.len();
-    assert!(
-        lossy.stderr.contains(&format!(
+    assert_says(
+        &lossy.stderr,
+        &format!(
             "shape: {delivered} bytes ({}) delivered and {lost} bytes dropped in ",
             human(delivered)
-        )),
-        "{}",
-        lossy.stderr
+        ),
     );
 }
 
@@ -334,11 +333,7 @@ fn a_copy_takes_live_changes_of_the_faults_it_can_and_refuses_the_rest() {
     assert_eq!(flip.code(), 0, "{}", flip.stderr);
     let stall = runtime.remote(shape.pid, ["--stall-after", "1KiB"]);
     assert_eq!(stall.code(), 1, "{}", stall.stderr);
-    assert!(
-        stall.stderr.contains("a proxy changes them live"),
-        "{}",
-        stall.stderr
-    );
+    assert_says(&stall.stderr, "a proxy changes them live");
     feeder.join().unwrap();
     let (status, output, stderr) = shape.finish();
     assert!(status.success(), "{stderr}");
@@ -351,5 +346,5 @@ fn a_copy_takes_live_changes_of_the_faults_it_can_and_refuses_the_rest() {
     let plain = runtime.start(["--rate", "1MiB"]);
     let refused = runtime.remote(plain.pid, ["--corrupt", "1"]);
     assert_eq!(refused.code(), 1);
-    assert!(refused.stderr.contains("--drop 0"), "{}", refused.stderr);
+    assert_says(&refused.stderr, "--drop 0");
 }

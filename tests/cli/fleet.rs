@@ -246,11 +246,11 @@ fn redis_stopped_mid_transfer_loses_nothing_and_is_said_once() {
     assert!(output == data, "{} of {} bytes", output.len(), data.len());
     let unreachable = stderr.matches("Redis is unreachable").count();
     assert_eq!(unreachable, 1, "{stderr}");
-    assert!(
-        stderr.contains("going on at 2.00 MiB/s, the last known rate per shape"),
-        "{stderr}"
+    assert_says(
+        &stderr,
+        "going on at 2.00 MiB/s, the last known rate per shape",
     );
-    assert!(stderr.contains("Redis is back"), "{stderr}");
+    assert_says(&stderr, "Redis is back");
 }
 
 #[test]
@@ -280,7 +280,7 @@ fn failures_name_the_address_and_never_the_password() {
     // A malformed address with a password: the usage error hides it.
     let typo = run(shape(["--share", "redis://me:hunter2@/x"]), Stdio::null());
     assert_eq!(typo.code(), 2);
-    assert!(typo.stderr.contains("redis://me:***@/x"), "{}", typo.stderr);
+    assert_says(&typo.stderr, "redis://me:***@/x");
     assert!(!typo.stderr.contains("hunter2"), "{}", typo.stderr);
 
     // The right password from the environment, and a database that is not.
@@ -292,11 +292,7 @@ fn failures_name_the_address_and_never_the_password() {
     from_env.env("SHAPE_REDIS_PASSWORD", "hunter2");
     let no_db = run(from_env, Stdio::null());
     assert_eq!(no_db.code(), 1, "{}", no_db.stderr);
-    assert!(
-        no_db.stderr.contains("DB index is out of range"),
-        "{}",
-        no_db.stderr
-    );
+    assert_says(&no_db.stderr, "DB index is out of range");
     assert!(!no_db.stderr.contains("hunter2"), "{}", no_db.stderr);
 
     let nowhere = run(
@@ -329,7 +325,7 @@ fn a_key_holding_something_else_or_another_unit_is_refused() {
         Stdio::null(),
     );
     assert_eq!(taken.code(), 1);
-    assert!(taken.stderr.contains("WRONGTYPE"), "{}", taken.stderr);
+    assert_says(&taken.stderr, "WRONGTYPE");
 
     let bytes = run_with_input(
         shape(["--share", &redis.share("jobs"), "--rate", "1MiB"]),
@@ -383,16 +379,16 @@ fn a_hung_redis_never_lets_a_holding_shape_spend_more_than_it_leased() {
     // under a second at 2 MiB/s (it was 4 times the rate before leases
     // bounded it).
     assert!(during < (MIB * 0.6) as usize, "{during} bytes while frozen");
-    assert!(
-        stderr.contains("Redis is unreachable (no answer within 1 s); holding the data"),
-        "{stderr}"
+    assert_says(
+        &stderr,
+        "Redis is unreachable (no answer within 1 s); holding the data",
     );
     assert_eq!(
         stderr.matches("Redis is unreachable").count(),
         1,
         "{stderr}"
     );
-    assert!(stderr.contains("Redis is back"), "{stderr}");
+    assert_says(&stderr, "Redis is back");
     assert!(after > 0.7 * 2.0 * MIB, "{after} B/s after Redis came back");
 }
 
@@ -496,8 +492,8 @@ fn trouble_mid_run_is_said_by_its_cause_once_and_when_it_heals() {
     let (_, _, stderr) = shape.stop();
     let refused = stderr.matches("Redis refused the lease").count();
     assert_eq!(refused, 2, "{stderr}");
-    assert!(stderr.contains("WRONGTYPE"), "{stderr}");
-    assert!(stderr.contains("NOPERM"), "{stderr}");
+    assert_says(&stderr, "WRONGTYPE");
+    assert_says(&stderr, "NOPERM");
     let healed = stderr.matches("Redis serves the share again").count();
     assert_eq!(healed, 2, "{stderr}");
     // One line each way, not one a retry (hundreds a second before).
@@ -576,6 +572,6 @@ fn a_server_that_is_not_redis_and_a_redis_user_without_rights_are_said_plainly()
         Stdio::null(),
     );
     assert_eq!(refused.code(), 1, "{}", refused.stderr);
-    assert!(refused.stderr.contains("NOPERM"), "{}", refused.stderr);
+    assert_says(&refused.stderr, "NOPERM");
     assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
 }

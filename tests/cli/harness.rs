@@ -520,3 +520,12 @@ pub fn refusing_port() -> (std::os::fd::OwnedFd, u16) {
         .unwrap();
     (socket, bound.port())
 }
+
+/// Fails the test unless `stderr` says `text`, and shows all it said.
+#[track_caller]
+pub fn assert_says(stderr: &str, text: &str) {
+    assert!(
+        stderr.contains(text),
+        "expected {text:?} on standard error, which said:\n{stderr}"
+    );
+}

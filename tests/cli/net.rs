@@ -208,7 +208,7 @@ fn a_socket_left_by_a_killed_listener_is_replaced_and_nothing_else_is() {
             Stdio::null(),
         );
         assert_eq!(refused.code(), 1, "{}", refused.stderr);
-        assert!(refused.stderr.contains("in use"), "{}", refused.stderr);
+        assert_says(&refused.stderr, "in use");
         assert!(path.exists());
     }
     assert_eq!(std::fs::read(&plain).unwrap(), b"not a socket");

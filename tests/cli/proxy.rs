@@ -501,11 +501,7 @@ fn a_proxy_on_a_share_spends_both_directions_from_it() {
         Stdio::null(),
     );
     assert_eq!(split.code(), 2, "{}", split.stderr);
-    assert!(
-        split.stderr.contains("--rate-up with --share"),
-        "{}",
-        split.stderr
-    );
+    assert_says(&split.stderr, "--rate-up with --share");
 }
 
 /// The context switches every thread of `pid` has made so far: a thread

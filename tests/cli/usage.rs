@@ -135,7 +135,7 @@ fn jitter_without_a_delay_is_refused() {
     let run = run(shape(["--jitter", "10ms"]), Stdio::null());
     assert_eq!(run.code(), 2, "{}", run.stderr);
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
-    assert!(run.stderr.contains("--delay"), "{}", run.stderr);
+    assert_says(&run.stderr, "--delay");
 }
 
 #[test]
@@ -198,11 +198,7 @@ fn a_huge_value_is_quoted_back_cut_short_on_one_line() {
         assert_eq!(run.code(), 2);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
         assert!(run.stderr.len() < 400, "{} bytes", run.stderr.len());
-        assert!(
-            run.stderr.contains(&format!("{}...'", "a".repeat(76))),
-            "{}",
-            run.stderr
-        );
+        assert_says(&run.stderr, &format!("{}...'", "a".repeat(76)));
     }
 }
 

@@ -7,7 +7,7 @@ use super::trouble::Trouble;
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::conditions::{Conditions, Watch};
-use crate::faults::{Direction as Way, ResetStruck};
+use crate::faults::{ResetStruck, Way};
 use crate::slowlink::{Line, SlowLink};
 use crate::throughput::Throughput;
 use shape_bucket::{Clock, Damaged, Reservation};
@@ -36,7 +36,7 @@ pub(super) struct Failure {
 /// their release time, then go out to the other side.
 pub(super) struct Direction {
     /// The end read from and the end written to.
-    ends: (End, End),
+    ends: Ends,
     /// Which way the bytes go, for the faults and delay of that way.
     way: Way,
     /// The link as now: delay and jitter may change while running.
@@ -57,12 +57,41 @@ pub(super) struct Direction {
     done: bool,
 }
 
+/// The two ends of a direction: read from one, written to the other.
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    from: End,
+    to: End,
+}
+
+impl Ends {
+    /// Up is the client's requests, down the server's replies.
+    fn of(way: Way) -> Ends {
+        match way {
+            Way::Up => Ends {
+                from: End::Client,
+                to: End::Server,
+            },
+            Way::Down => Ends {
+                from: End::Server,
+                to: End::Client,
+            },
+        }
+    }
+}
+
+/// What a direction's random choices are drawn from.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Seeds {
+    pub(super) jitter: u64,
+    pub(super) faults: u64,
+}
+
 /// Where a direction starts from.
-pub(super) struct Start<'a> {
+pub(super) struct Setup<'a> {
     pub(super) link: &'a SlowLink,
     pub(super) conditions: &'a Conditions,
-    /// The seeds of the jitter and of the faults.
-    pub(super) seeds: (u64, u64),
+    pub(super) seeds: Seeds,
     /// Whether the faults are done to this connection.
     pub(super) affected: bool,
     /// What `--drop` loses at once.
@@ -71,8 +100,8 @@ pub(super) struct Start<'a> {
 }
 
 impl Direction {
-    /// A direction from `from` to `to`, going `way`.
-    pub(super) fn new((from, to): (End, End), way: Way, start: &Start) -> Direction {
+    /// The direction that goes `way`.
+    pub(super) fn new(way: Way, start: &Setup) -> Direction {
         let mut watch = Watch::default();
         let now = watch.now(start.conditions);
         let link = SlowLink {
@@ -82,13 +111,13 @@ impl Direction {
         };
         let faults = now.faults(way);
         Direction {
-            ends: (from, to),
+            ends: Ends::of(way),
             way,
             link,
-            line: link.line(start.seeds.0),
+            line: link.line(start.seeds.jitter),
             trouble: start
                 .affected
-                .then(|| Trouble::new(faults, start.seeds.1, start.block, start.now)),
+                .then(|| Trouble::new(faults, start.seeds.faults, start.block, start.now)),
             watch,
             unpaid: None,
             sending: None,
@@ -125,12 +154,17 @@ impl Direction {
     /// when tokens will be covered, a chunk is due or a fault strikes.
     pub(super) fn step(
         &mut self,
-        (from, to): (&mut Stream, &mut Stream),
+        from: &mut Stream,
+        to: &mut Stream,
         bucket: &Bucket,
-        (conditions, forwarded): (&Conditions, &Throughput),
+        conditions: &Conditions,
+        passed: &Throughput,
         scratch: &mut [u8],
     ) -> Result<Option<u64>, Failure> {
-        let (from_end, to_end) = self.ends;
+        let Ends {
+            from: from_end,
+            to: to_end,
+        } = self.ends;
         let at = |end| move |err| Failure { end, err };
         let now = bucket.clock().now();
         self.retune(conditions, now);
@@ -142,7 +176,7 @@ impl Direction {
         // by then, and nothing would come back for the chunk.
         let (tokens, paused) = loop {
             let (sent, paused) = self
-                .send_due(to, bucket.clock().now(), forwarded)
+                .send_due(to, bucket.clock().now(), passed)
                 .map_err(at(to_end))?;
             let (paid, tokens) = self.settle(bucket).map_err(at(from_end))?;
             let read = self.read(from, bucket, scratch).map_err(at(from_end))?;
@@ -361,15 +395,19 @@ impl Connection {
         scratch: &mut [u8],
     ) -> Result<(), Failure> {
         let up = self.up.step(
-            (&mut self.client, &mut self.server),
+            &mut self.client,
+            &mut self.server,
             &self.buckets.0,
-            (conditions, passed_up),
+            conditions,
+            passed_up,
             scratch,
         )?;
         let down = self.down.step(
-            (&mut self.server, &mut self.client),
+            &mut self.server,
+            &mut self.client,
             &self.buckets.1,
-            (conditions, passed_down),
+            conditions,
+            passed_down,
             scratch,
         )?;
         self.wake_at = earliest(up, down);

@@ -32,7 +32,7 @@ mod trouble;
 
 use crate::bucket::Bucket;
 use crate::conditions::Conditions;
-use crate::faults::Direction as Way;
+use crate::faults::Way;
 use crate::net::Address;
 use crate::progress::Printer;
 use crate::slowlink::SlowLink;

@@ -2,11 +2,11 @@
 
 use super::Shaping;
 use super::alarm::Alarm;
-use super::connection::{BUFFER, Connection, Direction, End, Start, buckets};
+use super::connection::{BUFFER, Connection, Direction, End, Seeds, Setup, buckets};
 use super::stream::{Listener, Stream};
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
-use crate::faults::{Direction as Way, ResetStruck, drop_block};
+use crate::faults::{ResetStruck, Way, drop_block};
 use crate::message::one_line;
 use crate::net::Address;
 use mio::net::{TcpStream, UnixStream};
@@ -293,7 +293,7 @@ impl<'a> Server<'a> {
         let now = self.clock.now();
         let start = |seeds, bucket: &Bucket| {
             let (limit, burst) = bucket.limit_and_burst();
-            Start {
+            Setup {
                 link: &self.shaping.link,
                 conditions: &self.shaping.conditions,
                 seeds,
@@ -304,17 +304,13 @@ impl<'a> Server<'a> {
                 now,
             }
         };
-        let (up_seeds, down_seeds) = ((self.seed(), self.seed()), (self.seed(), self.seed()));
-        let up = Direction::new(
-            (End::Client, End::Server),
-            Way::Up,
-            &start(up_seeds, &buckets.0),
-        );
-        let down = Direction::new(
-            (End::Server, End::Client),
-            Way::Down,
-            &start(down_seeds, &buckets.1),
-        );
+        let mut seeds = || Seeds {
+            jitter: self.seed(),
+            faults: self.seed(),
+        };
+        let (up_seeds, down_seeds) = (seeds(), seeds());
+        let up = Direction::new(Way::Up, &start(up_seeds, &buckets.0));
+        let down = Direction::new(Way::Down, &start(down_seeds, &buckets.1));
         let entry = self.connections.vacant_entry();
         let key = entry.key();
         let mut connection = Connection {
