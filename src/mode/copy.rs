@@ -9,7 +9,7 @@ use crate::bucket::Bucket;
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
 use crate::conditions::{Conditions, Fixed, Now};
-use crate::control::{Adjuster, Registration};
+use crate::control::{Adjuster, Registration, fleet};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
 use crate::faults::{Faults, Mischief, ResetStruck, Struck, Trigger, Way, drop_block};
@@ -18,7 +18,7 @@ use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, UnitsOf, reset_on_close,
     when_reader_gone,
 };
-use crate::progress::Reporter;
+use crate::progress::{Printer, Reporter};
 use crate::slowlink::SlowLink;
 use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
@@ -29,18 +29,39 @@ use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
 
 /// How long `--connect` keeps trying without `--connect-timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Copies every input; [`Exit::Failure`] if an input could not be read
 /// (the others are still copied). A failing output ends the run with an
-/// error, or, if the reader downstream went away, by SIGPIPE.
+/// error, or, if the reader downstream went away, by SIGPIPE; a reset
+/// that `--reset-after` asked for with status 3, once the run is wound
+/// up as after any other end (a fleet's share given back, `--stats`).
 pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
+    let asked = check(cli)?;
+    let set = set_up(cli, &asked)?;
+    let ending = copy(cli, &asked, &set);
+    finish(cli, &asked, set, ending)
+}
+
+/// What the command line asks of a copy, checked.
+struct Asked {
+    start: Start,
+    /// The faults of the one direction a copy has.
+    faults: Faults,
+    size: Option<u64>,
+    /// `--stop-after`, or `--cut-after` if that is less.
+    stop_after: Option<u64>,
+    seed: u64,
+}
+
+/// Checks what only a proxy may be asked, and reads the amounts in the
+/// units counted.
+fn check(cli: &Cli) -> anyhow::Result<Asked> {
     let start = Start::of(cli)?;
-    let counting = start.counting;
-    let (bucket, member) = bucket(cli, &start)?;
     if let Some(change) = cli.fault_changes().iter().find(|change| change.one_sided()) {
         return Err(UsageError(format!(
             "--{} {}: up: and down: are for a proxy's two directions",
@@ -55,10 +76,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         )
         .into());
     }
-    let conditions = conditions(cli);
-    let adjuster = Arc::new(
-        Adjuster::new(bucket.clone(), counting, start.burst.is_some()).retuning(conditions.clone()),
-    );
+    let counting = start.counting;
     let count_of = |flag, given: &Option<Written<Quantity>>| {
         given
             .as_ref()
@@ -75,23 +93,73 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         (Some(stop), Some(cut)) => Some(stop.min(cut)),
         (stop, cut) => stop.or(cut),
     };
-    let seed = cli.seed.unwrap_or_else(|| fastrand::u64(..));
+    Ok(Asked {
+        start,
+        faults,
+        size,
+        stop_after,
+        seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
+    })
+}
+
+/// A copy ready to run: its bucket, its output, and what watches it.
+struct SetUp {
+    bucket: Arc<Bucket>,
+    member: Option<fleet::Member>,
+    inputs: Vec<Input>,
+    forwarded: Arc<Throughput>,
+    reporter: Option<Reporter>,
+    say: Printer,
+    started: Instant,
+    registration: Option<Registration>,
+    output: Arc<Output>,
+    output_name: String,
+    /// The output again, to close with a reset (a socket's).
+    resetter: Option<File>,
+    struck: Option<Arc<Struck>>,
+    /// Told when the copy ends, and when a reset that counts time strikes.
+    ending: (Sender<Ending>, Receiver<Ending>),
+}
+
+/// How a copy ended.
+enum Ending {
+    /// Every input was taken, or the output failed; whether every input
+    /// could be read.
+    Copied {
+        all_read: bool,
+        failed: Option<CopyError>,
+    },
+    /// `--reset-after` struck, by time or at its byte.
+    Reset,
+}
+
+/// Opens everything a copy needs, starts its live controls, and the
+/// timers of faults that count time.
+fn set_up(cli: &Cli, asked: &Asked) -> anyhow::Result<SetUp> {
+    let counting = asked.start.counting;
+    let (bucket, member) = bucket(cli, &asked.start)?;
+    let conditions = conditions(cli);
+    let adjuster = Arc::new(
+        Adjuster::new(bucket.clone(), counting, asked.start.burst.is_some())
+            .retuning(conditions.clone()),
+    );
     let inputs = Input::all(cli);
     let known = match counting {
         Counting::Bytes => Input::known_total(&inputs),
         // Records are not counted ahead.
         _ => None,
     };
-    let total = size
+    let total = asked
+        .size
         .or(known)
-        .map(|total| stop_after.map_or(total, |stop| total.min(stop)));
+        .map(|total| asked.stop_after.map_or(total, |stop| total.min(stop)));
     let forwarded = Arc::new(Throughput::default());
     let passed = Passed::One(forwarded.clone());
     let reporter = start_reporter(cli, &passed, total, &bucket);
     let say = printer(reporter.as_ref());
-    let (started, registration) = go_live(cli, &start, adjuster, &passed, say.clone())?;
+    let (started, registration) = go_live(cli, &asked.start, adjuster, &passed, say.clone())?;
     let (file, output_name) = open_output(cli)?;
-    if faults.stall_after.is_some() {
+    if asked.faults.stall_after.is_some() {
         // Stalled, nothing is written, so a reader that left is never met
         // by a write: end as the write would have.
         let unregister = registration.as_ref().map(Registration::remover);
@@ -103,95 +171,207 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         })
         .context("watch the output")?;
     }
-    let output = output(cli, file, &bucket, &forwarded, (&conditions, seed))?;
+    let output = output(cli, file, &bucket, &forwarded, (&conditions, asked.seed))?;
     let resetter = output.resetter();
-    if let Some(struck) = output.struck() {
-        strike_in_time(&faults, &struck, resetter.as_ref(), cli.quiet);
+    let struck = output.struck();
+    let ending = mpsc::channel();
+    if let Some(struck) = &struck {
+        strike_in_time(&asked.faults, struck, ending.0.clone());
     }
-    let count = output.pump_count(&forwarded);
-    let mut pump: Box<dyn Forward> = match counting.terminator() {
-        None => Box::new(
-            Pump::new(&bucket, count, stop_after).with_max_chunk(cli.slow_link().max_chunk()),
-        ),
-        Some(terminator) => Box::new(RecordPump::new(&bucket, count, terminator, stop_after)),
-    };
-    // The reader downstream went away: die of SIGPIPE at once, as cat and
-    // pv do, without a last word; any other failure ends the bar first.
-    let write_failed = |err: io::Error, reporter: Option<Reporter>| {
-        if err.kind() == io::ErrorKind::BrokenPipe {
-            drop(registration);
-            die_of_sigpipe();
-        }
-        if ResetStruck::is(&err) {
-            reset_now(resetter.as_ref(), cli.quiet);
-        }
-        if let Some(reporter) = reporter {
-            reporter.finish();
-        }
-        anyhow!(err).context(format!("write to {output_name}"))
-    };
-    let say = (!cli.quiet).then_some(say);
-    let mut all_read = true;
-    for source in &inputs {
-        let input = match source.open(say.as_ref()) {
-            Ok(input) => input,
-            Err(err) => {
-                warn(&anyhow!(err).context(source.to_string()));
-                all_read = false;
-                continue;
-            }
-        };
-        match output.forward(pump.as_mut(), &input) {
-            Ok(Ended::InputDone) => {}
-            Ok(Ended::LimitReached) => break,
-            Err(CopyError::Read(err)) => {
-                warn(&anyhow!(err).context(format!("read from {source}")));
-                all_read = false;
-            }
-            Err(CopyError::Write(err)) => return Err(write_failed(err, reporter)),
-            Err(CopyError::Damaged(_)) => {
-                if let Some(reporter) = reporter {
-                    reporter.finish();
+    Ok(SetUp {
+        bucket,
+        member,
+        inputs,
+        forwarded,
+        reporter,
+        say,
+        started,
+        registration,
+        output: Arc::new(output),
+        output_name,
+        resetter,
+        struck,
+        ending,
+    })
+}
+
+/// Copies every input in turn on a thread of its own, and waits for it to
+/// end, or for a reset that counts time, which may strike while the copy
+/// waits for its input. A copy that stalled waits on after its input, for
+/// a reset or for shape to be ended.
+fn copy(cli: &Cli, asked: &Asked, set: &SetUp) -> Ending {
+    let copier = {
+        let (bucket, forwarded, output) = (
+            set.bucket.clone(),
+            set.forwarded.clone(),
+            set.output.clone(),
+        );
+        let inputs = set.inputs.clone();
+        let say = (!cli.quiet).then(|| set.say.clone());
+        let terminator = asked.start.counting.terminator();
+        let (stop_after, max_chunk) = (asked.stop_after, cli.slow_link().max_chunk());
+        let done = set.ending.0.clone();
+        std::thread::Builder::new()
+            .name("copy".into())
+            .spawn(move || {
+                let count = output.pump_count(&forwarded);
+                let mut pump: Box<dyn Forward> = match terminator {
+                    None => {
+                        Box::new(Pump::new(&bucket, count, stop_after).with_max_chunk(max_chunk))
+                    }
+                    Some(terminator) => {
+                        Box::new(RecordPump::new(&bucket, count, terminator, stop_after))
+                    }
+                };
+                let mut all_read = true;
+                let mut failed = None;
+                for source in &inputs {
+                    let input = match source.open(say.as_ref()) {
+                        Ok(input) => input,
+                        Err(err) => {
+                            warn(&anyhow!(err).context(source.to_string()));
+                            all_read = false;
+                            continue;
+                        }
+                    };
+                    match output.forward(pump.as_mut(), &input) {
+                        Ok(Ended::InputDone) => {}
+                        Ok(Ended::LimitReached) => break,
+                        Err(CopyError::Read(err)) => {
+                            warn(&anyhow!(err).context(format!("read from {source}")));
+                            all_read = false;
+                        }
+                        Err(err) => {
+                            failed = Some(err);
+                            break;
+                        }
+                    }
                 }
-                return Err(anyhow!(crate::bucket::damage_line(&bucket)));
-            }
-        }
-    }
-    drop(pump);
-    if output
-        .struck()
-        .is_some_and(|struck| struck.stalled.load(Ordering::Relaxed))
-    {
-        // A black hole: the output stays open, and nothing more comes,
-        // until shape is ended.
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-    }
-    let tally = output.tally();
-    let file = match output.finish(&forwarded) {
-        Ok(file) => file,
-        Err(err) => return Err(write_failed(err, reporter)),
+                let _ = done.send(Ending::Copied { all_read, failed });
+            })
     };
-    if !faults.slow_close.is_zero() {
-        std::thread::sleep(faults.slow_close);
+    let copier = match copier {
+        Ok(copier) => copier,
+        Err(err) => {
+            return Ending::Copied {
+                all_read: false,
+                failed: Some(CopyError::Write(err)),
+            };
+        }
+    };
+    let receive = || set.ending.1.recv().unwrap_or(Ending::Reset);
+    let ending = receive();
+    if let Ending::Copied { .. } = ending {
+        // It has said its last: let it let go of the output too.
+        let _ = copier.join();
     }
-    if cli.connect.is_some() {
-        net::finish(file).with_context(|| format!("close the connection to {output_name}"))?;
+    let stalled = set
+        .struck
+        .as_ref()
+        .is_some_and(|struck| struck.stalled.load(Ordering::Relaxed));
+    match ending {
+        // A black hole: the output stays open, and nothing more comes,
+        // until shape is ended or reset.
+        Ending::Copied { failed: None, .. } if stalled => loop {
+            if let Ending::Reset = receive() {
+                return Ending::Reset;
+            }
+        },
+        ending => ending,
     }
+}
+
+/// Winds the copy up after `ending`: writes out what the delay line holds
+/// and closes the output (a reset closes it at once), gives back a
+/// fleet's share, says what the faults did and `--stats`.
+fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Result<Exit> {
+    let SetUp {
+        bucket,
+        member,
+        forwarded,
+        reporter,
+        started,
+        registration,
+        output,
+        output_name,
+        resetter,
+        ..
+    } = set;
+    let faults = &asked.faults;
+    let ending = match ending {
+        Ending::Copied {
+            failed: Some(CopyError::Write(err)),
+            ..
+        } if ResetStruck::is(&err) => Ending::Reset,
+        ending => ending,
+    };
+    let (exit, tally) = match ending {
+        Ending::Reset => {
+            if let Some(output) = &resetter {
+                reset_on_close(output);
+            }
+            if !cli.quiet {
+                eprintln!("shape: reset, as --reset-after asked");
+            }
+            // The copy may still be in the middle of a write: what the
+            // faults did is said if it can be had now.
+            (Exit::Reset, output.tally_if_free())
+        }
+        Ending::Copied {
+            failed: Some(failure),
+            ..
+        } => {
+            let err = match failure {
+                CopyError::Damaged(_) => anyhow!(crate::bucket::damage_line(&bucket)),
+                CopyError::Write(err) | CopyError::Read(err) => {
+                    return Err(write_failed(err, &output_name, registration, reporter));
+                }
+            };
+            if let Some(reporter) = reporter {
+                reporter.finish();
+            }
+            return Err(err);
+        }
+        Ending::Copied {
+            all_read,
+            failed: None,
+        } => {
+            let tally = output.tally();
+            // The copy has ended: the output is this thread's alone again.
+            let Ok(output) = Arc::try_unwrap(output) else {
+                unreachable!("the copy's thread has ended");
+            };
+            let file = match output.finish(&forwarded) {
+                Ok(file) => file,
+                Err(err) => return Err(write_failed(err, &output_name, registration, reporter)),
+            };
+            if !faults.slow_close.is_zero() {
+                std::thread::sleep(faults.slow_close);
+            }
+            if cli.connect.is_some() {
+                net::finish(file)
+                    .with_context(|| format!("close the connection to {output_name}"))?;
+            }
+            let exit = match all_read {
+                true => Exit::Success,
+                false => Exit::Failure,
+            };
+            (exit, tally)
+        }
+    };
     if let Some(member) = member {
         member.leave();
     }
     if let Some(reporter) = reporter {
         reporter.finish();
     }
-    if let (Some(line), false) = (tally.and_then(|tally| tally.line(&faults)), cli.quiet) {
+    if let (Some(line), false) = (tally.and_then(|tally| tally.line(faults)), cli.quiet) {
         eprintln!("{line}");
     }
     if cli.stats && !cli.quiet {
         let (limit, burst) = bucket.limit_and_burst();
         let stats = Stats {
-            counting,
+            counting: asked.start.counting,
             count: forwarded.total(),
             dropped: tally.map_or(0, |tally| tally.dropped_bytes),
             seconds: started.elapsed().as_secs_f64(),
@@ -200,20 +380,36 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
             written: cli
                 .rate
                 .as_ref()
-                .filter(|_| limit == start.limit)
+                .filter(|_| limit == asked.start.limit)
                 .map(|rate| rate.text.as_str()),
         };
         let mut line = stats.line();
         if faults.alter() || !cli.jitter.unwrap_or_default().is_zero() {
-            line += &format!("; seed {seed}");
+            line += &format!("; seed {}", asked.seed);
         }
         eprintln!("{line}");
     }
-    Ok(if all_read {
-        Exit::Success
-    } else {
-        Exit::Failure
-    })
+    drop(registration);
+    Ok(exit)
+}
+
+/// A write that failed. The reader downstream went away: die of SIGPIPE
+/// at once, as cat and pv do, without a last word; any other failure ends
+/// the bar first and is said.
+fn write_failed(
+    err: io::Error,
+    output_name: &str,
+    registration: Option<Registration>,
+    reporter: Option<Reporter>,
+) -> anyhow::Error {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        drop(registration);
+        die_of_sigpipe();
+    }
+    if let Some(reporter) = reporter {
+        reporter.finish();
+    }
+    anyhow!(err).context(format!("write to {output_name}"))
 }
 
 /// The output asked for, and its name for messages: a connection, or
@@ -342,8 +538,9 @@ fn output(
     Ok(with_faults(Output::delayed(line)))
 }
 
-/// Starts the timers of a stall or reset that counts time.
-fn strike_in_time(faults: &Faults, struck: &Arc<Struck>, resetter: Option<&File>, quiet: bool) {
+/// Starts the timers of a stall or reset that counts time. A reset is
+/// told to the copy's owner, which winds the copy up.
+fn strike_in_time(faults: &Faults, struck: &Arc<Struck>, ending: Sender<Ending>) {
     if let Some(after) = faults.stall_after.and_then(Trigger::time) {
         let struck = struck.clone();
         std::thread::spawn(move || {
@@ -352,25 +549,13 @@ fn strike_in_time(faults: &Faults, struck: &Arc<Struck>, resetter: Option<&File>
         });
     }
     if let Some(after) = faults.reset_after.and_then(Trigger::time) {
-        // The reset ends shape even while it waits for its input.
-        let resetter = resetter.and_then(|file| file.try_clone().ok());
+        let struck = struck.clone();
         std::thread::spawn(move || {
             std::thread::sleep(after);
-            reset_now(resetter.as_ref(), quiet);
+            struck.reset.store(true, Ordering::Relaxed);
+            let _ = ending.send(Ending::Reset);
         });
     }
-}
-
-/// Ends shape as `--reset-after` asks: status 3, and the output closed
-/// with a reset if it is a socket.
-fn reset_now(output: Option<&File>, quiet: bool) -> ! {
-    if let Some(output) = output {
-        reset_on_close(output);
-    }
-    if !quiet {
-        eprintln!("shape: reset, as --reset-after asked");
-    }
-    std::process::exit(Exit::Reset.code())
 }
 
 /// What the `--stats` line reports.

@@ -120,6 +120,15 @@ impl Output {
             .map(|(mischief, _)| lock(mischief).0.tally)
     }
 
+    /// What the faults did so far, if nobody is copying through them at
+    /// this moment: for a copy ended from outside, which must not wait for
+    /// a write that may never end.
+    pub fn tally_if_free(&self) -> Option<Tally> {
+        let (mischief, _) = self.mischief.as_ref()?;
+        let held = mischief.try_lock().ok()?;
+        Some(held.0.tally)
+    }
+
     /// Waits until every byte is out, and gives the output file back.
     /// `forwarded` then holds everything the pump put in: for records, the
     /// last one may have had no terminator for the line to count.

@@ -3,7 +3,7 @@
 //! by seed. What the reader downstream sees is what is checked.
 
 use crate::harness::*;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -315,6 +315,43 @@ fn a_reset_after_a_time_ends_shape_with_status_three_even_while_it_waits() {
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(started.elapsed() >= Duration::from_millis(250));
     assert_eq!(stderr, "shape: reset, as --reset-after asked\n");
+}
+
+#[test]
+fn a_reset_winds_the_run_up_as_any_end_does_stats_and_all() {
+    let runtime = Runtime::new("reset-unwinds");
+    let mut child = runtime
+        .shape(["--reset-after", "300ms", "--stats", "--rate", "1MiB"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&[1; 1000]).unwrap();
+    // Held open: shape waits for more input when the reset comes.
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert_eq!(lines[0], "shape: reset, as --reset-after asked");
+    assert!(
+        lines[1].starts_with("shape: 1000 bytes (1000 B) in 0."),
+        "the run was wound up, --stats too: {stderr}"
+    );
+    // Gone, as a run that ends does: nothing of it is left behind.
+    let left: Vec<_> = std::fs::read_dir(runtime.control_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
