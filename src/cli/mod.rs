@@ -10,9 +10,7 @@ mod values;
 use crate::control::fleet::Fallback;
 use crate::control::{Schedule, ShareName};
 use crate::counting::{Counting, Written};
-use crate::faults::{
-    Bytes, Change, Directed, Faults, Probability, Slice, Span, Trigger, Way, parse_probability,
-};
+use crate::faults::{Change, FaultFlags, Faults, Way, parse_probability};
 use crate::net::Address;
 use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
@@ -202,54 +200,9 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", value_parser = parse_max_buffer, allow_hyphen_values = true)]
     pub max_buffer: Option<Size>,
 
-    /// Cut every write into pieces of about SIZE bytes (each within
-    /// SIZE ± VARIATION), each written on its own, as a slow or
-    /// fragmenting server would send them: '7', '1KiB:512'. Every fault
-    /// flag takes 'off', and in a proxy 'up:' or 'down:' before its value
-    /// for one direction: 'down:7'.
-    #[arg(long, value_name = "SIZE[:VARIATION]", allow_hyphen_values = true)]
-    pub slice: Vec<Directed<Slice>>,
-
-    /// With --slice: the pause between two pieces.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        requires = "slice",
-        allow_hyphen_values = true
-    )]
-    pub slice_pause: Vec<Directed<Span>>,
-
-    /// Lose each block of the stream (1 KiB, or 2.5 ms of data at the
-    /// starting rate if that is less) with probability PROB, '0.01' or
-    /// '1%': for tests of checksums and framing. The blocks and bytes lost
-    /// are said at the end.
-    #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
-    pub drop: Vec<Directed<Probability>>,
-
-    /// Flip one random bit of each byte with probability PROB. The bytes
-    /// touched are said at the end.
-    #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
-    pub corrupt: Vec<Directed<Probability>>,
-
-    /// Forward exactly SIZE bytes, then close cleanly, as a server that
-    /// cuts a response short.
-    #[arg(long, value_name = "SIZE", conflicts_with_all = ["lines", "null"], allow_hyphen_values = true)]
-    pub cut_after: Vec<Directed<Bytes>>,
-
-    /// Hold the close this long after the end of the data.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    pub slow_close: Vec<Directed<Span>>,
-
-    /// After that much data or time, forward nothing more but keep the
-    /// output open, as a server that stops answering: a size ('1KiB') or a
-    /// time ('2s', '1min').
-    #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
-    pub stall_after: Vec<Directed<Trigger>>,
-
-    /// After that much data or time, reset: a socket is closed with a
-    /// reset (RST), and shape ends with status 3.
-    #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
-    pub reset_after: Vec<Directed<Trigger>>,
+    /// The fault flags, from the one table of faults.
+    #[command(flatten)]
+    pub fault_flags: FaultFlags,
 
     /// Proxy: do the faults to this fraction of connections only (PROB,
     /// '0.5' or '50%'), the others passing clean; which ones is drawn
@@ -349,16 +302,7 @@ impl Cli {
 
     /// The fault flags given, flag by flag, each in the order given.
     pub fn fault_changes(&self) -> Vec<Change> {
-        let mut changes: Vec<Change> = Vec::new();
-        changes.extend(self.slice.iter().cloned().map(Change::Slice));
-        changes.extend(self.slice_pause.iter().cloned().map(Change::SlicePause));
-        changes.extend(self.drop.iter().cloned().map(Change::Drop));
-        changes.extend(self.corrupt.iter().cloned().map(Change::Corrupt));
-        changes.extend(self.cut_after.iter().cloned().map(Change::CutAfter));
-        changes.extend(self.slow_close.iter().cloned().map(Change::SlowClose));
-        changes.extend(self.stall_after.iter().cloned().map(Change::StallAfter));
-        changes.extend(self.reset_after.iter().cloned().map(Change::ResetAfter));
-        changes
+        self.fault_flags.changes()
     }
 
     /// What the fault flags ask for in `direction` (a pipe's is

@@ -1,156 +1,183 @@
 //! A [`Change`]: one fault flag's value, as given at start or sent by
 //! `--remote` to a running shape, and how it changes [`Faults`].
+//!
+//! Every fault is one row of the table below: its flag's name, the kind of
+//! value it takes, whether it ends or holds a stream (those a copy takes
+//! at start only), its help text and clap attributes, and what it does to
+//! [`Faults`]. The command line ([`FaultFlags`], flattened into the CLI),
+//! the remote protocol ([`Change::parse`], [`Change::name`]) and those
+//! who carry faults out ([`Change::apply`]) all read it. Adding a fault is
+//! a row here, a field in [`Faults`], and the code that does it.
 
 use super::{Bytes, Directed, Faults, Probability, Slice, Span, Trigger, Way};
 use std::time::Duration;
 
-/// One fault flag and its value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Change {
-    Slice(Directed<Slice>),
-    SlicePause(Directed<Span>),
-    Drop(Directed<Probability>),
-    Corrupt(Directed<Probability>),
-    CutAfter(Directed<Bytes>),
-    SlowClose(Directed<Span>),
-    StallAfter(Directed<Trigger>),
-    ResetAfter(Directed<Trigger>),
+/// The table: for each fault, its help text and clap attributes, then
+/// `field (name): Variant(kind), ends: bool, |faults, value| effect`, where
+/// `value` is the flag's value for one direction, `None` for `off`.
+macro_rules! fault_table {
+    ($(
+        $(#[$attribute:meta])*
+        $field:ident ($name:literal): $variant:ident($kind:ty), ends: $ends:literal,
+            |$faults:ident, $value:ident| $effect:expr;
+    )*) => {
+        /// One fault flag and its value.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Change {
+            $($variant(Directed<$kind>),)*
+        }
+
+        /// Every fault flag of the command line, each given any number of
+        /// times (the last given for a direction counts).
+        #[derive(Debug, Clone, Default, clap::Args)]
+        pub struct FaultFlags {
+            $($(#[$attribute])* pub $field: Vec<Directed<$kind>>,)*
+        }
+
+        impl FaultFlags {
+            /// The fault flags given, flag by flag, each in the order given.
+            pub fn changes(&self) -> Vec<Change> {
+                let mut changes = Vec::new();
+                $(changes.extend(self.$field.iter().cloned().map(Change::$variant));)*
+                changes
+            }
+        }
+
+        /// Every fault flag, by the name a message carries (the flag
+        /// without its dashes).
+        pub const NAMES: &[&str] = &[$($name),*];
+
+        impl Change {
+            /// The change that flag `name` (as [`Change::name`] gives it)
+            /// with `text` asks for.
+            pub fn parse(name: &str, text: &str) -> Result<Change, String> {
+                match name {
+                    $($name => Ok(Change::$variant(text.parse()?)),)*
+                    _ => Err(format!(
+                        "no fault is called '{}' (the faults: {})",
+                        name.escape_debug(),
+                        NAMES.join(", ")
+                    )),
+                }
+            }
+
+            /// The flag's name without its dashes: `slice-pause`.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Change::$variant(_) => $name,)*
+                }
+            }
+
+            /// True for the faults that end or hold a stream, which a copy
+            /// takes at start only.
+            pub fn ends(&self) -> bool {
+                match self {
+                    $(Change::$variant(_) => $ends,)*
+                }
+            }
+
+            /// The value as the user wrote it.
+            pub fn text(&self) -> &str {
+                match self {
+                    $(Change::$variant(value) => value.text(),)*
+                }
+            }
+
+            /// True if the value was given for one direction only.
+            pub fn one_sided(&self) -> bool {
+                match self {
+                    $(Change::$variant(value) => value.one_sided(),)*
+                }
+            }
+
+            /// Changes `faults`, those of `way`, as this asks; a value not
+            /// given for `way` changes nothing.
+            pub fn apply(&self, faults: &mut Faults, way: Way) {
+                match self {
+                    $(Change::$variant(value) => {
+                        if let Some($value) = value.of(way) {
+                            let $faults = &mut *faults;
+                            $effect
+                        }
+                    })*
+                }
+            }
+        }
+    };
 }
 
-/// Every fault flag, by the name a message carries (the flag without its
-/// dashes).
-const NAMES: [&str; 8] = [
-    "slice",
-    "slice-pause",
-    "drop",
-    "corrupt",
-    "cut-after",
-    "slow-close",
-    "stall-after",
-    "reset-after",
-];
+fault_table! {
+    /// Cut every write into pieces of about SIZE bytes (each within
+    /// SIZE ± VARIATION), each written on its own, as a slow or
+    /// fragmenting server would send them: '7', '1KiB:512'. Every fault
+    /// flag takes 'off', and in a proxy 'up:' or 'down:' before its value
+    /// for one direction: 'down:7'.
+    #[arg(long, value_name = "SIZE[:VARIATION]", allow_hyphen_values = true)]
+    slice ("slice"): Slice(Slice), ends: false,
+        |faults, value| faults.slice = value;
+
+    /// With --slice: the pause between two pieces.
+    #[arg(long, value_name = "DURATION", requires = "slice", allow_hyphen_values = true)]
+    slice_pause ("slice-pause"): SlicePause(Span), ends: false,
+        |faults, value| faults.slice_pause = span(value);
+
+    /// Lose each block of the stream (1 KiB, or 2.5 ms of data at the
+    /// starting rate if that is less) with probability PROB, '0.01' or
+    /// '1%': for tests of checksums and framing. The blocks and bytes lost
+    /// are said at the end.
+    #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
+    drop ("drop"): Drop(Probability), ends: false,
+        |faults, value| faults.drop = chance(value);
+
+    /// Flip one random bit of each byte with probability PROB. The bytes
+    /// touched are said at the end.
+    #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
+    corrupt ("corrupt"): Corrupt(Probability), ends: false,
+        |faults, value| faults.corrupt = chance(value);
+
+    /// Forward exactly SIZE bytes, then close cleanly, as a server that
+    /// cuts a response short.
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["lines", "null"], allow_hyphen_values = true)]
+    cut_after ("cut-after"): CutAfter(Bytes), ends: true,
+        |faults, value| faults.cut_after = value.map(|bytes| bytes.0);
+
+    /// Hold the close this long after the end of the data.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    slow_close ("slow-close"): SlowClose(Span), ends: true,
+        |faults, value| faults.slow_close = span(value);
+
+    /// After that much data or time, forward nothing more but keep the
+    /// output open, as a server that stops answering: a size ('1KiB') or a
+    /// time ('2s', '1min').
+    #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
+    stall_after ("stall-after"): StallAfter(Trigger), ends: true,
+        |faults, value| faults.stall_after = value;
+
+    /// After that much data or time, reset: a socket is closed with a
+    /// reset (RST), and shape ends with status 3.
+    #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
+    reset_after ("reset-after"): ResetAfter(Trigger), ends: true,
+        |faults, value| faults.reset_after = value;
+}
+
+/// A duration, or none for `off`.
+fn span(value: Option<Span>) -> Duration {
+    value.map_or(Duration::ZERO, |span| span.0)
+}
+
+/// A probability, or none for `off`.
+fn chance(value: Option<Probability>) -> f64 {
+    value.map_or(0.0, |chance| chance.0)
+}
 
 impl Change {
-    /// The change that flag `name` (as [`Change::name`] gives it) with
-    /// `text` asks for.
-    pub fn parse(name: &str, text: &str) -> Result<Change, String> {
-        Ok(match name {
-            "slice" => Change::Slice(text.parse()?),
-            "slice-pause" => Change::SlicePause(text.parse()?),
-            "drop" => Change::Drop(text.parse()?),
-            "corrupt" => Change::Corrupt(text.parse()?),
-            "cut-after" => Change::CutAfter(text.parse()?),
-            "slow-close" => Change::SlowClose(text.parse()?),
-            "stall-after" => Change::StallAfter(text.parse()?),
-            "reset-after" => Change::ResetAfter(text.parse()?),
-            _ => return Err(format!("no fault is called '{}'", name.escape_debug())),
-        })
-    }
-
-    /// The flag's name without its dashes: `slice-pause`.
-    pub fn name(&self) -> &'static str {
-        NAMES[self.index()]
-    }
-
-    fn index(&self) -> usize {
-        match self {
-            Change::Slice(_) => 0,
-            Change::SlicePause(_) => 1,
-            Change::Drop(_) => 2,
-            Change::Corrupt(_) => 3,
-            Change::CutAfter(_) => 4,
-            Change::SlowClose(_) => 5,
-            Change::StallAfter(_) => 6,
-            Change::ResetAfter(_) => 7,
-        }
-    }
-
-    /// True for the faults that end or hold a stream: `--stall-after`,
-    /// `--reset-after`, `--cut-after`, `--slow-close`.
-    pub fn ends(&self) -> bool {
-        matches!(
-            self,
-            Change::StallAfter(_)
-                | Change::ResetAfter(_)
-                | Change::CutAfter(_)
-                | Change::SlowClose(_)
-        )
-    }
-
-    /// The value as the user wrote it.
-    pub fn text(&self) -> &str {
-        match self {
-            Change::Slice(value) => value.text(),
-            Change::SlicePause(value) | Change::SlowClose(value) => value.text(),
-            Change::Drop(value) | Change::Corrupt(value) => value.text(),
-            Change::CutAfter(value) => value.text(),
-            Change::StallAfter(value) | Change::ResetAfter(value) => value.text(),
-        }
-    }
-
-    /// True if the value was given for one direction only.
-    pub fn one_sided(&self) -> bool {
-        match self {
-            Change::Slice(value) => value.one_sided(),
-            Change::SlicePause(value) | Change::SlowClose(value) => value.one_sided(),
-            Change::Drop(value) | Change::Corrupt(value) => value.one_sided(),
-            Change::CutAfter(value) => value.one_sided(),
-            Change::StallAfter(value) | Change::ResetAfter(value) => value.one_sided(),
-        }
-    }
-
-    /// Changes `faults`, those of `direction`, as this asks; a value not
-    /// given for `direction` changes nothing.
-    pub fn apply(&self, faults: &mut Faults, direction: Way) {
-        let span = |value: Option<Span>| value.map_or(Duration::ZERO, |span| span.0);
-        let chance = |value: Option<Probability>| value.map_or(0.0, |p| p.0);
-        match self {
-            Change::Slice(value) => set(&mut faults.slice, value.of(direction)),
-            Change::SlicePause(value) => {
-                if let Some(pause) = value.of(direction) {
-                    faults.slice_pause = span(pause);
-                }
-            }
-            Change::Drop(value) => {
-                if let Some(drop) = value.of(direction) {
-                    faults.drop = chance(drop);
-                }
-            }
-            Change::Corrupt(value) => {
-                if let Some(corrupt) = value.of(direction) {
-                    faults.corrupt = chance(corrupt);
-                }
-            }
-            Change::CutAfter(value) => {
-                if let Some(cut) = value.of(direction) {
-                    faults.cut_after = cut.map(|bytes| bytes.0);
-                }
-            }
-            Change::SlowClose(value) => {
-                if let Some(close) = value.of(direction) {
-                    faults.slow_close = span(close);
-                }
-            }
-            Change::StallAfter(value) => set(&mut faults.stall_after, value.of(direction)),
-            Change::ResetAfter(value) => set(&mut faults.reset_after, value.of(direction)),
-        }
-    }
-
-    /// The faults that `changes`, in order, make of none, for
-    /// `direction`.
-    pub fn all(changes: &[Change], direction: Way) -> Faults {
+    /// The faults that `changes`, in order, make of none, for `way`.
+    pub fn all(changes: &[Change], way: Way) -> Faults {
         let mut faults = Faults::default();
         for change in changes {
-            change.apply(&mut faults, direction);
+            change.apply(&mut faults, way);
         }
         faults
-    }
-}
-
-/// Sets `field` to `value` if one was given.
-fn set<T>(field: &mut Option<T>, value: Option<Option<T>>) {
-    if let Some(value) = value {
-        *field = value;
     }
 }
 

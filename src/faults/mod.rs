@@ -31,7 +31,7 @@ mod change;
 mod directed;
 mod mischief;
 
-pub use change::Change;
+pub use change::{Change, FaultFlags};
 pub use directed::{Bytes, Directed, Probability, Span, Way};
 pub use mischief::{Mischief, ResetStruck, Struck, Tally};
 

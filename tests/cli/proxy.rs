@@ -235,7 +235,9 @@ fn a_thousand_connections_in_a_process_of_their_own() {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        stream.read_to_string(&mut back).unwrap();
+        if let Err(err) = stream.read_to_string(&mut back) {
+            panic!("connection {i}: {err}; the proxy said: {}", proxy.stderr());
+        }
         assert_eq!(back, format!("connection {i:04} says hello"));
     }
 }
