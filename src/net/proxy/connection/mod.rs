@@ -10,13 +10,33 @@ use crate::conditions::{Conditions, Watch};
 use crate::faults::{ResetStruck, Way};
 use crate::slowlink::{Line, SlowLink};
 use crate::throughput::Throughput;
-use shape_bucket::{Clock, Damaged, Reservation};
+use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use std::io::{self, Read};
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// The largest chunk a direction reads at once: the size of the event
 /// loop's scratch buffer.
 pub(super) const BUFFER: usize = 64 * 1024;
+/// One side of a connection as a direction reads and writes it: a socket
+/// of the event loop, or bytes in memory in the tests, which step a
+/// direction on a fake clock.
+pub(super) trait Side: Read {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// Shuts the writing half: the peer reads an end.
+    fn shutdown_write(&mut self) -> io::Result<()>;
+}
+
+impl Side for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Stream::write(self, buf)
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        Stream::shutdown_write(self)
+    }
+}
+
 /// Which end of a connection something happened at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum End {
@@ -152,11 +172,11 @@ impl Direction {
     /// each side would block, or tokens, release times, pauses or buffer
     /// room are short. Returns when to step again if no event comes first:
     /// when tokens will be covered, a chunk is due or a fault strikes.
-    pub(super) fn step(
+    pub(super) fn step<C: Clock, S: Deref<Target = BucketCell>>(
         &mut self,
-        from: &mut Stream,
-        to: &mut Stream,
-        bucket: &Bucket,
+        from: &mut impl Side,
+        to: &mut impl Side,
+        bucket: &TokenBucket<C, S>,
         conditions: &Conditions,
         passed: &Throughput,
         scratch: &mut [u8],
@@ -202,7 +222,7 @@ impl Direction {
     /// writing is shut when the held close (if any) is over, or left open
     /// if the direction stalled. Returns when to step again if the close
     /// is held.
-    fn finish(&mut self, to: &mut Stream, now: u64) -> io::Result<Option<u64>> {
+    fn finish(&mut self, to: &mut impl Side, now: u64) -> io::Result<Option<u64>> {
         if self.done {
             return Ok(None);
         }
@@ -225,7 +245,7 @@ impl Direction {
     /// and when the pause ends if one began.
     fn send_due(
         &mut self,
-        to: &mut Stream,
+        to: &mut impl Side,
         now: u64,
         forwarded: &Throughput,
     ) -> io::Result<(bool, Option<u64>)> {
@@ -269,7 +289,10 @@ impl Direction {
     /// the faults done to it. Returns whether it went in, and else when
     /// its tokens will be covered, if a chunk waits; fails if a fault
     /// resets the connection.
-    fn settle(&mut self, bucket: &Bucket) -> io::Result<(bool, Option<u64>)> {
+    fn settle<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        bucket: &TokenBucket<C, S>,
+    ) -> io::Result<(bool, Option<u64>)> {
         let Some((_, paid)) = &self.unpaid else {
             return Ok((false, None));
         };
@@ -301,7 +324,12 @@ impl Direction {
     /// Reads a chunk, if none waits for tokens and the buffer has room, and
     /// reserves its tokens; once stalled, what is read is thrown away
     /// unpaid. Returns whether anything was read.
-    fn read(&mut self, from: &mut Stream, bucket: &Bucket, scratch: &mut [u8]) -> io::Result<bool> {
+    fn read<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        from: &mut impl Side,
+        bucket: &TokenBucket<C, S>,
+        scratch: &mut [u8],
+    ) -> io::Result<bool> {
         if self.unpaid.is_some() || self.ended {
             return Ok(false);
         }
@@ -483,3 +511,6 @@ mod tests {
         assert_eq!(fill(&mut dry, &mut buffer, 7), 7, "nothing more there");
     }
 }
+
+#[cfg(test)]
+mod on_a_fake_clock;

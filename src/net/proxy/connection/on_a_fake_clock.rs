@@ -1,0 +1,318 @@
+//! A direction of the proxy stepped on a fake clock, between sides in
+//! memory: the exact bytes out and the exact moments it asks to be
+//! stepped again, for a rate, a rate changed while it waits, a delay line,
+//! and each fault that counts time. What the event loop adds (sockets,
+//! poll, the alarm) is not here; how a direction waits is.
+
+use super::*;
+use crate::conditions::{Now, Retune};
+use crate::faults::{Change, Faults, Slice, Trigger};
+use shape_bucket::{FakeClock, Fill, Limit};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+/// One side in memory. As input it gives what it holds and then would
+/// block, or ends once told; as output it takes everything, noting when.
+struct Memory {
+    input: VecDeque<u8>,
+    ended: bool,
+    clock: Arc<FakeClock>,
+    /// Each write: when, and how many bytes.
+    writes: Vec<(u64, usize)>,
+    shut_at: Option<u64>,
+}
+
+impl Memory {
+    fn new(clock: &Arc<FakeClock>, input: usize, ended: bool) -> Memory {
+        Memory {
+            input: (0..input).map(|i| i as u8).collect(),
+            ended,
+            clock: clock.clone(),
+            writes: Vec::new(),
+            shut_at: None,
+        }
+    }
+
+    /// Bytes written by clock time `t` (inclusive).
+    fn out_by(&self, t: u64) -> usize {
+        self.writes
+            .iter()
+            .filter(|(at, _)| *at <= t)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn out(&self) -> usize {
+        self.out_by(u64::MAX)
+    }
+}
+
+impl Read for Memory {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        if self.input.is_empty() {
+            return match self.ended {
+                true => Ok(0),
+                false => Err(io::ErrorKind::WouldBlock.into()),
+            };
+        }
+        let n = buffer.len().min(self.input.len());
+        for (slot, byte) in buffer.iter_mut().zip(self.input.drain(..n)) {
+            *slot = byte;
+        }
+        Ok(n)
+    }
+}
+
+impl Side for Memory {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writes.push((self.clock.now(), buf.len()));
+        Ok(buf.len())
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.shut_at = Some(self.clock.now());
+        Ok(())
+    }
+}
+
+/// A direction going down, its clock, its bucket (starting empty) and its
+/// conditions.
+struct Bench {
+    clock: Arc<FakeClock>,
+    bucket: TokenBucket<Arc<FakeClock>>,
+    conditions: Conditions,
+    direction: Direction,
+    passed: Throughput,
+    scratch: Vec<u8>,
+}
+
+impl Bench {
+    fn new(limit: Limit, burst: u64, delay: Duration, faults: Faults) -> Bench {
+        let clock = Arc::new(FakeClock::new(0));
+        let bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, clock.clone()).unwrap();
+        let conditions = Conditions::new(Now {
+            faults: [Faults::default(), faults],
+            delay,
+            jitter: Duration::ZERO,
+        });
+        let link = SlowLink {
+            delay,
+            jitter: Duration::ZERO,
+            max_buffer: None,
+        };
+        let direction = Direction::new(
+            Way::Down,
+            &Setup {
+                link: &link,
+                conditions: &conditions,
+                seeds: Seeds {
+                    jitter: 1,
+                    faults: 2,
+                },
+                affected: true,
+                block: 1024,
+                now: 0,
+            },
+        );
+        Bench {
+            clock,
+            bucket,
+            conditions,
+            direction,
+            passed: Throughput::default(),
+            scratch: vec![0; BUFFER],
+        }
+    }
+
+    /// Steps once, now.
+    fn step(&mut self, from: &mut Memory, to: &mut Memory) -> Result<Option<u64>, Failure> {
+        self.direction.step(
+            from,
+            to,
+            &self.bucket,
+            &self.conditions,
+            &self.passed,
+            &mut self.scratch,
+        )
+    }
+
+    /// Steps at every moment the direction asks for, until it is done or
+    /// asks for nothing, or the clock passes `until`; returns the moments.
+    fn run(&mut self, from: &mut Memory, to: &mut Memory, until: u64) -> Vec<u64> {
+        let mut moments = Vec::new();
+        while let Some(wake) = self.step(from, to).unwrap() {
+            if self.direction.done() || wake > until {
+                break;
+            }
+            moments.push(wake);
+            self.clock.advance_to(wake);
+        }
+        moments
+    }
+}
+
+/// 100,000 B/s with a burst of 10,000: chunks of 250 bytes (2.5 ms).
+fn rate() -> Limit {
+    Limit::per_second(100_000)
+}
+
+#[test]
+fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
+    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 30_000, true),
+        Memory::new(&bench.clock, 0, false),
+    );
+    let moments = bench.run(&mut from, &mut to, u64::MAX);
+    assert_eq!(to.out(), 30_000);
+    // From an empty bucket: a chunk of 250 bytes every 2.5 ms, to the
+    // nanosecond, the last at 300 ms; never a byte before it is paid.
+    assert_eq!(moments.len(), 120);
+    for (k, &t) in moments.iter().enumerate() {
+        assert_eq!(t, (k as u64 + 1) * 2_500_000, "moment {k}");
+        assert_eq!(to.out_by(t), (k + 1) * 250, "by {t} ns");
+        assert_eq!(to.out_by(t - 1), k * 250, "just before {t} ns");
+    }
+    assert_eq!(to.shut_at, Some(300 * MS), "the end passes on at once");
+}
+
+#[test]
+fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
+    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 30_000, true),
+        Memory::new(&bench.clock, 0, false),
+    );
+    bench.run(&mut from, &mut to, 100 * MS);
+    assert_eq!(to.out(), 10_000, "100 ms at 100,000 B/s");
+    // Doubled at 100 ms, with a chunk of 250 bytes paid for at the old
+    // rate and due at 102.5 ms: that wait is moved to 101.25 ms, the
+    // chunks after it are 2.5 ms of the new rate (500 bytes), and the
+    // last byte leaves at 200 ms.
+    bench.clock.advance_to(100 * MS);
+    bench.bucket.set_limit(Limit::per_second(200_000));
+    let moments = bench.run(&mut from, &mut to, u64::MAX);
+    assert_eq!(to.out(), 30_000);
+    assert_eq!(moments[0], 101_250_000);
+    assert_eq!(to.out_by(101_250_000), 10_250);
+    assert_eq!(to.out_by(103_750_000), 10_750);
+    assert_eq!(moments.last(), Some(&(200 * MS)));
+}
+
+#[test]
+fn a_delay_line_holds_each_chunk_for_the_delay_after_it_is_paid() {
+    let delay = Duration::from_millis(50);
+    let mut bench = Bench::new(rate(), 10_000, delay, Faults::default());
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 30_000, true),
+        Memory::new(&bench.clock, 0, false),
+    );
+    bench.run(&mut from, &mut to, u64::MAX);
+    assert_eq!(to.out(), 30_000);
+    assert_eq!(to.out_by(50 * MS - 1), 0, "nothing before the delay");
+    // The chunk paid at 2.5 ms leaves at 52.5 ms; the last, paid at
+    // 300 ms, at 350 ms, and the end follows it.
+    assert_eq!(to.writes.first().map(|w| w.0), Some(52_500_000));
+    assert_eq!(to.out_by(150 * MS), 10_000);
+    assert_eq!(to.writes.last().map(|w| w.0), Some(350 * MS));
+    assert_eq!(to.shut_at, Some(350 * MS));
+}
+
+#[test]
+fn slices_leave_a_pause_apart() {
+    let faults = Faults {
+        slice: Some(Slice {
+            size: 100,
+            variation: 0,
+        }),
+        slice_pause: Duration::from_millis(20),
+        ..Faults::default()
+    };
+    let mut bench = Bench::new(Limit::Unlimited, 1 << 17, Duration::ZERO, faults);
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 500, true),
+        Memory::new(&bench.clock, 0, false),
+    );
+    bench.run(&mut from, &mut to, u64::MAX);
+    let expected: Vec<(u64, usize)> = (0..5).map(|k| (k * 20 * MS, 100)).collect();
+    assert_eq!(to.writes, expected);
+}
+
+#[test]
+fn a_slow_close_holds_the_end_that_long_after_the_data() {
+    let faults = Faults {
+        slow_close: Duration::from_millis(300),
+        ..Faults::default()
+    };
+    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 10_000, true),
+        Memory::new(&bench.clock, 0, false),
+    );
+    let moments = bench.run(&mut from, &mut to, u64::MAX);
+    assert_eq!(to.out_by(100 * MS), 10_000);
+    assert_eq!(moments.last(), Some(&(400 * MS)));
+    assert_eq!(to.shut_at, Some(400 * MS));
+}
+
+#[test]
+fn a_stall_in_time_keeps_the_output_open_and_silent_from_that_moment() {
+    let faults = Faults {
+        stall_after: Some(Trigger::After(Duration::from_millis(100))),
+        ..Faults::default()
+    };
+    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 30_000, true),
+        Memory::new(&bench.clock, 0, false),
+    );
+    bench.run(&mut from, &mut to, u64::MAX);
+    // What was paid before 100 ms went out; nothing from that moment on
+    // (the chunk due at 100 ms itself is lost), and no end.
+    assert_eq!(to.out(), 9_750);
+    assert_eq!(to.writes.last().map(|w| w.0), Some(97_500_000));
+    assert_eq!(to.shut_at, None);
+    assert!(bench.direction.done(), "its input read to the end, unpaid");
+}
+
+#[test]
+fn a_reset_in_time_strikes_at_its_moment_even_with_nothing_to_do() {
+    let faults = Faults {
+        reset_after: Some(Trigger::After(Duration::from_millis(100))),
+        ..Faults::default()
+    };
+    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
+    // An open input with nothing in it: only the reset is awaited.
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 0, false),
+        Memory::new(&bench.clock, 0, false),
+    );
+    assert_eq!(bench.step(&mut from, &mut to).unwrap(), Some(100 * MS));
+    bench.clock.advance_to(100 * MS - 1);
+    assert!(bench.step(&mut from, &mut to).is_ok(), "not yet");
+    bench.clock.advance_to(100 * MS);
+    let failure = bench.step(&mut from, &mut to).unwrap_err();
+    assert!(ResetStruck::is(&failure.err));
+}
+
+#[test]
+fn a_fault_sent_while_running_counts_from_that_moment() {
+    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
+    let (mut from, mut to) = (
+        Memory::new(&bench.clock, 30_000, true),
+        Memory::new(&bench.clock, 0, false),
+    );
+    bench.run(&mut from, &mut to, 50 * MS);
+    bench.clock.advance_to(50 * MS);
+    bench.conditions.change(&Retune {
+        faults: vec![Change::parse("stall-after", "100ms").unwrap()],
+        ..Retune::default()
+    });
+    bench.run(&mut from, &mut to, u64::MAX);
+    // Sent at 50 ms, it stalls at 150 ms: the last chunk out is the one
+    // due at 147.5 ms.
+    assert_eq!(to.out(), 14_750);
+    assert_eq!(to.writes.last().map(|w| w.0), Some(147_500_000));
+}
