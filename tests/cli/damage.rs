@@ -15,6 +15,14 @@ use std::time::{Duration, Instant};
 /// header's cache line and the cache line of tokens spent.
 const GENERATION_AT: u64 = 128;
 
+/// Writes over the generation of the share file at `path`, in place,
+/// with one that no slot holds.
+fn write_over_the_generation(path: &std::path::Path) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(&0xdead_beef_u32.to_ne_bytes(), GENERATION_AT)
+        .unwrap();
+}
+
 /// Starts a shape on share `name` that copies /dev/zero at 1 MiB/s, and
 /// waits until it has passed some bytes.
 fn copying_on(runtime: &Runtime, name: &str) -> Running {
@@ -48,10 +56,7 @@ fn a_share_written_over_while_in_use_stops_the_copy_with_one_line_naming_it() {
     let runtime = Runtime::new("damage-written-over");
     let shape = copying_on(&runtime, "corr");
     let path = runtime.share_file("corr");
-    // The generation alone, in place: no slot holds it.
-    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    file.write_all_at(&0xdead_beef_u32.to_ne_bytes(), GENERATION_AT)
-        .unwrap();
+    write_over_the_generation(&path);
     let (status, stderr) = ends_within(shape, Duration::from_secs(5));
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert_eq!(
@@ -94,9 +99,7 @@ fn a_proxy_on_a_share_written_over_stops_with_the_same_line() {
     command.args(["--share", "prox", "--rate", "1MiB", "--progress", "none"]);
     let proxy = Listening::start(command, Stdio::piped());
     let path = runtime.share_file("prox");
-    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    file.write_all_at(&0xdead_beef_u32.to_ne_bytes(), GENERATION_AT)
-        .unwrap();
+    write_over_the_generation(&path);
     // The proxy looks at its bucket when anything happens: a client.
     let _client = std::net::TcpStream::connect(&proxy.address);
     let stderr = proxy.wait_for_stderr("--reset");

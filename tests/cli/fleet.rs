@@ -105,18 +105,6 @@ impl Drop for Redis {
     }
 }
 
-/// A shape on a machine of its own (a runtime directory of its own),
-/// reading /dev/zero.
-fn machine(runtime: &Runtime, args: &[&str]) -> Running {
-    let mut command = runtime.shape(["--progress", "none"]);
-    command.args(args);
-    Running::start(
-        command,
-        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
-        false,
-    )
-}
-
 #[test]
 fn shapes_on_two_machines_share_one_limit_and_each_gets_its_part() {
     let Some(redis) = Redis::start("fleet-two", &[]) else {

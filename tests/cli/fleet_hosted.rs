@@ -207,18 +207,6 @@ fn slot_of(cluster: &Cluster, name: &str) -> u16 {
     .unwrap()
 }
 
-/// A shape on a machine of its own (a runtime directory of its own),
-/// reading /dev/zero.
-fn machine(runtime: &Runtime, args: &[&str]) -> Running {
-    let mut command = runtime.shape(["--progress", "none"]);
-    command.args(args);
-    Running::start(
-        command,
-        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
-        false,
-    )
-}
-
 #[test]
 fn a_share_on_a_cluster_works_from_any_node_and_follows_its_slot_as_it_moves() {
     let Some(cluster) = Cluster::start("cluster-share", false) else {

@@ -529,3 +529,15 @@ pub fn assert_says(stderr: &str, text: &str) {
         "expected {text:?} on standard error, which said:\n{stderr}"
     );
 }
+
+/// A shape on a "machine" of its own (a runtime directory of its own, so
+/// that it cannot meet others through a local share), reading /dev/zero.
+pub fn machine(runtime: &Runtime, args: &[&str]) -> Running {
+    let mut command = runtime.shape(["--progress", "none"]);
+    command.args(args);
+    Running::start(
+        command,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        false,
+    )
+}
