@@ -117,8 +117,10 @@ struct SetUp {
     /// The output again, to close with a reset (a socket's).
     resetter: Option<File>,
     struck: Option<Arc<Struck>>,
-    /// Told when the copy ends, and when a reset that counts time strikes.
-    ending: (Sender<Ending>, Receiver<Ending>),
+    /// How the copy's thread and the timers say that the copy ended, and
+    /// where it is heard.
+    ending: Sender<Ending>,
+    ended: Receiver<Ending>,
 }
 
 /// How a copy ended.
@@ -174,9 +176,9 @@ fn set_up(cli: &Cli, asked: &Asked) -> anyhow::Result<SetUp> {
     let output = output(cli, file, &bucket, &forwarded, (&conditions, asked.seed))?;
     let resetter = output.resetter();
     let struck = output.struck();
-    let ending = mpsc::channel();
+    let (ending, ended) = mpsc::channel();
     if let Some(struck) = &struck {
-        strike_in_time(&asked.faults, struck, ending.0.clone());
+        strike_in_time(&asked.faults, struck, ending.clone());
     }
     Ok(SetUp {
         bucket,
@@ -192,6 +194,7 @@ fn set_up(cli: &Cli, asked: &Asked) -> anyhow::Result<SetUp> {
         resetter,
         struck,
         ending,
+        ended,
     })
 }
 
@@ -210,7 +213,7 @@ fn copy(cli: &Cli, asked: &Asked, set: &SetUp) -> Ending {
         let say = (!cli.quiet).then(|| set.say.clone());
         let terminator = asked.start.counting.terminator();
         let (stop_after, max_chunk) = (asked.stop_after, cli.slow_link().max_chunk());
-        let done = set.ending.0.clone();
+        let done = set.ending.clone();
         std::thread::Builder::new()
             .name("copy".into())
             .spawn(move || {
@@ -259,7 +262,7 @@ fn copy(cli: &Cli, asked: &Asked, set: &SetUp) -> Ending {
             };
         }
     };
-    let receive = || set.ending.1.recv().unwrap_or(Ending::Reset);
+    let receive = || set.ended.recv().unwrap_or(Ending::Reset);
     let ending = receive();
     if let Ending::Copied { .. } = ending {
         // It has said its last: let it let go of the output too.
