@@ -22,10 +22,18 @@ fn free_port() -> u16 {
     }
 }
 
+/// `redis-cli`, given at most 30 s: a cluster that never forms must fail
+/// the test, not hang it.
+fn redis_cli() -> Command {
+    let mut command = Command::new("timeout");
+    command.args(["30", "redis-cli"]);
+    command
+}
+
 /// `redis-cli -p PORT ARGS` (with `tls` the arguments to reach a TLS
 /// port), its output.
 fn cli(port: u16, tls: &[String], args: &[&str]) -> String {
-    let output = Command::new("redis-cli")
+    let output = redis_cli()
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(tls)
         .args(args)
@@ -55,26 +63,62 @@ fn server(dir: &Path, port: u16, tls: &[String], args: &[String]) -> Child {
     child
 }
 
-/// Three masters, every slot covered, each with a replica if asked for.
+/// Three masters, every slot covered, each with a replica if asked for;
+/// speaking TLS only, among themselves too, if given certificates.
 struct Cluster {
     nodes: Vec<(u16, Child)>,
+    /// What redis-cli needs to reach a node: TLS and its authority.
+    tls: Vec<String>,
     _dir: Scratch,
 }
 
 impl Cluster {
-    fn start(name: &str, replicas: bool) -> Option<Cluster> {
+    fn start(name: &str, replicas: bool, certificates: Option<&Certificates>) -> Option<Cluster> {
         if !installed("redis-server") || !installed("redis-cli") {
             return None;
         }
         let dir = Scratch::new(name);
         let count = if replicas { 6 } else { 3 };
+        let tls: Vec<String> = certificates
+            .map(|certificates| {
+                [
+                    "--tls",
+                    "--cacert",
+                    &certificates.path("ca.pem").display().to_string(),
+                ]
+                .map(String::from)
+                .to_vec()
+            })
+            .unwrap_or_default();
         let nodes: Vec<(u16, Child)> = (0..count)
             .map(|i| {
                 let port = free_port();
                 let conf = dir.path().join(format!("nodes-{i}.conf"));
-                let args = [
-                    "--port".to_string(),
-                    port.to_string(),
+                let mut args: Vec<String> = match certificates {
+                    None => vec!["--port".into(), port.to_string()],
+                    Some(certificates) => {
+                        let path = |file: &str| certificates.path(file).display().to_string();
+                        vec![
+                            "--port".into(),
+                            "0".into(),
+                            "--tls-port".into(),
+                            port.to_string(),
+                            "--tls-cluster".into(),
+                            "yes".into(),
+                            "--tls-replication".into(),
+                            "yes".into(),
+                            "--tls-cert-file".into(),
+                            path("server.pem"),
+                            "--tls-key-file".into(),
+                            path("server.key"),
+                            "--tls-ca-cert-file".into(),
+                            path("ca.pem"),
+                            "--tls-auth-clients".into(),
+                            "no".into(),
+                        ]
+                    }
+                };
+                args.extend([
                     "--cluster-enabled".into(),
                     "yes".into(),
                     "--cluster-config-file".into(),
@@ -85,15 +129,16 @@ impl Cluster {
                     // Replicas in sync at once, so that they can take over.
                     "--repl-diskless-sync-delay".into(),
                     "0".into(),
-                ];
-                (port, server(dir.path(), port, &[], &args))
+                ]);
+                (port, server(dir.path(), port, &tls, &args))
             })
             .collect();
         let addresses: Vec<String> = nodes
             .iter()
             .map(|(p, _)| format!("127.0.0.1:{p}"))
             .collect();
-        let created = Command::new("redis-cli")
+        let created = redis_cli()
+            .args(&tls)
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
@@ -105,11 +150,15 @@ impl Cluster {
             .output()
             .unwrap();
         assert!(created.status.success(), "{created:?}");
-        let cluster = Cluster { nodes, _dir: dir };
+        let cluster = Cluster {
+            nodes,
+            tls,
+            _dir: dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !cluster.ports().iter().all(|&port| {
-            let info = cli(port, &[], &["cluster", "info"]);
-            let replication = cli(port, &[], &["info", "replication"]);
+            let info = cluster.cli(port, &["cluster", "info"]);
+            let replication = cluster.cli(port, &["info", "replication"]);
             info.contains("cluster_state:ok")
                 && info.contains(&format!("cluster_known_nodes:{count}"))
                 && (!replication.contains("role:slave")
@@ -125,6 +174,32 @@ impl Cluster {
         self.nodes.iter().map(|(port, _)| *port).collect()
     }
 
+    /// `redis-cli -p PORT ARGS` on a node of this cluster.
+    fn cli(&self, port: u16, args: &[&str]) -> String {
+        cli(port, &self.tls, args)
+    }
+
+    /// The slot of share NAME's keys, which share the hash tag `{NAME}`.
+    fn slot_of(&self, name: &str) -> u16 {
+        let key = format!("shape:{{{name}}}:settings");
+        self.cli(self.ports()[0], &["cluster", "keyslot", &key])
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// True while the nodes (asked through `asked`) still give `slot` to
+    /// the node on `port`.
+    fn gives(&self, asked: u16, slot: u16, port: u16) -> bool {
+        let nodes = self.cli(asked, &["cluster", "nodes"]);
+        nodes.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.len() > 8
+                && fields[1].starts_with(&format!("127.0.0.1:{port}@"))
+                && fields[8..].iter().any(|range| in_range(range, slot))
+        })
+    }
+
     /// Kills the node on `port` (SIGKILL: gone, as a crashed machine).
     fn kill(&mut self, port: u16) {
         let (_, child) = self.nodes.iter_mut().find(|(p, _)| *p == port).unwrap();
@@ -135,7 +210,7 @@ impl Cluster {
 
     /// The port of the master that holds `slot` now.
     fn owner(&self, slot: u16) -> u16 {
-        let nodes = cli(self.ports()[0], &[], &["cluster", "nodes"]);
+        let nodes = self.cli(self.ports()[0], &["cluster", "nodes"]);
         for line in nodes.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let holds = fields.iter().skip(8).any(|range| {
@@ -158,30 +233,22 @@ impl Cluster {
     /// `redis-cli --cluster reshard` does it.
     fn migrate(&self, slot: u16, to: u16) {
         let from = self.owner(slot);
-        let id = |port| cli(port, &[], &["cluster", "myid"]).trim().to_string();
+        let id = |port| self.cli(port, &["cluster", "myid"]).trim().to_string();
         let (source, target) = (id(from), id(to));
         let slot = slot.to_string();
-        cli(
-            to,
-            &[],
-            &["cluster", "setslot", &slot, "importing", &source],
-        );
-        cli(
-            from,
-            &[],
-            &["cluster", "setslot", &slot, "migrating", &target],
-        );
-        let keys = cli(from, &[], &["cluster", "getkeysinslot", &slot, "100"]);
+        self.cli(to, &["cluster", "setslot", &slot, "importing", &source]);
+        self.cli(from, &["cluster", "setslot", &slot, "migrating", &target]);
+        let keys = self.cli(from, &["cluster", "getkeysinslot", &slot, "100"]);
         let keys: Vec<&str> = keys.split_whitespace().collect();
         if !keys.is_empty() {
             let mut args = vec!["migrate", "127.0.0.1"];
             let to_port = to.to_string();
             args.extend([to_port.as_str(), "", "0", "5000", "keys"]);
             args.extend(&keys);
-            cli(from, &[], &args);
+            self.cli(from, &args);
         }
         for port in self.ports() {
-            cli(port, &[], &["cluster", "setslot", &slot, "node", &target]);
+            self.cli(port, &["cluster", "setslot", &slot, "node", &target]);
         }
     }
 }
@@ -195,24 +262,12 @@ impl Drop for Cluster {
     }
 }
 
-/// The slot of share NAME's keys, which share the hash tag `{NAME}`.
-fn slot_of(cluster: &Cluster, name: &str) -> u16 {
-    cli(
-        cluster.ports()[0],
-        &[],
-        &["cluster", "keyslot", &format!("shape:{{{name}}}:settings")],
-    )
-    .trim()
-    .parse()
-    .unwrap()
-}
-
 #[test]
 fn a_share_on_a_cluster_works_from_any_node_and_follows_its_slot_as_it_moves() {
-    let Some(cluster) = Cluster::start("cluster-share", false) else {
+    let Some(cluster) = Cluster::start("cluster-share", false, None) else {
         return;
     };
-    let slot = slot_of(&cluster, "moving");
+    let slot = cluster.slot_of("moving");
     let owner = cluster.owner(slot);
     // Each machine knows another node, none the one that holds the slot.
     let others: Vec<u16> = cluster
@@ -330,10 +385,10 @@ fn a_share_on_a_cluster_works_from_any_node_and_follows_its_slot_as_it_moves() {
 
 #[test]
 fn members_follow_a_failover_of_the_node_they_were_pointed_at_saying_so_each_way() {
-    let Some(mut cluster) = Cluster::start("cluster-failover", true) else {
+    let Some(mut cluster) = Cluster::start("cluster-failover", true, None) else {
         return;
     };
-    let slot = slot_of(&cluster, "failing");
+    let slot = cluster.slot_of("failing");
     let owner = cluster.owner(slot);
     let runtime = Runtime::new("cluster-failover");
     // Pointed at the very master that will fail.
@@ -344,7 +399,7 @@ fn members_follow_a_failover_of_the_node_they_were_pointed_at_saying_so_each_way
     cluster.kill(owner);
     let survivor = cluster.ports()[0];
     let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster_owner_is(&cluster, survivor, slot, owner) {
+    while cluster.gives(survivor, slot, owner) {
         assert!(Instant::now() < deadline, "no replica took over");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -364,25 +419,59 @@ fn members_follow_a_failover_of_the_node_they_were_pointed_at_saying_so_each_way
     assert!((after - 2.0 * MIB).abs() <= 0.2 * 2.0 * MIB, "{after}");
 }
 
-/// True while the survivors (asked through `port`) still give `slot` to
-/// the node on `failed`.
-fn cluster_owner_is(cluster: &Cluster, port: u16, slot: u16, failed: u16) -> bool {
-    let _ = cluster;
-    let nodes = cli(port, &[], &["cluster", "nodes"]);
-    nodes.lines().any(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.len() > 8
-            && fields[1].starts_with(&format!("127.0.0.1:{failed}@"))
-            && fields[8..].iter().any(|range| {
-                let (start, end) = range.split_once('-').unwrap_or((range, range));
-                matches!((start.parse::<u16>(), end.parse::<u16>()), (Ok(s), Ok(e)) if (s..=e).contains(&slot))
-            })
-    })
+/// True if `range` (`0-5460`, or one slot) holds `slot`.
+fn in_range(range: &str, slot: u16) -> bool {
+    let (start, end) = range.split_once('-').unwrap_or((range, range));
+    matches!((start.parse::<u16>(), end.parse::<u16>()), (Ok(s), Ok(e)) if (s..=e).contains(&slot))
+}
+
+#[test]
+fn a_share_on_a_cluster_over_tls_works_as_on_any_cluster() {
+    if !installed("redis-server") || !installed("redis-cli") {
+        return;
+    }
+    let certificates = Certificates::make("cluster-tls-certificates");
+    let Some(cluster) = Cluster::start("cluster-tls", false, Some(&certificates)) else {
+        return;
+    };
+    let slot = cluster.slot_of("sealed");
+    let elsewhere = cluster
+        .ports()
+        .into_iter()
+        .find(|&port| port != cluster.owner(slot))
+        .unwrap();
+    let share = format!("rediss://127.0.0.1:{elsewhere}/sealed");
+    let runtime = Runtime::new("cluster-tls");
+    let on_it = |args: &[&str]| {
+        let mut command = runtime.shape(["--share", &share, "--progress", "none"]);
+        command.args(args);
+        command.env("SHAPE_REDIS_CA_FILE", certificates.path("ca.pem"));
+        run(
+            command,
+            Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+        )
+    };
+    let copied = on_it(&["--rate", "8MiB", "--stop-after", "2MiB"]);
+    assert_eq!(copied.code(), 0, "{}", copied.stderr);
+    assert_eq!(copied.stdout.len(), 2 << 20);
+    // 2 MiB at 8 MiB/s from a full burst of 819 KiB: about 0.15 s.
+    assert!(
+        copied.elapsed >= Duration::from_millis(100),
+        "{:?}",
+        copied.elapsed
+    );
+    let status = on_it(&["--status"]);
+    assert_eq!(status.code(), 0, "{}", status.stderr);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).ends_with("; on a Redis Cluster\n"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
 }
 
 #[test]
 fn a_cluster_has_database_0_only() {
-    let Some(cluster) = Cluster::start("cluster-db", false) else {
+    let Some(cluster) = Cluster::start("cluster-db", false, None) else {
         return;
     };
     let runtime = Runtime::new("cluster-db");
@@ -429,18 +518,25 @@ impl Certificates {
         };
         let ca = authority("shape test authority");
         let stranger = authority("an authority nobody trusts");
-        let leaf = |names: Vec<String>, purpose| {
+        let leaf = |names: Vec<String>, purposes: Vec<ExtendedKeyUsagePurpose>| {
             let mut params = CertificateParams::new(names).unwrap();
-            params.extended_key_usages = vec![purpose];
+            params.extended_key_usages = purposes;
             let key = KeyPair::generate().unwrap();
             let certificate = params.signed_by(&key, &ca).unwrap();
             (certificate.pem(), key.serialize_pem())
         };
+        // A node of a TLS cluster is a client of the others too.
         let (server, server_key) = leaf(
             vec!["127.0.0.1".into(), "localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
         );
-        let (client, client_key) = leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
+        let (client, client_key) = leaf(
+            vec!["client".into()],
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+        );
         for (file, text) in [
             ("ca.pem", ca.pem()),
             ("stranger.pem", stranger.pem()),
