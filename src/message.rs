@@ -26,46 +26,43 @@ const MOST_QUOTED: usize = 80;
 /// so that an apostrophe (the server's) is not taken for a quote.
 pub fn clip_quoted(line: &str) -> String {
     let chars: Vec<char> = line.chars().collect();
-    let word = |at: Option<&char>| at.is_some_and(|c| c.is_alphanumeric());
+    let word = |at: Option<usize>| {
+        at.and_then(|at| chars.get(at))
+            .is_some_and(|c| c.is_alphanumeric())
+    };
     let mut clipped = String::with_capacity(line.len().min(1024));
-    let mut quoted: Option<usize> = None;
+    // The value inside the quote now open, if one is.
+    let mut quoted: Option<String> = None;
     for (at, &c) in chars.iter().enumerate() {
-        match quoted {
+        match &mut quoted {
             None => {
-                if c == '\'' && !word(at.checked_sub(1).and_then(|b| chars.get(b))) {
-                    quoted = Some(0);
-                }
                 clipped.push(c);
+                if c == '\'' && !word(at.checked_sub(1)) {
+                    quoted = Some(String::new());
+                }
             }
-            Some(_) if c == '\'' && !word(chars.get(at + 1)) => {
+            Some(value) if c == '\'' && !word(Some(at + 1)) => {
+                clipped.push_str(&cut(value));
+                clipped.push(c);
                 quoted = None;
-                clipped.push(c);
             }
-            Some(n) => {
-                quoted = Some(n + 1);
-                if n < MOST_QUOTED - 3 {
-                    clipped.push(c);
-                } else if n == MOST_QUOTED - 3 {
-                    // Whether to cut shows only at the closing quote: look
-                    // ahead for it.
-                    let rest = chars[at..]
-                        .iter()
-                        .position(|&q| q == '\'')
-                        .unwrap_or(chars.len() - at);
-                    if rest > 3 {
-                        clipped.push_str("...");
-                    } else {
-                        clipped.push(c);
-                    }
-                } else if clipped.ends_with("...") {
-                    // Cut: drop the rest of the value.
-                } else {
-                    clipped.push(c);
-                }
-            }
+            Some(value) => value.push(c),
         }
     }
+    // A quote never closed holds the rest of the line: cut that too.
+    if let Some(value) = quoted {
+        clipped.push_str(&cut(&value));
+    }
     clipped
+}
+
+/// `value`, or its first characters and "..." if it is longer than
+/// [`MOST_QUOTED`].
+fn cut(value: &str) -> String {
+    match value.chars().count() > MOST_QUOTED {
+        true => value.chars().take(MOST_QUOTED - 3).collect::<String>() + "...",
+        false => value.to_string(),
+    }
 }
 
 /// `text` with control characters (newlines among them) escaped.
@@ -110,6 +107,11 @@ mod tests {
         assert_eq!(clip_quoted(&format!("'{exact}'")), format!("'{exact}'"));
         let said = format!("the server's certificate {} isn't quoted", "x".repeat(200));
         assert_eq!(clip_quoted(&said), said);
+        let unclosed = format!("value '{}", "y".repeat(200));
+        assert_eq!(
+            clip_quoted(&unclosed),
+            format!("value '{}...", "y".repeat(77))
+        );
     }
 
     #[test]
