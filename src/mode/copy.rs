@@ -42,8 +42,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// up as after any other end (a fleet's share given back, `--stats`).
 pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
     let asked = check(cli)?;
-    let set = set_up(cli, &asked)?;
-    let ending = copy(cli, &asked, &set);
+    let mut set = set_up(cli, &asked)?;
+    let ending = copy(cli, &asked, &mut set);
     finish(cli, &asked, set, ending)
 }
 
@@ -202,14 +202,14 @@ fn set_up(cli: &Cli, asked: &Asked) -> anyhow::Result<SetUp> {
 /// end, or for a reset that counts time, which may strike while the copy
 /// waits for its input. A copy that stalled waits on after its input, for
 /// a reset or for shape to be ended.
-fn copy(cli: &Cli, asked: &Asked, set: &SetUp) -> Ending {
+fn copy(cli: &Cli, asked: &Asked, set: &mut SetUp) -> Ending {
     let copier = {
         let (bucket, forwarded, output) = (
             set.bucket.clone(),
             set.forwarded.clone(),
             set.output.clone(),
         );
-        let inputs = set.inputs.clone();
+        let inputs = std::mem::take(&mut set.inputs);
         let say = (!cli.quiet).then(|| set.say.clone());
         let terminator = asked.start.counting.terminator();
         let (stop_after, max_chunk) = (asked.stop_after, cli.slow_link().max_chunk());

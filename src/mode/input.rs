@@ -11,7 +11,6 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 /// One input.
-#[derive(Clone)]
 pub enum Input {
     /// A file, or `-` for standard input.
     Path(PathBuf),

@@ -38,16 +38,12 @@ fn copying_on(runtime: &Runtime, name: &str) -> Running {
 /// Waits up to `most` for `shape` to end by itself; kills it and fails if
 /// it does not.
 fn ends_within(mut shape: Running, most: Duration) -> (std::process::ExitStatus, String) {
-    let deadline = Instant::now() + most;
-    while shape.child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = shape.child.kill();
-            let (_, _, stderr) = shape.finish();
-            panic!("still running after {most:?}; stderr: {stderr}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let ended = exit_within(&mut shape.child, most);
     let (status, _, stderr) = shape.finish();
+    assert!(
+        ended.is_some(),
+        "still running after {most:?}; stderr: {stderr}"
+    );
     (status, stderr)
 }
 

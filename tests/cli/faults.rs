@@ -205,19 +205,9 @@ fn human(bytes: usize) -> String {
     format!("{:.2} KiB", bytes as f64 / 1024.0)
 }
 
-/// Waits up to ten seconds for `child` to end by itself.
+/// Waits up to ten seconds for a stalled `child` to end by itself.
 fn ended_within_ten_seconds(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a stalled shape whose reader left went on");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    exit_within(child, Duration::from_secs(10)).expect("a stalled shape whose reader left went on")
 }
 
 #[test]

@@ -622,6 +622,11 @@ fn tls_shape(certificates: &Certificates, env: &[(&str, &str)], args: &[&str]) -
     )
 }
 
+/// A copy of 64 KiB at 8 MiB/s on `share`.
+fn copying(share: &str) -> [&str; 6] {
+    ["--share", share, "--rate", "8MiB", "--stop-after", "64k"]
+}
+
 #[test]
 fn tls_verifies_the_server_and_presents_a_client_certificate_when_asked() {
     if !installed("redis-server") || !installed("redis-cli") {
@@ -630,14 +635,7 @@ fn tls_verifies_the_server_and_presents_a_client_certificate_when_asked() {
     let certificates = Certificates::make("tls-certificates");
     let open = TlsRedis::start(&certificates, false);
     let share = format!("rediss://127.0.0.1:{}/secure", open.port);
-    let copy = [
-        "--share",
-        share.as_str(),
-        "--rate",
-        "8MiB",
-        "--stop-after",
-        "64k",
-    ];
+    let copy = copying(&share);
     let trusted = [("SHAPE_REDIS_CA_FILE", "ca.pem")];
 
     let ok = tls_shape(&certificates, &trusted, &copy);
@@ -701,14 +699,7 @@ fn tls_verifies_the_server_and_presents_a_client_certificate_when_asked() {
     // Redis's default: clients show a certificate too.
     let strict = TlsRedis::start(&certificates, true);
     let share = format!("rediss://127.0.0.1:{}/strict", strict.port);
-    let copy = [
-        "--share",
-        share.as_str(),
-        "--rate",
-        "8MiB",
-        "--stop-after",
-        "64k",
-    ];
+    let copy = copying(&share);
     let without = tls_shape(&certificates, &trusted, &copy);
     assert_eq!(without.code(), 1, "{}", without.stderr);
     assert!(

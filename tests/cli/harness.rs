@@ -541,3 +541,20 @@ pub fn machine(runtime: &Runtime, args: &[&str]) -> Running {
         false,
     )
 }
+
+/// Waits up to `most` for `child` to end by itself: its status, or `None`
+/// once it overran and was killed, for the caller to say what went on.
+pub fn exit_within(child: &mut Child, most: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + most;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -44,7 +44,7 @@ impl ShareError {
     /// A share file that cannot be used as it is: the message names the
     /// file and the way out.
     fn unusable(dir: &ControlDir, name: &str, refusal: Refusal) -> ShareError {
-        let path = dir.path().join(file_name(name));
+        let path = share_file(dir, name).path;
         let why = match refusal {
             Refusal::Missing | Refusal::System(_) => refusal.to_string(),
             refusal => format!(
@@ -223,7 +223,7 @@ pub fn reset(dir: &ControlDir, name: &str) -> Result<bool, ShareError> {
         Err(Errno::NOENT) => Ok(false),
         Err(err) => Err(ShareError::new(
             name,
-            format!("{}: {err}", dir.path().join(file_name(name)).display()),
+            format!("{}: {err}", share_file(dir, name).path.display()),
         )),
     }
 }

@@ -35,6 +35,9 @@ pub(super) struct Server<'a> {
     /// Where it listens, for messages.
     listen: String,
     connect: &'a Address,
+    /// The buckets every connection shares, up and down: watched for
+    /// changes from elsewhere, and for damage.
+    shared: [Arc<Bucket>; 2],
     /// The connect address, resolved once, if it is a TCP one.
     upstream: Option<SocketAddr>,
     shaping: &'a Shaping,
@@ -96,7 +99,7 @@ impl<'a> Server<'a> {
         );
         watch_for_changes(up.clone(), wake.clone())?;
         if !Arc::ptr_eq(&up, &down) {
-            watch_for_changes(down, wake)?;
+            watch_for_changes(down.clone(), wake)?;
         }
         let alarm = Alarm::new().ok();
         if let Some(alarm) = &alarm {
@@ -110,6 +113,7 @@ impl<'a> Server<'a> {
             listener,
             listen,
             connect,
+            shared: [up, down],
             upstream,
             shaping,
             connections: Slab::new(),
@@ -189,10 +193,7 @@ impl<'a> Server<'a> {
                 self.step(key);
             }
             self.ready = ready;
-            if Way::BOTH
-                .iter()
-                .any(|&way| self.shaping.settings.shared(way).damaged())
-            {
+            if self.shared.iter().any(|bucket| bucket.damaged()) {
                 return Err(io::Error::other(Damaged));
             }
         }

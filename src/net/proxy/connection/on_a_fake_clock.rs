@@ -126,6 +126,15 @@ impl Bench {
         }
     }
 
+    /// An input holding `input` bytes (and then ending, if `ended`), and
+    /// an output that takes everything.
+    fn sides(&self, input: usize, ended: bool) -> (Memory, Memory) {
+        (
+            Memory::new(&self.clock, input, ended),
+            Memory::new(&self.clock, 0, false),
+        )
+    }
+
     /// Steps once, now.
     fn step(&mut self, from: &mut Memory, to: &mut Memory) -> Result<Option<u64>, Failure> {
         self.direction.step(
@@ -161,10 +170,7 @@ fn rate() -> Limit {
 #[test]
 fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 30_000, true),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(30_000, true);
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
     // From an empty bucket: a chunk of 250 bytes every 2.5 ms, to the
@@ -181,10 +187,7 @@ fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
 #[test]
 fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 30_000, true),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, 100 * MS);
     assert_eq!(to.out(), 10_000, "100 ms at 100,000 B/s");
     // Doubled at 100 ms, with a chunk of 250 bytes paid for at the old
@@ -205,10 +208,7 @@ fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
 fn a_delay_line_holds_each_chunk_for_the_delay_after_it_is_paid() {
     let delay = Duration::from_millis(50);
     let mut bench = Bench::new(rate(), 10_000, delay, Faults::default());
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 30_000, true),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
     assert_eq!(to.out_by(50 * MS - 1), 0, "nothing before the delay");
@@ -231,10 +231,7 @@ fn slices_leave_a_pause_apart() {
         ..Faults::default()
     };
     let mut bench = Bench::new(Limit::Unlimited, 1 << 17, Duration::ZERO, faults);
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 500, true),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(500, true);
     bench.run(&mut from, &mut to, u64::MAX);
     let expected: Vec<(u64, usize)> = (0..5).map(|k| (k * 20 * MS, 100)).collect();
     assert_eq!(to.writes, expected);
@@ -247,10 +244,7 @@ fn a_slow_close_holds_the_end_that_long_after_the_data() {
         ..Faults::default()
     };
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 10_000, true),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(10_000, true);
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out_by(100 * MS), 10_000);
     assert_eq!(moments.last(), Some(&(400 * MS)));
@@ -264,10 +258,7 @@ fn a_stall_in_time_keeps_the_output_open_and_silent_from_that_moment() {
         ..Faults::default()
     };
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 30_000, true),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
     // What was paid before 100 ms went out; nothing from that moment on
     // (the chunk due at 100 ms itself is lost), and no end.
@@ -285,10 +276,7 @@ fn a_reset_in_time_strikes_at_its_moment_even_with_nothing_to_do() {
     };
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
     // An open input with nothing in it: only the reset is awaited.
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 0, false),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(0, false);
     assert_eq!(bench.step(&mut from, &mut to).unwrap(), Some(100 * MS));
     bench.clock.advance_to(100 * MS - 1);
     assert!(bench.step(&mut from, &mut to).is_ok(), "not yet");
@@ -300,10 +288,7 @@ fn a_reset_in_time_strikes_at_its_moment_even_with_nothing_to_do() {
 #[test]
 fn a_fault_sent_while_running_counts_from_that_moment() {
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
-    let (mut from, mut to) = (
-        Memory::new(&bench.clock, 30_000, true),
-        Memory::new(&bench.clock, 0, false),
-    );
+    let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, 50 * MS);
     bench.clock.advance_to(50 * MS);
     bench.conditions.change(&Retune {
