@@ -1,0 +1,430 @@
+//! What a toxiproxy server holds, and every change its API makes to it,
+//! with toxiproxy's answers: the proxies by name (each with its listen
+//! address, upstream, whether enabled, and its toxics), as plain data
+//! without sockets. The server carries a change out on its event loop
+//! after this has accepted it.
+
+use super::toxics::{BadAttribute, defaults, merge};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// An answer other than success, as toxiproxy words and numbers it:
+/// `{"error": "...", "status": N}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiError {
+    pub error: String,
+    pub status: u16,
+}
+
+impl ApiError {
+    fn new(error: impl Into<String>, status: u16) -> ApiError {
+        ApiError {
+            error: error.into(),
+            status,
+        }
+    }
+
+    /// toxiproxy's words first, then the detail, as it joins them.
+    pub fn bad_body(why: impl std::fmt::Display) -> ApiError {
+        ApiError::new(format!("bad request body: {why}"), 400)
+    }
+
+    fn missing(field: &str) -> ApiError {
+        ApiError::new(format!("missing required field: {field}"), 400)
+    }
+
+    fn proxy_not_found() -> ApiError {
+        ApiError::new("proxy not found", 404)
+    }
+
+    fn toxic_not_found() -> ApiError {
+        ApiError::new("toxic not found", 404)
+    }
+}
+
+impl From<BadAttribute> for ApiError {
+    fn from(bad: BadAttribute) -> ApiError {
+        ApiError::bad_body(format!("attribute {} must be {}", bad.name, bad.wanted))
+    }
+}
+
+/// A toxic as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Toxic {
+    pub attributes: Map<String, Value>,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub stream: String,
+    pub toxicity: f64,
+}
+
+/// A proxy as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Proxy {
+    pub name: String,
+    pub listen: String,
+    pub upstream: String,
+    pub enabled: bool,
+    pub toxics: Vec<Toxic>,
+}
+
+/// A proxy as a request gives it; unknown fields are ignored.
+#[derive(Debug, Default, Deserialize)]
+pub struct ProxyGiven {
+    pub name: Option<String>,
+    pub listen: Option<String>,
+    pub upstream: Option<String>,
+    pub enabled: Option<bool>,
+    /// shape's own: toxics created with the proxy, before its first
+    /// connection.
+    pub toxics: Option<Vec<Map<String, Value>>>,
+}
+
+/// Every proxy, by name.
+#[derive(Debug, Default)]
+pub struct Model {
+    pub proxies: BTreeMap<String, Proxy>,
+}
+
+impl Model {
+    /// POST /proxies: a new proxy, enabled unless told otherwise, listening
+    /// on `localhost:0` unless told where.
+    pub fn create(&mut self, given: ProxyGiven) -> Result<&Proxy, ApiError> {
+        let name = given
+            .name
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ApiError::missing("name"))?;
+        let upstream = given
+            .upstream
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| ApiError::missing("upstream"))?;
+        if self.proxies.contains_key(&name) {
+            return Err(ApiError::new("proxy already exists", 409));
+        }
+        let mut proxy = Proxy {
+            name: name.clone(),
+            listen: given.listen.unwrap_or_else(|| "localhost:0".into()),
+            upstream,
+            enabled: given.enabled.unwrap_or(true),
+            toxics: Vec::new(),
+        };
+        for toxic in given.toxics.unwrap_or_default() {
+            add_toxic(&mut proxy, &toxic)?;
+        }
+        Ok(self.proxies.entry(name).or_insert(proxy))
+    }
+
+    /// GET /proxies/{name}.
+    pub fn proxy(&self, name: &str) -> Result<&Proxy, ApiError> {
+        self.proxies.get(name).ok_or_else(ApiError::proxy_not_found)
+    }
+
+    /// POST or PATCH /proxies/{name}: what is given replaces, what is
+    /// omitted stays.
+    pub fn update(&mut self, name: &str, given: ProxyGiven) -> Result<&Proxy, ApiError> {
+        let proxy = self
+            .proxies
+            .get_mut(name)
+            .ok_or_else(ApiError::proxy_not_found)?;
+        if let Some(listen) = given.listen {
+            proxy.listen = listen;
+        }
+        if let Some(upstream) = given.upstream {
+            proxy.upstream = upstream;
+        }
+        if let Some(enabled) = given.enabled {
+            proxy.enabled = enabled;
+        }
+        Ok(proxy)
+    }
+
+    /// DELETE /proxies/{name}.
+    pub fn delete(&mut self, name: &str) -> Result<Proxy, ApiError> {
+        self.proxies
+            .remove(name)
+            .ok_or_else(ApiError::proxy_not_found)
+    }
+
+    /// POST /reset: every proxy enabled, every toxic gone.
+    pub fn reset(&mut self) {
+        for proxy in self.proxies.values_mut() {
+            proxy.enabled = true;
+            proxy.toxics.clear();
+        }
+    }
+
+    /// POST /proxies/{name}/toxics.
+    pub fn add_toxic(
+        &mut self,
+        proxy: &str,
+        given: &Map<String, Value>,
+    ) -> Result<&Toxic, ApiError> {
+        let proxy = self
+            .proxies
+            .get_mut(proxy)
+            .ok_or_else(ApiError::proxy_not_found)?;
+        add_toxic(proxy, given)?;
+        Ok(proxy.toxics.last().expect("just added"))
+    }
+
+    /// POST or PATCH /proxies/{name}/toxics/{toxic}: attributes merged,
+    /// toxicity replaced if given.
+    pub fn update_toxic(
+        &mut self,
+        proxy: &str,
+        toxic: &str,
+        given: &Map<String, Value>,
+    ) -> Result<&Toxic, ApiError> {
+        let proxy = self
+            .proxies
+            .get_mut(proxy)
+            .ok_or_else(ApiError::proxy_not_found)?;
+        let toxic = proxy
+            .toxics
+            .iter_mut()
+            .find(|t| t.name == toxic)
+            .ok_or_else(ApiError::toxic_not_found)?;
+        if let Some(attributes) = given.get("attributes") {
+            let attributes = attributes
+                .as_object()
+                .ok_or_else(|| ApiError::bad_body("attributes must be an object"))?;
+            let mut merged = toxic.attributes.clone();
+            merge(&toxic.kind, &mut merged, attributes)?;
+            toxic.attributes = merged;
+        }
+        if let Some(toxicity) = given.get("toxicity") {
+            toxic.toxicity = toxicity_of(toxicity)?;
+        }
+        Ok(toxic)
+    }
+
+    /// DELETE /proxies/{name}/toxics/{toxic}.
+    pub fn delete_toxic(&mut self, proxy: &str, toxic: &str) -> Result<Toxic, ApiError> {
+        let proxy = self
+            .proxies
+            .get_mut(proxy)
+            .ok_or_else(ApiError::proxy_not_found)?;
+        let at = proxy
+            .toxics
+            .iter()
+            .position(|t| t.name == toxic)
+            .ok_or_else(ApiError::toxic_not_found)?;
+        Ok(proxy.toxics.remove(at))
+    }
+}
+
+/// Adds toxic `given` to `proxy`: downstream, toxicity 1 and named
+/// `TYPE_STREAM` unless told otherwise; names are unique across both
+/// streams.
+fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>) -> Result<(), ApiError> {
+    let text = |field: &str, default: &str| -> Result<String, ApiError> {
+        match given.get(field) {
+            None | Some(Value::Null) => Ok(default.to_string()),
+            Some(Value::String(text)) => Ok(text.clone()),
+            Some(_) => Err(ApiError::bad_body(format!("{field} must be a string"))),
+        }
+    };
+    let stream = text("stream", "downstream")?;
+    if !matches!(stream.as_str(), "upstream" | "downstream") {
+        return Err(ApiError::new(
+            "stream was invalid, can be either upstream or downstream",
+            400,
+        ));
+    }
+    let kind = text("type", "")?;
+    let mut name = text("name", "")?;
+    if name.is_empty() {
+        name = format!("{kind}_{stream}");
+    }
+    let mut attributes = defaults(&kind).ok_or_else(|| ApiError::new("invalid toxic type", 400))?;
+    if proxy.toxics.iter().any(|t| t.name == name) {
+        return Err(ApiError::new("toxic already exists", 409));
+    }
+    if let Some(given) = given.get("attributes") {
+        let given = given
+            .as_object()
+            .ok_or_else(|| ApiError::bad_body("attributes must be an object"))?;
+        merge(&kind, &mut attributes, given)?;
+    }
+    let toxicity = given
+        .get("toxicity")
+        .map(toxicity_of)
+        .transpose()?
+        .unwrap_or(1.0);
+    proxy.toxics.push(Toxic {
+        attributes,
+        name,
+        kind,
+        stream,
+        toxicity,
+    });
+    Ok(())
+}
+
+/// A toxicity as given: a number from 0 to 1.
+fn toxicity_of(value: &Value) -> Result<f64, ApiError> {
+    value
+        .as_f64()
+        .filter(|t| (0.0..=1.0).contains(t))
+        .ok_or_else(|| ApiError::bad_body("toxicity must be a number from 0 to 1"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn given(value: Value) -> ProxyGiven {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn map(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn proxies_are_created_found_changed_and_deleted_as_toxiproxy_does() {
+        let mut model = Model::default();
+        let made = model
+            .create(given(
+                json!({"name": "db", "upstream": "127.0.0.1:5432", "colour": 1}),
+            ))
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(made).unwrap(),
+            json!({"name": "db", "listen": "localhost:0", "upstream": "127.0.0.1:5432", "enabled": true, "toxics": []})
+        );
+        assert_eq!(
+            model
+                .create(given(json!({"name": "db", "upstream": "x:1"})))
+                .unwrap_err()
+                .status,
+            409
+        );
+        assert_eq!(
+            model.create(given(json!({"upstream": "x:1"}))).unwrap_err(),
+            ApiError::new("missing required field: name", 400)
+        );
+        assert_eq!(
+            model
+                .create(given(json!({"name": "n"})))
+                .unwrap_err()
+                .status,
+            400
+        );
+        let changed = model
+            .update("db", given(json!({"enabled": false})))
+            .unwrap();
+        assert_eq!(
+            (changed.enabled, changed.upstream.as_str()),
+            (false, "127.0.0.1:5432")
+        );
+        assert_eq!(
+            model
+                .update("nope", ProxyGiven::default())
+                .unwrap_err()
+                .status,
+            404
+        );
+        model.reset();
+        assert!(model.proxy("db").unwrap().enabled);
+        assert_eq!(model.delete("db").unwrap().name, "db");
+        assert_eq!(
+            model.delete("db").unwrap_err(),
+            ApiError::new("proxy not found", 404)
+        );
+    }
+
+    #[test]
+    fn toxics_take_toxiproxy_defaults_and_names_and_merge_on_update() {
+        let mut model = Model::default();
+        model
+            .create(given(json!({"name": "p", "upstream": "u:1"})))
+            .unwrap();
+        let added = model
+            .add_toxic(
+                "p",
+                &map(json!({"type": "latency", "attributes": {"latency": 100}})),
+            )
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(added).unwrap(),
+            json!({"attributes": {"latency": 100, "jitter": 0}, "name": "latency_downstream", "type": "latency", "stream": "downstream", "toxicity": 1.0})
+        );
+        // Names are unique across both streams.
+        let again = model.add_toxic(
+            "p",
+            &map(json!({"type": "latency", "name": "latency_downstream", "stream": "upstream"})),
+        );
+        assert_eq!(
+            again.unwrap_err(),
+            ApiError::new("toxic already exists", 409)
+        );
+        assert_eq!(
+            model
+                .add_toxic("p", &map(json!({"type": "bogus"})))
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            model
+                .add_toxic("p", &map(json!({"type": "noop", "stream": "sideways"})))
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            model
+                .add_toxic("q", &map(json!({"type": "noop"})))
+                .unwrap_err()
+                .status,
+            404
+        );
+        let updated = model
+            .update_toxic(
+                "p",
+                "latency_downstream",
+                &map(json!({"attributes": {"jitter": 7}, "toxicity": 0.5})),
+            )
+            .unwrap();
+        assert_eq!(
+            updated.attributes,
+            map(json!({"latency": 100, "jitter": 7}))
+        );
+        assert_eq!(updated.toxicity, 0.5);
+        assert_eq!(
+            model
+                .update_toxic("p", "nope", &Map::new())
+                .unwrap_err()
+                .status,
+            404
+        );
+        assert_eq!(
+            model.delete_toxic("p", "latency_downstream").unwrap().kind,
+            "latency"
+        );
+        assert_eq!(
+            model
+                .delete_toxic("p", "latency_downstream")
+                .unwrap_err()
+                .status,
+            404
+        );
+    }
+
+    #[test]
+    fn a_proxy_may_come_with_its_toxics() {
+        let mut model = Model::default();
+        let made = model
+            .create(given(json!({"name": "p", "upstream": "u:1", "toxics": [{"type": "bandwidth", "attributes": {"rate": 1000, "shared": 1}}]})))
+            .unwrap();
+        assert_eq!(made.toxics[0].name, "bandwidth_downstream");
+        assert_eq!(
+            made.toxics[0].attributes,
+            map(json!({"rate": 1000, "shared": 1}))
+        );
+    }
+}
