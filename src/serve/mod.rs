@@ -1,13 +1,14 @@
 //! `shape --serve`: toxiproxy's HTTP API over shape's proxies. Work in
 //! progress on this branch: the API's model ([`model`]), its toxics
-//! ([`toxics`]) and its routes ([`routes`]) are done and tested; the HTTP
-//! thread, the proxies on the one event loop, and the toxics carried out
-//! by shape's faults are not.
+//! ([`toxics`]), its routes ([`routes`]) and the HTTP thread ([`http`])
+//! are done and tested; the proxies on the one event loop, and the toxics
+//! carried out by shape's faults, are not.
 //!
 //! Held against the real toxiproxy 2.12.0 so far: status codes and error
 //! words of every proxy and toxic route in the model agree. Open: a proxy
 //! created without `listen` binds `[::]:0` in toxiproxy (all interfaces),
 //! and a toxicity of 1 is printed `1` there, `1.0` here.
+pub mod http;
 pub mod model;
 pub mod routes;
 pub mod toxics;

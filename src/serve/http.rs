@@ -1,0 +1,162 @@
+//! The HTTP side of `--serve`: a thread of its own that reads each
+//! request (a body of at most [`MOST_BODY`]), answers it on the model,
+//! and writes the answer. A slow or hostile client holds this thread
+//! only, never the event loop that carries the data.
+
+use super::model::Model;
+use super::routes::answer;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tiny_http::{Header, Response, Server};
+
+/// The largest request body read; what is longer is refused as a bad
+/// body.
+const MOST_BODY: u64 = 1 << 20;
+
+/// The API, listening.
+pub struct Api {
+    server: Arc<Server>,
+}
+
+impl Api {
+    /// Listens on `address` (port 0 takes a free port).
+    pub fn listen(address: &str) -> std::io::Result<Api> {
+        let server = Server::http(address).map_err(std::io::Error::other)?;
+        Ok(Api {
+            server: Arc::new(server),
+        })
+    }
+
+    /// Where it listens.
+    pub fn address(&self) -> Option<SocketAddr> {
+        self.server.server_addr().to_ip()
+    }
+
+    /// Answers requests on `model` on a thread of its own, until the
+    /// process ends.
+    pub fn serve(&self, model: Arc<Mutex<Model>>) -> std::io::Result<()> {
+        let server = self.server.clone();
+        std::thread::Builder::new()
+            .name("api".into())
+            .spawn(move || {
+                for mut request in server.incoming_requests() {
+                    let mut body = Vec::new();
+                    let read = request
+                        .as_reader()
+                        .take(MOST_BODY + 1)
+                        .read_to_end(&mut body);
+                    let answered = match read {
+                        Ok(_) if body.len() as u64 > MOST_BODY => answer_too_long(),
+                        Ok(_) => {
+                            let method = request.method().as_str().to_string();
+                            let mut model = crate::lock::lock(&model);
+                            answer(&mut model, &method, request.url(), &body)
+                        }
+                        Err(_) => continue,
+                    };
+                    let json = Header::from_bytes("Content-Type", "application/json")
+                        .expect("a valid header");
+                    let response = match answered.body {
+                        Some(body) => Response::from_string(body).with_header(json),
+                        None => Response::from_string(""),
+                    }
+                    .with_status_code(answered.status);
+                    let _ = request.respond(response);
+                }
+            })?;
+        Ok(())
+    }
+}
+
+/// The answer to a body over [`MOST_BODY`].
+fn answer_too_long() -> super::routes::Answer {
+    super::routes::Answer {
+        status: 400,
+        body: Some(
+            serde_json::json!({"error": "bad request body: longer than 1 MiB", "status": 400})
+                .to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpStream;
+
+    /// One request over a fresh connection: its status line and body. The
+    /// body is written from a thread of its own, so that a server that
+    /// answers before reading all of it is heard.
+    fn request(at: SocketAddr, method: &str, path: &str, body: &str) -> (String, String) {
+        let mut stream = TcpStream::connect(at).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let mut writer = stream.try_clone().unwrap();
+        let body = body.to_string();
+        let writing = std::thread::spawn(move || {
+            let _ = writer.write_all(head.as_bytes());
+            let _ = writer.write_all(body.as_bytes());
+        });
+        let mut reply = Vec::new();
+        let mut buffer = [0; 4096];
+        // Up to the end of the answer's body, which says its length.
+        while let Ok(n) = stream.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            reply.extend_from_slice(&buffer[..n]);
+            let text = String::from_utf8_lossy(&reply);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|line| {
+                        line.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_string)
+                    })
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break;
+                }
+            }
+        }
+        drop(stream);
+        let _ = writing.join();
+        let reply = String::from_utf8_lossy(&reply).into_owned();
+        let status = reply.lines().next().unwrap_or_default().to_string();
+        let body = reply
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        (status, body)
+    }
+
+    #[test]
+    fn the_api_answers_over_http_and_refuses_what_is_too_long() {
+        let api = Api::listen("127.0.0.1:0").unwrap();
+        api.serve(Arc::default()).unwrap();
+        let at = api.address().unwrap();
+        let (status, body) = request(
+            at,
+            "POST",
+            "/proxies",
+            r#"{"name":"a","upstream":"127.0.0.1:1"}"#,
+        );
+        assert!(status.contains(" 201 "), "{status}");
+        assert!(body.contains(r#""name":"a""#), "{body}");
+        let (status, _) = request(at, "DELETE", "/proxies/a", "");
+        assert!(status.contains(" 204 "), "{status}");
+        let (status, body) = request(at, "POST", "/proxies", &"x".repeat((1 << 20) + 10));
+        assert!(status.contains(" 400 "), "{status}");
+        assert!(body.contains("longer than 1 MiB"), "{body}");
+    }
+}
