@@ -1,0 +1,155 @@
+//! What each toxic asks of shape, for the stream it is on: a limit (the
+//! bucket), a delay (the delay line), or faults as shape's own flags
+//! would give them (the one table of faults), so that the proxy carries
+//! toxics out with the machinery a pipe uses.
+//!
+//! Not yet carried: `timeout` with a timeout above 0 closes the
+//! connection after it, which needs a fault that closes in time (a row of
+//! the table); as it is, it holds the data back, as a timeout of 0 does.
+
+use super::model::Toxic;
+use crate::faults::Change;
+use serde_json::Value;
+use shape_bucket::Limit;
+use std::time::Duration;
+
+/// What one toxic asks of its stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Nothing: `noop`, or a bandwidth of 0 or less (toxiproxy then passes
+    /// everything through).
+    Nothing,
+    /// At most this rate: `bandwidth`'s `rate`, in KB/s of 1000 bytes.
+    Limit(Limit),
+    /// Every byte held this long, give or take the jitter: `latency`.
+    Delay { delay: Duration, jitter: Duration },
+    /// Faults, as shape's flags give them.
+    Faults(Vec<Change>),
+}
+
+/// What `toxic` asks of the stream it is on.
+pub fn effect(toxic: &Toxic) -> Effect {
+    let number = |name: &str| {
+        toxic
+            .attributes
+            .get(name)
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            .max(0) as u64
+    };
+    let fault = |name: &str, value: String| {
+        Change::parse(name, &value).expect("values made here are in range")
+    };
+    let ms = |n: u64| format!("{n}ms");
+    match toxic.kind.as_str() {
+        "latency" => Effect::Delay {
+            delay: Duration::from_millis(number("latency")),
+            jitter: Duration::from_millis(number("jitter")),
+        },
+        "bandwidth" => match number("rate") {
+            0 => Effect::Nothing,
+            rate => Effect::Limit(Limit::per_second(rate.saturating_mul(1000))),
+        },
+        "slow_close" => Effect::Faults(vec![fault("slow-close", ms(number("delay")))]),
+        "timeout" => Effect::Faults(vec![fault("stall-after", "0".into())]),
+        "reset_peer" => Effect::Faults(vec![fault("reset-after", ms(number("timeout")))]),
+        "slicer" => {
+            let size = number("average_size").max(1);
+            let variation = number("size_variation").min(size - 1);
+            Effect::Faults(vec![
+                fault("slice", format!("{size}:{variation}")),
+                fault("slice-pause", format!("{}us", number("delay"))),
+            ])
+        }
+        "limit_data" => Effect::Faults(vec![fault("cut-after", number("bytes").to_string())]),
+        "loss" | "corrupt" => {
+            let chance = toxic
+                .attributes
+                .get("probability")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0);
+            let name = match toxic.kind.as_str() {
+                "loss" => "drop",
+                _ => "corrupt",
+            };
+            Effect::Faults(vec![fault(name, chance.to_string())])
+        }
+        _ => Effect::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::Way;
+    use serde_json::json;
+
+    fn toxic(kind: &str, attributes: Value) -> Toxic {
+        Toxic {
+            attributes: attributes.as_object().unwrap().clone(),
+            name: format!("{kind}_downstream"),
+            kind: kind.into(),
+            stream: "downstream".into(),
+            toxicity: 1.0,
+        }
+    }
+
+    fn faults(effect: Effect) -> crate::faults::Faults {
+        match effect {
+            Effect::Faults(changes) => Change::all(&changes, Way::Down),
+            other => panic!("not faults: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_toxic_is_carried_by_shape_s_own_machinery() {
+        assert_eq!(
+            effect(&toxic("bandwidth", json!({"rate": 1000}))),
+            Effect::Limit(Limit::per_second(1_000_000))
+        );
+        assert_eq!(
+            effect(&toxic("bandwidth", json!({"rate": 0}))),
+            Effect::Nothing
+        );
+        assert_eq!(
+            effect(&toxic("latency", json!({"latency": 100, "jitter": 10}))),
+            Effect::Delay {
+                delay: Duration::from_millis(100),
+                jitter: Duration::from_millis(10)
+            }
+        );
+        let slicer = faults(effect(&toxic(
+            "slicer",
+            json!({"average_size": 64, "size_variation": 32, "delay": 10}),
+        )));
+        assert_eq!(slicer.slice.map(|s| (s.size, s.variation)), Some((64, 32)));
+        assert_eq!(slicer.slice_pause, Duration::from_micros(10));
+        assert_eq!(
+            faults(effect(&toxic("limit_data", json!({"bytes": 7})))).cut_after,
+            Some(7)
+        );
+        assert_eq!(
+            faults(effect(&toxic("slow_close", json!({"delay": 250})))).slow_close,
+            Duration::from_millis(250)
+        );
+        assert!(
+            faults(effect(&toxic("timeout", json!({"timeout": 0}))))
+                .stall_after
+                .is_some()
+        );
+        assert!(
+            faults(effect(&toxic("reset_peer", json!({"timeout": 5}))))
+                .reset_after
+                .is_some()
+        );
+        assert_eq!(
+            faults(effect(&toxic("loss", json!({"probability": 0.25})))).drop,
+            0.25
+        );
+        assert_eq!(
+            faults(effect(&toxic("corrupt", json!({"probability": 0.5})))).corrupt,
+            0.5
+        );
+        assert_eq!(effect(&toxic("noop", json!({}))), Effect::Nothing);
+    }
+}
