@@ -139,6 +139,12 @@ impl Conditions {
         *lock(&self.now)
     }
 
+    /// Puts `now` in force in place of what was.
+    pub fn set(&self, now: Now) {
+        *lock(&self.now) = now;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// Applies `retune`, which [`Conditions::check`] has let through.
     pub fn change(&self, retune: &Retune) {
         let mut now = lock(&self.now);

@@ -26,6 +26,7 @@
 
 mod alarm;
 mod connection;
+pub mod rules;
 mod server;
 mod stream;
 mod trouble;
@@ -33,13 +34,16 @@ mod trouble;
 use crate::bucket::Bucket;
 use crate::conditions::Conditions;
 use crate::faults::Way;
-use crate::net::Address;
+use crate::net::{Address, Listening};
 use crate::progress::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
+use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
+pub use server::Command;
 use server::Server;
 use std::io;
 use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
 
 /// What the proxy needs of whoever holds its settings and changes them
 /// while it runs: the buckets of the two directions that all connections
@@ -83,17 +87,82 @@ pub struct Shaping {
     pub say_seed: bool,
 }
 
+/// The flags are the rules of proxy mode's one route: every connection
+/// pays from the two shared buckets (or from buckets of its own that
+/// follow them) and is held to the one set of conditions.
+impl Rules for &Shaping {
+    fn plan(&self, _: &mut Luck) -> io::Result<Plan> {
+        let way = |way| -> io::Result<WayPlan> {
+            let bucket = match self.per_connection {
+                true => self.settings.own(way)?,
+                false => self.settings.shared(way),
+            };
+            Ok(WayPlan {
+                pay: Pay::Bucket(bucket),
+                terms: Terms::Shared(self.conditions.clone()),
+            })
+        };
+        Ok(Plan {
+            ways: [way(Way::Up)?, way(Way::Down)?],
+        })
+    }
+
+    fn link(&self) -> SlowLink {
+        self.link
+    }
+
+    fn affect(&self) -> f64 {
+        self.affect
+    }
+
+    fn passed(&self) -> [Arc<Throughput>; 2] {
+        [self.passed_up.clone(), self.passed_down.clone()]
+    }
+}
+
 /// Serves connections on `listen`, forwarding each to `connect`, until the
 /// process is ended. Fails only if the proxy cannot start; after that, a
 /// failure ends one connection, never the proxy.
 pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
     raise_file_limit();
-    let listening = listen.listen()?;
-    let listen = listening.local();
-    let listener = stream::Listener::from_listening(listening)?;
-    let mut server = Server::new(listener, listen, connect, shaping)?;
-    server.say_where();
+    let mut server = Server::new(shaping.report.clone(), shaping.seed)?;
+    // A change of settings may move every deadline: poll is woken, and
+    // every waiting connection is stepped again. Whoever changes the
+    // settings here says so once all buckets (each connection's own too)
+    // have changed; a change from elsewhere (another process on a share,
+    // a fleet's leases) is seen by a thread asleep on the shared buckets'
+    // generation. Nothing polls.
+    shaping.settings.on_change(Box::new(server.wake_on_change()));
+    for way in Way::BOTH {
+        server.watch(shaping.settings.shared(way))?;
+    }
+    let (_, listen) = server.open(listen.listen()?, connect.clone(), Box::new(shaping))?;
+    server.say(&format!("shape: listening on {listen}"));
+    if shaping.say_seed {
+        server.say(&format!("shape: seed {}", shaping.seed));
+    }
     server.run()
+}
+
+/// An event loop with no routes yet, run on the calling thread until a
+/// [`Command::Stop`] comes through `commands`; `ready` gets its waker
+/// first, which every command must be sent with.
+pub fn serve_commands(
+    report: Option<Printer>,
+    seed: u64,
+    commands: Receiver<Command>,
+    ready: Sender<Arc<mio::Waker>>,
+) -> io::Result<()> {
+    raise_file_limit();
+    let mut server = Server::new(report, seed)?;
+    server.take_commands(commands);
+    let _ = ready.send(server.waker());
+    server.run()
+}
+
+/// A listener bound for a route, as [`Command::Open`] takes it.
+pub fn bind(listen: &Address) -> io::Result<Listening> {
+    listen.listen()
 }
 
 /// Raises the soft limit on open files to the hard one: each connection

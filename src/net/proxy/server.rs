@@ -1,17 +1,23 @@
-//! The event loop: one thread, one poll, every connection.
+//! The event loop: one thread, one poll, every route and connection.
+//!
+//! A route is a listener, where it forwards to, and the [`Rules`] that
+//! shape its connections. Proxy mode opens one before the loop runs;
+//! `--serve` opens, closes and retunes routes while it runs, through
+//! [`Command`]s sent with the loop's waker, each answered once done so
+//! that the API can say so.
 
-use super::Shaping;
 use super::alarm::Alarm;
-use super::connection::{BUFFER, Connection, Direction, End, Seeds, Setup, buckets};
+use super::connection::{BUFFER, Connection, End, Seeds, Start};
+use super::rules::{Luck, Rules};
 use super::stream::{Listener, Stream};
 use crate::bucket::Bucket;
-use crate::chunk::chunk_size;
-use crate::faults::{ResetStruck, Way, drop_block};
+use crate::faults::ResetStruck;
 use crate::message::one_line;
-use crate::net::Address;
+use crate::net::{Address, Listening};
+use crate::progress::Printer;
 use mio::net::{TcpStream, UnixStream};
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, Damaged, MonotonicClock};
 use slab::Slab;
 use std::io;
@@ -19,39 +25,70 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Duration;
 
 /// How long accepting rests after the system refused to accept.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-const LISTENER: Token = Token(usize::MAX);
-const ALARM: Token = Token(usize::MAX - 1);
-const CHANGED: Token = Token(usize::MAX - 2);
+const ALARM: Token = Token(usize::MAX);
+const CHANGED: Token = Token(usize::MAX - 1);
+/// Route `r`'s listener is token `LISTENERS + r`; connection `c`'s sides
+/// are tokens `2c` and `2c + 1`, below it.
+const LISTENERS: usize = usize::MAX / 2;
+
+/// A change of routes, sent to a running loop; each says when it is done.
+pub enum Command {
+    /// Listen on `listening` (bound by the sender, who can then say why
+    /// it could not be) and forward to `connect`; answers the route's key.
+    Open {
+        listening: Listening,
+        connect: Address,
+        rules: Box<dyn Rules + Send>,
+        opened: SyncSender<io::Result<usize>>,
+    },
+    /// Stop listening and close every connection of the route.
+    Close { route: usize, closed: SyncSender<()> },
+    /// Shape the route's connections, open ones too, by `rules` from now on.
+    Retune {
+        route: usize,
+        rules: Box<dyn Rules + Send>,
+        retuned: SyncSender<()>,
+    },
+    /// Close everything and end the loop.
+    Stop,
+}
+
+/// A listener, where it forwards to, and what shapes its connections.
+struct Route<'a> {
+    listener: Listener,
+    /// Where it listens, for messages.
+    listen: String,
+    connect: Address,
+    /// The connect address, resolved once, if it is a TCP one.
+    upstream: Option<SocketAddr>,
+    rules: Box<dyn Rules + 'a>,
+}
 
 /// The proxy's whole state, driven by one thread.
 pub(super) struct Server<'a> {
     poll: Poll,
     events: Events,
-    listener: Listener,
-    /// Where it listens, for messages.
-    listen: String,
-    connect: &'a Address,
-    /// The buckets every connection shares, up and down: watched for
-    /// changes from elsewhere, and for damage.
-    shared: [Arc<Bucket>; 2],
-    /// The connect address, resolved once, if it is a TCP one.
-    upstream: Option<SocketAddr>,
-    shaping: &'a Shaping,
+    routes: Slab<Route<'a>>,
     connections: Slab<Connection>,
+    /// Buckets watched for damage: a damaged one ends the loop.
+    watched: Vec<Arc<Bucket>>,
     /// Connections to step in this round, kept to reuse its memory.
     ready: Vec<usize>,
     alarm: Option<Alarm>,
-    /// Set when the settings change: every waiting connection is stepped.
+    waker: Arc<Waker>,
+    /// Set when settings change: every waiting connection is stepped.
     changed: Arc<AtomicBool>,
+    commands: Option<Receiver<Command>>,
     /// While accepting rests for want of resources: until when.
     accept_resumes: Option<u64>,
     /// A client accepted when no descriptor was left for its server: it
-    /// waits for one, first in line.
-    parked: Option<(Stream, String)>,
+    /// waits for one, first in line, with its route.
+    parked: Option<(usize, Stream, String)>,
     /// Whether the current shortage of resources has been said.
     shortage_said: bool,
     /// Where each direction's seeds come from.
@@ -60,47 +97,16 @@ pub(super) struct Server<'a> {
     choices: fastrand::Rng,
     /// What every direction reads into: it keeps only what it read.
     scratch: Vec<u8>,
+    /// Where to say what failed; `None` when quiet.
+    report: Option<Printer>,
     clock: MonotonicClock,
 }
 
 impl<'a> Server<'a> {
-    pub(super) fn new(
-        mut listener: Listener,
-        listen: String,
-        connect: &'a Address,
-        shaping: &'a Shaping,
-    ) -> io::Result<Server<'a>> {
+    /// A loop without routes, its random choices drawn from `seed`.
+    pub(super) fn new(report: Option<Printer>, seed: u64) -> io::Result<Server<'a>> {
         let poll = Poll::new()?;
-        poll.registry()
-            .register(listener.source(), LISTENER, Interest::READABLE)?;
-        let upstream = match connect {
-            Address::Tcp { .. } => Some(connect.resolve_one()?),
-            Address::Unix(_) => None,
-        };
-        // A change of settings may move every deadline: poll is woken,
-        // and every waiting connection is stepped again. Whoever changes
-        // the settings here says so once all buckets (each connection's
-        // own too) have changed; a change from elsewhere (another process
-        // on a share, a fleet's leases) is seen by a thread asleep on the
-        // shared buckets' generation. Nothing polls.
-        let changed = Arc::new(AtomicBool::new(false));
-        let waker = Arc::new(mio::Waker::new(poll.registry(), CHANGED)?);
-        let wake = {
-            let (changed, waker) = (changed.clone(), waker.clone());
-            move || {
-                changed.store(true, Ordering::SeqCst);
-                let _ = waker.wake();
-            }
-        };
-        shaping.settings.on_change(Box::new(wake.clone()));
-        let (up, down) = (
-            shaping.settings.shared(Way::Up),
-            shaping.settings.shared(Way::Down),
-        );
-        watch_for_changes(up.clone(), wake.clone())?;
-        if !Arc::ptr_eq(&up, &down) {
-            watch_for_changes(down.clone(), wake)?;
-        }
+        let waker = Arc::new(Waker::new(poll.registry(), CHANGED)?);
         let alarm = Alarm::new().ok();
         if let Some(alarm) = &alarm {
             let fd = alarm.fd.as_raw_fd();
@@ -110,47 +116,187 @@ impl<'a> Server<'a> {
         Ok(Server {
             poll,
             events: Events::with_capacity(1024),
-            listener,
-            listen,
-            connect,
-            shared: [up, down],
-            upstream,
-            shaping,
+            routes: Slab::new(),
             connections: Slab::new(),
+            watched: Vec::new(),
             ready: Vec::new(),
             alarm,
-            changed,
+            waker,
+            changed: Arc::new(AtomicBool::new(false)),
+            commands: None,
             accept_resumes: None,
             parked: None,
             shortage_said: false,
-            seeds: fastrand::Rng::with_seed(shaping.seed),
-            choices: fastrand::Rng::with_seed(shaping.seed).fork(),
+            seeds: fastrand::Rng::with_seed(seed),
+            choices: fastrand::Rng::with_seed(seed).fork(),
             scratch: vec![0; BUFFER],
+            report,
             clock: MonotonicClock,
         })
     }
 
-    /// The seed of the next random choices: drawn in turn from `--seed`,
-    /// so that the same connections see the same jitter and faults again.
-    fn seed(&mut self) -> u64 {
-        self.seeds.u64(..)
+    /// What wakes the loop to step every waiting connection again: a
+    /// change of settings may move every deadline.
+    pub(super) fn wake_on_change(&self) -> impl Fn() + Send + Sync + Clone + 'static {
+        let (changed, waker) = (self.changed.clone(), self.waker.clone());
+        move || {
+            changed.store(true, Ordering::SeqCst);
+            let _ = waker.wake();
+        }
     }
 
-    /// Says where the proxy listens, and the seed its faults draw from.
-    pub(super) fn say_where(&self) {
-        self.say(&format!("shape: listening on {}", self.listen));
-        if self.shaping.say_seed {
-            self.say(&format!("shape: seed {}", self.shaping.seed));
+    /// The waker that [`Command`]s are sent with.
+    pub(super) fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
+
+    /// Takes commands from `commands` while running.
+    pub(super) fn take_commands(&mut self, commands: Receiver<Command>) {
+        self.commands = Some(commands);
+    }
+
+    /// Watches `bucket`: the loop wakes when its settings change (a thread
+    /// asleep on its generation sees a change from another process too),
+    /// and ends if it is found damaged.
+    pub(super) fn watch(&mut self, bucket: Arc<Bucket>) -> io::Result<()> {
+        if self.watched.iter().any(|b| Arc::ptr_eq(b, &bucket)) {
+            return Ok(());
+        }
+        watch_for_changes(bucket.clone(), self.wake_on_change())?;
+        self.watched.push(bucket);
+        Ok(())
+    }
+
+    /// Listens on `listening` and forwards to `connect`, shaped by
+    /// `rules`; returns the route's key and where it listens.
+    pub(super) fn open(
+        &mut self,
+        listening: Listening,
+        connect: Address,
+        rules: Box<dyn Rules + 'a>,
+    ) -> io::Result<(usize, String)> {
+        let listen = listening.local();
+        let mut listener = Listener::from_listening(listening)?;
+        let upstream = match &connect {
+            Address::Tcp { .. } => Some(connect.resolve_one()?),
+            Address::Unix(_) => None,
+        };
+        let entry = self.routes.vacant_entry();
+        let key = entry.key();
+        self.poll.registry().register(
+            listener.source(),
+            Token(LISTENERS + key),
+            Interest::READABLE,
+        )?;
+        entry.insert(Route {
+            listener,
+            listen: listen.clone(),
+            connect,
+            upstream,
+            rules,
+        });
+        Ok((key, listen))
+    }
+
+    /// Stops listening on route `key` and closes its connections.
+    fn close(&mut self, key: usize) {
+        let Some(mut route) = self.routes.try_remove(key) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(route.listener.source());
+        if self.parked.as_ref().is_some_and(|(r, _, _)| *r == key) {
+            self.parked = None;
+        }
+        let gone: Vec<usize> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.route == key)
+            .map(|(k, _)| k)
+            .collect();
+        for connection in gone {
+            self.forget(connection);
+        }
+    }
+
+    /// Shapes route `key`'s connections by `rules` from now on.
+    fn retune(&mut self, key: usize, rules: Box<dyn Rules + 'a>) {
+        let Some(route) = self.routes.get_mut(key) else {
+            return;
+        };
+        route.rules = rules;
+        let mut failed = Vec::new();
+        for (k, connection) in self.connections.iter_mut() {
+            if connection.route != key {
+                continue;
+            }
+            let plan = route.rules.plan(&mut connection.luck);
+            if let Err(err) = plan.and_then(|plan| connection.take(plan)) {
+                failed.push((k, err));
+            }
+        }
+        for (k, err) in failed {
+            let peer = &self.connections[k].peer;
+            self.say(&format!("shape: {peer}: {}", one_line(&err)));
+            self.connections[k].reset_on_close();
+            self.forget(k);
+        }
+        // Their deadlines may have moved.
+        self.changed.store(true, Ordering::SeqCst);
+    }
+
+    /// Carries out the commands sent; returns false on [`Command::Stop`].
+    fn obey(&mut self) -> bool {
+        let Some(commands) = self.commands.take() else {
+            return true;
+        };
+        let mut going = true;
+        while let Ok(command) = commands.try_recv() {
+            match command {
+                Command::Open {
+                    listening,
+                    connect,
+                    rules,
+                    opened,
+                } => {
+                    let _ = opened.send(self.open(listening, connect, rules).map(|(key, _)| key));
+                }
+                Command::Close { route, closed } => {
+                    self.close(route);
+                    let _ = closed.send(());
+                }
+                Command::Retune {
+                    route,
+                    rules,
+                    retuned,
+                } => {
+                    self.retune(route, rules);
+                    let _ = retuned.send(());
+                }
+                Command::Stop => going = false,
+            }
+        }
+        self.commands = Some(commands);
+        going
+    }
+
+    /// The seeds of the next random choices: drawn in turn from the seed,
+    /// so that the same connections see the same jitter and faults again.
+    fn seeds(&mut self) -> Seeds {
+        Seeds {
+            jitter: self.seeds.u64(..),
+            faults: self.seeds.u64(..),
         }
     }
 
     /// Says `line` on standard error, unless quiet.
-    fn say(&self, line: &str) {
-        if let Some(report) = &self.shaping.report {
+    pub(super) fn say(&self, line: &str) {
+        if let Some(report) = &self.report {
             report.line(line);
         }
     }
 
+    /// Runs until stopped by a [`Command::Stop`], or a watched bucket is
+    /// found damaged.
     pub(super) fn run(&mut self) -> io::Result<()> {
         loop {
             let sleep = self.sleep();
@@ -160,7 +306,8 @@ impl<'a> Server<'a> {
                 Err(e) => return Err(e),
             }
             let mut ready = std::mem::take(&mut self.ready);
-            let mut accept = false;
+            let mut accept = Vec::new();
+            let mut woken = false;
             for event in &self.events {
                 match event.token() {
                     ALARM => {
@@ -168,14 +315,20 @@ impl<'a> Server<'a> {
                             alarm.silence();
                         }
                     }
-                    LISTENER => accept = true,
-                    CHANGED => {}
+                    CHANGED => woken = true,
+                    Token(n) if n >= LISTENERS => accept.push(n - LISTENERS),
                     token => ready.push(token.0 / 2),
                 }
             }
+            if woken && !self.obey() {
+                return Ok(());
+            }
             let now = self.clock.now();
-            if accept || self.accept_resumes.is_some_and(|t| t <= now) {
-                self.accept_all(&mut ready);
+            if self.accept_resumes.is_some_and(|t| t <= now) {
+                accept = self.routes.iter().map(|(key, _)| key).collect();
+            }
+            if !accept.is_empty() {
+                self.accept_all(&accept, &mut ready);
             }
             let due = match self.changed.swap(false, Ordering::SeqCst) {
                 true => u64::MAX,
@@ -193,7 +346,7 @@ impl<'a> Server<'a> {
                 self.step(key);
             }
             self.ready = ready;
-            if self.shared.iter().any(|bucket| bucket.damaged()) {
+            if self.watched.iter().any(|bucket| bucket.damaged()) {
                 return Err(io::Error::other(Damaged));
             }
         }
@@ -219,25 +372,36 @@ impl<'a> Server<'a> {
     }
 
     /// Admits the client that waits for resources, then every client
-    /// waiting to be accepted, unless accepting rests.
-    fn accept_all(&mut self, ready: &mut Vec<usize>) {
+    /// waiting to be accepted on `routes`, unless accepting rests.
+    fn accept_all(&mut self, routes: &[usize], ready: &mut Vec<usize>) {
         if self.accept_resumes.is_some_and(|t| t > self.clock.now()) {
             return;
         }
         self.accept_resumes = None;
-        if let Some((client, peer)) = self.parked.take() {
-            ready.extend(self.admit(client, peer));
+        if let Some((route, client, peer)) = self.parked.take() {
+            ready.extend(self.admit(route, client, peer));
         }
-        while self.accept_resumes.is_none() {
-            match self.listener.accept(&self.listen) {
-                Ok((client, peer)) => ready.extend(self.admit(client, peer)),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // The client gave up before it was accepted.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-                // Out of descriptors, memory or buffers, or worse: trying
-                // again at once would fail the same way and spin.
-                Err(err) => self.wait_for_resources(&format!("accept on {}", self.listen), &err),
+        for &route in routes {
+            while self.accept_resumes.is_none() {
+                let Some(Route {
+                    listener, listen, ..
+                }) = self.routes.get_mut(route)
+                else {
+                    break;
+                };
+                match listener.accept(listen) {
+                    Ok((client, peer)) => ready.extend(self.admit(route, client, peer)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // The client gave up before it was accepted.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+                    // Out of descriptors, memory or buffers, or worse:
+                    // trying again at once would fail the same way and spin.
+                    Err(err) => {
+                        let what = format!("accept on {listen}");
+                        self.wait_for_resources(&what, &err);
+                    }
+                }
             }
         }
         if self.accept_resumes.is_none() && self.parked.is_none() {
@@ -259,77 +423,72 @@ impl<'a> Server<'a> {
         self.accept_resumes = Some(self.clock.now() + ACCEPT_PAUSE.as_nanos() as u64);
     }
 
-    /// Connects a new client to the server and starts serving it; on
-    /// failure resets the client and says why. Returns its key.
-    fn admit(&mut self, client: Stream, peer: String) -> Option<usize> {
-        let server = match self.connect_upstream() {
+    /// Connects a client of route `key` to its server and starts serving
+    /// it; on failure resets the client and says why. Returns its key.
+    fn admit(&mut self, key: usize, client: Stream, peer: String) -> Option<usize> {
+        let route = self.routes.get(key)?;
+        let server = match connect_upstream(&route.connect, route.upstream) {
             Ok(server) => server,
             Err(err) if out_of_resources(&err) => {
                 // Only time (connections ending) mends this: the client
                 // waits, and those behind it wait in the backlog.
-                self.parked = Some((client, peer));
-                self.wait_for_resources(&format!("connect to {}", self.connect), &err);
+                let what = format!("connect to {}", route.connect);
+                self.parked = Some((key, client, peer));
+                self.wait_for_resources(&what, &err);
                 return None;
             }
             Err(err) => {
                 client.reset_on_close();
                 self.say(&format!(
                     "shape: {peer}: connect to {}: {}",
-                    self.connect,
+                    route.connect,
                     one_line(&err)
                 ));
                 return None;
             }
         };
-        let buckets = match buckets(self.shaping) {
-            Ok(buckets) => buckets,
+        let affected = self.choices.f64() < route.rules.affect();
+        let seeds = [self.seeds(), self.seeds()];
+        let mut luck = Luck::new(seeds[0].faults ^ seeds[1].jitter);
+        let route = &self.routes[key];
+        let started = route.rules.plan(&mut luck).and_then(|plan| {
+            Connection::new(Start {
+                client,
+                server,
+                plan,
+                rules: &*route.rules,
+                luck,
+                seeds,
+                affected,
+                route: key,
+                peer: peer.clone(),
+                now: self.clock.now(),
+            })
+        });
+        let mut connection = match started {
+            Ok(connection) => connection,
             Err(err) => {
-                client.reset_on_close();
-                server.reset_on_close();
                 self.say(&format!("shape: {peer}: {}", one_line(&err)));
                 return None;
             }
         };
-        let affected = self.choices.f64() < self.shaping.affect;
-        let now = self.clock.now();
-        let start = |seeds, bucket: &Bucket| {
-            let (limit, burst) = bucket.limit_and_burst();
-            Setup {
-                link: &self.shaping.link,
-                conditions: &self.shaping.conditions,
-                seeds,
-                affected,
-                // What --drop loses at once, from the rate of the moment
-                // the connection began.
-                block: drop_block(chunk_size(limit, burst)),
-                now,
-            }
-        };
-        let mut seeds = || Seeds {
-            jitter: self.seed(),
-            faults: self.seed(),
-        };
-        let (up_seeds, down_seeds) = (seeds(), seeds());
-        let up = Direction::new(Way::Up, &start(up_seeds, &buckets.0));
-        let down = Direction::new(Way::Down, &start(down_seeds, &buckets.1));
         let entry = self.connections.vacant_entry();
-        let key = entry.key();
-        let mut connection = Connection {
-            client,
-            server,
-            up,
-            down,
-            buckets,
-            wake_at: None,
-            peer,
-        };
+        let connection_key = entry.key();
         let registry = self.poll.registry();
         let both = Interest::READABLE | Interest::WRITABLE;
         let registered = registry
-            .register(connection.client.source(), Token(key * 2), both)
+            .register(
+                connection.client.source(),
+                Token(connection_key * 2),
+                both,
+            )
             .and_then(|()| {
                 registry
-                    .register(connection.server.source(), Token(key * 2 + 1), both)
+                    .register(
+                        connection.server.source(),
+                        Token(connection_key * 2 + 1),
+                        both,
+                    )
                     .inspect_err(|_| {
                         let _ = registry.deregister(connection.client.source());
                     })
@@ -344,19 +503,7 @@ impl<'a> Server<'a> {
             return None;
         }
         entry.insert(connection);
-        Some(key)
-    }
-
-    /// A new connection to the server; completes in the background.
-    fn connect_upstream(&self) -> io::Result<Stream> {
-        match (self.connect, self.upstream) {
-            (_, Some(address)) => TcpStream::connect(address).map(|s| {
-                let _ = s.set_nodelay(true);
-                Stream::Tcp(s)
-            }),
-            (Address::Unix(path), None) => UnixStream::connect(path).map(Stream::Unix),
-            (Address::Tcp { .. }, None) => Err(io::Error::other("the address was not resolved")),
-        }
+        Some(connection_key)
     }
 
     /// Steps connection `key`, and closes it if it is done or failed (a
@@ -365,17 +512,14 @@ impl<'a> Server<'a> {
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        let finished = match connection.step(
-            &self.shaping.conditions,
-            [&self.shaping.passed_up, &self.shaping.passed_down],
-            &mut self.scratch,
-        ) {
+        let finished = match connection.step(&mut self.scratch) {
             Ok(()) => connection.done(),
             Err(failure) => {
                 connection.reset_on_close();
-                let end = match failure.end {
-                    End::Client => "client".to_string(),
-                    End::Server => format!("server {}", self.connect),
+                let end = match (failure.end, self.routes.get(connection.route)) {
+                    (End::Client, _) => "client".to_string(),
+                    (End::Server, Some(route)) => format!("server {}", route.connect),
+                    (End::Server, None) => "server".to_string(),
                 };
                 let line = match ResetStruck::is(&failure.err) {
                     true => format!("shape: {}: reset, as --reset-after asked", connection.peer),
@@ -390,13 +534,31 @@ impl<'a> Server<'a> {
             }
         };
         if finished {
-            let mut connection = self.connections.remove(key);
-            if let Some(tally) = connection.tally() {
-                self.say(&format!("shape: {}: {tally}", connection.peer));
+            if let Some(tally) = self.connections[key].tally() {
+                self.say(&format!("shape: {}: {tally}", self.connections[key].peer));
             }
-            let _ = self.poll.registry().deregister(connection.client.source());
-            let _ = self.poll.registry().deregister(connection.server.source());
+            self.forget(key);
         }
+    }
+
+    /// Closes connection `key`'s sockets and forgets it.
+    fn forget(&mut self, key: usize) {
+        let mut connection = self.connections.remove(key);
+        let _ = self.poll.registry().deregister(connection.client.source());
+        let _ = self.poll.registry().deregister(connection.server.source());
+    }
+}
+
+/// A new connection to `connect` (resolved to `upstream` if TCP);
+/// completes in the background.
+fn connect_upstream(connect: &Address, upstream: Option<SocketAddr>) -> io::Result<Stream> {
+    match (connect, upstream) {
+        (_, Some(address)) => TcpStream::connect(address).map(|s| {
+            let _ = s.set_nodelay(true);
+            Stream::Tcp(s)
+        }),
+        (Address::Unix(path), None) => UnixStream::connect(path).map(Stream::Unix),
+        (Address::Tcp { .. }, None) => Err(io::Error::other("the address was not resolved")),
     }
 }
 

@@ -1,13 +1,13 @@
 //! One proxied connection: a client, its server, and a [`Direction`] each
 //! way that reads, pays, holds and writes.
 
-use super::Shaping;
+use super::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use super::stream::Stream;
 use super::trouble::Trouble;
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::conditions::{Conditions, Watch};
-use crate::faults::{ResetStruck, Way};
+use crate::faults::{ResetStruck, Way, drop_block};
 use crate::slowlink::{Line, SlowLink};
 use crate::throughput::Throughput;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
@@ -153,6 +153,19 @@ impl Direction {
     /// What the faults did, if any that are counted were asked for.
     pub(super) fn tally(&self) -> Option<String> {
         self.trouble.as_ref().and_then(Trouble::tally)
+    }
+
+    /// Pays for the chunk that waits for tokens, if one does, from `new`
+    /// instead of `old`.
+    fn pay_from<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        old: &TokenBucket<C, S>,
+        new: &TokenBucket<C, S>,
+    ) {
+        if let Some((chunk, paid)) = &mut self.unpaid {
+            old.give_back(paid, chunk.len() as u64);
+            *paid = new.reserve(chunk.len() as u64);
+        }
     }
 
     /// Takes the conditions in force, if they changed.
@@ -402,40 +415,171 @@ pub(super) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// A client, its server, both directions and their buckets.
+/// A client, its server, both directions, and what shapes each.
 pub(super) struct Connection {
     pub(super) client: Stream,
     pub(super) server: Stream,
     pub(super) up: Direction,
     pub(super) down: Direction,
-    pub(super) buckets: (Arc<Bucket>, Arc<Bucket>),
+    /// What each direction pays from and is held to, up then down.
+    shaping: [Shaped; 2],
+    /// Its draws of chance, for rules that strike some connections only.
+    pub(super) luck: Luck,
+    /// The route it came in on.
+    pub(super) route: usize,
     pub(super) wake_at: Option<u64>,
     /// Who it is, for messages: `connection from 127.0.0.1:41234`.
     pub(super) peer: String,
 }
 
+/// What one direction pays from and is held to, and whether each is its
+/// own (changed in place) or shared (replaced).
+struct Shaped {
+    bucket: Arc<Bucket>,
+    own_bucket: bool,
+    conditions: Arc<Conditions>,
+    own_conditions: bool,
+    passed: Arc<Throughput>,
+}
+
+impl Shaped {
+    fn new(plan: WayPlan, passed: Arc<Throughput>) -> io::Result<Shaped> {
+        let (bucket, own_bucket) = match plan.pay {
+            Pay::Bucket(bucket) => (bucket, false),
+            Pay::Own { limit, burst } => (
+                Arc::new(crate::bucket::own(limit, burst).map_err(io::Error::other)?),
+                true,
+            ),
+        };
+        let (conditions, own_conditions) = match plan.terms {
+            Terms::Shared(conditions) => (conditions, false),
+            Terms::Own(now) => (Arc::new(Conditions::new(now)), true),
+        };
+        Ok(Shaped {
+            bucket,
+            own_bucket,
+            conditions,
+            own_conditions,
+            passed,
+        })
+    }
+
+    /// Takes `plan` while `direction` is under way: an own bucket or own
+    /// conditions change in place, others are replaced, and a chunk that
+    /// waits for tokens is paid for again from the new bucket.
+    fn take(&mut self, plan: WayPlan, direction: &mut Direction) -> io::Result<()> {
+        match plan.pay {
+            Pay::Own { limit, burst } if self.own_bucket => self
+                .bucket
+                .set(limit, burst)
+                .map_err(io::Error::other)?,
+            Pay::Own { limit, burst } => {
+                let bucket = Arc::new(crate::bucket::own(limit, burst).map_err(io::Error::other)?);
+                direction.pay_from(&self.bucket, &bucket);
+                (self.bucket, self.own_bucket) = (bucket, true);
+            }
+            Pay::Bucket(bucket) if Arc::ptr_eq(&bucket, &self.bucket) => {}
+            Pay::Bucket(bucket) => {
+                direction.pay_from(&self.bucket, &bucket);
+                (self.bucket, self.own_bucket) = (bucket, false);
+            }
+        }
+        match plan.terms {
+            Terms::Own(now) if self.own_conditions => self.conditions.set(now),
+            Terms::Own(now) => {
+                self.conditions = Arc::new(Conditions::new(now));
+                self.own_conditions = true;
+                direction.watch = Watch::default();
+            }
+            Terms::Shared(conditions) if Arc::ptr_eq(&conditions, &self.conditions) => {}
+            Terms::Shared(conditions) => {
+                (self.conditions, self.own_conditions) = (conditions, false);
+                direction.watch = Watch::default();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a connection starts out.
+pub(super) struct Start<'a> {
+    pub(super) client: Stream,
+    pub(super) server: Stream,
+    pub(super) plan: Plan,
+    pub(super) rules: &'a dyn Rules,
+    pub(super) luck: Luck,
+    pub(super) seeds: [Seeds; 2],
+    /// Whether the faults are done to it.
+    pub(super) affected: bool,
+    pub(super) route: usize,
+    pub(super) peer: String,
+    pub(super) now: u64,
+}
+
 impl Connection {
+    /// A connection shaped by `start.plan`.
+    pub(super) fn new(start: Start) -> io::Result<Connection> {
+        let [up_plan, down_plan] = start.plan.ways;
+        let [passed_up, passed_down] = start.rules.passed();
+        let shaping = [
+            Shaped::new(up_plan, passed_up)?,
+            Shaped::new(down_plan, passed_down)?,
+        ];
+        let link = start.rules.link();
+        let direction = |way: Way| {
+            let shaped = &shaping[way as usize];
+            let (limit, burst) = shaped.bucket.limit_and_burst();
+            Direction::new(
+                way,
+                &Setup {
+                    link: &link,
+                    conditions: &shaped.conditions,
+                    seeds: start.seeds[way as usize],
+                    affected: start.affected,
+                    // What --drop loses at once, from the rate of the
+                    // moment the connection began.
+                    block: drop_block(chunk_size(limit, burst)),
+                    now: start.now,
+                },
+            )
+        };
+        Ok(Connection {
+            up: direction(Way::Up),
+            down: direction(Way::Down),
+            client: start.client,
+            server: start.server,
+            shaping,
+            luck: start.luck,
+            route: start.route,
+            wake_at: None,
+            peer: start.peer,
+        })
+    }
+
+    /// Takes `plan` while open: the rules of its route changed.
+    pub(super) fn take(&mut self, plan: Plan) -> io::Result<()> {
+        let [up, down] = plan.ways;
+        self.shaping[0].take(up, &mut self.up)?;
+        self.shaping[1].take(down, &mut self.down)
+    }
+
     /// Steps both directions.
-    pub(super) fn step(
-        &mut self,
-        conditions: &Conditions,
-        [passed_up, passed_down]: [&Throughput; 2],
-        scratch: &mut [u8],
-    ) -> Result<(), Failure> {
+    pub(super) fn step(&mut self, scratch: &mut [u8]) -> Result<(), Failure> {
+        let [up, down] = &self.shaping;
         let up = self.up.step(
             &mut self.client,
             &mut self.server,
-            &self.buckets.0,
-            conditions,
-            passed_up,
+            &up.bucket,
+            &up.conditions,
+            &up.passed,
             scratch,
         )?;
         let down = self.down.step(
             &mut self.server,
             &mut self.client,
-            &self.buckets.1,
-            conditions,
-            passed_down,
+            &down.bucket,
+            &down.conditions,
+            &down.passed,
             scratch,
         )?;
         self.wake_at = earliest(up, down);
@@ -465,16 +609,6 @@ impl Connection {
         self.client.reset_on_close();
         self.server.reset_on_close();
     }
-}
-
-/// The buckets for one connection: the shared pair, or a fresh pair with
-/// the settings now in force.
-pub(super) fn buckets(shaping: &Shaping) -> io::Result<(Arc<Bucket>, Arc<Bucket>)> {
-    let settings = &shaping.settings;
-    if !shaping.per_connection {
-        return Ok((settings.shared(Way::Up), settings.shared(Way::Down)));
-    }
-    Ok((settings.own(Way::Up)?, settings.own(Way::Down)?))
 }
 
 #[cfg(test)]

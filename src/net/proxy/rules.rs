@@ -1,0 +1,85 @@
+//! What shapes the connections of one route (a listener and where it
+//! forwards to): [`Rules`] give each connection its [`Plan`], when it is
+//! accepted and again whenever the rules change while it is open. Proxy
+//! mode has one route whose rules are its flags; `--serve` has a route per
+//! proxy whose rules are its toxics.
+
+use crate::bucket::Bucket;
+use crate::conditions::{Conditions, Now};
+use crate::slowlink::SlowLink;
+use crate::throughput::Throughput;
+use shape_bucket::Limit;
+use std::io;
+use std::sync::Arc;
+
+/// How one direction of a connection pays for its bytes.
+pub enum Pay {
+    /// From this bucket, which others may spend from too.
+    Bucket(Arc<Bucket>),
+    /// From a bucket of the connection's own with these settings; a
+    /// change of them keeps its tokens.
+    Own { limit: Limit, burst: u64 },
+}
+
+/// The conditions (delay, jitter, faults) of one direction.
+pub enum Terms {
+    /// These, which change for every connection at once.
+    Shared(Arc<Conditions>),
+    /// These, of this connection's own.
+    Own(Now),
+}
+
+/// How one direction of a connection is shaped.
+pub struct WayPlan {
+    pub pay: Pay,
+    pub terms: Terms,
+}
+
+/// How a connection is shaped: up (client to server), then down.
+pub struct Plan {
+    pub ways: [WayPlan; 2],
+}
+
+/// One connection's draws of chance for rules that come and go: each
+/// rule is drawn for once, by its id, and the draw is kept for as long as
+/// the connection lasts, so that a change of other rules, or of the
+/// chance itself, does not draw again.
+pub struct Luck {
+    rng: fastrand::Rng,
+    drawn: Vec<(u64, f64)>,
+}
+
+impl Luck {
+    pub fn new(seed: u64) -> Luck {
+        Luck {
+            rng: fastrand::Rng::with_seed(seed),
+            drawn: Vec::new(),
+        }
+    }
+
+    /// Whether rule `id`, which strikes with `chance`, strikes this
+    /// connection.
+    pub fn strikes(&mut self, id: u64, chance: f64) -> bool {
+        let draw = match self.drawn.iter().find(|(drawn, _)| *drawn == id) {
+            Some(&(_, draw)) => draw,
+            None => {
+                let draw = self.rng.f64();
+                self.drawn.push((id, draw));
+                draw
+            }
+        };
+        draw < chance
+    }
+}
+
+/// What shapes the connections of a route.
+pub trait Rules {
+    /// The plan of a connection with `luck`.
+    fn plan(&self, luck: &mut Luck) -> io::Result<Plan>;
+    /// Its buffers, and its delay and jitter at start.
+    fn link(&self) -> SlowLink;
+    /// The fraction of connections the faults are done to.
+    fn affect(&self) -> f64;
+    /// Where bytes passed on are counted, up and down.
+    fn passed(&self) -> [Arc<Throughput>; 2];
+}
