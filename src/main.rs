@@ -17,7 +17,6 @@ mod mode;
 mod net;
 mod pipe;
 mod progress;
-#[cfg_attr(not(test), allow(dead_code))]
 mod serve;
 mod slowlink;
 mod throughput;

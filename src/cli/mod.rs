@@ -156,6 +156,25 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR", conflicts_with = "files")]
     pub listen: Option<Address>,
 
+    /// Serve toxiproxy's HTTP API on ADDR (default localhost:8474), as a
+    /// drop-in toxiproxy server: proxies are created, changed and given
+    /// toxics over HTTP, each with its own listener, all on one event
+    /// loop. --seed makes every random draw reproducible. Runs until
+    /// SIGINT or SIGTERM.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = "localhost:8474",
+        conflicts_with_all = ["listen", "connect", "files", "remote", "share"]
+    )]
+    pub serve: Option<Address>,
+
+    /// With --serve: create the proxies of FILE at start, in toxiproxy's
+    /// config format (a JSON list of proxies, as POST /populate takes).
+    #[arg(long, value_name = "FILE", requires = "serve")]
+    pub config: Option<PathBuf>,
+
     /// Proxy: the rate from clients to the server (default: --rate).
     #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
     pub rate_up: Option<Written<RateSpec>>,

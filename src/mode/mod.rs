@@ -9,6 +9,7 @@ mod input;
 mod live;
 mod proxy;
 mod remote;
+mod serve;
 mod share;
 
 use crate::cli::{Cli, Generated, RemoteTarget};
@@ -27,6 +28,7 @@ enum Mode<'a> {
         listen: &'a Address,
         connect: &'a Address,
     },
+    Serve(&'a Address),
     Copy,
 }
 
@@ -43,6 +45,9 @@ impl<'a> Mode<'a> {
             (Some(name), true, _) => return Mode::ShareStatus(name),
             (Some(name), _, true) => return Mode::ShareReset(name),
             _ => {}
+        }
+        if let Some(address) = &cli.serve {
+            return Mode::Serve(address);
         }
         match (&cli.listen, &cli.connect) {
             (Some(listen), Some(connect)) => Mode::Proxy { listen, connect },
@@ -67,6 +72,7 @@ pub fn run(cli: &Cli) -> Exit {
         Mode::ShareStatus(name) => share::status(name),
         Mode::ShareReset(name) => share::reset(name),
         Mode::Proxy { listen, connect } => proxy::run(cli, listen, connect),
+        Mode::Serve(address) => serve::run(cli, address),
         Mode::Copy => copy::run(cli),
     };
     ran.unwrap_or_else(|err| {

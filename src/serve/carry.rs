@@ -19,8 +19,14 @@ pub enum Effect {
     /// Nothing: `noop`, or a bandwidth of 0 or less (toxiproxy then passes
     /// everything through).
     Nothing,
-    /// At most this rate: `bandwidth`'s `rate`, in KB/s of 1000 bytes.
-    Limit(Limit),
+    /// At most this rate: `bandwidth`'s `rate`, in KB/s of 1000 bytes,
+    /// with shape's `burst` (KB) if given, and shared by all the proxy's
+    /// connections with shape's `shared`.
+    Limit {
+        limit: Limit,
+        burst: Option<u64>,
+        shared: bool,
+    },
     /// Every byte held this long, give or take the jitter: `latency`.
     Delay { delay: Duration, jitter: Duration },
     /// Faults, as shape's flags give them.
@@ -48,7 +54,14 @@ pub fn effect(toxic: &Toxic) -> Effect {
         },
         "bandwidth" => match number("rate") {
             0 => Effect::Nothing,
-            rate => Effect::Limit(Limit::per_second(rate.saturating_mul(1000))),
+            rate => Effect::Limit {
+                limit: Limit::per_second(rate.saturating_mul(1000)),
+                burst: toxic
+                    .attributes
+                    .contains_key("burst")
+                    .then(|| number("burst").saturating_mul(1000)),
+                shared: number("shared") != 0,
+            },
         },
         "slow_close" => Effect::Faults(vec![fault("slow-close", ms(number("delay")))]),
         "timeout" => Effect::Faults(vec![fault("stall-after", "0".into())]),
@@ -88,6 +101,7 @@ mod tests {
         Toxic {
             attributes: attributes.as_object().unwrap().clone(),
             name: format!("{kind}_downstream"),
+            id: 0,
             kind: kind.into(),
             stream: "downstream".into(),
             toxicity: 1.0,
@@ -105,7 +119,22 @@ mod tests {
     fn each_toxic_is_carried_by_shape_s_own_machinery() {
         assert_eq!(
             effect(&toxic("bandwidth", json!({"rate": 1000}))),
-            Effect::Limit(Limit::per_second(1_000_000))
+            Effect::Limit {
+                limit: Limit::per_second(1_000_000),
+                burst: None,
+                shared: false
+            }
+        );
+        assert_eq!(
+            effect(&toxic(
+                "bandwidth",
+                json!({"rate": 10, "shared": 1, "burst": 20})
+            )),
+            Effect::Limit {
+                limit: Limit::per_second(10_000),
+                burst: Some(20_000),
+                shared: true
+            }
         );
         assert_eq!(
             effect(&toxic("bandwidth", json!({"rate": 0}))),

@@ -3,11 +3,10 @@
 //! and writes the answer. A slow or hostile client holds this thread
 //! only, never the event loop that carries the data.
 
-use super::model::Model;
-use super::routes::answer;
+use super::routes::Answer;
 use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tiny_http::{Header, Response, Server};
 
 /// The largest request body read; what is longer is refused as a bad
@@ -33,51 +32,61 @@ impl Api {
         self.server.server_addr().to_ip()
     }
 
-    /// Answers requests on `model` on a thread of its own, until the
-    /// process ends.
-    pub fn serve(&self, model: Arc<Mutex<Model>>) -> std::io::Result<()> {
+    /// Answers each request with `answer(method, path, body)`. Each body
+    /// is read on a thread of the request's own, so that a client that
+    /// sends slowly holds up nobody else; `answer` is called by one of
+    /// them at a time.
+    pub fn serve(
+        &self,
+        answer: impl FnMut(&str, &str, &[u8]) -> Answer + Send + 'static,
+    ) -> std::io::Result<()> {
         let server = self.server.clone();
+        let answer = Arc::new(std::sync::Mutex::new(answer));
         std::thread::Builder::new()
             .name("api".into())
             .spawn(move || {
-                for mut request in server.incoming_requests() {
-                    let mut body = Vec::new();
-                    let read = request
-                        .as_reader()
-                        .take(MOST_BODY + 1)
-                        .read_to_end(&mut body);
-                    let answered = match read {
-                        Ok(_) if body.len() as u64 > MOST_BODY => answer_too_long(),
-                        Ok(_) => {
-                            let method = request.method().as_str().to_string();
-                            let mut model = crate::lock::lock(&model);
-                            answer(&mut model, &method, request.url(), &body)
-                        }
-                        Err(_) => continue,
-                    };
-                    let json = Header::from_bytes("Content-Type", "application/json")
-                        .expect("a valid header");
-                    let response = match answered.body {
-                        Some(body) => Response::from_string(body).with_header(json),
-                        None => Response::from_string(""),
-                    }
-                    .with_status_code(answered.status);
-                    let _ = request.respond(response);
+                for request in server.incoming_requests() {
+                    let answer = answer.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("api-request".into())
+                        .spawn(move || {
+                            respond(request, |method, path, body| {
+                                let mut answer = crate::lock::lock(&answer);
+                                answer(method, path, body)
+                            })
+                        });
+                    // Out of threads: the request is dropped, and its
+                    // client sees the connection close.
+                    drop(spawned);
                 }
             })?;
         Ok(())
     }
 }
 
-/// The answer to a body over [`MOST_BODY`].
-fn answer_too_long() -> super::routes::Answer {
-    super::routes::Answer {
-        status: 400,
-        body: Some(
-            serde_json::json!({"error": "bad request body: longer than 1 MiB", "status": 400})
-                .to_string(),
-        ),
-    }
+/// Reads `request`'s body and writes the answer `answer` gives it.
+fn respond(mut request: tiny_http::Request, answer: impl FnOnce(&str, &str, &[u8]) -> Answer) {
+    let mut body = Vec::new();
+    let read = request
+        .as_reader()
+        .take(MOST_BODY + 1)
+        .read_to_end(&mut body);
+    let answered = match read {
+        Ok(_) if body.len() as u64 > MOST_BODY => Answer::error(super::model::ApiError::bad_body(
+            "longer than 1 MiB",
+        )),
+        Ok(_) => {
+            let method = request.method().as_str().to_string();
+            let path = request.url().to_string();
+            answer(&method, &path, &body)
+        }
+        Err(_) => return,
+    };
+    let kind = Header::from_bytes("Content-Type", answered.content_type).expect("a valid header");
+    let response = Response::from_string(answered.body.unwrap_or_default())
+        .with_header(kind)
+        .with_status_code(answered.status);
+    let _ = request.respond(response);
 }
 
 #[cfg(test)]
@@ -143,18 +152,14 @@ mod tests {
     #[test]
     fn the_api_answers_over_http_and_refuses_what_is_too_long() {
         let api = Api::listen("127.0.0.1:0").unwrap();
-        api.serve(Arc::default()).unwrap();
+        api.serve(|method, path, body| {
+            Answer::json(200, &serde_json::json!({"method": method, "path": path, "body": body.len()}))
+        })
+        .unwrap();
         let at = api.address().unwrap();
-        let (status, body) = request(
-            at,
-            "POST",
-            "/proxies",
-            r#"{"name":"a","upstream":"127.0.0.1:1"}"#,
-        );
-        assert!(status.contains(" 201 "), "{status}");
-        assert!(body.contains(r#""name":"a""#), "{body}");
-        let (status, _) = request(at, "DELETE", "/proxies/a", "");
-        assert!(status.contains(" 204 "), "{status}");
+        let (status, body) = request(at, "POST", "/proxies", "12345");
+        assert!(status.contains(" 200 "), "{status}");
+        assert_eq!(body, r#"{"method":"POST","path":"/proxies","body":5}"#);
         let (status, body) = request(at, "POST", "/proxies", &"x".repeat((1 << 20) + 10));
         assert!(status.contains(" 400 "), "{status}");
         assert!(body.contains("longer than 1 MiB"), "{body}");

@@ -1,16 +1,150 @@
-//! `shape --serve`: toxiproxy's HTTP API over shape's proxies. Work in
-//! progress on this branch: the API's model ([`model`]), its toxics
-//! ([`toxics`]), its routes ([`routes`]), the HTTP thread ([`http`]) and
-//! what each toxic asks of shape ([`carry`]) are done and tested; the
-//! proxies on the one event loop, applying those effects per connection
-//! and stream, are not.
+//! `shape --serve`: toxiproxy's HTTP API over shape's proxies, so that a
+//! test suite written for toxiproxy changes nothing but the binary it
+//! starts.
 //!
-//! Held against the real toxiproxy 2.12.0 so far: status codes and error
-//! words of every proxy and toxic route in the model agree. Open: a proxy
-//! created without `listen` binds `[::]:0` in toxiproxy (all interfaces),
-//! and a toxicity of 1 is printed `1` there, `1.0` here.
+//! The API's model ([`model`]: proxies, toxics, their defaults and
+//! errors) answers each route ([`routes`]) on the HTTP thread ([`http`]);
+//! each change is carried out on the event loop that the proxy mode uses
+//! ([`proxies`]), where every proxy is a route whose rules are its toxics
+//! ([`shaping`]), each toxic carried out by shape's own bucket, delay
+//! line or faults ([`carry`]).
+//!
+//! Held against the real toxiproxy 2.12.0: status codes and error words
+//! of every route agree. Where shape differs on purpose: a proxy created
+//! without `listen` listens on localhost (toxiproxy: every interface), a
+//! toxicity of 1 is printed `1.0`, and an attribute that is not a whole
+//! number is refused in shape's words rather than Go's decoder's.
+
 pub mod carry;
 pub mod http;
 pub mod model;
+pub mod proxies;
 pub mod routes;
+pub mod shaping;
 pub mod toxics;
+
+use crate::net::Address;
+use crate::net::proxy::{Command, serve_commands};
+use crate::progress::Printer;
+use model::{Model, ProxyGiven};
+use proxies::{Loop, Proxies};
+use std::path::Path;
+use std::sync::mpsc::channel;
+
+/// Why the server could not start: the flag at fault, and why.
+#[derive(Debug)]
+pub enum Refused {
+    /// A flag's value cannot be used (status 2).
+    Usage(String),
+    /// Something failed (status 1).
+    Failed(String),
+}
+
+/// How the server is to run.
+pub struct Serving<'a> {
+    pub address: &'a Address,
+    pub config: Option<&'a Path>,
+    pub seed: u64,
+    /// Where to say where it serves and what failed; `None` when quiet.
+    pub report: Option<Printer>,
+}
+
+/// Serves the API until SIGINT or SIGTERM, then closes every listener and
+/// connection and returns.
+pub fn run(serving: Serving) -> Result<(), Refused> {
+    let (commands, taken) = channel();
+    let (ready, waker) = channel();
+    let report = serving.report.clone();
+    let seed = serving.seed;
+    let event_loop = std::thread::Builder::new()
+        .name("proxies".into())
+        .spawn(move || serve_commands(report, seed, taken, ready))
+        .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
+    let Ok(waker) = waker.recv() else {
+        let why = match event_loop.join() {
+            Ok(Err(err)) => err.to_string(),
+            _ => "the event loop did not start".into(),
+        };
+        return Err(Refused::Failed(why));
+    };
+    let stop = {
+        let (commands, waker) = (commands.clone(), waker.clone());
+        move || {
+            let _ = commands.send(Command::Stop);
+            let _ = waker.wake();
+        }
+    };
+    let mut model = Model::default();
+    let mut proxies = Proxies::new(Loop { commands, waker });
+    if let Some(path) = serving.config {
+        if let Err(refused) = populate(&mut model, &mut proxies, path) {
+            stop();
+            return Err(refused);
+        }
+    }
+    let api = match listen(serving.address) {
+        Ok(api) => api,
+        Err(refused) => {
+            stop();
+            return Err(refused);
+        }
+    };
+    let at = api.address().map_or(serving.address.to_string(), |a| a.to_string());
+    api.serve(move |method, path, body| {
+        routes::answer(&mut model, &mut proxies, method, path, body)
+    })
+    .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
+    if let Some(report) = &serving.report {
+        report.line(&format!("shape: serving the toxiproxy API on {at}"));
+    }
+    wait_for_the_end();
+    stop();
+    let _ = event_loop.join();
+    Ok(())
+}
+
+/// The API listening on `address`: on IPv4 where the name has both, as
+/// toxiproxy's `localhost` is 127.0.0.1.
+fn listen(address: &Address) -> Result<http::Api, Refused> {
+    let refused = |why: String| Refused::Failed(format!("--serve {address}: {why}"));
+    let Address::Tcp { host, port } = address else {
+        return Err(Refused::Usage(format!(
+            "--serve {address}: the API listens on TCP (e.g. localhost:8474, 127.0.0.1:0)"
+        )));
+    };
+    let host = if host.is_empty() { "localhost" } else { host };
+    let all: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, *port))
+        .map_err(|err| refused(err.to_string()))?
+        .collect();
+    let first = all
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(all.first())
+        .ok_or_else(|| refused("no address found".into()))?;
+    http::Api::listen(&first.to_string()).map_err(|err| refused(err.to_string()))
+}
+
+/// Creates the proxies of config file `path`, as POST /populate would.
+fn populate(model: &mut Model, proxies: &mut Proxies, path: &Path) -> Result<(), Refused> {
+    let name = path.display();
+    let text = std::fs::read(path).map_err(|err| Refused::Failed(format!("--config {name}: {err}")))?;
+    let given: Vec<ProxyGiven> = serde_json::from_slice(&text)
+        .map_err(|err| Refused::Usage(format!("--config {name}: not a list of proxies: {err}")))?;
+    routes::populate_with(model, proxies, given)
+        .map(drop)
+        .map_err(|(_, err)| Refused::Usage(format!("--config {name}: {}", err.error)))
+}
+
+/// Waits for SIGINT or SIGTERM.
+fn wait_for_the_end() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        Ok(mut signals) => {
+            signals.forever().next();
+        }
+        // Without the handlers the signals end the process as they would.
+        Err(_) => loop {
+            std::thread::park();
+        },
+    }
+}

@@ -18,7 +18,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(error: impl Into<String>, status: u16) -> ApiError {
+    pub fn new(error: impl Into<String>, status: u16) -> ApiError {
         ApiError {
             error: error.into(),
             status,
@@ -30,7 +30,7 @@ impl ApiError {
         ApiError::new(format!("bad request body: {why}"), 400)
     }
 
-    fn missing(field: &str) -> ApiError {
+    pub fn missing(field: &str) -> ApiError {
         ApiError::new(format!("missing required field: {field}"), 400)
     }
 
@@ -38,7 +38,7 @@ impl ApiError {
         ApiError::new("proxy not found", 404)
     }
 
-    fn toxic_not_found() -> ApiError {
+    pub fn toxic_not_found() -> ApiError {
         ApiError::new("toxic not found", 404)
     }
 }
@@ -49,15 +49,33 @@ impl From<BadAttribute> for ApiError {
     }
 }
 
+/// Where a proxy listens unless told.
+pub const DEFAULT_LISTEN: &str = "localhost:0";
+
 /// A toxic as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Toxic {
+    /// Which toxic it is for the life of the server, so that a connection
+    /// keeps its draw of the toxicity when the toxic changes.
+    #[serde(skip)]
+    pub id: u64,
     pub attributes: Map<String, Value>,
     pub name: String,
     #[serde(rename = "type")]
     pub kind: String,
     pub stream: String,
+    /// Written as toxiproxy writes it: `1`, `0.5`.
+    #[serde(serialize_with = "as_toxiproxy_writes_it")]
     pub toxicity: f64,
+}
+
+/// A whole toxicity as a whole number, as Go writes a float: `1`, not
+/// `1.0`.
+fn as_toxiproxy_writes_it<S: serde::Serializer>(value: &f64, to: S) -> Result<S::Ok, S::Error> {
+    match value.fract() == 0.0 {
+        true => to.serialize_i64(*value as i64),
+        false => to.serialize_f64(*value),
+    }
 }
 
 /// A proxy as the API shows it.
@@ -86,6 +104,8 @@ pub struct ProxyGiven {
 #[derive(Debug, Default)]
 pub struct Model {
     pub proxies: BTreeMap<String, Proxy>,
+    /// The id of the last toxic added.
+    last_toxic: u64,
 }
 
 impl Model {
@@ -105,13 +125,14 @@ impl Model {
         }
         let mut proxy = Proxy {
             name: name.clone(),
-            listen: given.listen.unwrap_or_else(|| "localhost:0".into()),
+            listen: given.listen.unwrap_or_else(|| DEFAULT_LISTEN.into()),
             upstream,
             enabled: given.enabled.unwrap_or(true),
             toxics: Vec::new(),
         };
         for toxic in given.toxics.unwrap_or_default() {
-            add_toxic(&mut proxy, &toxic)?;
+            self.last_toxic += 1;
+            add_toxic(&mut proxy, &toxic, self.last_toxic)?;
         }
         Ok(self.proxies.entry(name).or_insert(proxy))
     }
@@ -165,7 +186,8 @@ impl Model {
             .proxies
             .get_mut(proxy)
             .ok_or_else(ApiError::proxy_not_found)?;
-        add_toxic(proxy, given)?;
+        self.last_toxic += 1;
+        add_toxic(proxy, given, self.last_toxic)?;
         Ok(proxy.toxics.last().expect("just added"))
     }
 
@@ -218,7 +240,7 @@ impl Model {
 /// Adds toxic `given` to `proxy`: downstream, toxicity 1 and named
 /// `TYPE_STREAM` unless told otherwise; names are unique across both
 /// streams.
-fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>) -> Result<(), ApiError> {
+fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(), ApiError> {
     let text = |field: &str, default: &str| -> Result<String, ApiError> {
         match given.get(field) {
             None | Some(Value::Null) => Ok(default.to_string()),
@@ -254,6 +276,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>) -> Result<(), ApiErr
         .transpose()?
         .unwrap_or(1.0);
     proxy.toxics.push(Toxic {
+        id,
         attributes,
         name,
         kind,

@@ -1,27 +1,46 @@
 //! toxiproxy's routes: a method and a path, a body, and the answer, on
-//! the [`Model`]. Plain data in and out, so that every route is tested
-//! without a socket; the HTTP server hands each request here.
+//! the [`Model`], with each change carried out by a [`Carrier`] (the event
+//! loop, or nothing in the unit tests). Plain data in and out, so that
+//! every route is tested without a socket; the HTTP server hands each
+//! request here.
 
-use super::model::{ApiError, Model, ProxyGiven};
+use super::model::{ApiError, Model, Proxy, ProxyGiven};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// The version the API reports: shape's, where toxiproxy says its own.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// What carries the model's changes out: proxies listening and
+/// forwarding, and their toxics.
+pub trait Carrier {
+    /// Starts `proxy`: listens where it says and forwards to its upstream,
+    /// with its toxics. Returns the address it listens on.
+    fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError>;
+    /// Stops proxy `name`: closes its listener and its connections.
+    fn stop(&mut self, name: &str);
+    /// `proxy`'s toxics changed: its connections, the open ones too, take
+    /// them from now on.
+    fn retune(&mut self, proxy: &Proxy);
+    /// What every running proxy passed, in Prometheus' text format.
+    fn metrics(&self, model: &Model) -> String;
+}
+
 /// What a request gets back.
 #[derive(Debug, PartialEq)]
 pub struct Answer {
     pub status: u16,
-    /// JSON, or nothing for 204.
+    /// JSON (or Prometheus text for /metrics), or nothing for 204.
     pub body: Option<String>,
+    pub content_type: &'static str,
 }
 
 impl Answer {
-    fn json(status: u16, value: &impl Serialize) -> Answer {
+    pub fn json(status: u16, value: &impl Serialize) -> Answer {
         Answer {
             status,
             body: Some(serde_json::to_string(value).expect("the model is plain data")),
+            content_type: "application/json",
         }
     }
 
@@ -29,20 +48,33 @@ impl Answer {
         Answer {
             status: 204,
             body: None,
+            content_type: "text/plain",
         }
     }
 
-    fn error(error: ApiError) -> Answer {
+    pub fn error(error: ApiError) -> Answer {
         Answer::json(error.status, &error)
     }
 }
 
-/// Answers `method path` with `body` on `model`.
-pub fn answer(model: &mut Model, method: &str, path: &str, body: &[u8]) -> Answer {
-    route(model, method, path, body).unwrap_or_else(Answer::error)
+/// Answers `method path` with `body` on `model`, carried out by `carrier`.
+pub fn answer(
+    model: &mut Model,
+    carrier: &mut dyn Carrier,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Answer {
+    route(model, carrier, method, path, body).unwrap_or_else(Answer::error)
 }
 
-fn route(model: &mut Model, method: &str, path: &str, body: &[u8]) -> Result<Answer, ApiError> {
+fn route(
+    model: &mut Model,
+    carrier: &mut dyn Carrier,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let path = path.split('?').next().unwrap_or(path);
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (method, parts.as_slice()) {
@@ -50,50 +82,217 @@ fn route(model: &mut Model, method: &str, path: &str, body: &[u8]) -> Result<Ans
             200,
             &serde_json::json!({ "version": VERSION }),
         )),
+        ("GET", ["metrics"]) => Ok(Answer {
+            status: 200,
+            body: Some(carrier.metrics(model)),
+            content_type: "text/plain; version=0.0.4",
+        }),
         ("POST", ["reset"]) => {
-            model.reset();
+            reset(model, carrier)?;
             Ok(Answer::none())
         }
+        ("POST", ["populate"]) => Ok(populate(model, carrier, body)),
         ("GET", ["proxies"]) => Ok(Answer::json(200, &model.proxies)),
         ("POST", ["proxies"]) => {
             let given: ProxyGiven = parse(body)?;
-            Ok(Answer::json(201, model.create(given)?))
+            Ok(Answer::json(201, &create(model, carrier, given)?))
         }
         ("GET", ["proxies", name]) => Ok(Answer::json(200, model.proxy(name)?)),
         ("POST" | "PATCH", ["proxies", name]) => {
             let given: ProxyGiven = parse(body)?;
-            Ok(Answer::json(200, model.update(name, given)?))
+            Ok(Answer::json(200, &update(model, carrier, name, given)?))
         }
         ("DELETE", ["proxies", name]) => {
-            model.delete(name)?;
+            if model.delete(name)?.enabled {
+                carrier.stop(name);
+            }
             Ok(Answer::none())
         }
         ("GET", ["proxies", name, "toxics"]) => Ok(Answer::json(200, &model.proxy(name)?.toxics)),
         ("POST", ["proxies", name, "toxics"]) => {
             let given: Map<String, Value> = parse(body)?;
-            Ok(Answer::json(200, model.add_toxic(name, &given)?))
+            let toxic = model.add_toxic(name, &given)?.clone();
+            retune(model, carrier, name);
+            Ok(Answer::json(200, &toxic))
         }
         ("GET", ["proxies", name, "toxics", toxic]) => {
             let proxy = model.proxy(name)?;
             let found = proxy.toxics.iter().find(|t| t.name == *toxic);
-            let toxic = found.ok_or_else(|| ApiError {
-                error: "toxic not found".into(),
-                status: 404,
-            })?;
-            Ok(Answer::json(200, toxic))
+            Ok(Answer::json(200, found.ok_or_else(ApiError::toxic_not_found)?))
         }
         ("POST" | "PATCH", ["proxies", name, "toxics", toxic]) => {
             let given: Map<String, Value> = parse(body)?;
-            Ok(Answer::json(200, model.update_toxic(name, toxic, &given)?))
+            let toxic = model.update_toxic(name, toxic, &given)?.clone();
+            retune(model, carrier, name);
+            Ok(Answer::json(200, &toxic))
         }
         ("DELETE", ["proxies", name, "toxics", toxic]) => {
             model.delete_toxic(name, toxic)?;
+            retune(model, carrier, name);
             Ok(Answer::none())
         }
         _ => Err(ApiError {
             error: "404 page not found".into(),
             status: 404,
         }),
+    }
+}
+
+/// POST /proxies: the proxy, started unless disabled, listening where it
+/// was bound; if it cannot start it is not kept.
+pub fn create(
+    model: &mut Model,
+    carrier: &mut dyn Carrier,
+    given: ProxyGiven,
+) -> Result<Proxy, ApiError> {
+    let proxy = model.create(given)?.clone();
+    if !proxy.enabled {
+        return Ok(proxy);
+    }
+    match carrier.start(&proxy) {
+        Ok(listen) => {
+            let proxy = model.proxies.get_mut(&proxy.name).expect("just created");
+            proxy.listen = listen;
+            Ok(proxy.clone())
+        }
+        Err(err) => {
+            let _ = model.delete(&proxy.name);
+            Err(err)
+        }
+    }
+}
+
+/// POST or PATCH /proxies/{name}: a change of `listen` or `upstream`
+/// restarts the proxy, disabling stops it, enabling starts it again on the
+/// same address; if it cannot start, it stays disabled.
+fn update(
+    model: &mut Model,
+    carrier: &mut dyn Carrier,
+    name: &str,
+    given: ProxyGiven,
+) -> Result<Proxy, ApiError> {
+    let before = model.proxy(name)?.clone();
+    let after = model.update(name, given)?.clone();
+    let moved = before.listen != after.listen || before.upstream != after.upstream;
+    if before.enabled && (moved || !after.enabled) {
+        carrier.stop(name);
+    }
+    if after.enabled && (moved || !before.enabled) {
+        let started = carrier.start(&after);
+        let proxy = model.proxies.get_mut(name).expect("just updated");
+        match started {
+            Ok(listen) => proxy.listen = listen,
+            Err(err) => {
+                proxy.enabled = false;
+                return Err(err);
+            }
+        }
+    }
+    Ok(model.proxy(name)?.clone())
+}
+
+/// POST /reset: every proxy enabled, every toxic gone.
+fn reset(model: &mut Model, carrier: &mut dyn Carrier) -> Result<(), ApiError> {
+    let before: Vec<Proxy> = model.proxies.values().cloned().collect();
+    model.reset();
+    for proxy in before {
+        let name = proxy.name.as_str();
+        if !proxy.enabled {
+            let started = carrier.start(model.proxy(name)?);
+            let now = model.proxies.get_mut(name).expect("there before");
+            match started {
+                Ok(listen) => now.listen = listen,
+                Err(err) => {
+                    now.enabled = false;
+                    return Err(err);
+                }
+            }
+        } else if !proxy.toxics.is_empty() {
+            retune(model, carrier, name);
+        }
+    }
+    Ok(())
+}
+
+/// POST /populate: each proxy given is created, or replaced if its listen
+/// address or upstream differ, or kept with its toxics if not. Answers
+/// 201 with those proxies, or the first error with those done before it.
+fn populate(model: &mut Model, carrier: &mut dyn Carrier, body: &[u8]) -> Answer {
+    let given: Vec<ProxyGiven> = match parse(body) {
+        Ok(given) => given,
+        Err(err) => return Answer::error(err),
+    };
+    let done = populate_with(model, carrier, given);
+    #[derive(Serialize)]
+    struct Populated {
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        error: Option<ApiError>,
+        proxies: Vec<Proxy>,
+    }
+    let (proxies, error) = match done {
+        Ok(proxies) => (proxies, None),
+        Err((proxies, error)) => (proxies, Some(error)),
+    };
+    let status = error.as_ref().map_or(201, |e| e.status);
+    Answer::json(status, &Populated { error, proxies })
+}
+
+/// The proxies of a /populate body (or `--config` file) set up on `model`:
+/// those set up, or those and the error that stopped the rest.
+pub fn populate_with(
+    model: &mut Model,
+    carrier: &mut dyn Carrier,
+    given: Vec<ProxyGiven>,
+) -> Result<Vec<Proxy>, (Vec<Proxy>, ApiError)> {
+    // Every proxy is checked before any is made, as toxiproxy does.
+    for (at, proxy) in given.iter().enumerate() {
+        for (field, value) in [("name", &proxy.name), ("upstream", &proxy.upstream)] {
+            if value.as_deref().is_none_or(str::is_empty) {
+                return Err((
+                    Vec::new(),
+                    ApiError::missing(&format!("{field} at proxy {}", at + 1)),
+                ));
+            }
+        }
+    }
+    let mut done = Vec::new();
+    for proxy in given {
+        let name = proxy.name.clone().expect("checked above");
+        if let Ok(existing) = model.proxy(&name) {
+            let listen = proxy.listen.as_deref().unwrap_or(super::model::DEFAULT_LISTEN);
+            if same_address(listen, &existing.listen) && proxy.upstream.as_ref() == Some(&existing.upstream) {
+                done.push(existing.clone());
+                continue;
+            }
+            if model.delete(&name).is_ok_and(|old| old.enabled) {
+                carrier.stop(&name);
+            }
+        }
+        match create(model, carrier, proxy) {
+            Ok(proxy) => done.push(proxy),
+            Err(err) => return Err((done, err)),
+        }
+    }
+    Ok(done)
+}
+
+/// True if listen address `given` is `bound`, once resolved.
+fn same_address(given: &str, bound: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    given == bound
+        || given
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut all| all.next())
+            .is_some_and(|address| address.to_string() == bound)
+}
+
+/// Carries out a change of proxy `name`'s toxics, if it is running.
+fn retune(model: &Model, carrier: &mut dyn Carrier, name: &str) {
+    if let Ok(proxy) = model.proxy(name)
+        && proxy.enabled
+    {
+        carrier.retune(proxy);
     }
 }
 
@@ -107,8 +306,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Carries nothing out: a proxy listens where it asks to.
+    struct Nowhere;
+
+    impl Carrier for Nowhere {
+        fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
+            Ok(proxy.listen.replace(":0", ":41234"))
+        }
+        fn stop(&mut self, _: &str) {}
+        fn retune(&mut self, _: &Proxy) {}
+        fn metrics(&self, _: &Model) -> String {
+            String::new()
+        }
+    }
+
     fn call(model: &mut Model, method: &str, path: &str, body: Value) -> (u16, Value) {
-        let answer = answer(model, method, path, body.to_string().as_bytes());
+        let answer = answer(model, &mut Nowhere, method, path, body.to_string().as_bytes());
         let body = answer
             .body
             .map(|text| serde_json::from_str(&text).unwrap())
@@ -189,7 +402,7 @@ mod tests {
             call(m, "GET", "/proxies/db", json!(null)),
             (404, json!({"error": "proxy not found", "status": 404}))
         );
-        let bad = answer(m, "POST", "/proxies", b"{not json");
+        let bad = answer(m, &mut Nowhere, "POST", "/proxies", b"{not json");
         assert_eq!(bad.status, 400);
         assert!(bad.body.unwrap().contains("bad request body"));
         assert_eq!(call(m, "GET", "/nowhere", json!(null)).0, 404);

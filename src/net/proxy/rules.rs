@@ -11,6 +11,7 @@ use crate::throughput::Throughput;
 use shape_bucket::Limit;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 /// How one direction of a connection pays for its bytes.
 pub enum Pay {
@@ -82,4 +83,8 @@ pub trait Rules {
     fn affect(&self) -> f64;
     /// Where bytes passed on are counted, up and down.
     fn passed(&self) -> [Arc<Throughput>; 2];
+    /// Where bytes read are counted, up and down, if anywhere.
+    fn received(&self) -> Option<[Arc<AtomicU64>; 2]> {
+        None
+    }
 }

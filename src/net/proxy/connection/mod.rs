@@ -14,6 +14,7 @@ use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use std::io::{self, Read};
 use std::ops::Deref;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest chunk a direction reads at once: the size of the event
 /// loop's scratch buffer.
@@ -66,6 +67,8 @@ pub(super) struct Direction {
     trouble: Option<Trouble>,
     /// Which change of the conditions this direction has taken.
     watch: Watch,
+    /// Where what is read is counted, if anywhere.
+    received: Option<Arc<AtomicU64>>,
     /// A chunk read whose tokens are reserved but not yet covered.
     unpaid: Option<(Vec<u8>, Reservation)>,
     /// A due chunk being written, and how much of it is out.
@@ -116,6 +119,8 @@ pub(super) struct Setup<'a> {
     pub(super) affected: bool,
     /// What `--drop` loses at once.
     pub(super) block: usize,
+    /// Where to count what is read, if anywhere.
+    pub(super) received: Option<Arc<AtomicU64>>,
     pub(super) now: u64,
 }
 
@@ -139,6 +144,7 @@ impl Direction {
                 .affected
                 .then(|| Trouble::new(faults, start.seeds.faults, start.block, start.now)),
             watch,
+            received: start.received.clone(),
             unpaid: None,
             sending: None,
             ended: false,
@@ -376,6 +382,9 @@ impl Direction {
                 Ok(_) if stalled => return Ok(true),
                 Ok(n) => {
                     let n = fill(from, scratch, n);
+                    if let Some(received) = &self.received {
+                        received.fetch_add(n as u64, Ordering::Relaxed);
+                    }
                     let mut chunk = self.line.buffer(n);
                     chunk.copy_from_slice(&scratch[..n]);
                     let paid = bucket.reserve(n as u64);
@@ -526,6 +535,7 @@ impl Connection {
             Shaped::new(down_plan, passed_down)?,
         ];
         let link = start.rules.link();
+        let received = start.rules.received();
         let direction = |way: Way| {
             let shaped = &shaping[way as usize];
             let (limit, burst) = shaped.bucket.limit_and_burst();
@@ -539,6 +549,7 @@ impl Connection {
                     // What --drop loses at once, from the rate of the
                     // moment the connection began.
                     block: drop_block(chunk_size(limit, burst)),
+                    received: received.as_ref().map(|r| r[way as usize].clone()),
                     now: start.now,
                 },
             )

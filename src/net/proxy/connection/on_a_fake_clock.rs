@@ -113,6 +113,7 @@ impl Bench {
                 },
                 affected: true,
                 block: 1024,
+                received: None,
                 now: 0,
             },
         );

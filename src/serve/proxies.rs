@@ -1,0 +1,203 @@
+//! The proxies running on the event loop, as the API side keeps them:
+//! each running proxy's route, the buckets of its shared bandwidths and
+//! the counters of what it passed. Each change is a [`Command`] sent with
+//! the loop's waker, and the API waits for the loop to say it is done, so
+//! that an answer means the change is in force: a proxy disabled refuses
+//! connections by the time its PATCH is answered. The loop never blocks,
+//! so that wait is short even under load.
+
+use super::model::{ApiError, Model, Proxy};
+use super::routes::Carrier;
+use super::shaping::{Counters, ToxicRules, bandwidth_burst};
+use crate::bucket::Bucket;
+use crate::net::Address;
+use crate::net::proxy::Command;
+use crate::serve::carry::{Effect, effect};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Sender, SyncSender, sync_channel};
+use std::time::Duration;
+
+/// How long the API waits for the loop to carry a change out. The loop
+/// answers in well under a millisecond; only a loop that has ended (the
+/// server is stopping) takes longer.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// The event loop, as the API reaches it.
+pub struct Loop {
+    pub commands: Sender<Command>,
+    pub waker: Arc<mio::Waker>,
+}
+
+impl Loop {
+    /// Sends the command `make` builds around a reply channel, and waits
+    /// for the reply.
+    fn ask<T>(&self, make: impl FnOnce(SyncSender<T>) -> Command) -> Option<T> {
+        let (reply, replied) = sync_channel(1);
+        self.commands.send(make(reply)).ok()?;
+        self.waker.wake().ok()?;
+        replied.recv_timeout(PATIENCE).ok()
+    }
+}
+
+/// What the API keeps of one proxy.
+struct Running {
+    /// Its route on the loop, while enabled.
+    route: Option<usize>,
+    /// Where it listens and forwards to, for the metrics' labels.
+    listen: String,
+    upstream: String,
+    /// The bucket of each shared bandwidth, by toxic id.
+    shared: Vec<(u64, Arc<Bucket>)>,
+    counters: Counters,
+}
+
+/// The proxies, carried out on the loop.
+pub struct Proxies {
+    event_loop: Loop,
+    running: BTreeMap<String, Running>,
+}
+
+impl Proxies {
+    pub fn new(event_loop: Loop) -> Proxies {
+        Proxies {
+            event_loop,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// The rules of `proxy`'s toxics, making or changing the buckets of
+    /// its shared bandwidths.
+    fn rules(&mut self, proxy: &Proxy) -> ToxicRules {
+        let running = self
+            .running
+            .entry(proxy.name.clone())
+            .or_insert_with(|| Running {
+                route: None,
+                listen: proxy.listen.clone(),
+                upstream: proxy.upstream.clone(),
+                shared: Vec::new(),
+                counters: Counters::default(),
+            });
+        let mut shared = Vec::new();
+        for toxic in &proxy.toxics {
+            let Effect::Limit {
+                limit,
+                burst,
+                shared: true,
+            } = effect(toxic)
+            else {
+                continue;
+            };
+            let burst = burst.unwrap_or_else(|| bandwidth_burst(limit)).max(1);
+            let kept = running.shared.iter().find(|(id, _)| *id == toxic.id);
+            let bucket = match kept {
+                Some((_, bucket)) => {
+                    if bucket.limit_and_burst() != (limit, burst) {
+                        let _ = bucket.set(limit, burst);
+                    }
+                    bucket.clone()
+                }
+                None => match crate::bucket::own(limit, burst) {
+                    Ok(bucket) => Arc::new(bucket),
+                    Err(_) => continue,
+                },
+            };
+            shared.push((toxic.id, bucket));
+        }
+        running.shared = shared.clone();
+        ToxicRules::new(&proxy.toxics, shared, running.counters.clone())
+    }
+}
+
+impl Carrier for Proxies {
+    fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
+        let failed = |what: &str, err: &dyn std::fmt::Display| {
+            ApiError::new(format!("{what}: {err}"), 500)
+        };
+        let listen: Address = proxy
+            .listen
+            .parse()
+            .map_err(|err: String| failed(&format!("listen {}", proxy.listen), &err))?;
+        let connect: Address = crate::net::parse_connect(&proxy.upstream)
+            .map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
+        let listening = crate::net::proxy::bind(&listen)
+            .map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
+        let bound = listening.local();
+        let rules = Box::new(self.rules(proxy));
+        let opened = self
+            .event_loop
+            .ask(|opened| Command::Open {
+                listening,
+                connect,
+                rules,
+                opened,
+            })
+            .ok_or_else(|| ApiError::new("the server is stopping", 500))?;
+        let route = opened.map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
+        let running = self.running.get_mut(&proxy.name).expect("made by rules");
+        running.route = Some(route);
+        running.listen = bound.clone();
+        running.upstream = proxy.upstream.clone();
+        Ok(bound)
+    }
+
+    fn stop(&mut self, name: &str) {
+        let Some(route) = self.running.get_mut(name).and_then(|r| r.route.take()) else {
+            return;
+        };
+        self.event_loop
+            .ask(|closed| Command::Close { route, closed });
+    }
+
+    fn retune(&mut self, proxy: &Proxy) {
+        let rules = Box::new(self.rules(proxy));
+        let Some(route) = self.running.get(&proxy.name).and_then(|r| r.route) else {
+            return;
+        };
+        self.event_loop.ask(|retuned| Command::Retune {
+            route,
+            rules,
+            retuned,
+        });
+    }
+
+    fn metrics(&self, model: &Model) -> String {
+        let mut text = String::new();
+        for (counter, read) in [("received", true), ("sent", false)] {
+            let name = format!("toxiproxy_proxy_{counter}_bytes_total");
+            let _ = writeln!(text, "# HELP {name} ");
+            let _ = writeln!(text, "# TYPE {name} counter");
+            for (proxy, running) in &self.running {
+                if !model.proxies.contains_key(proxy) {
+                    continue;
+                }
+                for (way, direction) in ["upstream", "downstream"].iter().enumerate() {
+                    let bytes = match read {
+                        true => running.counters.received[way].load(Ordering::Relaxed),
+                        false => running.counters.sent[way].total(),
+                    };
+                    let _ = writeln!(
+                        text,
+                        "{name}{{direction=\"{direction}\",listener=\"{}\",proxy=\"{}\",upstream=\"{}\"}} {bytes}",
+                        label(&running.listen),
+                        label(proxy),
+                        label(&running.upstream)
+                    );
+                }
+            }
+        }
+        text
+    }
+}
+
+/// `value` as a Prometheus label value: backslashes, quotes and line
+/// breaks escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
