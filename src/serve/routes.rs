@@ -131,9 +131,11 @@ fn route(
             retune(model, carrier, name);
             Ok(Answer::none())
         }
-        _ => Err(ApiError {
-            error: "404 page not found".into(),
+        // As Go's router answers a path it does not know: plain text.
+        _ => Ok(Answer {
             status: 404,
+            body: Some("404 page not found\n".into()),
+            content_type: "text/plain; charset=utf-8",
         }),
     }
 }
@@ -405,6 +407,8 @@ mod tests {
         let bad = answer(m, &mut Nowhere, "POST", "/proxies", b"{not json");
         assert_eq!(bad.status, 400);
         assert!(bad.body.unwrap().contains("bad request body"));
-        assert_eq!(call(m, "GET", "/nowhere", json!(null)).0, 404);
+        let nowhere = answer(m, &mut Nowhere, "GET", "/nowhere", b"");
+        assert_eq!(nowhere.status, 404);
+        assert_eq!(nowhere.body.as_deref(), Some("404 page not found\n"));
     }
 }

@@ -16,6 +16,7 @@ mod options;
 mod proxy;
 mod proxy_faults;
 mod records;
+mod serve;
 mod share;
 mod slow_link;
 mod timing;
