@@ -3,9 +3,9 @@
 //! would give them (the one table of faults), so that the proxy carries
 //! toxics out with the machinery a pipe uses.
 //!
-//! Not yet carried: `timeout` with a timeout above 0 closes the
-//! connection after it, which needs a fault that closes in time (a row of
-//! the table); as it is, it holds the data back, as a timeout of 0 does.
+//! `timeout` is a stall from its start (`--stall-after 0`: what comes is
+//! dropped, as by a server that stopped answering), and above 0 the
+//! connection's plan closes it after the timeout.
 
 use super::model::Toxic;
 use crate::faults::Change;
@@ -31,6 +31,9 @@ pub enum Effect {
     Delay { delay: Duration, jitter: Duration },
     /// Faults, as shape's flags give them.
     Faults(Vec<Change>),
+    /// Nothing passes from now on, and the connection is closed after
+    /// this long if given: `timeout`.
+    Hold { close_after: Option<Duration> },
 }
 
 /// What `toxic` asks of the stream it is on.
@@ -64,8 +67,22 @@ pub fn effect(toxic: &Toxic) -> Effect {
             },
         },
         "slow_close" => Effect::Faults(vec![fault("slow-close", ms(number("delay")))]),
-        "timeout" => Effect::Faults(vec![fault("stall-after", "0".into())]),
-        "reset_peer" => Effect::Faults(vec![fault("reset-after", ms(number("timeout")))]),
+        "timeout" => Effect::Hold {
+            close_after: match number("timeout") {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
+        },
+        // What comes is dropped, and the reset is at the first byte, or
+        // after the timeout (counted from the toxic's start: toxiproxy
+        // counts from the first byte).
+        "reset_peer" => Effect::Faults(match number("timeout") {
+            0 => vec![fault("reset-after", "0".into())],
+            timeout => vec![
+                fault("stall-after", "0".into()),
+                fault("reset-after", ms(timeout)),
+            ],
+        }),
         "slicer" => {
             let size = number("average_size").max(1);
             let variation = number("size_variation").min(size - 1);
@@ -161,10 +178,15 @@ mod tests {
             faults(effect(&toxic("slow_close", json!({"delay": 250})))).slow_close,
             Duration::from_millis(250)
         );
-        assert!(
-            faults(effect(&toxic("timeout", json!({"timeout": 0}))))
-                .stall_after
-                .is_some()
+        assert_eq!(
+            effect(&toxic("timeout", json!({"timeout": 0}))),
+            Effect::Hold { close_after: None }
+        );
+        assert_eq!(
+            effect(&toxic("timeout", json!({"timeout": 250}))),
+            Effect::Hold {
+                close_after: Some(Duration::from_millis(250))
+            }
         );
         assert!(
             faults(effect(&toxic("reset_peer", json!({"timeout": 5}))))

@@ -374,7 +374,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             serde_json::to_value(added).unwrap(),
-            json!({"attributes": {"latency": 100, "jitter": 0}, "name": "latency_downstream", "type": "latency", "stream": "downstream", "toxicity": 1.0})
+            json!({"attributes": {"latency": 100, "jitter": 0}, "name": "latency_downstream", "type": "latency", "stream": "downstream", "toxicity": 1})
         );
         // Names are unique across both streams.
         let again = model.add_toxic(

@@ -65,8 +65,9 @@ impl ToxicRules {
     }
 
     /// How the toxics that strike a connection with `luck` shape its
-    /// direction `way`.
-    fn way(&self, way: Way, luck: &mut Luck) -> WayPlan {
+    /// direction `way`, and when they close the connection, if they do.
+    fn way(&self, way: Way, luck: &mut Luck) -> (WayPlan, Option<Duration>) {
+        let mut close_after: Option<Duration> = None;
         let stream = match way {
             Way::Up => "upstream",
             Way::Down => "downstream",
@@ -103,17 +104,24 @@ impl ToxicRules {
                     now.jitter = (now.jitter + *jitter).min(crate::slowlink::LONGEST_DELAY);
                 }
                 Effect::Faults(more) => changes.extend(more.iter().cloned()),
+                Effect::Hold { close_after: after } => {
+                    changes.push(Change::parse("stall-after", "0s").expect("a valid value"));
+                    if let Some(after) = after {
+                        close_after = Some(close_after.map_or(*after, |t| t.min(*after)));
+                    }
+                }
             }
         }
         let faults = Change::all(&changes, way);
         now.faults = [faults, faults];
-        WayPlan {
+        let plan = WayPlan {
             pay: pay.unwrap_or(Pay::Own {
                 limit: Limit::Unlimited,
                 burst: 1,
             }),
             terms: Terms::Own(now),
-        }
+        };
+        (plan, close_after)
     }
 }
 
@@ -141,9 +149,20 @@ fn slower(a: &Pay, b: &Pay) -> bool {
 
 impl Rules for ToxicRules {
     fn plan(&self, luck: &mut Luck) -> io::Result<Plan> {
+        let (up, up_closes) = self.way(Way::Up, luck);
+        let (down, down_closes) = self.way(Way::Down, luck);
         Ok(Plan {
-            ways: [self.way(Way::Up, luck), self.way(Way::Down, luck)],
+            ways: [up, down],
+            close_after: match (up_closes, down_closes) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
         })
+    }
+
+    fn closes_when_unstalled(&self) -> bool {
+        // As toxiproxy closes a connection whose timeout toxic is removed.
+        true
     }
 
     fn link(&self) -> SlowLink {

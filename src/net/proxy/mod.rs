@@ -104,6 +104,7 @@ impl Rules for &Shaping {
         };
         Ok(Plan {
             ways: [way(Way::Up)?, way(Way::Down)?],
+            close_after: None,
         })
     }
 

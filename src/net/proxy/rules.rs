@@ -12,6 +12,7 @@ use shape_bucket::Limit;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 /// How one direction of a connection pays for its bytes.
 pub enum Pay {
@@ -39,6 +40,9 @@ pub struct WayPlan {
 /// How a connection is shaped: up (client to server), then down.
 pub struct Plan {
     pub ways: [WayPlan; 2],
+    /// Close the connection (an orderly close of both sides) this long
+    /// after the plan is first taken with it: toxiproxy's `timeout`.
+    pub close_after: Option<Duration>,
 }
 
 /// One connection's draws of chance for rules that come and go: each
@@ -83,6 +87,12 @@ pub trait Rules {
     fn affect(&self) -> f64;
     /// Where bytes passed on are counted, up and down.
     fn passed(&self) -> [Arc<Throughput>; 2];
+    /// Whether a direction that stalled and is let go again closes the
+    /// connection instead of passing bytes again: what it dropped while
+    /// stalled would leave a hole in the stream.
+    fn closes_when_unstalled(&self) -> bool {
+        false
+    }
     /// Where bytes read are counted, up and down, if anywhere.
     fn received(&self) -> Option<[Arc<AtomicU64>; 2]> {
         None

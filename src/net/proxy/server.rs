@@ -79,6 +79,9 @@ pub(super) struct Server<'a> {
     watched: Vec<Arc<Bucket>>,
     /// Connections to step in this round, kept to reuse its memory.
     ready: Vec<usize>,
+    /// Connections whose rules changed, to step in this round whether
+    /// they wait for anything or not.
+    retuned: Vec<usize>,
     alarm: Option<Alarm>,
     waker: Arc<Waker>,
     /// Set when settings change: every waiting connection is stepped.
@@ -120,6 +123,7 @@ impl<'a> Server<'a> {
             connections: Slab::new(),
             watched: Vec::new(),
             ready: Vec::new(),
+            retuned: Vec::new(),
             alarm,
             waker,
             changed: Arc::new(AtomicBool::new(false)),
@@ -224,14 +228,17 @@ impl<'a> Server<'a> {
             return;
         };
         route.rules = rules;
+        let unstalled_closes = route.rules.closes_when_unstalled();
+        let now = self.clock.now();
         let mut failed = Vec::new();
         for (k, connection) in self.connections.iter_mut() {
             if connection.route != key {
                 continue;
             }
             let plan = route.rules.plan(&mut connection.luck);
-            if let Err(err) = plan.and_then(|plan| connection.take(plan)) {
-                failed.push((k, err));
+            match plan.and_then(|plan| connection.take(plan, now, unstalled_closes)) {
+                Ok(()) => self.retuned.push(k),
+                Err(err) => failed.push((k, err)),
             }
         }
         for (k, err) in failed {
@@ -240,8 +247,6 @@ impl<'a> Server<'a> {
             self.connections[k].reset_on_close();
             self.forget(k);
         }
-        // Their deadlines may have moved.
-        self.changed.store(true, Ordering::SeqCst);
     }
 
     /// Carries out the commands sent; returns false on [`Command::Stop`].
@@ -323,6 +328,7 @@ impl<'a> Server<'a> {
             if woken && !self.obey() {
                 return Ok(());
             }
+            ready.append(&mut self.retuned);
             let now = self.clock.now();
             if self.accept_resumes.is_some_and(|t| t <= now) {
                 accept = self.routes.iter().map(|(key, _)| key).collect();
@@ -512,7 +518,7 @@ impl<'a> Server<'a> {
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        let finished = match connection.step(&mut self.scratch) {
+        let finished = match connection.step(&mut self.scratch, self.clock.now()) {
             Ok(()) => connection.done(),
             Err(failure) => {
                 connection.reset_on_close();

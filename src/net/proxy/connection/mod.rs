@@ -436,6 +436,10 @@ pub(super) struct Connection {
     pub(super) luck: Luck,
     /// The route it came in on.
     pub(super) route: usize,
+    /// When its plan closes it, if it does.
+    close_at: Option<u64>,
+    /// Whether it is to be closed now.
+    closing: bool,
     pub(super) wake_at: Option<u64>,
     /// Who it is, for messages: `connection from 127.0.0.1:41234`.
     pub(super) peer: String,
@@ -475,8 +479,10 @@ impl Shaped {
 
     /// Takes `plan` while `direction` is under way: an own bucket or own
     /// conditions change in place, others are replaced, and a chunk that
-    /// waits for tokens is paid for again from the new bucket.
-    fn take(&mut self, plan: WayPlan, direction: &mut Direction) -> io::Result<()> {
+    /// waits for tokens is paid for again from the new bucket. Returns
+    /// whether a stall was lifted.
+    fn take(&mut self, plan: WayPlan, direction: &mut Direction) -> io::Result<bool> {
+        let stalled = direction.trouble.as_ref().is_some_and(Trouble::stalled);
         match plan.pay {
             Pay::Own { limit, burst } if self.own_bucket => self
                 .bucket
@@ -506,7 +512,10 @@ impl Shaped {
                 direction.watch = Watch::default();
             }
         }
-        Ok(())
+        let lifted = self.conditions.now().faults[direction.way as usize]
+            .stall_after
+            .is_none();
+        Ok(stalled && lifted)
     }
 }
 
@@ -529,6 +538,7 @@ impl Connection {
     /// A connection shaped by `start.plan`.
     pub(super) fn new(start: Start) -> io::Result<Connection> {
         let [up_plan, down_plan] = start.plan.ways;
+        let close_after = start.plan.close_after;
         let [passed_up, passed_down] = start.rules.passed();
         let shaping = [
             Shaped::new(up_plan, passed_up)?,
@@ -562,20 +572,34 @@ impl Connection {
             shaping,
             luck: start.luck,
             route: start.route,
+            close_at: close_after.map(|after| start.now.saturating_add(crate::duration::nanos(after))),
+            closing: false,
             wake_at: None,
             peer: start.peer,
         })
     }
 
-    /// Takes `plan` while open: the rules of its route changed.
-    pub(super) fn take(&mut self, plan: Plan) -> io::Result<()> {
+    /// Takes `plan` at `now` while open: the rules of its route changed.
+    /// If `unstalled_closes`, a stall lifted closes it.
+    pub(super) fn take(&mut self, plan: Plan, now: u64, unstalled_closes: bool) -> io::Result<()> {
         let [up, down] = plan.ways;
-        self.shaping[0].take(up, &mut self.up)?;
-        self.shaping[1].take(down, &mut self.down)
+        let lifted = self.shaping[0].take(up, &mut self.up)? | self.shaping[1].take(down, &mut self.down)?;
+        self.closing |= lifted && unstalled_closes;
+        self.close_at = match plan.close_after {
+            None => None,
+            Some(after) => self
+                .close_at
+                .or(Some(now.saturating_add(crate::duration::nanos(after)))),
+        };
+        Ok(())
     }
 
-    /// Steps both directions.
-    pub(super) fn step(&mut self, scratch: &mut [u8]) -> Result<(), Failure> {
+    /// Steps both directions at `now`, unless it is to close.
+    pub(super) fn step(&mut self, scratch: &mut [u8], now: u64) -> Result<(), Failure> {
+        self.closing |= self.close_at.is_some_and(|at| at <= now);
+        if self.closing {
+            return Ok(());
+        }
         let [up, down] = &self.shaping;
         let up = self.up.step(
             &mut self.client,
@@ -593,7 +617,7 @@ impl Connection {
             &down.passed,
             scratch,
         )?;
-        self.wake_at = earliest(up, down);
+        self.wake_at = earliest(earliest(up, down), self.close_at);
         Ok(())
     }
 
@@ -611,8 +635,9 @@ impl Connection {
         (!said.is_empty()).then(|| said.join("; "))
     }
 
+    /// True once both directions are done, or its plan closes it.
     pub(super) fn done(&self) -> bool {
-        self.up.done() && self.down.done()
+        self.closing || (self.up.done() && self.down.done())
     }
 
     /// Makes closing both sides a reset.
