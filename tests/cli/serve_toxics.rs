@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 const LATE: Duration = Duration::from_millis(400);
 
 /// A server whose accepted connections come out of the receiver.
-fn accepting() -> (String, Receiver<TcpStream>) {
+pub fn accepting() -> (String, Receiver<TcpStream>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let (accepted, connections) = channel();
@@ -31,7 +31,7 @@ fn accepting() -> (String, Receiver<TcpStream>) {
 }
 
 /// A connection through `listen` and the server's end of it.
-fn connected(listen: &str, connections: &Receiver<TcpStream>) -> (TcpStream, TcpStream) {
+pub fn connected(listen: &str, connections: &Receiver<TcpStream>) -> (TcpStream, TcpStream) {
     let client = TcpStream::connect(listen).unwrap();
     let server = connections.recv_timeout(Duration::from_secs(10)).unwrap();
     for stream in [&client, &server] {

@@ -302,3 +302,31 @@ fn a_fault_sent_while_running_counts_from_that_moment() {
     assert_eq!(to.out(), 14_750);
     assert_eq!(to.writes.last().map(|w| w.0), Some(147_500_000));
 }
+
+#[test]
+fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
+    // As `shape --serve` sets up toxiproxy's bandwidth toxic: a bucket of
+    // the connection's own, full, whose burst is one small chunk.
+    let limit = Limit::per_second(1_000_000);
+    let mut bench = Bench::new(limit, 2, Duration::ZERO, Faults::default());
+    let burst = crate::serve::shaping::bandwidth_burst(limit);
+    bench.bucket = TokenBucket::with_clock(limit, burst, Fill::Full, bench.clock.clone()).unwrap();
+    let (mut from, mut to) = bench.sides(480_000, true);
+    bench.run(&mut from, &mut to, u64::MAX);
+    assert_eq!(to.out(), 480_000);
+    let last = to.writes.last().unwrap().0;
+    // toxiproxy's test allows 480 ms, give or take 10 ms; the burst of
+    // 5 ms that starts it is all that is early.
+    assert!((475 * MS..=480 * MS).contains(&last), "done at {last} ns");
+    assert!(to.out_by(0) <= 5_000, "{} bytes at once", to.out_by(0));
+    // Every 10 ms window after the first carries 10,000 bytes, give or
+    // take a chunk: a CV far below 0.1.
+    let windows: Vec<f64> = (1..47)
+        .map(|k| (to.out_by((k + 1) * 10 * MS) - to.out_by(k * 10 * MS)) as f64)
+        .collect();
+    let mean = windows.iter().sum::<f64>() / windows.len() as f64;
+    let variance = windows.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / windows.len() as f64;
+    let cv = variance.sqrt() / mean;
+    assert!((mean - 10_000.0).abs() <= 100.0, "mean {mean}");
+    assert!(cv <= 0.1, "CV per 10 ms {cv}");
+}

@@ -1,0 +1,203 @@
+//! `shape --serve` beyond toxiproxy: a bandwidth shared by a proxy's
+//! connections, loss and corruption drawn from `--seed`, deleting under
+//! load, and hostile API clients that must neither kill the server nor
+//! stall its connections. shape only.
+
+use crate::serve::{Toxiproxy, echo_server, round_trip};
+use crate::serve_toxics::{accepting, connected};
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// `connections` clients through `listen` to an echo server, each sending
+/// `bytes` in pieces and reading them back, until told to stop (if
+/// `forever`); each returns whether all came back intact.
+fn flowing(listen: &str, connections: usize, bytes: usize, forever: bool) -> Vec<JoinHandle<bool>> {
+    (0..connections)
+        .map(|k| {
+            let listen = listen.to_string();
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(&listen).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
+                let piece: Vec<u8> = (0..1024).map(|i| (i + k) as u8).collect();
+                let mut back = vec![0; piece.len()];
+                let mut left = bytes;
+                while left > 0 || forever {
+                    if stream.write_all(&piece).is_err() || stream.read_exact(&mut back).is_err() {
+                        return forever;
+                    }
+                    if back != piece {
+                        return false;
+                    }
+                    left = left.saturating_sub(piece.len());
+                }
+                true
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_shared_bandwidth_holds_all_of_a_proxy_s_connections_to_one_rate() {
+    let server = Toxiproxy::start(&[]);
+    if !server.is_shape() {
+        return;
+    }
+    let (upstream, connections) = accepting();
+    let listen = server.proxy("shared", &upstream, json!({}));
+    server.toxic(
+        "shared",
+        json!({"type": "bandwidth", "stream": "upstream", "attributes": {"rate": 400, "shared": 1}}),
+    );
+    // Four connections of 200 KB each: 800 KB at 400 KB/s is 2 s; each at
+    // its own 400 KB/s it would be 0.5 s.
+    let pairs: Vec<(TcpStream, TcpStream)> =
+        (0..4).map(|_| connected(&listen, &connections)).collect();
+    let start = Instant::now();
+    let readers: Vec<JoinHandle<Duration>> = pairs
+        .into_iter()
+        .map(|(mut client, mut to)| {
+            std::thread::spawn(move || {
+                let writer = std::thread::spawn(move || client.write_all(&[1; 200_000]));
+                let mut got = vec![0; 200_000];
+                to.read_exact(&mut got).unwrap();
+                writer.join().unwrap().unwrap();
+                assert!(got.iter().all(|&b| b == 1));
+                start.elapsed()
+            })
+        })
+        .collect();
+    let times: Vec<Duration> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let last = times.iter().max().unwrap();
+    assert!(
+        *last >= Duration::from_millis(1950) && *last <= Duration::from_millis(2600),
+        "the last of 800 KB at 400 KB/s shared came at {last:?}"
+    );
+    let first = times.iter().min().unwrap();
+    assert!(*first >= Duration::from_millis(1500), "each had its share, the first came at {first:?}");
+}
+
+/// What `seed`'s server does to 64 KB through a corrupt toxic of
+/// probability 0.01 and a loss toxic of 0.05: what arrives.
+fn mangled(seed: &str) -> Vec<u8> {
+    let server = Toxiproxy::start(&["--seed", seed]);
+    let (upstream, connections) = accepting();
+    let listen = server.proxy("mangled", &upstream, json!({}));
+    server.toxic(
+        "mangled",
+        json!({"type": "corrupt", "stream": "upstream", "attributes": {"probability": 0.01}}),
+    );
+    server.toxic(
+        "mangled",
+        json!({"type": "loss", "stream": "upstream", "attributes": {"probability": 0.05}}),
+    );
+    let (mut client, mut to) = connected(&listen, &connections);
+    client.write_all(&[0; 64 * 1024]).unwrap();
+    drop(client);
+    let mut arrived = Vec::new();
+    to.read_to_end(&mut arrived).unwrap();
+    arrived
+}
+
+#[test]
+fn loss_and_corruption_strike_as_the_seed_says_and_again_with_it() {
+    if !Toxiproxy::start(&[]).is_shape() {
+        return;
+    }
+    let first = mangled("7");
+    assert!(first.len() < 64 * 1024 && first.len() > 48 * 1024, "lost {} bytes", 64 * 1024 - first.len());
+    assert_eq!(first.len() % 1024, 0, "lost in whole blocks");
+    let flipped = first.iter().filter(|&&b| b != 0).count();
+    assert!((100..2000).contains(&flipped), "{flipped} bytes flipped");
+    assert_eq!(mangled("7"), first, "the same seed, the same damage");
+    assert_ne!(mangled("8"), first, "another seed, other damage");
+}
+
+#[test]
+fn deleting_a_toxic_under_load_is_answered_at_once() {
+    let server = Toxiproxy::start(&[]);
+    if !server.is_shape() {
+        return;
+    }
+    let listen = server.proxy("busy", &echo_server(), json!({}));
+    server.toxic("busy", json!({"type": "latency", "attributes": {"latency": 50}}));
+    server.toxic("busy", json!({"type": "bandwidth", "attributes": {"rate": 100}}));
+    let clients = flowing(&listen, 100, 64 * 1024, false);
+    std::thread::sleep(Duration::from_millis(500));
+    for toxic in ["latency_downstream", "bandwidth_downstream"] {
+        let start = Instant::now();
+        let (status, _) = server.call("DELETE", &format!("/proxies/busy/toxics/{toxic}"), None);
+        assert_eq!(status, 204);
+        assert!(start.elapsed() < Duration::from_secs(2), "{toxic}: {:?}", start.elapsed());
+    }
+    for client in clients {
+        assert!(client.join().unwrap(), "every byte back");
+    }
+}
+
+#[test]
+fn hostile_api_clients_neither_kill_the_server_nor_stall_its_connections() {
+    let server = Toxiproxy::start(&[]);
+    if !server.is_shape() {
+        return;
+    }
+    let listen = server.proxy("steady", &echo_server(), json!({}));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A client that sends its request a byte every 50 ms, and one that
+    // opens a connection and says nothing.
+    let slow = {
+        let (api, stop) = (server.api.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut stream = TcpStream::connect(&api).unwrap();
+            let request = b"POST /proxies HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{";
+            for byte in request.iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) || stream.write_all(&[*byte]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let _silent = TcpStream::connect(&server.api).unwrap();
+    let clients = flowing(&listen, 100, usize::MAX, true);
+    for body in [
+        "{not json".to_string(),
+        "[1, 2".to_string(),
+        "\"a string\"".to_string(),
+        json!({"name": 5, "upstream": []}).to_string(),
+        json!({"name": "x", "upstream": "127.0.0.1:1", "listen": "nowhere"}).to_string(),
+        json!({"name": "x", "upstream": "127.0.0.1:1", "listen": "127.0.0.1:99999"}).to_string(),
+        "x".repeat(2 << 20),
+    ] {
+        let (status, _) = server.call_raw("POST", "/proxies", Some(body));
+        assert!(matches!(status, 400 | 500), "{status}");
+    }
+    let (status, _) = server.call_raw("POST", "/proxies/steady/toxics", Some("\u{0}\u{1}".into()));
+    assert_eq!(status, 400);
+    // 1,000 proxies made and deleted while the connections flow.
+    let start = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for k in 0..1000 {
+        let name = format!("churn{k}");
+        let call = Instant::now();
+        let body = json!({"name": name, "upstream": "127.0.0.1:1", "listen": "127.0.0.1:0"});
+        assert_eq!(server.call("POST", "/proxies", Some(body)).0, 201);
+        assert_eq!(server.call("DELETE", &format!("/proxies/{name}"), None).0, 204);
+        slowest = slowest.max(call.elapsed());
+    }
+    eprintln!("1,000 create/delete cycles in {:?}, slowest {slowest:?}", start.elapsed());
+    assert!(slowest < Duration::from_secs(5), "slowest cycle {slowest:?}");
+    let trip = Instant::now();
+    assert_eq!(round_trip(&listen, b"still here"), b"still here");
+    assert!(trip.elapsed() < Duration::from_secs(5), "a round trip took {:?}", trip.elapsed());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    slow.join().unwrap();
+    drop(server);
+    for client in clients {
+        assert!(client.join().unwrap(), "every byte that came back was intact");
+    }
+}
