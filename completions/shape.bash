@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --slice --slice-pause --drop --corrupt --cut-after --slow-close --stall-after --reset-after --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
+            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --serve --config --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --slice --slice-pause --drop --corrupt --cut-after --slow-close --stall-after --reset-after --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -82,6 +82,14 @@ _shape() {
                     return 0
                     ;;
                 --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --serve)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

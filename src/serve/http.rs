@@ -72,9 +72,9 @@ fn respond(mut request: tiny_http::Request, answer: impl FnOnce(&str, &str, &[u8
         .take(MOST_BODY + 1)
         .read_to_end(&mut body);
     let answered = match read {
-        Ok(_) if body.len() as u64 > MOST_BODY => Answer::error(super::model::ApiError::bad_body(
-            "longer than 1 MiB",
-        )),
+        Ok(_) if body.len() as u64 > MOST_BODY => {
+            Answer::error(super::model::ApiError::bad_body("longer than 1 MiB"))
+        }
         Ok(_) => {
             let method = request.method().as_str().to_string();
             let path = request.url().to_string();
@@ -153,7 +153,10 @@ mod tests {
     fn the_api_answers_over_http_and_refuses_what_is_too_long() {
         let api = Api::listen("127.0.0.1:0").unwrap();
         api.serve(|method, path, body| {
-            Answer::json(200, &serde_json::json!({"method": method, "path": path, "body": body.len()}))
+            Answer::json(
+                200,
+                &serde_json::json!({"method": method, "path": path, "body": body.len()}),
+            )
         })
         .unwrap();
         let at = api.address().unwrap();

@@ -89,7 +89,9 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
             return Err(refused);
         }
     };
-    let at = api.address().map_or(serving.address.to_string(), |a| a.to_string());
+    let at = api
+        .address()
+        .map_or(serving.address.to_string(), |a| a.to_string());
     api.serve(move |method, path, body| {
         routes::answer(&mut model, &mut proxies, method, path, body)
     })
@@ -127,7 +129,8 @@ fn listen(address: &Address) -> Result<http::Api, Refused> {
 /// Creates the proxies of config file `path`, as POST /populate would.
 fn populate(model: &mut Model, proxies: &mut Proxies, path: &Path) -> Result<(), Refused> {
     let name = path.display();
-    let text = std::fs::read(path).map_err(|err| Refused::Failed(format!("--config {name}: {err}")))?;
+    let text =
+        std::fs::read(path).map_err(|err| Refused::Failed(format!("--config {name}: {err}")))?;
     let given: Vec<ProxyGiven> = serde_json::from_slice(&text)
         .map_err(|err| Refused::Usage(format!("--config {name}: not a list of proxies: {err}")))?;
     routes::populate_with(model, proxies, given)

@@ -114,9 +114,8 @@ impl Proxies {
 
 impl Carrier for Proxies {
     fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
-        let failed = |what: &str, err: &dyn std::fmt::Display| {
-            ApiError::new(format!("{what}: {err}"), 500)
-        };
+        let failed =
+            |what: &str, err: &dyn std::fmt::Display| ApiError::new(format!("{what}: {err}"), 500);
         let listen: Address = proxy
             .listen
             .parse()

@@ -118,7 +118,10 @@ fn route(
         ("GET", ["proxies", name, "toxics", toxic]) => {
             let proxy = model.proxy(name)?;
             let found = proxy.toxics.iter().find(|t| t.name == *toxic);
-            Ok(Answer::json(200, found.ok_or_else(ApiError::toxic_not_found)?))
+            Ok(Answer::json(
+                200,
+                found.ok_or_else(ApiError::toxic_not_found)?,
+            ))
         }
         ("POST" | "PATCH", ["proxies", name, "toxics", toxic]) => {
             let given: Map<String, Value> = parse(body)?;
@@ -261,8 +264,13 @@ pub fn populate_with(
     for proxy in given {
         let name = proxy.name.clone().expect("checked above");
         if let Ok(existing) = model.proxy(&name) {
-            let listen = proxy.listen.as_deref().unwrap_or(super::model::DEFAULT_LISTEN);
-            if same_address(listen, &existing.listen) && proxy.upstream.as_ref() == Some(&existing.upstream) {
+            let listen = proxy
+                .listen
+                .as_deref()
+                .unwrap_or(super::model::DEFAULT_LISTEN);
+            if same_address(listen, &existing.listen)
+                && proxy.upstream.as_ref() == Some(&existing.upstream)
+            {
                 done.push(existing.clone());
                 continue;
             }
@@ -309,7 +317,7 @@ mod tests {
     use serde_json::json;
 
     /// Carries nothing out: a proxy listens where it asks to.
-    struct Nowhere;
+    pub(super) struct Nowhere;
 
     impl Carrier for Nowhere {
         fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
@@ -323,7 +331,13 @@ mod tests {
     }
 
     fn call(model: &mut Model, method: &str, path: &str, body: Value) -> (u16, Value) {
-        let answer = answer(model, &mut Nowhere, method, path, body.to_string().as_bytes());
+        let answer = answer(
+            model,
+            &mut Nowhere,
+            method,
+            path,
+            body.to_string().as_bytes(),
+        );
         let body = answer
             .body
             .map(|text| serde_json::from_str(&text).unwrap())
@@ -410,5 +424,108 @@ mod tests {
         let nowhere = answer(m, &mut Nowhere, "GET", "/nowhere", b"");
         assert_eq!(nowhere.status, 404);
         assert_eq!(nowhere.body.as_deref(), Some("404 page not found\n"));
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::tests::Nowhere;
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any JSON value, a few levels deep, with the field names and types
+    /// the API knows among the others.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            prop_oneof![
+                Just("latency".to_string()),
+                Just("bandwidth".to_string()),
+                Just("upstream".to_string()),
+                Just("downstream".to_string()),
+                Just("127.0.0.1:0".to_string()),
+                ".{0,12}",
+            ]
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            let key = prop_oneof![
+                Just("name".to_string()),
+                Just("upstream".to_string()),
+                Just("listen".to_string()),
+                Just("enabled".to_string()),
+                Just("type".to_string()),
+                Just("stream".to_string()),
+                Just("toxicity".to_string()),
+                Just("attributes".to_string()),
+                Just("toxics".to_string()),
+                Just("rate".to_string()),
+                Just("latency".to_string()),
+                "[a-z_]{1,8}",
+            ];
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map(key, inner, 0..6)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn any_route() -> impl Strategy<Value = (&'static str, &'static str)> {
+        prop::sample::select(vec![
+            ("POST", "/proxies"),
+            ("POST", "/proxies/p"),
+            ("PATCH", "/proxies/p"),
+            ("DELETE", "/proxies/p"),
+            ("POST", "/proxies/p/toxics"),
+            ("PATCH", "/proxies/p/toxics/latency_downstream"),
+            ("DELETE", "/proxies/p/toxics/latency_downstream"),
+            ("POST", "/populate"),
+            ("POST", "/reset"),
+            ("GET", "/proxies"),
+            ("GET", "/metrics"),
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever the body, every route answers one of its statuses, an
+        /// error as `{"error", "status"}`, and the model stays sound:
+        /// toxic names unique per proxy, every toxic of a known type.
+        #[test]
+        fn any_body_gets_an_answer_and_leaves_the_model_sound(
+            calls in prop::collection::vec((any_route(), any_json()), 1..12)
+        ) {
+            let mut model = Model::default();
+            let seed = serde_json::json!({"name": "p", "upstream": "127.0.0.1:1"});
+            answer(&mut model, &mut Nowhere, "POST", "/proxies", seed.to_string().as_bytes());
+            for ((method, path), body) in calls {
+                let got = answer(&mut model, &mut Nowhere, method, path, body.to_string().as_bytes());
+                prop_assert!(
+                    [200, 201, 204, 400, 404, 409, 500].contains(&got.status),
+                    "{method} {path} {body}: {}", got.status
+                );
+                if got.status >= 400 {
+                    let error: Value = serde_json::from_str(got.body.as_deref().unwrap()).unwrap();
+                    prop_assert!(error["error"].is_string());
+                    prop_assert_eq!(&error["status"], &Value::from(got.status));
+                }
+                for proxy in model.proxies.values() {
+                    let mut names: Vec<&str> = proxy.toxics.iter().map(|t| t.name.as_str()).collect();
+                    names.sort_unstable();
+                    let all = names.len();
+                    names.dedup();
+                    prop_assert_eq!(names.len(), all, "names unique");
+                    for toxic in &proxy.toxics {
+                        prop_assert!(super::super::toxics::defaults(&toxic.kind).is_some());
+                        prop_assert!((0.0..=1.0).contains(&toxic.toxicity));
+                    }
+                }
+            }
+        }
     }
 }

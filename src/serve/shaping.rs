@@ -90,7 +90,11 @@ impl ToxicRules {
                         limit: *limit,
                         burst: burst.unwrap_or_else(|| bandwidth_burst(*limit)),
                     };
-                    let this = match self.shared.iter().find(|(id, _)| *shared && *id == toxic.id) {
+                    let this = match self
+                        .shared
+                        .iter()
+                        .find(|(id, _)| *shared && *id == toxic.id)
+                    {
                         Some((_, bucket)) => Pay::Bucket(bucket.clone()),
                         None => own(),
                     };
@@ -119,7 +123,7 @@ impl ToxicRules {
                 limit: Limit::Unlimited,
                 burst: 1,
             }),
-            terms: Terms::Own(now),
+            terms: Terms::Own(Box::new(now)),
         };
         (plan, close_after)
     }
@@ -215,8 +219,8 @@ mod tests {
     }
 
     fn terms(plan: &WayPlan) -> Now {
-        match plan.terms {
-            Terms::Own(now) => now,
+        match &plan.terms {
+            Terms::Own(now) => **now,
             Terms::Shared(_) => panic!("not its own"),
         }
     }
@@ -224,17 +228,39 @@ mod tests {
     #[test]
     fn toxics_add_up_per_stream_as_a_chain_of_them_does() {
         let toxics = [
-            toxic(1, "latency", "downstream", 1.0, json!({"latency": 100, "jitter": 5})),
-            toxic(2, "latency", "downstream", 1.0, json!({"latency": 50, "jitter": 0})),
+            toxic(
+                1,
+                "latency",
+                "downstream",
+                1.0,
+                json!({"latency": 100, "jitter": 5}),
+            ),
+            toxic(
+                2,
+                "latency",
+                "downstream",
+                1.0,
+                json!({"latency": 50, "jitter": 0}),
+            ),
             toxic(3, "bandwidth", "downstream", 1.0, json!({"rate": 100})),
             toxic(4, "bandwidth", "downstream", 1.0, json!({"rate": 10})),
-            toxic(5, "slicer", "upstream", 1.0, json!({"average_size": 8, "size_variation": 0, "delay": 0})),
+            toxic(
+                5,
+                "slicer",
+                "upstream",
+                1.0,
+                json!({"average_size": 8, "size_variation": 0, "delay": 0}),
+            ),
         ];
         let plan = rules(&toxics).plan(&mut Luck::new(1)).unwrap();
         let [up, down] = &plan.ways;
         assert_eq!(terms(down).delay, Duration::from_millis(150));
         assert_eq!(terms(down).jitter, Duration::from_millis(5));
-        assert_eq!(own_limit(&down.pay), Limit::per_second(10_000), "the least holds");
+        assert_eq!(
+            own_limit(&down.pay),
+            Limit::per_second(10_000),
+            "the least holds"
+        );
         assert_eq!(terms(down).faults(Way::Down).slice, None);
         assert_eq!(own_limit(&up.pay), Limit::Unlimited);
         assert_eq!(terms(up).delay, Duration::ZERO);
@@ -243,7 +269,13 @@ mod tests {
 
     #[test]
     fn toxicity_is_drawn_once_per_connection_and_kept() {
-        let half = [toxic(7, "latency", "downstream", 0.5, json!({"latency": 10, "jitter": 0}))];
+        let half = [toxic(
+            7,
+            "latency",
+            "downstream",
+            0.5,
+            json!({"latency": 10, "jitter": 0}),
+        )];
         let mut struck = 0;
         for seed in 0..1000 {
             let mut luck = Luck::new(seed);
@@ -254,8 +286,17 @@ mod tests {
             }
             struck += usize::from(!first.is_zero());
         }
-        assert!((400..600).contains(&struck), "{struck} of 1000 struck at 0.5");
-        let none = [toxic(8, "latency", "downstream", 0.0, json!({"latency": 10, "jitter": 0}))];
+        assert!(
+            (400..600).contains(&struck),
+            "{struck} of 1000 struck at 0.5"
+        );
+        let none = [toxic(
+            8,
+            "latency",
+            "downstream",
+            0.0,
+            json!({"latency": 10, "jitter": 0}),
+        )];
         let plan = rules(&none).plan(&mut Luck::new(3)).unwrap();
         assert_eq!(terms(&plan.ways[1]).delay, Duration::ZERO);
     }
@@ -263,7 +304,13 @@ mod tests {
     #[test]
     fn a_shared_bandwidth_pays_from_the_proxy_s_bucket() {
         let shared = Arc::new(crate::bucket::own(Limit::per_second(1000), 10).unwrap());
-        let toxics = [toxic(9, "bandwidth", "upstream", 1.0, json!({"rate": 1, "shared": 1}))];
+        let toxics = [toxic(
+            9,
+            "bandwidth",
+            "upstream",
+            1.0,
+            json!({"rate": 1, "shared": 1}),
+        )];
         let rules = ToxicRules::new(&toxics, vec![(9, shared.clone())], Default::default());
         let plan = rules.plan(&mut Luck::new(0)).unwrap();
         match &plan.ways[0].pay {

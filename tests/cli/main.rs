@@ -17,6 +17,7 @@ mod proxy;
 mod proxy_faults;
 mod records;
 mod serve;
+mod serve_clients;
 mod serve_extras;
 mod serve_toxics;
 mod share;

@@ -71,7 +71,13 @@ impl Toxiproxy {
     fn real(binary: &str) -> Toxiproxy {
         let port = free_port();
         let child = Command::new(binary)
-            .args(["-host", "127.0.0.1", "-port", &port.to_string(), "-proxy-metrics"])
+            .args([
+                "-host",
+                "127.0.0.1",
+                "-port",
+                &port.to_string(),
+                "-proxy-metrics",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -216,13 +222,28 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
     assert!(version["version"].is_string(), "{version}");
 
     let listen = server.proxy("echo", &upstream, json!({}));
-    assert!(listen.starts_with("127.0.0.1:") && !listen.ends_with(":0"), "{listen}");
+    assert!(
+        listen.starts_with("127.0.0.1:") && !listen.ends_with(":0"),
+        "{listen}"
+    );
     let (status, all) = server.call("GET", "/proxies", None);
     assert_eq!(status, 200);
     let proxy = &all["echo"];
     assert_eq!(
-        (&proxy["name"], &proxy["listen"], &proxy["upstream"], &proxy["enabled"], &proxy["toxics"]),
-        (&json!("echo"), &json!(listen), &json!(upstream), &json!(true), &json!([]))
+        (
+            &proxy["name"],
+            &proxy["listen"],
+            &proxy["upstream"],
+            &proxy["enabled"],
+            &proxy["toxics"]
+        ),
+        (
+            &json!("echo"),
+            &json!(listen),
+            &json!(upstream),
+            &json!(true),
+            &json!([])
+        )
     );
     let again = json!({"name": "echo", "upstream": upstream, "listen": "127.0.0.1:0"});
     assert_eq!(
@@ -231,11 +252,17 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
     );
     assert_eq!(
         server.call("POST", "/proxies", Some(json!({"upstream": upstream}))),
-        (400, json!({"error": "missing required field: name", "status": 400}))
+        (
+            400,
+            json!({"error": "missing required field: name", "status": 400})
+        )
     );
     assert_eq!(
         server.call("POST", "/proxies", Some(json!({"name": "x"}))),
-        (400, json!({"error": "missing required field: upstream", "status": 400}))
+        (
+            400,
+            json!({"error": "missing required field: upstream", "status": 400})
+        )
     );
     let (status, bad) = server.call_raw("POST", "/proxies", Some("{not json".into()));
     assert_eq!(status, 400);
@@ -247,7 +274,10 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
     );
 
     // Toxics: defaults, names, merging, and their errors.
-    let latency = server.toxic("echo", json!({"type": "latency", "attributes": {"latency": 10}}));
+    let latency = server.toxic(
+        "echo",
+        json!({"type": "latency", "attributes": {"latency": 10}}),
+    );
     assert_eq!(
         latency,
         json!({"attributes": {"latency": 10, "jitter": 0}, "name": "latency_downstream",
@@ -262,7 +292,11 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
         (409, json!({"error": "toxic already exists", "status": 409}))
     );
     assert_eq!(
-        server.call("POST", "/proxies/echo/toxics", Some(json!({"type": "bogus"}))),
+        server.call(
+            "POST",
+            "/proxies/echo/toxics",
+            Some(json!({"type": "bogus"}))
+        ),
         (400, json!({"error": "invalid toxic type", "status": 400}))
     );
     assert_eq!(
@@ -276,17 +310,34 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
             json!({"error": "stream was invalid, can be either upstream or downstream", "status": 400})
         )
     );
-    assert_eq!(server.call("POST", "/proxies/nope/toxics", Some(json!({"type": "noop"}))).0, 404);
+    assert_eq!(
+        server
+            .call(
+                "POST",
+                "/proxies/nope/toxics",
+                Some(json!({"type": "noop"}))
+            )
+            .0,
+        404
+    );
     let (status, list) = server.call("GET", "/proxies/echo/toxics", None);
     assert_eq!((status, list.as_array().map(Vec::len)), (200, Some(1)));
     let path = "/proxies/echo/toxics/latency_downstream";
     assert_eq!(server.call("GET", path, None), (200, latency));
     let (status, changed) = server.call("PATCH", path, Some(json!({"attributes": {"jitter": 3}})));
     assert_eq!(status, 200);
-    assert_eq!(changed["attributes"], json!({"latency": 10, "jitter": 3}), "merged");
+    assert_eq!(
+        changed["attributes"],
+        json!({"latency": 10, "jitter": 3}),
+        "merged"
+    );
     let (status, changed) = server.call("POST", path, Some(json!({"toxicity": 0.5})));
     assert_eq!((status, &changed["toxicity"]), (200, &json!(0.5)));
-    assert_eq!(changed["attributes"], json!({"latency": 10, "jitter": 3}), "kept");
+    assert_eq!(
+        changed["attributes"],
+        json!({"latency": 10, "jitter": 3}),
+        "kept"
+    );
     assert_eq!(
         server.call("GET", "/proxies/echo/toxics/nope", None),
         (404, json!({"error": "toxic not found", "status": 404}))
@@ -297,12 +348,25 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
     // Proxies change, stop and go.
     let (status, changed) = server.call("PATCH", "/proxies/echo", Some(json!({"enabled": false})));
     assert_eq!((status, &changed["enabled"]), (200, &json!(false)));
-    assert!(TcpStream::connect(&listen).is_err(), "a disabled proxy refuses");
+    assert!(
+        TcpStream::connect(&listen).is_err(),
+        "a disabled proxy refuses"
+    );
     let (status, changed) = server.call("POST", "/proxies/echo", Some(json!({"enabled": true})));
-    assert_eq!((status, &changed["listen"]), (200, &json!(listen)), "the same address again");
+    assert_eq!(
+        (status, &changed["listen"]),
+        (200, &json!(listen)),
+        "the same address again"
+    );
     assert_eq!(round_trip(&listen, b"hello"), b"hello");
-    assert_eq!(server.call("DELETE", "/proxies/echo", None), (204, Value::Null));
-    assert!(TcpStream::connect(&listen).is_err(), "a deleted proxy refuses");
+    assert_eq!(
+        server.call("DELETE", "/proxies/echo", None),
+        (204, Value::Null)
+    );
+    assert!(
+        TcpStream::connect(&listen).is_err(),
+        "a deleted proxy refuses"
+    );
     assert_eq!(server.call("DELETE", "/proxies/echo", None).0, 404);
     assert_eq!(
         server.call_raw("GET", "/nowhere", None),
@@ -351,9 +415,15 @@ fn populate_keeps_what_is_unchanged_with_its_toxics_and_replaces_the_rest() {
     let server = Toxiproxy::start(&[]);
     let upstream = echo_server();
     let kept = server.proxy("kept", &upstream, json!({}));
-    server.toxic("kept", json!({"type": "latency", "attributes": {"latency": 5}}));
+    server.toxic(
+        "kept",
+        json!({"type": "latency", "attributes": {"latency": 5}}),
+    );
     let replaced = server.proxy("replaced", &upstream, json!({}));
-    server.toxic("replaced", json!({"type": "latency", "attributes": {"latency": 5}}));
+    server.toxic(
+        "replaced",
+        json!({"type": "latency", "attributes": {"latency": 5}}),
+    );
     let body = json!([
         {"name": "kept", "upstream": upstream, "listen": kept},
         {"name": "replaced", "upstream": "127.0.0.1:1", "listen": replaced},
@@ -363,7 +433,11 @@ fn populate_keeps_what_is_unchanged_with_its_toxics_and_replaces_the_rest() {
     assert_eq!(status, 201, "{answer}");
     let proxies = answer["proxies"].as_array().unwrap();
     assert_eq!(proxies.len(), 3, "{answer}");
-    assert_eq!(proxies[0]["toxics"].as_array().unwrap().len(), 1, "kept with its toxic");
+    assert_eq!(
+        proxies[0]["toxics"].as_array().unwrap().len(),
+        1,
+        "kept with its toxic"
+    );
     assert_eq!(proxies[1]["toxics"], json!([]), "replaced, toxics and all");
     assert_eq!(proxies[1]["upstream"], json!("127.0.0.1:1"));
     assert_eq!(proxies[2]["enabled"], json!(false));
@@ -372,8 +446,15 @@ fn populate_keeps_what_is_unchanged_with_its_toxics_and_replaces_the_rest() {
     let missing = json!([{"name": "a", "upstream": upstream}, {"name": "b"}]);
     let (status, answer) = server.call("POST", "/populate", Some(missing));
     assert_eq!(status, 400, "{answer}");
-    assert_eq!(answer["error"], json!("missing required field: upstream at proxy 2"));
-    assert_eq!(server.call("GET", "/proxies/a", None).0, 404, "nothing made");
+    assert_eq!(
+        answer["error"],
+        json!("missing required field: upstream at proxy 2")
+    );
+    assert_eq!(
+        server.call("GET", "/proxies/a", None).0,
+        404,
+        "nothing made"
+    );
 }
 
 #[test]
@@ -381,7 +462,10 @@ fn reset_enables_every_proxy_and_removes_every_toxic() {
     let server = Toxiproxy::start(&[]);
     let upstream = echo_server();
     let on = server.proxy("on", &upstream, json!({}));
-    server.toxic("on", json!({"type": "timeout", "attributes": {"timeout": 0}}));
+    server.toxic(
+        "on",
+        json!({"type": "timeout", "attributes": {"timeout": 0}}),
+    );
     let off = server.proxy("off", &upstream, json!({}));
     server.call("PATCH", "/proxies/off", Some(json!({"enabled": false})));
     assert_eq!(server.call("POST", "/reset", None), (204, Value::Null));
@@ -435,7 +519,11 @@ fn a_proxy_created_with_its_toxics_has_them_before_its_first_connection() {
     assert_eq!(proxy["toxics"][0]["name"], json!("latency_upstream"));
     let start = Instant::now();
     assert_eq!(round_trip(&listen, b"x"), b"x");
-    assert!(start.elapsed() >= Duration::from_millis(300), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
     let (status, _) = server.call(
         "POST",
         "/proxies",
@@ -457,7 +545,10 @@ fn a_config_file_makes_its_proxies_at_start_and_a_bad_one_is_refused() {
             .as_bytes(),
     );
     let server = Toxiproxy::shape(&["--config", config.to_str().unwrap()]);
-    assert_eq!(server.call("GET", "/proxies/configured", None).1["listen"], json!(listen));
+    assert_eq!(
+        server.call("GET", "/proxies/configured", None).1["listen"],
+        json!(listen)
+    );
     assert_eq!(round_trip(&listen, b"configured"), b"configured");
     drop(server);
 
@@ -473,7 +564,10 @@ fn a_config_file_makes_its_proxies_at_start_and_a_bad_one_is_refused() {
 
 #[test]
 fn the_server_refuses_flags_it_has_no_use_for_and_an_address_in_use() {
-    assert_refused(shape(["--serve", "127.0.0.1:0", "--rate", "1MiB"]), "--rate");
+    assert_refused(
+        shape(["--serve", "127.0.0.1:0", "--rate", "1MiB"]),
+        "--rate",
+    );
     assert_refused(shape(["--config", "x.json"]), "--serve");
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
@@ -490,10 +584,13 @@ fn sigterm_and_sigint_close_every_listener_and_connection_and_exit_0() {
         let upstream = echo_server();
         let listen = server.proxy("p", &upstream, json!({}));
         let mut open = TcpStream::connect(&listen).unwrap();
-        open.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        open.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
         assert_eq!(round_trip(&listen, b"x"), b"x");
         server.signal(signal);
-        let status = server.exit_within(Duration::from_secs(10)).expect("it ended");
+        let status = server
+            .exit_within(Duration::from_secs(10))
+            .expect("it ended");
         assert_eq!(status.code(), Some(0), "{signal:?}: {}", server.stderr());
         let mut rest = Vec::new();
         assert!(

@@ -78,7 +78,10 @@ fn a_shared_bandwidth_holds_all_of_a_proxy_s_connections_to_one_rate() {
         "the last of 800 KB at 400 KB/s shared came at {last:?}"
     );
     let first = times.iter().min().unwrap();
-    assert!(*first >= Duration::from_millis(1500), "each had its share, the first came at {first:?}");
+    assert!(
+        *first >= Duration::from_millis(1500),
+        "each had its share, the first came at {first:?}"
+    );
 }
 
 /// What `seed`'s server does to 64 KB through a corrupt toxic of
@@ -109,7 +112,11 @@ fn loss_and_corruption_strike_as_the_seed_says_and_again_with_it() {
         return;
     }
     let first = mangled("7");
-    assert!(first.len() < 64 * 1024 && first.len() > 48 * 1024, "lost {} bytes", 64 * 1024 - first.len());
+    assert!(
+        first.len() < 64 * 1024 && first.len() > 48 * 1024,
+        "lost {} bytes",
+        64 * 1024 - first.len()
+    );
     assert_eq!(first.len() % 1024, 0, "lost in whole blocks");
     let flipped = first.iter().filter(|&&b| b != 0).count();
     assert!((100..2000).contains(&flipped), "{flipped} bytes flipped");
@@ -124,15 +131,25 @@ fn deleting_a_toxic_under_load_is_answered_at_once() {
         return;
     }
     let listen = server.proxy("busy", &echo_server(), json!({}));
-    server.toxic("busy", json!({"type": "latency", "attributes": {"latency": 50}}));
-    server.toxic("busy", json!({"type": "bandwidth", "attributes": {"rate": 100}}));
+    server.toxic(
+        "busy",
+        json!({"type": "latency", "attributes": {"latency": 50}}),
+    );
+    server.toxic(
+        "busy",
+        json!({"type": "bandwidth", "attributes": {"rate": 100}}),
+    );
     let clients = flowing(&listen, 100, 64 * 1024, false);
     std::thread::sleep(Duration::from_millis(500));
     for toxic in ["latency_downstream", "bandwidth_downstream"] {
         let start = Instant::now();
         let (status, _) = server.call("DELETE", &format!("/proxies/busy/toxics/{toxic}"), None);
         assert_eq!(status, 204);
-        assert!(start.elapsed() < Duration::from_secs(2), "{toxic}: {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{toxic}: {:?}",
+            start.elapsed()
+        );
     }
     for client in clients {
         assert!(client.join().unwrap(), "every byte back");
@@ -155,7 +172,9 @@ fn hostile_api_clients_neither_kill_the_server_nor_stall_its_connections() {
             let mut stream = TcpStream::connect(&api).unwrap();
             let request = b"POST /proxies HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{";
             for byte in request.iter().cycle() {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) || stream.write_all(&[*byte]).is_err() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed)
+                    || stream.write_all(&[*byte]).is_err()
+                {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -186,18 +205,34 @@ fn hostile_api_clients_neither_kill_the_server_nor_stall_its_connections() {
         let call = Instant::now();
         let body = json!({"name": name, "upstream": "127.0.0.1:1", "listen": "127.0.0.1:0"});
         assert_eq!(server.call("POST", "/proxies", Some(body)).0, 201);
-        assert_eq!(server.call("DELETE", &format!("/proxies/{name}"), None).0, 204);
+        assert_eq!(
+            server.call("DELETE", &format!("/proxies/{name}"), None).0,
+            204
+        );
         slowest = slowest.max(call.elapsed());
     }
-    eprintln!("1,000 create/delete cycles in {:?}, slowest {slowest:?}", start.elapsed());
-    assert!(slowest < Duration::from_secs(5), "slowest cycle {slowest:?}");
+    eprintln!(
+        "1,000 create/delete cycles in {:?}, slowest {slowest:?}",
+        start.elapsed()
+    );
+    assert!(
+        slowest < Duration::from_secs(5),
+        "slowest cycle {slowest:?}"
+    );
     let trip = Instant::now();
     assert_eq!(round_trip(&listen, b"still here"), b"still here");
-    assert!(trip.elapsed() < Duration::from_secs(5), "a round trip took {:?}", trip.elapsed());
+    assert!(
+        trip.elapsed() < Duration::from_secs(5),
+        "a round trip took {:?}",
+        trip.elapsed()
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     slow.join().unwrap();
     drop(server);
     for client in clients {
-        assert!(client.join().unwrap(), "every byte that came back was intact");
+        assert!(
+            client.join().unwrap(),
+            "every byte that came back was intact"
+        );
     }
 }

@@ -120,7 +120,10 @@ fn slow_close_holds_the_end_after_the_data() {
     let mut got = [0; 3];
     client.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"bye");
-    assert!(closed.elapsed() < Duration::from_millis(300), "the data comes at once");
+    assert!(
+        closed.elapsed() < Duration::from_millis(300),
+        "the data comes at once"
+    );
     assert_eq!(client.read(&mut [0; 1]).unwrap(), 0);
     assert_took(
         "the end",
@@ -281,7 +284,11 @@ fn noop_and_a_toxicity_of_0_change_nothing() {
     );
     let start = Instant::now();
     assert_eq!(round_trip(&listen, b"clean"), b"clean");
-    assert!(start.elapsed() < Duration::from_millis(1000), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 #[test]
@@ -304,11 +311,21 @@ fn adding_changing_and_removing_a_toxic_reach_open_connections() {
         "live",
         json!({"type": "latency", "attributes": {"latency": 200}}),
     );
-    assert_took("with latency", trip(), Duration::from_millis(200), Duration::from_millis(10));
+    assert_took(
+        "with latency",
+        trip(),
+        Duration::from_millis(200),
+        Duration::from_millis(10),
+    );
     let path = "/proxies/live/toxics/latency_downstream";
     let (status, _) = server.call("PATCH", path, Some(json!({"attributes": {"latency": 400}})));
     assert_eq!(status, 200);
-    assert_took("latency changed", trip(), Duration::from_millis(400), Duration::from_millis(10));
+    assert_took(
+        "latency changed",
+        trip(),
+        Duration::from_millis(400),
+        Duration::from_millis(10),
+    );
     assert_eq!(server.call("DELETE", path, None).0, 204);
     assert!(trip() < Duration::from_millis(200), "the latency is gone");
 }

@@ -133,7 +133,9 @@ pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Resu
     // have changed; a change from elsewhere (another process on a share,
     // a fleet's leases) is seen by a thread asleep on the shared buckets'
     // generation. Nothing polls.
-    shaping.settings.on_change(Box::new(server.wake_on_change()));
+    shaping
+        .settings
+        .on_change(Box::new(server.wake_on_change()));
     for way in Way::BOTH {
         server.watch(shaping.settings.shared(way))?;
     }

@@ -28,7 +28,7 @@ pub enum Terms {
     /// These, which change for every connection at once.
     Shared(Arc<Conditions>),
     /// These, of this connection's own.
-    Own(Now),
+    Own(Box<Now>),
 }
 
 /// How one direction of a connection is shaped.

@@ -47,7 +47,10 @@ pub enum Command {
         opened: SyncSender<io::Result<usize>>,
     },
     /// Stop listening and close every connection of the route.
-    Close { route: usize, closed: SyncSender<()> },
+    Close {
+        route: usize,
+        closed: SyncSender<()>,
+    },
     /// Shape the route's connections, open ones too, by `rules` from now on.
     Retune {
         route: usize,
@@ -483,11 +486,7 @@ impl<'a> Server<'a> {
         let registry = self.poll.registry();
         let both = Interest::READABLE | Interest::WRITABLE;
         let registered = registry
-            .register(
-                connection.client.source(),
-                Token(connection_key * 2),
-                both,
-            )
+            .register(connection.client.source(), Token(connection_key * 2), both)
             .and_then(|()| {
                 registry
                     .register(

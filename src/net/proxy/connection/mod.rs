@@ -466,7 +466,7 @@ impl Shaped {
         };
         let (conditions, own_conditions) = match plan.terms {
             Terms::Shared(conditions) => (conditions, false),
-            Terms::Own(now) => (Arc::new(Conditions::new(now)), true),
+            Terms::Own(now) => (Arc::new(Conditions::new(*now)), true),
         };
         Ok(Shaped {
             bucket,
@@ -484,10 +484,9 @@ impl Shaped {
     fn take(&mut self, plan: WayPlan, direction: &mut Direction) -> io::Result<bool> {
         let stalled = direction.trouble.as_ref().is_some_and(Trouble::stalled);
         match plan.pay {
-            Pay::Own { limit, burst } if self.own_bucket => self
-                .bucket
-                .set(limit, burst)
-                .map_err(io::Error::other)?,
+            Pay::Own { limit, burst } if self.own_bucket => {
+                self.bucket.set(limit, burst).map_err(io::Error::other)?
+            }
             Pay::Own { limit, burst } => {
                 let bucket = Arc::new(crate::bucket::own(limit, burst).map_err(io::Error::other)?);
                 direction.pay_from(&self.bucket, &bucket);
@@ -500,9 +499,9 @@ impl Shaped {
             }
         }
         match plan.terms {
-            Terms::Own(now) if self.own_conditions => self.conditions.set(now),
+            Terms::Own(now) if self.own_conditions => self.conditions.set(*now),
             Terms::Own(now) => {
-                self.conditions = Arc::new(Conditions::new(now));
+                self.conditions = Arc::new(Conditions::new(*now));
                 self.own_conditions = true;
                 direction.watch = Watch::default();
             }
@@ -572,7 +571,8 @@ impl Connection {
             shaping,
             luck: start.luck,
             route: start.route,
-            close_at: close_after.map(|after| start.now.saturating_add(crate::duration::nanos(after))),
+            close_at: close_after
+                .map(|after| start.now.saturating_add(crate::duration::nanos(after))),
             closing: false,
             wake_at: None,
             peer: start.peer,
@@ -583,7 +583,8 @@ impl Connection {
     /// If `unstalled_closes`, a stall lifted closes it.
     pub(super) fn take(&mut self, plan: Plan, now: u64, unstalled_closes: bool) -> io::Result<()> {
         let [up, down] = plan.ways;
-        let lifted = self.shaping[0].take(up, &mut self.up)? | self.shaping[1].take(down, &mut self.down)?;
+        let lifted =
+            self.shaping[0].take(up, &mut self.up)? | self.shaping[1].take(down, &mut self.down)?;
         self.closing |= lifted && unstalled_closes;
         self.close_at = match plan.close_after {
             None => None,
