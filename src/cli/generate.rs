@@ -60,6 +60,8 @@ const SYNOPSIS: &str = r#".SH SYNOPSIS
 \fBshape\fR \fB\-\-remote\fR \fIPID\fR|\fBshare:\fR\fINAME\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR] [\fB\-\-delay\fR \fIDURATION\fR] [\fIfault flags\fR]
 .br
 \fBshape\fR \fB\-\-share\fR \fINAME\fR|\fIURL\fR \fB\-\-status\fR | \fB\-\-reset\fR
+.br
+\fBshape\fR \fB\-\-serve\fR [\fIADDR\fR] [\fB\-\-config\fR \fIFILE\fR] [\fB\-\-seed\fR \fIN\fR] [\fB\-q\fR]
 "#;
 
 /// The hand-written sections, in roff.
@@ -129,6 +131,19 @@ For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIAT
 Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed; the draws follow the bytes' places in the stream, not how the input happened to arrive.
 In a proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) each connection has its own faults, counted from its start: a value applies to both directions, or to one with \fBup:\fR (the clients' requests) or \fBdown:\fR (the replies), as in \fB\-\-slice down:7\fR; \fB\-\-cut\-after\fR and \fB\-\-slow\-close\fR end one direction (its reader sees the end of the data), \fB\-\-stall\-after\fR drops what comes after (and holds the connection until both sides have closed their sending), \fB\-\-reset\-after\fR resets both sides. \fB\-\-affect\fR \fIPROB\fR does the faults to that fraction of connections only (toxiproxy's toxicity), the others passing clean. The proxy says its seed after where it listens, and what it dropped and corrupted when each connection closes.
 \fBoff\fR turns a fault off (\fB\-\-slice off\fR, \fB\-\-drop up:off\fR). \fBshape \-\-remote\fR \fIPID\fR with fault flags, \fB\-\-delay\fR or \fB\-\-jitter\fR changes them on a running shape: in a proxy, every connection, the open ones too, from that moment (sizes and times count from the change); in a copy, those that alter bytes (\fB\-\-slice\fR, \fB\-\-slice\-pause\fR, \fB\-\-drop\fR, \fB\-\-corrupt\fR), if it started with a fault flag or \fB\-\-delay\fR (\fB\-\-drop 0\fR will do: without one a copy takes a path that does not look for faults), and \fB\-\-delay\fR and \fB\-\-jitter\fR if it started with \fB\-\-delay\fR.
+.SH DROP-IN FOR TOXIPROXY
+\fBshape \-\-serve\fR [\fIADDR\fR] serves toxiproxy's HTTP API (version 2) on \fIADDR\fR, by default \fBlocalhost:8474\fR, toxiproxy's port, so that a test suite written for toxiproxy, with any of its clients, drives shape instead by starting another binary.
+It says \fBshape: serving the toxiproxy API on 127.0.0.1:8474\fR on standard error (not with \fB\-q\fR); port 0 takes a free port, and the line says which.
+\fB\-\-config\fR \fIFILE\fR creates proxies at start from toxiproxy's config format (the JSON list that \fBPOST /populate\fR takes); \fB\-\-seed\fR \fIN\fR makes every random draw reproducible (toxicity, jitter, slice sizes, loss, corruption).
+SIGINT and SIGTERM close every listener and connection and end shape with status 0.
+.PP
+Every route is there: \fB/proxies\fR, \fB/proxies/\fR\fINAME\fR, its \fB/toxics\fR and \fB/toxics/\fR\fINAME\fR (GET, POST, PATCH, DELETE), \fB/populate\fR, \fB/reset\fR, \fB/version\fR and \fB/metrics\fR (Prometheus text, with toxiproxy's \fBtoxiproxy_proxy_received_bytes_total\fR and \fBtoxiproxy_proxy_sent_bytes_total\fR), with toxiproxy's status codes, bodies and error words.
+Each proxy has its own listener, all on one event loop; the API answers on a thread of its own, so that no API client holds up the data.
+A change is in force when it is answered: a disabled proxy refuses, a toxic added, changed or removed applies to the open connections too.
+.PP
+The toxics, each per connection and per stream, \fBtoxicity\fR drawn once per connection: \fBlatency\fR (latency, jitter, ms), \fBbandwidth\fR (rate in KB/s of 1000 bytes, exact, with no burst beyond one chunk of 5 ms), \fBslow_close\fR (delay, ms), \fBtimeout\fR (ms; nothing passes, and the connection closes after it, or never with 0; removing it closes the connection), \fBreset_peer\fR (timeout, ms; what comes is dropped and both sides are reset), \fBslicer\fR (average_size, size_variation, bytes; delay, microseconds), \fBlimit_data\fR (bytes), \fBnoop\fR.
+Beyond toxiproxy: \fB"shared": 1\fR on \fBbandwidth\fR holds all of a proxy's connections to the one rate (with \fB"burst"\fR in KB if given); \fBloss\fR and \fBcorrupt\fR (\fBprobability\fR, 0 to 1) lose blocks of 1 KiB and flip bits as \fB\-\-drop\fR and \fB\-\-corrupt\fR do; \fBPOST /proxies\fR takes \fB"toxics": [...]\fR, in force before the first connection.
+Each direction of a connection holds at most 4 MiB under latency, so that memory stays bounded with many connections.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR

@@ -1,8 +1,9 @@
 //! What shape does, picked from the command line as ripgrep picks its
 //! mode: copy (the default: inputs to standard output or a connection),
-//! proxy (`--listen` with `--connect`), remote (`--remote`), a share's
-//! status or reset, and generate (man page, completions). Each mode runs
-//! to an [`Exit`]; a failure is printed here, once, as one line.
+//! proxy (`--listen` with `--connect`), toxiproxy's API (`--serve`),
+//! remote (`--remote`), a share's status or reset, and generate (man
+//! page, completions). Each mode runs to an [`Exit`]; a failure is printed
+//! here, once, as one line.
 
 mod copy;
 mod input;

@@ -151,6 +151,11 @@ impl Carrier for Proxies {
             .ask(|closed| Command::Close { route, closed });
     }
 
+    fn remove(&mut self, name: &str) {
+        self.stop(name);
+        self.running.remove(name);
+    }
+
     fn retune(&mut self, proxy: &Proxy) {
         let rules = Box::new(self.rules(proxy));
         let Some(route) = self.running.get(&proxy.name).and_then(|r| r.route) else {
@@ -171,6 +176,7 @@ impl Carrier for Proxies {
             let _ = writeln!(text, "# TYPE {name} counter");
             for (proxy, running) in &self.running {
                 if !model.proxies.contains_key(proxy) {
+                    // Made and refused in the same request.
                     continue;
                 }
                 for (way, direction) in ["upstream", "downstream"].iter().enumerate() {

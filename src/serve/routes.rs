@@ -19,6 +19,8 @@ pub trait Carrier {
     fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError>;
     /// Stops proxy `name`: closes its listener and its connections.
     fn stop(&mut self, name: &str);
+    /// Forgets proxy `name`, stopping it first if it runs: it was deleted.
+    fn remove(&mut self, name: &str);
     /// `proxy`'s toxics changed: its connections, the open ones too, take
     /// them from now on.
     fn retune(&mut self, proxy: &Proxy);
@@ -103,9 +105,8 @@ fn route(
             Ok(Answer::json(200, &update(model, carrier, name, given)?))
         }
         ("DELETE", ["proxies", name]) => {
-            if model.delete(name)?.enabled {
-                carrier.stop(name);
-            }
+            model.delete(name)?;
+            carrier.remove(name);
             Ok(Answer::none())
         }
         ("GET", ["proxies", name, "toxics"]) => Ok(Answer::json(200, &model.proxy(name)?.toxics)),
@@ -162,6 +163,7 @@ pub fn create(
         }
         Err(err) => {
             let _ = model.delete(&proxy.name);
+            carrier.remove(&proxy.name);
             Err(err)
         }
     }
@@ -274,9 +276,8 @@ pub fn populate_with(
                 done.push(existing.clone());
                 continue;
             }
-            if model.delete(&name).is_ok_and(|old| old.enabled) {
-                carrier.stop(&name);
-            }
+            let _ = model.delete(&name);
+            carrier.remove(&name);
         }
         match create(model, carrier, proxy) {
             Ok(proxy) => done.push(proxy),
@@ -324,6 +325,7 @@ mod tests {
             Ok(proxy.listen.replace(":0", ":41234"))
         }
         fn stop(&mut self, _: &str) {}
+        fn remove(&mut self, _: &str) {}
         fn retune(&mut self, _: &Proxy) {}
         fn metrics(&self, _: &Model) -> String {
             String::new()
