@@ -102,11 +102,15 @@ def listening(handle):
 
 
 def echo(conn):
-    while True:
-        data = conn.recv(65536)
-        if not data:
-            return
-        conn.sendall(data)
+    try:
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            conn.sendall(data)
+    except OSError:
+        # The client went away (a proxy deleted under it).
+        pass
 
 
 def bandwidth(server, rate_kb, seconds):
