@@ -18,7 +18,9 @@ Each server in turn, on loopback:
 - API: the time of each call (GET a proxy, add a toxic, change it, remove
   it) while 100 connections stream through the proxy; p50 and p99.
 - memory: the server's RSS idle, with 1,000 proxies, and with 10,000 idle
-  connections spread across them.
+  connections spread across them; and after 100 connections' servers
+  sent as fast as they could for 5 s through a downstream latency of 1 s
+  to clients that read nothing.
 """
 import json
 import os
@@ -224,6 +226,29 @@ def api_under_load(server):
     return times[len(times) // 2], times[int(len(times) * 0.99) - 1], len(times)
 
 
+def held_under_latency(server):
+    """RSS after 100 connections' servers sent as fast as they could for
+    5 s through a downstream latency of 1 s to clients that read nothing."""
+    def flood(conn):
+        chunk = b"z" * 65536
+        try:
+            while True:
+                conn.sendall(chunk)
+        except OSError:
+            pass
+
+    host, port = server.proxy("flooded", listening(flood))
+    server.call("POST", "/proxies/flooded/toxics", {"type": "latency", "attributes": {"latency": 1000}})
+    before = server.rss_kib()
+    clients = [socket.create_connection((host, port)) for _ in range(100)]
+    time.sleep(5)
+    after = server.rss_kib()
+    for client in clients:
+        client.close()
+    server.call("DELETE", "/proxies/flooded")
+    return before, after
+
+
 def memory(server):
     """RSS idle, with 1,000 proxies, and with 10,000 idle connections."""
     holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE)
@@ -268,6 +293,7 @@ def main():
             row["latency"] = latency(server)
             row["api"] = api_under_load(server)
             row["memory"] = memory(server)
+            row["held"] = held_under_latency(server)
             rows[kind] = row
         finally:
             server.stop()
@@ -284,6 +310,8 @@ def main():
     cells = ["idle %d KiB; 1,000 proxies %d KiB; + %d idle connections %d KiB" % (
         rows[k]["memory"][0], rows[k]["memory"][1], rows[k]["memory"][3], rows[k]["memory"][2]) for k in rows]
     print("| memory (RSS) | %s |" % " | ".join(cells))
+    cells = ["%d KiB before, %d KiB after" % rows[k]["held"] for k in rows]
+    print("| memory (RSS), 100 connections flooded for 5 s under a latency of 1 s, clients not reading | %s |" % " | ".join(cells))
 
 
 main()

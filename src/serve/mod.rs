@@ -23,6 +23,8 @@ pub mod routes;
 pub mod shaping;
 pub mod toxics;
 
+use crate::exit::Exit;
+use crate::message::one_line;
 use crate::net::Address;
 use crate::net::proxy::{Command, serve_commands};
 use crate::progress::Printer;
@@ -58,7 +60,16 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     let seed = serving.seed;
     let event_loop = std::thread::Builder::new()
         .name("proxies".into())
-        .spawn(move || serve_commands(report, seed, taken, ready))
+        .spawn(move || {
+            let served = serve_commands(report, seed, taken, ready);
+            // The loop ends on its own only if poll itself fails: without
+            // it no proxy moves a byte, so the server ends too, saying why.
+            if let Err(err) = &served {
+                eprintln!("shape: the proxies' event loop failed: {}", one_line(err));
+                std::process::exit(Exit::Failure.code());
+            }
+            served
+        })
         .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
     let Ok(waker) = waker.recv() else {
         let why = match event_loop.join() {

@@ -393,6 +393,27 @@ fn a_listen_address_in_use_is_a_500_and_no_proxy() {
 }
 
 #[test]
+fn disabling_a_proxy_closes_its_open_connections_and_enabling_listens_again() {
+    let server = Toxiproxy::start(&[]);
+    let listen = server.proxy("door", &echo_server(), json!({}));
+    let mut open = TcpStream::connect(&listen).unwrap();
+    open.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    open.write_all(b"x").unwrap();
+    open.read_exact(&mut [0; 1]).unwrap();
+    let (status, _) = server.call("POST", "/proxies/door", Some(json!({"enabled": false})));
+    assert_eq!(status, 200);
+    let mut rest = Vec::new();
+    let closed = open.read_to_end(&mut rest);
+    assert!(
+        matches!(closed, Ok(0)) || closed.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the open connection is closed"
+    );
+    assert!(TcpStream::connect(&listen).is_err(), "and nothing listens");
+    server.call("POST", "/proxies/door", Some(json!({"enabled": true})));
+    assert_eq!(round_trip(&listen, b"again"), b"again");
+}
+
+#[test]
 fn a_change_of_upstream_restarts_the_proxy_on_its_address() {
     let server = Toxiproxy::start(&[]);
     let first = echo_server();
