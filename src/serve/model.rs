@@ -199,15 +199,8 @@ impl Model {
         toxic: &str,
         given: &Map<String, Value>,
     ) -> Result<&Toxic, ApiError> {
-        let proxy = self
-            .proxies
-            .get_mut(proxy)
-            .ok_or_else(ApiError::proxy_not_found)?;
-        let toxic = proxy
-            .toxics
-            .iter_mut()
-            .find(|t| t.name == toxic)
-            .ok_or_else(ApiError::toxic_not_found)?;
+        let (proxy, at) = self.toxic_at(proxy, toxic)?;
+        let toxic = &mut proxy.toxics[at];
         if let Some(attributes) = given.get("attributes") {
             let attributes = attributes
                 .as_object()
@@ -224,6 +217,12 @@ impl Model {
 
     /// DELETE /proxies/{name}/toxics/{toxic}.
     pub fn delete_toxic(&mut self, proxy: &str, toxic: &str) -> Result<Toxic, ApiError> {
+        let (proxy, at) = self.toxic_at(proxy, toxic)?;
+        Ok(proxy.toxics.remove(at))
+    }
+
+    /// Proxy `proxy` and where its toxic `toxic` is among its toxics.
+    fn toxic_at(&mut self, proxy: &str, toxic: &str) -> Result<(&mut Proxy, usize), ApiError> {
         let proxy = self
             .proxies
             .get_mut(proxy)
@@ -233,7 +232,7 @@ impl Model {
             .iter()
             .position(|t| t.name == toxic)
             .ok_or_else(ApiError::toxic_not_found)?;
-        Ok(proxy.toxics.remove(at))
+        Ok((proxy, at))
     }
 }
 

@@ -185,17 +185,24 @@ fn update(
         carrier.stop(name);
     }
     if after.enabled && (moved || !before.enabled) {
-        let started = carrier.start(&after);
-        let proxy = model.proxies.get_mut(name).expect("just updated");
-        match started {
-            Ok(listen) => proxy.listen = listen,
-            Err(err) => {
-                proxy.enabled = false;
-                return Err(err);
-            }
-        }
+        start(model, carrier, name)?;
     }
     Ok(model.proxy(name)?.clone())
+}
+
+/// Starts proxy `name`, which the model has enabled, and keeps the
+/// address it listens on; if it cannot start, it is disabled.
+fn start(model: &mut Model, carrier: &mut dyn Carrier, name: &str) -> Result<(), ApiError> {
+    let started = carrier.start(model.proxy(name)?);
+    let proxy = model.proxies.get_mut(name).expect("found above");
+    match started {
+        Ok(listen) => proxy.listen = listen,
+        Err(err) => {
+            proxy.enabled = false;
+            return Err(err);
+        }
+    }
+    Ok(())
 }
 
 /// POST /reset: every proxy enabled, every toxic gone.
@@ -205,15 +212,7 @@ fn reset(model: &mut Model, carrier: &mut dyn Carrier) -> Result<(), ApiError> {
     for proxy in before {
         let name = proxy.name.as_str();
         if !proxy.enabled {
-            let started = carrier.start(model.proxy(name)?);
-            let now = model.proxies.get_mut(name).expect("there before");
-            match started {
-                Ok(listen) => now.listen = listen,
-                Err(err) => {
-                    now.enabled = false;
-                    return Err(err);
-                }
-            }
+            start(model, carrier, name)?;
         } else if !proxy.toxics.is_empty() {
             retune(model, carrier, name);
         }

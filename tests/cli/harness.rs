@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -419,34 +420,42 @@ pub struct Listening {
     pub child: Child,
     /// Where it listens, as it said: `127.0.0.1:41234` or `unix:PATH`.
     pub address: String,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+/// What a shape that has just started says after `prefix` on the first
+/// line of its standard error (where it listens or serves), and the rest
+/// of what it says, collected by a thread as it comes.
+pub fn where_it_says(child: &mut Child, prefix: &str) -> (String, Arc<Mutex<String>>) {
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    let said = first
+        .trim_end()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("shape did not say {prefix:?}: {first:?}"))
+        .to_string();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    {
+        let stderr = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                let mut text = stderr.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+    }
+    (said, stderr)
 }
 
 impl Listening {
     /// Starts `command` (which has `--listen`) with `stdout`, and waits for
     /// it to say where it listens.
     pub fn start(command: Command, stdout: Stdio) -> Listening {
-        use std::io::BufRead;
         let mut child = spawn_into(command, stdout);
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        lines.read_line(&mut first).unwrap();
-        let address = first
-            .trim_end()
-            .strip_prefix("shape: listening on ")
-            .unwrap_or_else(|| panic!("shape did not say where it listens: {first:?}"))
-            .to_string();
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        {
-            let stderr = stderr.clone();
-            std::thread::spawn(move || {
-                for line in lines.lines().map_while(Result::ok) {
-                    let mut text = stderr.lock().unwrap();
-                    text.push_str(&line);
-                    text.push('\n');
-                }
-            });
-        }
+        let (address, stderr) = where_it_says(&mut child, "shape: listening on ");
         Listening {
             child,
             address,

@@ -5,7 +5,7 @@
 
 use crate::harness::*;
 use serde_json::{Value, json};
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,25 +40,7 @@ impl Toxiproxy {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        lines.read_line(&mut first).unwrap();
-        let api = first
-            .trim_end()
-            .strip_prefix("shape: serving the toxiproxy API on ")
-            .unwrap_or_else(|| panic!("shape did not say where it serves: {first:?}"))
-            .to_string();
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        {
-            let stderr = stderr.clone();
-            std::thread::spawn(move || {
-                for line in lines.lines().map_while(Result::ok) {
-                    let mut text = stderr.lock().unwrap();
-                    text.push_str(&line);
-                    text.push('\n');
-                }
-            });
-        }
+        let (api, stderr) = where_it_says(&mut child, "shape: serving the toxiproxy API on ");
         Toxiproxy {
             child,
             api,
@@ -397,7 +379,8 @@ fn disabling_a_proxy_closes_its_open_connections_and_enabling_listens_again() {
     let server = Toxiproxy::start(&[]);
     let listen = server.proxy("door", &echo_server(), json!({}));
     let mut open = TcpStream::connect(&listen).unwrap();
-    open.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    open.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     open.write_all(b"x").unwrap();
     open.read_exact(&mut [0; 1]).unwrap();
     let (status, _) = server.call("POST", "/proxies/door", Some(json!({"enabled": false})));
@@ -405,7 +388,8 @@ fn disabling_a_proxy_closes_its_open_connections_and_enabling_listens_again() {
     let mut rest = Vec::new();
     let closed = open.read_to_end(&mut rest);
     assert!(
-        matches!(closed, Ok(0)) || closed.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        matches!(closed, Ok(0))
+            || closed.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
         "the open connection is closed"
     );
     assert!(TcpStream::connect(&listen).is_err(), "and nothing listens");
