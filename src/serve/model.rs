@@ -285,12 +285,13 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
     Ok(())
 }
 
-/// A toxicity as given: a number from 0 to 1.
+/// A toxicity as given: a number, kept as given. As in toxiproxy, which
+/// takes any number, one of 1 or more strikes every connection and one of
+/// 0 or less none.
 fn toxicity_of(value: &Value) -> Result<f64, ApiError> {
     value
         .as_f64()
-        .filter(|t| (0.0..=1.0).contains(t))
-        .ok_or_else(|| ApiError::bad_body("toxicity must be a number from 0 to 1"))
+        .ok_or_else(|| ApiError::bad_body("toxicity must be a number"))
 }
 
 #[cfg(test)]

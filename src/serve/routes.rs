@@ -78,7 +78,18 @@ fn route(
     body: &[u8],
 ) -> Result<Answer, ApiError> {
     let path = path.split('?').next().unwrap_or(path);
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // Each part decoded, as Go's router matches them: a proxy named
+    // `a b` is `/proxies/a%20b`.
+    let parts: Vec<String> = path
+        .trim_matches('/')
+        .split('/')
+        .map(|part| {
+            percent_encoding::percent_decode_str(part)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     match (method, parts.as_slice()) {
         ("GET", ["version"]) => Ok(Answer::json(
             200,
@@ -422,6 +433,12 @@ mod tests {
         let bad = answer(m, &mut Nowhere, "POST", "/proxies", b"{not json");
         assert_eq!(bad.status, 400);
         assert!(bad.body.unwrap().contains("bad request body"));
+        let spaced = json!({"name": "a b", "upstream": "127.0.0.1:1"});
+        assert_eq!(call(m, "POST", "/proxies", spaced).0, 201);
+        assert_eq!(
+            call(m, "GET", "/proxies/a%20b", json!(null)).1["name"],
+            json!("a b")
+        );
         let nowhere = answer(m, &mut Nowhere, "GET", "/nowhere", b"");
         assert_eq!(nowhere.status, 404);
         assert_eq!(nowhere.body.as_deref(), Some("404 page not found\n"));
@@ -523,7 +540,7 @@ mod fuzz {
                     prop_assert_eq!(names.len(), all, "names unique");
                     for toxic in &proxy.toxics {
                         prop_assert!(super::super::toxics::defaults(&toxic.kind).is_some());
-                        prop_assert!((0.0..=1.0).contains(&toxic.toxicity));
+                        prop_assert!(toxic.toxicity.is_finite());
                     }
                 }
             }

@@ -320,6 +320,12 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
         json!({"latency": 10, "jitter": 3}),
         "kept"
     );
+    let (status, changed) = server.call("PATCH", path, Some(json!({"toxicity": 1.5})));
+    assert_eq!(
+        (status, &changed["toxicity"]),
+        (200, &json!(1.5)),
+        "any number, as given"
+    );
     assert_eq!(
         server.call("GET", "/proxies/echo/toxics/nope", None),
         (404, json!({"error": "toxic not found", "status": 404}))
