@@ -11,9 +11,10 @@
 //!
 //! Held against the real toxiproxy 2.12.0: status codes and error words
 //! of every route agree. Where shape differs on purpose: a proxy created
-//! without `listen` listens on localhost (toxiproxy: every interface), a
-//! toxicity of 1 is printed `1.0`, and an attribute that is not a whole
-//! number is refused in shape's words rather than Go's decoder's.
+//! without `listen` listens on localhost (toxiproxy: every interface), an
+//! upstream that is not `host:port` is refused when the proxy starts, and
+//! a malformed body is refused in shape's words rather than Go's
+//! decoder's.
 
 pub mod carry;
 pub mod http;

@@ -63,6 +63,7 @@ pub struct Toxic {
     pub name: String,
     #[serde(rename = "type")]
     pub kind: String,
+    /// `upstream` or `downstream`, in any case, as given.
     pub stream: String,
     /// Written as toxiproxy writes it: `1`, `0.5`.
     #[serde(serialize_with = "as_toxiproxy_writes_it")]
@@ -247,8 +248,12 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
             Some(_) => Err(ApiError::bad_body(format!("{field} must be a string"))),
         }
     };
+    // Kept as given, and taken in any case, as toxiproxy takes it.
     let stream = text("stream", "downstream")?;
-    if !matches!(stream.as_str(), "upstream" | "downstream") {
+    if !matches!(
+        stream.to_ascii_lowercase().as_str(),
+        "upstream" | "downstream"
+    ) {
         return Err(ApiError::new(
             "stream was invalid, can be either upstream or downstream",
             400,

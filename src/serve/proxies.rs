@@ -16,7 +16,7 @@ use crate::serve::carry::{Effect, effect};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, SyncSender, sync_channel};
 use std::time::Duration;
 
@@ -26,12 +26,18 @@ use std::time::Duration;
 const PATIENCE: Duration = Duration::from_secs(5);
 
 /// The event loop, as the API reaches it.
+#[derive(Clone)]
 pub struct Loop {
     pub commands: Sender<Command>,
     pub waker: Arc<mio::Waker>,
 }
 
 impl Loop {
+    /// Sends `command`, which has no reply.
+    fn tell(&self, command: Command) -> bool {
+        self.commands.send(command).is_ok() && self.waker.wake().is_ok()
+    }
+
     /// Sends the command `make` builds around a reply channel, and waits
     /// for the reply.
     fn ask<T>(&self, make: impl FnOnce(SyncSender<T>) -> Command) -> Option<T> {
@@ -46,6 +52,9 @@ impl Loop {
 struct Running {
     /// Its route on the loop, while enabled.
     route: Option<usize>,
+    /// Set while its route lives; a thread that waits for its upstream's
+    /// name to resolve gives up when it is cleared.
+    alive: Arc<AtomicBool>,
     /// Where it listens and forwards to, for the metrics' labels.
     listen: String,
     upstream: String,
@@ -76,6 +85,7 @@ impl Proxies {
             .entry(proxy.name.clone())
             .or_insert_with(|| Running {
                 route: None,
+                alive: Arc::default(),
                 listen: proxy.listen.clone(),
                 upstream: proxy.upstream.clone(),
                 shared: Vec::new(),
@@ -125,26 +135,49 @@ impl Carrier for Proxies {
         let listening = crate::net::proxy::bind(&listen)
             .map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
         let bound = listening.local();
+        // As toxiproxy dials its upstream per connection, an upstream
+        // whose name does not resolve yet (a container not up yet) does
+        // not keep the proxy from starting: its clients are refused until
+        // a thread of its own sees the name resolve.
+        let upstream = match &connect {
+            Address::Tcp { .. } => connect.resolve_one().ok(),
+            Address::Unix(_) => None,
+        };
+        let unresolved = matches!(connect, Address::Tcp { .. }) && upstream.is_none();
         let rules = Box::new(self.rules(proxy));
         let opened = self
             .event_loop
             .ask(|opened| Command::Open {
                 listening,
-                connect,
+                connect: connect.clone(),
+                upstream,
                 rules,
                 opened,
             })
             .ok_or_else(|| ApiError::new("the server is stopping", 500))?;
-        let route = opened.map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
+        let route = opened.map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
         let running = self.running.get_mut(&proxy.name).expect("made by rules");
         running.route = Some(route);
+        running.alive = Arc::new(AtomicBool::new(true));
         running.listen = bound.clone();
         running.upstream = proxy.upstream.clone();
+        if unresolved {
+            resolve_later(
+                connect,
+                route,
+                running.alive.clone(),
+                self.event_loop.clone(),
+            );
+        }
         Ok(bound)
     }
 
     fn stop(&mut self, name: &str) {
-        let Some(route) = self.running.get_mut(name).and_then(|r| r.route.take()) else {
+        let Some(running) = self.running.get_mut(name) else {
+            return;
+        };
+        running.alive.store(false, Ordering::SeqCst);
+        let Some(route) = running.route.take() else {
             return;
         };
         self.event_loop
@@ -196,6 +229,32 @@ impl Carrier for Proxies {
         }
         text
     }
+}
+
+/// How often a name that did not resolve is looked up again.
+const RESOLVE_AGAIN: Duration = Duration::from_secs(1);
+
+/// Looks `connect` up every [`RESOLVE_AGAIN`] on a thread of its own,
+/// and tells the loop where route `route` forwards to once it resolves,
+/// unless `alive` is cleared first.
+fn resolve_later(connect: Address, route: usize, alive: Arc<AtomicBool>, event_loop: Loop) {
+    let _ = std::thread::Builder::new()
+        .name("resolve".into())
+        .spawn(move || {
+            while alive.load(Ordering::SeqCst) {
+                std::thread::sleep(RESOLVE_AGAIN);
+                if let Ok(upstream) = connect.resolve_one() {
+                    if alive.load(Ordering::SeqCst) {
+                        event_loop.tell(Command::Resolved {
+                            route,
+                            connect,
+                            upstream,
+                        });
+                    }
+                    return;
+                }
+            }
+        });
 }
 
 /// `value` as a Prometheus label value: backslashes, quotes and line

@@ -79,9 +79,10 @@ fn route(
 ) -> Result<Answer, ApiError> {
     let path = path.split('?').next().unwrap_or(path);
     // Each part decoded, as Go's router matches them: a proxy named
-    // `a b` is `/proxies/a%20b`.
+    // `a b` is `/proxies/a%20b`. A trailing slash is another path.
     let parts: Vec<String> = path
-        .trim_matches('/')
+        .strip_prefix('/')
+        .unwrap_or(path)
         .split('/')
         .map(|part| {
             percent_encoding::percent_decode_str(part)
@@ -107,8 +108,12 @@ fn route(
         ("POST", ["populate"]) => Ok(populate(model, carrier, body)),
         ("GET", ["proxies"]) => Ok(Answer::json(200, &model.proxies)),
         ("POST", ["proxies"]) => {
-            let given: ProxyGiven = parse(body)?;
-            Ok(Answer::json(201, &create(model, carrier, given)?))
+            // `null` is a proxy with nothing given, as Go decodes it.
+            let given: Option<ProxyGiven> = parse(body)?;
+            Ok(Answer::json(
+                201,
+                &create(model, carrier, given.unwrap_or_default())?,
+            ))
         }
         ("GET", ["proxies", name]) => Ok(Answer::json(200, model.proxy(name)?)),
         ("POST" | "PATCH", ["proxies", name]) => {
@@ -145,6 +150,15 @@ fn route(
             model.delete_toxic(name, toxic)?;
             retune(model, carrier, name);
             Ok(Answer::none())
+        }
+        // A path it knows, with another method: 405 and no body.
+        (_, ["version" | "metrics" | "reset" | "populate" | "proxies"])
+        | (_, ["proxies", _] | ["proxies", _, "toxics"] | ["proxies", _, "toxics", _]) => {
+            Ok(Answer {
+                status: 405,
+                body: None,
+                content_type: "text/plain",
+            })
         }
         // As Go's router answers a path it does not know: plain text.
         _ => Ok(Answer {
@@ -438,6 +452,12 @@ mod tests {
         assert_eq!(
             call(m, "GET", "/proxies/a%20b", json!(null)).1["name"],
             json!("a b")
+        );
+        assert_eq!(call(m, "PUT", "/proxies", json!(null)), (405, Value::Null));
+        assert_eq!(call(m, "GET", "/proxies/", json!(null)).0, 404);
+        assert_eq!(
+            call(m, "POST", "/proxies", json!(null)).1["error"],
+            json!("missing required field: name")
         );
         let nowhere = answer(m, &mut Nowhere, "GET", "/nowhere", b"");
         assert_eq!(nowhere.status, 404);

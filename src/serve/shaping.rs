@@ -76,7 +76,8 @@ impl ToxicRules {
         let mut now = Now::default();
         let mut changes = Vec::new();
         for (toxic, effect) in &self.toxics {
-            if toxic.stream != stream || !luck.strikes(toxic.id, toxic.toxicity) {
+            if !toxic.stream.eq_ignore_ascii_case(stream) || !luck.strikes(toxic.id, toxic.toxicity)
+            {
                 continue;
             }
             match effect {

@@ -139,17 +139,7 @@ fn a_share_cut_short_while_in_use_ends_in_one_line_and_status_1_not_sigbus() {
 /// directory appended to its standard error after a line "left:". `None`
 /// (said) where namespaces cannot be made, except under CI.
 fn on_a_full_disk(name: &str, args: &[&str]) -> Option<(Run, String)> {
-    let can = Command::new("unshare")
-        .args(["--map-root-user", "--mount", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !can {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "unshare --map-root-user --mount failed; CI needs it"
-        );
-        eprintln!("skipped: no mount namespace here (unshare --map-root-user --mount)");
+    if !mount_namespaces() {
         return None;
     }
     let scratch = Scratch::new(name);

@@ -514,6 +514,25 @@ pub fn installed(tool: &str) -> bool {
     false
 }
 
+/// True if a test can make a mount namespace of its own (`unshare
+/// --map-root-user --mount`); if not, the test is skipped (said), except
+/// under CI, which needs it.
+pub fn mount_namespaces() -> bool {
+    let can = Command::new("unshare")
+        .args(["--map-root-user", "--mount", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !can {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "unshare --map-root-user --mount failed; CI needs it"
+        );
+        eprintln!("skipped: no mount namespace here (unshare --map-root-user --mount)");
+    }
+    can
+}
+
 /// A loopback TCP port that refuses connections for as long as the
 /// returned socket lives: bound, so nobody else can take the port, and not
 /// listening, so a connection to it is refused.

@@ -34,6 +34,11 @@ impl Toxiproxy {
     fn shape(args: &[&str]) -> Toxiproxy {
         let mut command = shape(["--serve", "127.0.0.1:0"]);
         command.args(args);
+        Toxiproxy::from(command)
+    }
+
+    /// shape started by `command`, which runs `shape --serve 127.0.0.1:0`.
+    pub fn from(mut command: Command) -> Toxiproxy {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -138,6 +143,19 @@ impl Toxiproxy {
     /// What shape said on standard error.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits up to ten seconds for shape to say `text` on standard error.
+    pub fn wait_for_stderr(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "never said {text:?}: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Sends `signal` (shape only).
@@ -332,6 +350,32 @@ fn every_route_answers_with_toxiproxy_s_status_and_body() {
     );
     assert_eq!(server.call("DELETE", path, None), (204, Value::Null));
     assert_eq!(server.call("DELETE", path, None).0, 404);
+    let shouted = server.toxic("echo", json!({"type": "noop", "stream": "UPSTREAM"}));
+    assert_eq!(
+        (&shouted["name"], &shouted["stream"]),
+        (&json!("noop_UPSTREAM"), &json!("UPSTREAM")),
+        "a stream in any case, kept as given"
+    );
+    assert_eq!(
+        server
+            .call("DELETE", "/proxies/echo/toxics/noop_UPSTREAM", None)
+            .0,
+        204
+    );
+    assert_eq!(
+        server.call_raw("PUT", "/proxies", None),
+        (405, String::new())
+    );
+    assert_eq!(server.call_raw("GET", "/proxies/", None).0, 404);
+    let (status, text) = server.call_raw("POST", "/proxies", Some("null".into()));
+    assert_eq!(
+        (status, serde_json::from_str::<Value>(&text).unwrap()),
+        (
+            400,
+            json!({"error": "missing required field: name", "status": 400})
+        ),
+        "null is a proxy with nothing given"
+    );
 
     // Proxies change, stop and go.
     let (status, changed) = server.call("PATCH", "/proxies/echo", Some(json!({"enabled": false})));
@@ -401,6 +445,65 @@ fn disabling_a_proxy_closes_its_open_connections_and_enabling_listens_again() {
     assert!(TcpStream::connect(&listen).is_err(), "and nothing listens");
     server.call("POST", "/proxies/door", Some(json!({"enabled": true})));
     assert_eq!(round_trip(&listen, b"again"), b"again");
+}
+
+#[test]
+fn an_upstream_whose_name_does_not_resolve_yet_is_served_once_it_does() {
+    if !mount_namespaces() {
+        return;
+    }
+    // shape in a mount namespace whose /etc/hosts is a file of the test's,
+    // which names the upstream only later (written in place: the bind
+    // mount shows the same file).
+    let scratch = Scratch::new("serve-resolve");
+    let hosts = scratch.file("hosts", b"127.0.0.1 localhost\n");
+    let mut command = Command::new("unshare");
+    command
+        .args(["--map-root-user", "--mount", "sh", "-c"])
+        .arg("mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(&hosts)
+        .arg(env!("CARGO_BIN_EXE_shape"))
+        .args(["--serve", "127.0.0.1:0"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let server = Toxiproxy::from(command);
+    let port = echo_server().rsplit(':').next().unwrap().to_string();
+    let upstream = format!("later.shape-test:{port}");
+    let listen = server.proxy("later", &upstream, json!({}));
+    let mut refused = TcpStream::connect(&listen).unwrap();
+    refused
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut nothing = Vec::new();
+    let _ = refused.read_to_end(&mut nothing);
+    assert!(nothing.is_empty(), "no upstream, nothing comes");
+    server.wait_for_stderr("does not resolve");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&hosts)
+        .unwrap()
+        .write_all(b"127.0.0.1 later.shape-test\n")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut stream = TcpStream::connect(&listen).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let _ = stream.write_all(b"resolved");
+        let mut back = [0; 8];
+        if stream.read_exact(&mut back).is_ok() {
+            assert_eq!(&back, b"resolved");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never resolved: {}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

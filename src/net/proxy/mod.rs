@@ -139,7 +139,16 @@ pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Resu
     for way in Way::BOTH {
         server.watch(shaping.settings.shared(way))?;
     }
-    let (_, listen) = server.open(listen.listen()?, connect.clone(), Box::new(shaping))?;
+    let upstream = match connect {
+        Address::Tcp { .. } => Some(connect.resolve_one()?),
+        Address::Unix(_) => None,
+    };
+    let (_, listen) = server.open(
+        listen.listen()?,
+        connect.clone(),
+        upstream,
+        Box::new(shaping),
+    )?;
     server.say(&format!("shape: listening on {listen}"));
     if shaping.say_seed {
         server.say(&format!("shape: seed {}", shaping.seed));

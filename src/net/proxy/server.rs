@@ -40,11 +40,22 @@ const LISTENERS: usize = usize::MAX / 2;
 pub enum Command {
     /// Listen on `listening` (bound by the sender, who can then say why
     /// it could not be) and forward to `connect`; answers the route's key.
+    /// `upstream` is `connect` resolved, if it is a TCP address that
+    /// resolved: until it does, its clients are refused.
     Open {
         listening: Listening,
         connect: Address,
+        upstream: Option<SocketAddr>,
         rules: Box<dyn Rules + Send>,
         opened: SyncSender<io::Result<usize>>,
+    },
+    /// The route's TCP address `connect`, which did not resolve when it
+    /// opened, has. (A route closed meanwhile may have left its key to
+    /// another: one that forwards elsewhere is left alone.)
+    Resolved {
+        route: usize,
+        connect: Address,
+        upstream: SocketAddr,
     },
     /// Stop listening and close every connection of the route.
     Close {
@@ -174,20 +185,18 @@ impl<'a> Server<'a> {
         Ok(())
     }
 
-    /// Listens on `listening` and forwards to `connect`, shaped by
-    /// `rules`; returns the route's key and where it listens.
+    /// Listens on `listening` and forwards to `connect` (resolved to
+    /// `upstream` if TCP, or not yet), shaped by `rules`; returns the
+    /// route's key and where it listens.
     pub(super) fn open(
         &mut self,
         listening: Listening,
         connect: Address,
+        upstream: Option<SocketAddr>,
         rules: Box<dyn Rules + 'a>,
     ) -> io::Result<(usize, String)> {
         let listen = listening.local();
         let mut listener = Listener::from_listening(listening)?;
-        let upstream = match &connect {
-            Address::Tcp { .. } => Some(connect.resolve_one()?),
-            Address::Unix(_) => None,
-        };
         let entry = self.routes.vacant_entry();
         let key = entry.key();
         self.poll.registry().register(
@@ -263,10 +272,23 @@ impl<'a> Server<'a> {
                 Command::Open {
                     listening,
                     connect,
+                    upstream,
                     rules,
                     opened,
                 } => {
-                    let _ = opened.send(self.open(listening, connect, rules).map(|(key, _)| key));
+                    let opened_as = self.open(listening, connect, upstream, rules);
+                    let _ = opened.send(opened_as.map(|(key, _)| key));
+                }
+                Command::Resolved {
+                    route,
+                    connect,
+                    upstream,
+                } => {
+                    if let Some(route) = self.routes.get_mut(route)
+                        && route.connect == connect
+                    {
+                        route.upstream = Some(upstream);
+                    }
                 }
                 Command::Close { route, closed } => {
                     self.close(route);
@@ -563,7 +585,7 @@ fn connect_upstream(connect: &Address, upstream: Option<SocketAddr>) -> io::Resu
             Stream::Tcp(s)
         }),
         (Address::Unix(path), None) => UnixStream::connect(path).map(Stream::Unix),
-        (Address::Tcp { .. }, None) => Err(io::Error::other("the address was not resolved")),
+        (Address::Tcp { .. }, None) => Err(io::Error::other("its name does not resolve (yet)")),
     }
 }
 
