@@ -157,6 +157,37 @@ fn deleting_a_toxic_under_load_is_answered_at_once() {
 }
 
 #[test]
+fn memory_stays_bounded_when_clients_under_latency_read_nothing() {
+    let server = Toxiproxy::start(&[]);
+    if !server.is_shape() {
+        return;
+    }
+    // Servers that send as fast as they can, to clients that read
+    // nothing, through a latency of a second: each direction holds what
+    // comes in during the latency, up to 4 MiB, then stops reading.
+    let flood = crate::proxy::server(|mut stream| {
+        let chunk = vec![0; 64 * 1024];
+        while stream.write_all(&chunk).is_ok() {}
+    });
+    let listen = server.proxy("flooded", &flood, json!({}));
+    server.toxic(
+        "flooded",
+        json!({"type": "latency", "attributes": {"latency": 1000}}),
+    );
+    let before = server.rss_kib();
+    let clients: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(&listen).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let grown = server.rss_kib().saturating_sub(before);
+    // 20 connections at 4 MiB each is 80 MiB; toxiproxy grows by
+    // hundreds of MiB a second here.
+    assert!(grown < 100 * 1024, "grew by {grown} KiB");
+    assert!(grown > 20 * 1024, "held something: {grown} KiB");
+    drop(clients);
+}
+
+#[test]
 fn hostile_api_clients_neither_kill_the_server_nor_stall_its_connections() {
     let server = Toxiproxy::start(&[]);
     if !server.is_shape() {
