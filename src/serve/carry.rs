@@ -10,7 +10,8 @@
 use super::model::Toxic;
 use crate::faults::Change;
 use serde_json::Value;
-use shape_bucket::Limit;
+use crate::slowlink::LONGEST_DELAY;
+use shape_bucket::{Limit, MAX_BURST, Rate};
 use std::time::Duration;
 
 /// What one toxic asks of its stream.
@@ -36,7 +37,14 @@ pub enum Effect {
     Hold { close_after: Option<Duration> },
 }
 
-/// What `toxic` asks of the stream it is on.
+/// The longest time a toxic's attribute gives, in milliseconds: shape's
+/// longest delay, an hour. Longer times are an hour.
+const LONGEST_MS: u64 = LONGEST_DELAY.as_millis() as u64;
+
+/// What `toxic` asks of the stream it is on. Any attributes the model let
+/// through give an effect: out-of-range values are taken to the nearest
+/// that shape can carry out (a time of at most an hour, a rate of at most
+/// 2^47 bytes a second, beyond which it is unlimited).
 pub fn effect(toxic: &Toxic) -> Effect {
     let number = |name: &str| {
         toxic
@@ -46,29 +54,36 @@ pub fn effect(toxic: &Toxic) -> Effect {
             .unwrap_or(0)
             .max(0) as u64
     };
-    let fault = |name: &str, value: String| {
-        Change::parse(name, &value).expect("values made here are in range")
+    let ms = |name: &str| number(name).min(LONGEST_MS);
+    let faults = |flags: &[(&str, String)]| {
+        Effect::Faults(
+            flags
+                .iter()
+                .filter_map(|(name, value)| Change::parse(name, value).ok())
+                .collect(),
+        )
     };
-    let ms = |n: u64| format!("{n}ms");
     match toxic.kind.as_str() {
         "latency" => Effect::Delay {
-            delay: Duration::from_millis(number("latency")),
-            jitter: Duration::from_millis(number("jitter")),
+            delay: Duration::from_millis(ms("latency")),
+            jitter: Duration::from_millis(ms("jitter")),
         },
-        "bandwidth" => match number("rate") {
-            0 => Effect::Nothing,
-            rate => Effect::Limit {
-                limit: Limit::per_second(rate.saturating_mul(1000)),
+        "bandwidth" => match Rate::from_whole(number("rate").saturating_mul(1000)) {
+            // 0 passes everything through, as in toxiproxy; so does a rate
+            // beyond any link's.
+            None => Effect::Nothing,
+            Some(rate) => Effect::Limit {
+                limit: Limit::Rate(rate),
                 burst: toxic
                     .attributes
                     .contains_key("burst")
-                    .then(|| number("burst").saturating_mul(1000)),
+                    .then(|| number("burst").saturating_mul(1000).clamp(1, MAX_BURST)),
                 shared: number("shared") != 0,
             },
         },
-        "slow_close" => Effect::Faults(vec![fault("slow-close", ms(number("delay")))]),
+        "slow_close" => faults(&[("slow-close", format!("{}ms", ms("delay")))]),
         "timeout" => Effect::Hold {
-            close_after: match number("timeout") {
+            close_after: match ms("timeout") {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },
@@ -76,33 +91,35 @@ pub fn effect(toxic: &Toxic) -> Effect {
         // What comes is dropped, and the reset is at the first byte, or
         // after the timeout (counted from the toxic's start: toxiproxy
         // counts from the first byte).
-        "reset_peer" => Effect::Faults(match number("timeout") {
-            0 => vec![fault("reset-after", "0".into())],
-            timeout => vec![
-                fault("stall-after", "0".into()),
-                fault("reset-after", ms(timeout)),
-            ],
-        }),
+        "reset_peer" => match ms("timeout") {
+            0 => faults(&[("reset-after", "0".into())]),
+            timeout => faults(&[
+                ("stall-after", "0".into()),
+                ("reset-after", format!("{timeout}ms")),
+            ]),
+        },
         "slicer" => {
             let size = number("average_size").max(1);
             let variation = number("size_variation").min(size - 1);
-            Effect::Faults(vec![
-                fault("slice", format!("{size}:{variation}")),
-                fault("slice-pause", format!("{}us", number("delay"))),
+            let pause = number("delay").min(LONGEST_MS * 1000);
+            faults(&[
+                ("slice", format!("{size}:{variation}")),
+                ("slice-pause", format!("{pause}us")),
             ])
         }
-        "limit_data" => Effect::Faults(vec![fault("cut-after", number("bytes").to_string())]),
+        "limit_data" => faults(&[("cut-after", number("bytes").to_string())]),
         "loss" | "corrupt" => {
             let chance = toxic
                 .attributes
                 .get("probability")
                 .and_then(Value::as_f64)
-                .unwrap_or(0.0);
+                .unwrap_or(0.0)
+                .clamp(0.0, 1.0);
             let name = match toxic.kind.as_str() {
                 "loss" => "drop",
                 _ => "corrupt",
             };
-            Effect::Faults(vec![fault(name, chance.to_string())])
+            faults(&[(name, chance.to_string())])
         }
         _ => Effect::Nothing,
     }

@@ -73,7 +73,7 @@ pub struct Toxic {
 /// A whole toxicity as a whole number, as Go writes a float: `1`, not
 /// `1.0`.
 fn as_toxiproxy_writes_it<S: serde::Serializer>(value: &f64, to: S) -> Result<S::Ok, S::Error> {
-    match value.fract() == 0.0 {
+    match value.fract() == 0.0 && value.abs() < 2f64.powi(53) {
         true => to.serialize_i64(*value as i64),
         false => to.serialize_f64(*value),
     }

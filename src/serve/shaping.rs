@@ -320,6 +320,48 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever whole numbers (and probabilities) the model lets
+        /// through, every toxic gives a plan, and a connection can be
+        /// shaped by it: nothing panics, every bucket can be made.
+        #[test]
+        fn any_attributes_give_a_plan_a_connection_can_take(
+            kind in proptest::sample::select(vec![
+                "latency", "bandwidth", "slow_close", "timeout", "reset_peer",
+                "slicer", "limit_data", "noop", "loss", "corrupt",
+            ]),
+            numbers in proptest::collection::vec(proptest::num::i64::ANY, 4),
+            probability in 0.0..=1.0f64,
+            toxicity in proptest::num::f64::NORMAL,
+        ) {
+            let mut attributes = crate::serve::toxics::defaults(kind).unwrap();
+            let names: Vec<String> = attributes.keys().cloned().collect();
+            for (name, number) in names.iter().zip(&numbers) {
+                let value = match name.as_str() {
+                    "probability" => json!(probability),
+                    _ => json!(number),
+                };
+                attributes.insert(name.clone(), value);
+            }
+            attributes.insert("burst".into(), json!(numbers[3]));
+            attributes.insert("shared".into(), json!(numbers[2]));
+            let toxics = [Toxic {
+                id: 1,
+                attributes,
+                name: kind.into(),
+                kind: kind.into(),
+                stream: "downstream".into(),
+                toxicity,
+            }];
+            let plan = rules(&toxics).plan(&mut Luck::new(0)).unwrap();
+            for way in &plan.ways {
+                if let Pay::Own { limit, burst } = way.pay {
+                    proptest::prop_assert!(crate::bucket::own(limit, burst).is_ok());
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_bandwidth_runs_ahead_by_one_small_chunk_only() {
         assert_eq!(bandwidth_burst(Limit::per_second(1_000_000)), 5000);

@@ -228,6 +228,40 @@ fn hostile_api_clients_neither_kill_the_server_nor_stall_its_connections() {
     }
     let (status, _) = server.call_raw("POST", "/proxies/steady/toxics", Some("\u{0}\u{1}".into()));
     assert_eq!(status, 400);
+    // Every toxic at the extremes of its whole numbers, on a proxy of its
+    // own with a connection open.
+    let extreme = server.proxy("extreme", &echo_server(), json!({}));
+    let open = TcpStream::connect(&extreme).unwrap();
+    for (kind, names) in [
+        ("latency", &["latency", "jitter"][..]),
+        ("bandwidth", &["rate", "burst", "shared"]),
+        ("slow_close", &["delay"]),
+        ("timeout", &["timeout"]),
+        ("reset_peer", &["timeout"]),
+        ("slicer", &["average_size", "size_variation", "delay"]),
+        ("limit_data", &["bytes"]),
+    ] {
+        for number in [i64::MAX, i64::MIN, 0] {
+            let attributes: serde_json::Map<String, serde_json::Value> = names
+                .iter()
+                .map(|name| (name.to_string(), json!(number)))
+                .collect();
+            let toxic = json!({"type": kind, "name": "extreme", "attributes": attributes});
+            assert_eq!(
+                server
+                    .call("POST", "/proxies/extreme/toxics", Some(toxic))
+                    .0,
+                200
+            );
+            assert_eq!(
+                server
+                    .call("DELETE", "/proxies/extreme/toxics/extreme", None)
+                    .0,
+                204
+            );
+        }
+    }
+    drop(open);
     // 1,000 proxies made and deleted while the connections flow.
     let start = Instant::now();
     let mut slowest = Duration::ZERO;
