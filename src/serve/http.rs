@@ -1,7 +1,8 @@
-//! The HTTP side of `--serve`: a thread of its own that reads each
-//! request (a body of at most [`MOST_BODY`]), answers it on the model,
-//! and writes the answer. A slow or hostile client holds this thread
-//! only, never the event loop that carries the data.
+//! The HTTP side of `--serve`: tiny_http takes requests on a thread of
+//! its own, and each request's body (at most [`MOST_BODY`]) is read on a
+//! thread of the request's own, answered, and the answer written. A slow
+//! or hostile client holds its own thread only: never another client's,
+//! nor the event loop that carries the data.
 
 use super::routes::Answer;
 use std::io::Read;
