@@ -9,8 +9,8 @@
 
 use super::model::Toxic;
 use crate::faults::Change;
-use serde_json::Value;
 use crate::slowlink::LONGEST_DELAY;
+use serde_json::Value;
 use shape_bucket::{Limit, MAX_BURST, Rate};
 use std::time::Duration;
 
