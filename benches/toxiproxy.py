@@ -15,6 +15,8 @@ Each server in turn, on loopback:
   10 ms window after the first second, the mean over ten phases of the
   windows 1 ms apart (windows that start where a chunk arrives would
   count a few microseconds of jitter as a whole chunk misplaced).
+- throughput: 1 GiB through one connection without toxics; the time and
+  the server's CPU seconds.
 - latency: 200 round trips of 64 bytes through a downstream latency of
   50 ms to an echo server; the error is each trip less 50 ms.
 - API: the time of each call (GET a proxy, add a toxic, change it, remove
@@ -78,6 +80,10 @@ class Server:
         made = self.call("POST", "/proxies", {"name": name, "upstream": upstream, "listen": "127.0.0.1:0"})
         host, port = made["listen"].rsplit(":", 1)
         return host, int(port)
+
+    def cpu_seconds(self):
+        fields = open("/proc/%d/stat" % self.process.pid).read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_kib(self):
         for line in open("/proc/%d/status" % self.process.pid):
@@ -168,6 +174,34 @@ def bandwidth(server, rate_kb, seconds):
     cv = statistics.mean(cvs)
     biggest = max(n for _, n in reads)
     return accuracy, cv, biggest
+
+
+def throughput(server):
+    """Seconds and the server's CPU seconds for 1 GiB through one
+    connection without toxics."""
+    total = 1 << 30
+    done = threading.Event()
+
+    def sink(conn):
+        got = 0
+        while got < total:
+            data = conn.recv(1 << 20)
+            if not data:
+                break
+            got += len(data)
+        done.set()
+
+    host, port = server.proxy("through", listening(sink))
+    cpu = server.cpu_seconds()
+    start = time.monotonic()
+    source = subprocess.Popen([sys.executable, "-c", SOURCE, host, str(port), str(total)])
+    done.wait(300)
+    elapsed = time.monotonic() - start
+    source.kill()
+    source.wait()
+    cpu = server.cpu_seconds() - cpu
+    server.call("DELETE", "/proxies/through")
+    return elapsed, total / elapsed / (1 << 20), cpu
 
 
 def latency(server):
@@ -270,13 +304,17 @@ def memory(server):
     return idle, proxies, connections, len(clients)
 
 
-# A process of its own that writes zeros to HOST PORT as fast as it can.
+# A process of its own that writes zeros to HOST PORT as fast as it can,
+# forever or LIMIT bytes.
 SOURCE = """
 import socket, sys
 conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-chunk = bytes(65536)
-while True:
-    conn.sendall(chunk)
+left = int(sys.argv[3]) if len(sys.argv) > 3 else -1
+chunk = bytes(1 << 20)
+while left != 0:
+    piece = chunk if left < 0 else chunk[:min(left, len(chunk))]
+    conn.sendall(piece)
+    left -= len(piece) if left > 0 else 0
 """
 
 # A process of its own that accepts and holds connections, so that this
@@ -301,6 +339,7 @@ def main():
             row = {}
             for rate, seconds in [(10, 6 if QUICK else 11), (1000, 4 if QUICK else 6), (100000, 3 if QUICK else 4)]:
                 row["bandwidth %d" % rate] = bandwidth(server, rate, seconds)
+            row["throughput"] = throughput(server)
             row["latency"] = latency(server)
             row["api"] = api_under_load(server)
             row["memory"] = memory(server)
@@ -314,6 +353,8 @@ def main():
         key = "bandwidth %d" % rate
         cells = ["accuracy %.4f, CV per 10 ms %.3f, largest read %d B" % rows[k][key] for k in rows]
         print("| bandwidth %d KB/s | %s |" % (rate, " | ".join(cells)))
+    cells = ["%.2f s, %.0f MiB/s, server CPU %.2f s" % rows[k]["throughput"] for k in rows]
+    print("| 1 GiB through one connection, no toxic | %s |" % " | ".join(cells))
     cells = ["error mean %.2f ms, p99 %.2f ms, least %.2f ms" % rows[k]["latency"] for k in rows]
     print("| latency 50 ms, 64-byte round trips | %s |" % " | ".join(cells))
     cells = ["p50 %.2f ms, p99 %.2f ms (%d calls)" % rows[k]["api"] for k in rows]

@@ -75,6 +75,12 @@ async function main() {
   await proxy.remove();
   await assert.rejects(toxiproxy.get("node_client"));
   assert.ok(await refused(proxy.listen));
+
+  const populated = await toxiproxy.populate([{ name: "node_populated", listen: "127.0.0.1:0", upstream }]);
+  const made = populated["node_populated"];
+  assert.ok(made, "populate makes the proxy");
+  assert.ok((await roundTrip(made.listen)) < 250);
+  await made.remove();
   console.log("ok");
 }
 
