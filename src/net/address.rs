@@ -116,18 +116,20 @@ impl Address {
         }
     }
 
-    /// The first socket address a TCP address names, to connect to.
-    pub fn resolve_one(&self) -> io::Result<SocketAddr> {
+    /// Every socket address a TCP address names, to connect to, in the
+    /// resolver's order (at least one).
+    pub fn resolve_all(&self) -> io::Result<Vec<SocketAddr>> {
         let Address::Tcp { host, port } = self else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "not a TCP address",
             ));
         };
-        Self::resolve(host, *port, false)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
+        let all = Self::resolve(host, *port, false)?;
+        match all.is_empty() {
+            true => Err(io::Error::new(io::ErrorKind::NotFound, "no address found")),
+            false => Ok(all),
+        }
     }
 
     /// Connects, giving up on each TCP address after `timeout`.

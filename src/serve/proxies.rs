@@ -140,10 +140,10 @@ impl Carrier for Proxies {
         // not keep the proxy from starting: its clients are refused until
         // a thread of its own sees the name resolve.
         let upstream = match &connect {
-            Address::Tcp { .. } => connect.resolve_one().ok(),
-            Address::Unix(_) => None,
+            Address::Tcp { .. } => connect.resolve_all().unwrap_or_default(),
+            Address::Unix(_) => Vec::new(),
         };
-        let unresolved = matches!(connect, Address::Tcp { .. }) && upstream.is_none();
+        let unresolved = matches!(connect, Address::Tcp { .. }) && upstream.is_empty();
         let rules = Box::new(self.rules(proxy));
         let opened = self
             .event_loop
@@ -243,7 +243,7 @@ fn resolve_later(connect: Address, route: usize, alive: Arc<AtomicBool>, event_l
         .spawn(move || {
             while alive.load(Ordering::SeqCst) {
                 std::thread::sleep(RESOLVE_AGAIN);
-                if let Ok(upstream) = connect.resolve_one() {
+                if let Ok(upstream) = connect.resolve_all() {
                     if alive.load(Ordering::SeqCst) {
                         event_loop.tell(Command::Resolved {
                             route,

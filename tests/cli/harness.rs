@@ -533,6 +533,23 @@ pub fn mount_namespaces() -> bool {
     can
 }
 
+/// `shape ARGS` in a mount namespace of its own whose /etc/hosts is the
+/// file `hosts` (bound, so that writing to the file in place is seen):
+/// names that the test decides. Check [`mount_namespaces`] first.
+pub fn shape_with_hosts(hosts: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new("unshare");
+    command
+        .args(["--map-root-user", "--mount", "sh", "-c"])
+        .arg("mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(hosts)
+        .arg(env!("CARGO_BIN_EXE_shape"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    command
+}
+
 /// A loopback TCP port that refuses connections for as long as the
 /// returned socket lives: bound, so nobody else can take the port, and not
 /// listening, so a connection to it is refused.

@@ -563,3 +563,41 @@ fn an_idle_proxy_sleeps_until_something_happens_and_a_change_from_elsewhere_wake
         .unwrap();
     client.read_exact(&mut back).unwrap();
 }
+
+#[test]
+fn a_name_whose_first_address_refuses_is_reached_at_the_next() {
+    if !mount_namespaces() {
+        return;
+    }
+    // As `localhost` is on many machines: ::1 first, where a server bound
+    // to 127.0.0.1 refuses, then 127.0.0.1.
+    let scratch = Scratch::new("proxy-next-address");
+    let hosts = scratch.file(
+        "hosts",
+        b"127.0.0.1 localhost\n::1 both.shape-test\n127.0.0.1 both.shape-test\n",
+    );
+    let port = server(echo).rsplit(':').next().unwrap().to_string();
+    let upstream = format!("both.shape-test:{port}");
+    let proxy = Listening::start(
+        shape_with_hosts(
+            &hosts,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--connect",
+                &upstream,
+                "--rate",
+                "10MiB",
+            ],
+        ),
+        Stdio::null(),
+    );
+    for _ in 0..3 {
+        let mut stream = connect(&proxy.address);
+        stream.write_all(b"next address").unwrap();
+        let mut back = [0; 12];
+        stream.read_exact(&mut back).unwrap();
+        assert_eq!(&back, b"next address", "{}", proxy.stderr());
+    }
+    assert_eq!(proxy.stderr(), "", "nothing to say");
+}

@@ -464,16 +464,7 @@ fn an_upstream_whose_name_does_not_resolve_yet_is_served_once_it_does() {
     // mount shows the same file).
     let scratch = Scratch::new("serve-resolve");
     let hosts = scratch.file("hosts", b"127.0.0.1 localhost\n");
-    let mut command = Command::new("unshare");
-    command
-        .args(["--map-root-user", "--mount", "sh", "-c"])
-        .arg("mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"")
-        .arg("sh")
-        .arg(&hosts)
-        .arg(env!("CARGO_BIN_EXE_shape"))
-        .args(["--serve", "127.0.0.1:0"])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let command = shape_with_hosts(&hosts, &["--serve", "127.0.0.1:0"]);
     let server = Toxiproxy::from(command);
     let port = echo_server().rsplit(':').next().unwrap().to_string();
     let upstream = format!("later.shape-test:{port}");

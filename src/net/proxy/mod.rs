@@ -18,9 +18,11 @@
 //! whoever holds the [`Settings`], which wakes poll, and every waiting
 //! connection is stepped again: its deadline may have moved.
 //!
-//! A failure that concerns one connection (its upstream refuses, a side
-//! resets, poll will not take it) resets that connection only and is said
-//! in one line naming its peer. When the system will not accept more
+//! An upstream name with several addresses (`localhost`: often ::1,
+//! then 127.0.0.1) is tried address by address, as long as no byte has
+//! passed to or from the server. A failure that concerns one connection
+//! (every address refuses, a side resets, poll will not take it) resets
+//! that connection only and is said in one line naming its peer. When the system will not accept more
 //! connections (out of descriptors), new ones wait in the backlog and
 //! accepting is tried again after a pause, said once: the loop never spins.
 
@@ -140,8 +142,8 @@ pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Resu
         server.watch(shaping.settings.shared(way))?;
     }
     let upstream = match connect {
-        Address::Tcp { .. } => Some(connect.resolve_one()?),
-        Address::Unix(_) => None,
+        Address::Tcp { .. } => connect.resolve_all()?,
+        Address::Unix(_) => Vec::new(),
     };
     let (_, listen) = server.open(
         listen.listen()?,

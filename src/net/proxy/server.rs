@@ -7,7 +7,7 @@
 //! that the API can say so.
 
 use super::alarm::Alarm;
-use super::connection::{BUFFER, Connection, End, Seeds, Start};
+use super::connection::{BUFFER, Connection, End, Failure, Seeds, Start};
 use super::rules::{Luck, Rules};
 use super::stream::{Listener, Stream};
 use crate::bucket::Bucket;
@@ -40,12 +40,12 @@ const LISTENERS: usize = usize::MAX / 2;
 pub enum Command {
     /// Listen on `listening` (bound by the sender, who can then say why
     /// it could not be) and forward to `connect`; answers the route's key.
-    /// `upstream` is `connect` resolved, if it is a TCP address that
-    /// resolved: until it does, its clients are refused.
+    /// `upstream` is every address `connect` names, if it is a TCP
+    /// address that resolved: until it does, its clients are refused.
     Open {
         listening: Listening,
         connect: Address,
-        upstream: Option<SocketAddr>,
+        upstream: Vec<SocketAddr>,
         rules: Box<dyn Rules + Send>,
         opened: SyncSender<io::Result<usize>>,
     },
@@ -55,7 +55,7 @@ pub enum Command {
     Resolved {
         route: usize,
         connect: Address,
-        upstream: SocketAddr,
+        upstream: Vec<SocketAddr>,
     },
     /// Stop listening and close every connection of the route.
     Close {
@@ -78,8 +78,9 @@ struct Route<'a> {
     /// Where it listens, for messages.
     listen: String,
     connect: Address,
-    /// The connect address, resolved once, if it is a TCP one.
-    upstream: Option<SocketAddr>,
+    /// The connect address resolved once, if it is a TCP one: every
+    /// address it names, tried in turn by a connection until one answers.
+    upstream: Vec<SocketAddr>,
     rules: Box<dyn Rules + 'a>,
 }
 
@@ -192,7 +193,7 @@ impl<'a> Server<'a> {
         &mut self,
         listening: Listening,
         connect: Address,
-        upstream: Option<SocketAddr>,
+        upstream: Vec<SocketAddr>,
         rules: Box<dyn Rules + 'a>,
     ) -> io::Result<(usize, String)> {
         let listen = listening.local();
@@ -287,7 +288,7 @@ impl<'a> Server<'a> {
                     if let Some(route) = self.routes.get_mut(route)
                         && route.connect == connect
                     {
-                        route.upstream = Some(upstream);
+                        route.upstream = upstream;
                     }
                 }
                 Command::Close { route, closed } => {
@@ -458,7 +459,7 @@ impl<'a> Server<'a> {
     /// it; on failure resets the client and says why. Returns its key.
     fn admit(&mut self, key: usize, client: Stream, peer: String) -> Option<usize> {
         let route = self.routes.get(key)?;
-        let server = match connect_upstream(&route.connect, route.upstream) {
+        let (server, upstream_at) = match connect_upstream(&route.connect, &route.upstream, 0) {
             Ok(server) => server,
             Err(err) if out_of_resources(&err) => {
                 // Only time (connections ending) mends this: the client
@@ -492,6 +493,7 @@ impl<'a> Server<'a> {
                 seeds,
                 affected,
                 route: key,
+                upstream_at,
                 peer: peer.clone(),
                 now: self.clock.now(),
             })
@@ -541,24 +543,7 @@ impl<'a> Server<'a> {
         };
         let finished = match connection.step(&mut self.scratch, self.clock.now()) {
             Ok(()) => connection.done(),
-            Err(failure) => {
-                connection.reset_on_close();
-                let end = match (failure.end, self.routes.get(connection.route)) {
-                    (End::Client, _) => "client".to_string(),
-                    (End::Server, Some(route)) => format!("server {}", route.connect),
-                    (End::Server, None) => "server".to_string(),
-                };
-                let line = match ResetStruck::is(&failure.err) {
-                    true => format!("shape: {}: reset, as --reset-after asked", connection.peer),
-                    false => format!(
-                        "shape: {}: {end}: {}",
-                        connection.peer,
-                        one_line(&failure.err)
-                    ),
-                };
-                self.say(&line);
-                true
-            }
+            Err(failure) => self.fail(key, failure),
         };
         if finished {
             if let Some(tally) = self.connections[key].tally() {
@@ -566,6 +551,59 @@ impl<'a> Server<'a> {
             }
             self.forget(key);
         }
+    }
+
+    /// Takes `failure` of connection `key`: a server that failed before a
+    /// byte passed is tried at its next address, if it has one; else both
+    /// sides are reset and the failure said. Returns whether the
+    /// connection is done.
+    fn fail(&mut self, key: usize, failure: Failure) -> bool {
+        if failure.end == End::Server && self.try_next_address(key) {
+            return false;
+        }
+        let connection = &self.connections[key];
+        connection.reset_on_close();
+        let end = match (failure.end, self.routes.get(connection.route)) {
+            (End::Client, _) => "client".to_string(),
+            (End::Server, Some(route)) => format!("server {}", route.connect),
+            (End::Server, None) => "server".to_string(),
+        };
+        let line = match ResetStruck::is(&failure.err) {
+            true => format!("shape: {}: reset, as --reset-after asked", connection.peer),
+            false => format!(
+                "shape: {}: {end}: {}",
+                connection.peer,
+                one_line(&failure.err)
+            ),
+        };
+        self.say(&line);
+        true
+    }
+
+    /// Connects connection `key` to the next address of its route's
+    /// upstream, if no byte has passed to or from its server yet (a name
+    /// such as localhost may name ::1 first, where nothing listens).
+    /// Returns whether it did.
+    fn try_next_address(&mut self, key: usize) -> bool {
+        let connection = &mut self.connections[key];
+        let Some(route) = self.routes.get(connection.route) else {
+            return false;
+        };
+        if connection.server_touched() || !matches!(route.connect, Address::Tcp { .. }) {
+            return false;
+        }
+        let next = connect_upstream(&route.connect, &route.upstream, connection.upstream_at + 1);
+        let Ok((server, at)) = next else {
+            return false;
+        };
+        let registry = self.poll.registry();
+        let _ = registry.deregister(connection.server.source());
+        connection.server = server;
+        connection.upstream_at = at;
+        let both = Interest::READABLE | Interest::WRITABLE;
+        registry
+            .register(connection.server.source(), Token(key * 2 + 1), both)
+            .is_ok()
     }
 
     /// Closes connection `key`'s sockets and forgets it.
@@ -576,17 +614,30 @@ impl<'a> Server<'a> {
     }
 }
 
-/// A new connection to `connect` (resolved to `upstream` if TCP);
-/// completes in the background.
-fn connect_upstream(connect: &Address, upstream: Option<SocketAddr>) -> io::Result<Stream> {
-    match (connect, upstream) {
-        (_, Some(address)) => TcpStream::connect(address).map(|s| {
-            let _ = s.set_nodelay(true);
-            Stream::Tcp(s)
-        }),
-        (Address::Unix(path), None) => UnixStream::connect(path).map(Stream::Unix),
-        (Address::Tcp { .. }, None) => Err(io::Error::other("its name does not resolve (yet)")),
+/// A new connection to `connect`: for TCP, to the first of its addresses
+/// `upstream` from `from` on that the system lets a connection begin to,
+/// with that address's place. Completes in the background; an address
+/// that then refuses is left for the next by [`Server::try_next_address`].
+fn connect_upstream(
+    connect: &Address,
+    upstream: &[SocketAddr],
+    from: usize,
+) -> io::Result<(Stream, usize)> {
+    if let Address::Unix(path) = connect {
+        return UnixStream::connect(path).map(|s| (Stream::Unix(s), 0));
     }
+    let mut failed = io::Error::other("its name does not resolve (yet)");
+    for (at, address) in upstream.iter().enumerate().skip(from) {
+        match TcpStream::connect(*address) {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok((Stream::Tcp(stream), at));
+            }
+            Err(err) if out_of_resources(&err) => return Err(err),
+            Err(err) => failed = err,
+        }
+    }
+    Err(failed)
 }
 
 /// True if `err` says the process or the system ran out of descriptors,

@@ -73,6 +73,9 @@ pub(super) struct Direction {
     unpaid: Option<(Vec<u8>, Reservation)>,
     /// A due chunk being written, and how much of it is out.
     sending: Option<(Vec<u8>, usize)>,
+    /// Whether a byte was ever read, and ever written.
+    read_any: bool,
+    wrote_any: bool,
     /// Nothing more is to be read: the input ended, or was cut.
     ended: bool,
     /// Nothing more is to be done: the other side's writing is shut, or
@@ -147,6 +150,8 @@ impl Direction {
             received: start.received.clone(),
             unpaid: None,
             sending: None,
+            read_any: false,
+            wrote_any: false,
             ended: false,
             done: false,
         }
@@ -287,6 +292,7 @@ impl Direction {
             match to.write(&chunk[*out..*out + piece]) {
                 Ok(n) => {
                     *out += n;
+                    self.wrote_any |= n > 0;
                     forwarded.add(n as u64);
                     progress = true;
                     if let Some(trouble) = &mut self.trouble {
@@ -379,9 +385,13 @@ impl Direction {
                     self.ended = true;
                     return Ok(true);
                 }
-                Ok(_) if stalled => return Ok(true),
+                Ok(_) if stalled => {
+                    self.read_any = true;
+                    return Ok(true);
+                }
                 Ok(n) => {
                     let n = fill(from, scratch, n);
+                    self.read_any = true;
                     if let Some(received) = &self.received {
                         received.fetch_add(n as u64, Ordering::Relaxed);
                     }
@@ -436,6 +446,8 @@ pub(super) struct Connection {
     pub(super) luck: Luck,
     /// The route it came in on.
     pub(super) route: usize,
+    /// Which of its route's upstream addresses its server is.
+    pub(super) upstream_at: usize,
     /// When its plan closes it, if it does.
     close_at: Option<u64>,
     /// Whether it is to be closed now.
@@ -529,6 +541,7 @@ pub(super) struct Start<'a> {
     /// Whether the faults are done to it.
     pub(super) affected: bool,
     pub(super) route: usize,
+    pub(super) upstream_at: usize,
     pub(super) peer: String,
     pub(super) now: u64,
 }
@@ -571,6 +584,7 @@ impl Connection {
             shaping,
             luck: start.luck,
             route: start.route,
+            upstream_at: start.upstream_at,
             close_at: close_after
                 .map(|after| start.now.saturating_add(crate::duration::nanos(after))),
             closing: false,
@@ -634,6 +648,11 @@ impl Connection {
             })
             .collect();
         (!said.is_empty()).then(|| said.join("; "))
+    }
+
+    /// True once a byte has passed to or from the server.
+    pub(super) fn server_touched(&self) -> bool {
+        self.up.wrote_any || self.down.read_any
     }
 
     /// True once both directions are done, or its plan closes it.
