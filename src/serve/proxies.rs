@@ -8,11 +8,10 @@
 
 use super::model::{ApiError, Model, Proxy};
 use super::routes::Carrier;
-use super::shaping::{Counters, ToxicRules, bandwidth_burst};
+use super::shaping::{Counters, ToxicRules};
 use crate::bucket::Bucket;
 use crate::net::Address;
 use crate::net::proxy::Command;
-use crate::serve::carry::{Effect, effect};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -55,9 +54,6 @@ struct Running {
     /// Set while its route lives; a thread that waits for its upstream's
     /// name to resolve gives up when it is cleared.
     alive: Arc<AtomicBool>,
-    /// Where it listens and forwards to, for the metrics' labels.
-    listen: String,
-    upstream: String,
     /// The bucket of each shared bandwidth, by toxic id.
     shared: Vec<(u64, Arc<Bucket>)>,
     counters: Counters,
@@ -86,39 +82,25 @@ impl Proxies {
             .or_insert_with(|| Running {
                 route: None,
                 alive: Arc::default(),
-                listen: proxy.listen.clone(),
-                upstream: proxy.upstream.clone(),
                 shared: Vec::new(),
                 counters: Counters::default(),
             });
-        let mut shared = Vec::new();
-        for toxic in &proxy.toxics {
-            let Effect::Limit {
-                limit,
-                burst,
-                shared: true,
-            } = effect(toxic)
-            else {
-                continue;
-            };
-            let burst = burst.unwrap_or_else(|| bandwidth_burst(limit)).max(1);
-            let kept = running.shared.iter().find(|(id, _)| *id == toxic.id);
-            let bucket = match kept {
+        let kept = std::mem::take(&mut running.shared);
+        let rules = ToxicRules::new(
+            &proxy.toxics,
+            |id, limit, burst| match kept.iter().find(|(kept, _)| *kept == id) {
                 Some((_, bucket)) => {
                     if bucket.limit_and_burst() != (limit, burst) {
                         let _ = bucket.set(limit, burst);
                     }
-                    bucket.clone()
+                    Some(bucket.clone())
                 }
-                None => match crate::bucket::own(limit, burst) {
-                    Ok(bucket) => Arc::new(bucket),
-                    Err(_) => continue,
-                },
-            };
-            shared.push((toxic.id, bucket));
-        }
-        running.shared = shared.clone();
-        ToxicRules::new(&proxy.toxics, shared, running.counters.clone())
+                None => crate::bucket::own(limit, burst).ok().map(Arc::new),
+            },
+            running.counters.clone(),
+        );
+        running.shared = rules.shared().to_vec();
+        rules
     }
 }
 
@@ -132,7 +114,8 @@ impl Carrier for Proxies {
             .map_err(|err: String| failed(&format!("listen {}", proxy.listen), &err))?;
         let connect: Address = crate::net::parse_connect(&proxy.upstream)
             .map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
-        let listening = crate::net::proxy::bind(&listen)
+        let listening = listen
+            .listen()
             .map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
         let bound = listening.local();
         // As toxiproxy dials its upstream per connection, an upstream
@@ -159,8 +142,6 @@ impl Carrier for Proxies {
         let running = self.running.get_mut(&proxy.name).expect("made by rules");
         running.route = Some(route);
         running.alive = Arc::new(AtomicBool::new(true));
-        running.listen = bound.clone();
-        running.upstream = proxy.upstream.clone();
         if unresolved {
             resolve_later(
                 connect,
@@ -207,11 +188,11 @@ impl Carrier for Proxies {
             let name = format!("toxiproxy_proxy_{counter}_bytes_total");
             let _ = writeln!(text, "# HELP {name} ");
             let _ = writeln!(text, "# TYPE {name} counter");
-            for (proxy, running) in &self.running {
-                if !model.proxies.contains_key(proxy) {
-                    // Made and refused in the same request.
+            for (proxy_name, running) in &self.running {
+                // One made and refused in the same request is not there.
+                let Ok(proxy) = model.proxy(proxy_name) else {
                     continue;
-                }
+                };
                 for (way, direction) in ["upstream", "downstream"].iter().enumerate() {
                     let bytes = match read {
                         true => running.counters.received[way].load(Ordering::Relaxed),
@@ -220,9 +201,9 @@ impl Carrier for Proxies {
                     let _ = writeln!(
                         text,
                         "{name}{{direction=\"{direction}\",listener=\"{}\",proxy=\"{}\",upstream=\"{}\"}} {bytes}",
-                        label(&running.listen),
-                        label(proxy),
-                        label(&running.upstream)
+                        label(&proxy.listen),
+                        label(proxy_name),
+                        label(&proxy.upstream)
                     );
                 }
             }

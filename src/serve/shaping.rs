@@ -50,18 +50,39 @@ pub struct ToxicRules {
 }
 
 impl ToxicRules {
-    /// The rules of `toxics`, whose shared bandwidths spend from `shared`
-    /// (by toxic id), counting what passes in `counters`.
+    /// The rules of `toxics`, counting what passes in `counters`. Each
+    /// shared bandwidth spends from the bucket `shared(id, limit, burst)`
+    /// gives for it (none: the toxic does nothing).
     pub fn new(
         toxics: &[Toxic],
-        shared: Vec<(u64, Arc<Bucket>)>,
+        mut shared: impl FnMut(u64, Limit, u64) -> Option<Arc<Bucket>>,
         counters: Counters,
     ) -> ToxicRules {
+        let toxics: Vec<(Toxic, Effect)> = toxics.iter().map(|t| (t.clone(), effect(t))).collect();
+        let shared = toxics
+            .iter()
+            .filter_map(|(toxic, effect)| match effect {
+                Effect::Limit {
+                    limit,
+                    burst,
+                    shared: true,
+                } => {
+                    let burst = burst.unwrap_or_else(|| bandwidth_burst(*limit));
+                    shared(toxic.id, *limit, burst).map(|bucket| (toxic.id, bucket))
+                }
+                _ => None,
+            })
+            .collect();
         ToxicRules {
-            toxics: toxics.iter().map(|t| (t.clone(), effect(t))).collect(),
+            toxics,
             shared,
             counters,
         }
+    }
+
+    /// The bucket of each shared bandwidth, by toxic id.
+    pub fn shared(&self) -> &[(u64, Arc<Bucket>)] {
+        &self.shared
     }
 
     /// How the toxics that strike a connection with `luck` shape its
@@ -209,7 +230,7 @@ mod tests {
     }
 
     fn rules(toxics: &[Toxic]) -> ToxicRules {
-        ToxicRules::new(toxics, Vec::new(), Default::default())
+        ToxicRules::new(toxics, |_, _, _| None, Default::default())
     }
 
     fn own_limit(pay: &Pay) -> Limit {
@@ -312,7 +333,7 @@ mod tests {
             1.0,
             json!({"rate": 1, "shared": 1}),
         )];
-        let rules = ToxicRules::new(&toxics, vec![(9, shared.clone())], Default::default());
+        let rules = ToxicRules::new(&toxics, |_, _, _| Some(shared.clone()), Default::default());
         let plan = rules.plan(&mut Luck::new(0)).unwrap();
         match &plan.ways[0].pay {
             Pay::Bucket(bucket) => assert!(Arc::ptr_eq(bucket, &shared)),

@@ -480,15 +480,22 @@ impl Listening {
     /// Waits up to ten seconds for a line of standard error containing
     /// `text`, and returns all it said by then.
     pub fn wait_for_stderr(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let said = self.stderr();
-            if said.lines().any(|line| line.contains(text)) {
-                return said;
-            }
-            assert!(Instant::now() < deadline, "never said {text:?}: {said}");
-            std::thread::sleep(Duration::from_millis(5));
+        wait_until_said(&self.stderr, text)
+    }
+}
+
+/// Waits up to ten seconds for a line of `said` (what a shape has said,
+/// collected as it comes) containing `text`, and returns all it said by
+/// then.
+pub fn wait_until_said(said: &Mutex<String>, text: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = said.lock().unwrap().clone();
+        if now.lines().any(|line| line.contains(text)) {
+            return now;
         }
+        assert!(Instant::now() < deadline, "never said {text:?}: {now}");
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

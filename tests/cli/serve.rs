@@ -147,15 +147,7 @@ impl Toxiproxy {
 
     /// Waits up to ten seconds for shape to say `text` on standard error.
     pub fn wait_for_stderr(&self, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.stderr().contains(text) {
-            assert!(
-                Instant::now() < deadline,
-                "never said {text:?}: {}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until_said(&self.stderr, text);
     }
 
     /// Its resident memory, in KiB.

@@ -36,7 +36,7 @@ mod trouble;
 use crate::bucket::Bucket;
 use crate::conditions::Conditions;
 use crate::faults::Way;
-use crate::net::{Address, Listening};
+use crate::net::Address;
 use crate::progress::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
@@ -172,11 +172,6 @@ pub fn serve_commands(
     server.take_commands(commands);
     let _ = ready.send(server.waker());
     server.run()
-}
-
-/// A listener bound for a route, as [`Command::Open`] takes it.
-pub fn bind(listen: &Address) -> io::Result<Listening> {
-    listen.listen()
 }
 
 /// Raises the soft limit on open files to the hard one: each connection

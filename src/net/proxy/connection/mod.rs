@@ -469,17 +469,8 @@ struct Shaped {
 
 impl Shaped {
     fn new(plan: WayPlan, passed: Arc<Throughput>) -> io::Result<Shaped> {
-        let (bucket, own_bucket) = match plan.pay {
-            Pay::Bucket(bucket) => (bucket, false),
-            Pay::Own { limit, burst } => (
-                Arc::new(crate::bucket::own(limit, burst).map_err(io::Error::other)?),
-                true,
-            ),
-        };
-        let (conditions, own_conditions) = match plan.terms {
-            Terms::Shared(conditions) => (conditions, false),
-            Terms::Own(now) => (Arc::new(Conditions::new(*now)), true),
-        };
+        let (bucket, own_bucket) = bucket_of(plan.pay)?;
+        let (conditions, own_conditions) = conditions_of(plan.terms);
         Ok(Shaped {
             bucket,
             own_bucket,
@@ -499,27 +490,18 @@ impl Shaped {
             Pay::Own { limit, burst } if self.own_bucket => {
                 self.bucket.set(limit, burst).map_err(io::Error::other)?
             }
-            Pay::Own { limit, burst } => {
-                let bucket = Arc::new(crate::bucket::own(limit, burst).map_err(io::Error::other)?);
-                direction.pay_from(&self.bucket, &bucket);
-                (self.bucket, self.own_bucket) = (bucket, true);
-            }
             Pay::Bucket(bucket) if Arc::ptr_eq(&bucket, &self.bucket) => {}
-            Pay::Bucket(bucket) => {
+            pay => {
+                let (bucket, own) = bucket_of(pay)?;
                 direction.pay_from(&self.bucket, &bucket);
-                (self.bucket, self.own_bucket) = (bucket, false);
+                (self.bucket, self.own_bucket) = (bucket, own);
             }
         }
         match plan.terms {
             Terms::Own(now) if self.own_conditions => self.conditions.set(*now),
-            Terms::Own(now) => {
-                self.conditions = Arc::new(Conditions::new(*now));
-                self.own_conditions = true;
-                direction.watch = Watch::default();
-            }
             Terms::Shared(conditions) if Arc::ptr_eq(&conditions, &self.conditions) => {}
-            Terms::Shared(conditions) => {
-                (self.conditions, self.own_conditions) = (conditions, false);
+            terms => {
+                (self.conditions, self.own_conditions) = conditions_of(terms);
                 direction.watch = Watch::default();
             }
         }
@@ -527,6 +509,27 @@ impl Shaped {
             .stall_after
             .is_none();
         Ok(stalled && lifted)
+    }
+}
+
+/// The bucket `pay` names, or a new one of the connection's own, and
+/// whether it is its own.
+fn bucket_of(pay: Pay) -> io::Result<(Arc<Bucket>, bool)> {
+    Ok(match pay {
+        Pay::Bucket(bucket) => (bucket, false),
+        Pay::Own { limit, burst } => (
+            Arc::new(crate::bucket::own(limit, burst).map_err(io::Error::other)?),
+            true,
+        ),
+    })
+}
+
+/// The conditions `terms` names, or new ones of the connection's own, and
+/// whether they are its own.
+fn conditions_of(terms: Terms) -> (Arc<Conditions>, bool) {
+    match terms {
+        Terms::Shared(conditions) => (conditions, false),
+        Terms::Own(now) => (Arc::new(Conditions::new(*now)), true),
     }
 }
 
