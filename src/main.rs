@@ -19,6 +19,7 @@ mod pipe;
 mod progress;
 mod serve;
 mod slowlink;
+mod started;
 mod throughput;
 
 use clap::Parser;

@@ -427,37 +427,21 @@ fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
             Ok((connection, address.to_string()))
         }
         None => {
-            let stdout = io::stdout()
-                .as_fd()
-                .try_clone_to_owned()
-                .context("standard output")?;
-            if was_closed(&stdout) {
+            // Checked before anything is read, so that input is never
+            // taken and thrown away into the runtime's stand-in.
+            if crate::started::stdout_was_closed() {
                 return Err(anyhow!(
                     "standard output is closed: give shape somewhere to write ('>/dev/null' \
                      throws it away)"
                 ));
             }
+            let stdout = io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("standard output")?;
             Ok((File::from(stdout), "stdout".to_string()))
         }
     }
-}
-
-/// True if standard output, `fd`, was closed when shape started, as by
-/// `shape >&-`. Rust's runtime then puts /dev/null there, opened for
-/// reading and writing, before `main`; a shell's `>/dev/null` opens it
-/// for writing only, which tells the two apart.
-fn was_closed(fd: &impl AsFd) -> bool {
-    let Ok(stat) = rustix::fs::fstat(fd) else {
-        return false;
-    };
-    let Ok(null) = rustix::fs::stat("/dev/null") else {
-        return false;
-    };
-    let read_write = rustix::fs::fcntl_getfl(fd)
-        .is_ok_and(|flags| flags & rustix::fs::OFlags::RWMODE == rustix::fs::OFlags::RDWR);
-    rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::CharacterDevice
-        && stat.st_rdev == null.st_rdev
-        && read_write
 }
 
 /// What a copy's conditions are at start, and what of them may change

@@ -153,22 +153,71 @@ fn one_off_outputs_fail_as_every_output_does() {
     }
 }
 
+/// `shape --rate 1MiB` run by `sh -c` with `redirect` after it, fed a
+/// little input.
+fn redirected(redirect: &str) -> Run {
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", &format!("exec \"$0\" --rate 1MiB {redirect}")])
+        .arg(env!("CARGO_BIN_EXE_shape"));
+    run_with_input(command, b"somewhere or nowhere".to_vec(), 100)
+}
+
 #[test]
 fn a_closed_standard_output_is_an_error_before_anything_is_read() {
-    let mut closed = std::process::Command::new("sh");
-    closed
-        .args(["-c", "exec \"$0\" --rate 1MiB >&-"])
-        .arg(env!("CARGO_BIN_EXE_shape"));
-    let ran = run_with_input(closed, b"nowhere to go".to_vec(), 100);
+    let ran = redirected(">&-");
     assert_eq!(ran.code(), 1, "{}", ran.stderr);
     assert_eq!(
         ran.stderr,
         "shape: standard output is closed: give shape somewhere to write ('>/dev/null' throws it away)\n"
     );
-    let mut thrown_away = std::process::Command::new("sh");
-    thrown_away
-        .args(["-c", "exec \"$0\" --rate 1MiB >/dev/null"])
-        .arg(env!("CARGO_BIN_EXE_shape"));
-    let ran = run_with_input(thrown_away, b"thrown away".to_vec(), 100);
-    assert_eq!(ran.code(), 0, "{}", ran.stderr);
+}
+
+#[test]
+fn a_dev_null_the_caller_chose_is_written_to_whatever_its_open_mode() {
+    for redirect in [">/dev/null", "1<>/dev/null"] {
+        let ran = redirected(redirect);
+        assert_eq!(ran.code(), 0, "{redirect}: {}", ran.stderr);
+        assert_eq!(ran.stderr, "", "{redirect}");
+    }
+}
+
+/// What a test harness in Python or Node sees when it throws shape's
+/// output away: both open /dev/null for reading and writing, as Rust's
+/// runtime does for a closed descriptor, and both must work.
+#[test]
+fn harnesses_that_throw_the_output_away_are_served() {
+    let shape = env!("CARGO_BIN_EXE_shape");
+    if installed("python3") {
+        let python = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import subprocess, sys\n\
+                 r = subprocess.run([sys.argv[1], '--rate', '1MiB'], input=b'x' * 1000,\n\
+                 \x20   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n\
+                 print(r.returncode, r.stderr)",
+                shape,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&python.stdout), "0 b''\n");
+    }
+    if installed("node") {
+        let node = std::process::Command::new("node")
+            .args([
+                "-e",
+                "const r = require('child_process').spawnSync(process.argv[1], ['--rate', '1MiB'],\n\
+                 \x20 {input: 'x'.repeat(1000), stdio: ['pipe', 'ignore', 'pipe']});\n\
+                 console.log(r.status, JSON.stringify(r.stderr.toString()))",
+                shape,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&node.stdout),
+            "0 \"\"\n",
+            "{}",
+            String::from_utf8_lossy(&node.stderr)
+        );
+    }
 }
