@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --serve --config --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --slice --slice-pause --drop --corrupt --cut-after --slow-close --stall-after --reset-after --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
+            opts="-L -r -b -s -l -0 -q -i -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --rate-file --schedule --listen --serve --config --serve-allow-origin --serve-allow-unix --rate-up --rate-down --per-connection --connect --connect-timeout --delay --jitter --max-buffer --slice --slice-pause --drop --corrupt --cut-after --slow-close --stall-after --reset-after --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -90,6 +90,10 @@ _shape() {
                     return 0
                     ;;
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --serve-allow-origin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -12,6 +12,7 @@ complete -c shape -l schedule -d 'Follow a timetable of rates from the start of 
 complete -c shape -l listen -d 'Read from one connection accepted on ADDR instead of standard input: host:port, :port (every interface), [::1]:port or unix:PATH; port 0 takes any free port. shape says where it listens on standard error (\'shape: listening on 127.0.0.1:41234\'), accepts one connection, reads it to its end, and exits. With --connect too, shape is a proxy: every connection accepted is forwarded to the --connect address, both directions shaped' -r
 complete -c shape -l serve -d 'Serve toxiproxy\'s HTTP API on ADDR (default localhost:8474), as a drop-in toxiproxy server: proxies are created, changed and given toxics over HTTP, each with its own listener, all on one event loop. --seed makes every random draw reproducible. Runs until SIGINT or SIGTERM' -r
 complete -c shape -l config -d 'With --serve: create the proxies of FILE at start, in toxiproxy\'s config format (a JSON list of proxies, as POST /populate takes)' -r -F
+complete -c shape -l serve-allow-origin -d 'With --serve: let a browser UI served from ORIGIN (e.g. http://localhost:3000) drive the API, with the CORS headers it needs. Without it, requests from browsers and other sites are refused (403), so that no web page can drive the API. Repeatable' -r
 complete -c shape -l rate-up -d 'Proxy: the rate from clients to the server (default: --rate)' -r
 complete -c shape -l rate-down -d 'Proxy: the rate from the server to clients (default: --rate)' -r
 complete -c shape -l connect -d 'Write to a connection to ADDR instead of standard output (forms as for --listen; :port is this machine). At the end of the input shape shuts down its sending side and waits for the peer to close, so nothing is cut off' -r
@@ -44,6 +45,7 @@ complete -c shape -s l -l lines -d 'Count lines instead of bytes: the rate, burs
 complete -c shape -s 0 -l null -d 'Count records ending in a NUL byte (as find -print0 writes them) instead of bytes, as --lines counts lines'
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
 complete -c shape -l stats -d 'Print a one-line summary on standard error at the end: bytes, elapsed time, the average rate since the start, and the limit and burst (a full bucket at the start lifts a short run\'s average above the limit)'
+complete -c shape -l serve-allow-unix -d 'With --serve: let proxies listen on or forward to unix:PATH sockets (a shape extension; toxiproxy has none). Off by default, so that the API cannot expose a local socket, such as Docker\'s, on the network'
 complete -c shape -l per-connection -d 'Proxy: give each connection its own limits instead of all sharing one per direction'
 complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
 complete -c shape -l reset -d 'With --share: remove the share\'s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit'

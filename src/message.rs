@@ -65,22 +65,38 @@ fn cut(value: &str) -> String {
     }
 }
 
-/// `text` with control characters (newlines among them) escaped.
+/// `text` with control characters (newlines among them) escaped as JSON
+/// escapes them: `\n`, `\t`, `\u001b`.
 pub fn escape_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_debug().to_string()
-            } else {
-                c.to_string()
+    use std::fmt::Write;
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
+            '\t' => escaped.push_str("\\t"),
+            '\u{8}' => escaped.push_str("\\b"),
+            '\u{c}' => escaped.push_str("\\f"),
+            c if c.is_control() => {
+                let _ = write!(escaped, "\\u{:04x}", c as u32);
             }
-        })
-        .collect()
+            c => escaped.push(c),
+        }
+    }
+    escaped
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_as_json_escapes_them() {
+        assert_eq!(
+            escape_controls("a\nb\r\t\u{1b}[31mred\u{7f}\u{85}é"),
+            "a\\nb\\r\\t\\u001b[31mred\\u007f\\u0085é"
+        );
+    }
 
     #[test]
     fn os_error_numbers_are_left_out() {

@@ -71,6 +71,9 @@ pub struct Printer(Option<ProgressBar>);
 impl Printer {
     /// Prints `line`, lifting the bar out of the way if there is one.
     pub fn line(&self, line: &str) {
+        // One line, whatever it quotes: a value from outside (an API
+        // request, a peer) cannot break it or drive the terminal.
+        let line = crate::message::escape_controls(line);
         match &self.0 {
             Some(bar) => bar.suspend(|| eprintln!("{line}")),
             None => eprintln!("{line}"),

@@ -61,7 +61,7 @@ const SYNOPSIS: &str = r#".SH SYNOPSIS
 .br
 \fBshape\fR \fB\-\-share\fR \fINAME\fR|\fIURL\fR \fB\-\-status\fR | \fB\-\-reset\fR
 .br
-\fBshape\fR \fB\-\-serve\fR [\fIADDR\fR] [\fB\-\-config\fR \fIFILE\fR] [\fB\-\-seed\fR \fIN\fR] [\fB\-q\fR]
+\fBshape\fR \fB\-\-serve\fR [\fIADDR\fR] [\fB\-\-config\fR \fIFILE\fR] [\fB\-\-seed\fR \fIN\fR] [\fB\-\-serve\-allow\-origin\fR \fIORIGIN\fR]... [\fB\-\-serve\-allow\-unix\fR] [\fB\-q\fR]
 "#;
 
 /// The hand-written sections, in roff.
@@ -144,13 +144,18 @@ A change is in force when it is answered: a disabled proxy refuses, a toxic adde
 The toxics, each per connection and per stream, \fBtoxicity\fR drawn once per connection: \fBlatency\fR (latency, jitter, ms), \fBbandwidth\fR (rate in KB/s of 1000 bytes, exact, with no burst beyond one chunk of 5 ms), \fBslow_close\fR (delay, ms), \fBtimeout\fR (ms; nothing passes, and the connection closes after it, or never with 0; removing it closes the connection), \fBreset_peer\fR (timeout, ms; what comes is dropped and both sides are reset), \fBslicer\fR (average_size, size_variation, bytes; delay, microseconds), \fBlimit_data\fR (bytes), \fBnoop\fR.
 Beyond toxiproxy: \fB"shared": 1\fR on \fBbandwidth\fR holds all of a proxy's connections to the one rate (with \fB"burst"\fR in KB if given); \fBloss\fR and \fBcorrupt\fR (\fBprobability\fR, 0 to 1) lose blocks of 1 KiB and flip bits as \fB\-\-drop\fR and \fB\-\-corrupt\fR do; \fBPOST /proxies\fR takes \fB"toxics": [...]\fR, in force before the first connection.
 Each direction of a connection holds at most 4 MiB under latency, so that memory stays bounded with many connections.
+.PP
+No web page can drive the API: a request is refused (403) if its User-Agent is a browser's (toxiproxy's rule: it begins with \fBMozilla/\fR), if it carries an \fBOrigin\fR other than the API's own, if \fBSec\-Fetch\-Site\fR says \fBcross\-site\fR or \fBsame\-site\fR, or, when the API listens on loopback, if its \fBHost\fR is not a loopback address, \fBlocalhost\fR or the host given to \fB\-\-serve\fR (DNS rebinding).
+\fB\-\-serve\-allow\-origin\fR \fIORIGIN\fR lets a browser UI of that origin in, with CORS headers.
+Proxies on \fBunix:\fR\fIPATH\fR sockets, a shape extension, need \fB\-\-serve\-allow\-unix\fR.
+The API serves at most 1024 connections at once (the rest wait in the listen backlog), heads of at most 64 KiB and 100 lines (431 past either), bodies of at most 1 MiB; a connection idle for 60 s is closed, as toxiproxy's are. \fB/version\fR says toxiproxy's version, 2.12.0, as clients decide from it what the server supports; shape's own is in the \fBServer\fR header of every answer.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR
-With \fB\-\-rate\-file\fR, reread the file; a bad file leaves the settings as they were and prints one line. Without it, a hangup ends shape as usual.
+With \fB\-\-rate\-file\fR, reread the file; a bad file leaves the settings as they were and prints one line. With \fB\-\-serve\fR, read \fB\-\-config\fR again as \fBPOST /populate\fR takes it (proxies that changed are replaced, new ones made, the rest kept with their toxics), or, without a config, nothing. Otherwise a hangup ends shape as usual.
 .TP
 \fBSIGUSR1\fR
-Print a status line on standard error (bytes, elapsed time, the rate over the last second, each direction's for a proxy, and the settings), as dd does, without breaking the progress bar.
+Print a status line on standard error (bytes, elapsed time, the rate over the last second, each direction's for a proxy, and the settings), as dd does, without breaking the progress bar. With \fB\-\-serve\fR: the proxies, the open connections, and each direction's bytes and rate over the last second, all proxies together.
 .TP
 \fBSIGUSR2\fR
 How \fBshape \-\-remote\fR reaches a running shape; it carries no meaning by itself.

@@ -19,7 +19,7 @@ use shape_bucket::RateSpec;
 use shape_bucket::units::{Quantity, Size};
 use std::path::PathBuf;
 use std::time::Duration;
-use values::{parse_burst, parse_interval, parse_max_buffer, parse_seed};
+use values::{parse_burst, parse_interval, parse_max_buffer, parse_origin, parse_seed};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -174,6 +174,20 @@ pub struct Cli {
     /// config format (a JSON list of proxies, as POST /populate takes).
     #[arg(long, value_name = "FILE", requires = "serve")]
     pub config: Option<PathBuf>,
+
+    /// With --serve: let a browser UI served from ORIGIN (e.g.
+    /// http://localhost:3000) drive the API, with the CORS headers it
+    /// needs. Without it, requests from browsers and other sites are
+    /// refused (403), so that no web page can drive the API. Repeatable.
+    #[arg(long, value_name = "ORIGIN", requires = "serve", value_parser = parse_origin)]
+    pub serve_allow_origin: Vec<String>,
+
+    /// With --serve: let proxies listen on or forward to unix:PATH sockets
+    /// (a shape extension; toxiproxy has none). Off by default, so that
+    /// the API cannot expose a local socket, such as Docker's, on the
+    /// network.
+    #[arg(long, requires = "serve")]
+    pub serve_allow_unix: bool,
 
     /// Proxy: the rate from clients to the server (default: --rate).
     #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]

@@ -28,6 +28,20 @@ pub fn parse_seed(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("expected a whole number from 0 to {} (e.g. 42)", u64::MAX))
 }
 
+/// Parses `--serve-allow-origin`: an origin as a browser sends it, a
+/// scheme and a host with an optional port and nothing after.
+pub fn parse_origin(text: &str) -> Result<String, String> {
+    let origin = text.trim().trim_end_matches('/');
+    let (scheme, host) = origin.split_once("://").unwrap_or(("", ""));
+    let well_formed = matches!(scheme, "http" | "https")
+        && !host.is_empty()
+        && !host.contains(['/', '?', '#', ' ', '@']);
+    match well_formed {
+        true => Ok(origin.to_string()),
+        false => Err("expected an origin: a scheme and a host (e.g. http://localhost:3000)".into()),
+    }
+}
+
 impl std::str::FromStr for RemoteTarget {
     type Err = String;
 
@@ -70,6 +84,21 @@ pub fn parse_max_buffer(text: &str) -> Result<Size, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn origins_are_a_scheme_and_a_host() {
+        assert_eq!(
+            parse_origin("http://localhost:3000/").unwrap(),
+            "http://localhost:3000"
+        );
+        assert_eq!(
+            parse_origin("https://ui.example").unwrap(),
+            "https://ui.example"
+        );
+        for bad in ["localhost:3000", "ftp://x", "http://", "http://x/path", "*"] {
+            assert!(parse_origin(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_seed_is_a_whole_number_of_64_bits() {

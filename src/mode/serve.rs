@@ -18,6 +18,8 @@ pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
         address,
         config: cli.config.as_deref(),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
+        allow_origins: &cli.serve_allow_origin,
+        allow_unix: cli.serve_allow_unix,
         report: (!cli.quiet).then(Default::default),
     };
     match serve(serving) {

@@ -109,10 +109,16 @@ impl Address {
     /// [`Listening::local`] says which.
     pub fn listen(&self) -> io::Result<Listening> {
         match self {
-            Address::Tcp { host, port } => Ok(Listening::Tcp(TcpListener::bind(&*Self::resolve(
-                host, *port, true,
-            )?)?)),
-            Address::Unix(path) => Ok(Listening::Unix(bind_unix(path)?, path.clone())),
+            Address::Tcp { host, port } => {
+                let listener = TcpListener::bind(&*Self::resolve(host, *port, true)?)?;
+                super::deepen_backlog(&listener)?;
+                Ok(Listening::Tcp(listener))
+            }
+            Address::Unix(path) => {
+                let listener = bind_unix(path)?;
+                super::deepen_backlog(&listener)?;
+                Ok(Listening::Unix(listener, path.clone()))
+            }
         }
     }
 

@@ -1,171 +1,563 @@
-//! The HTTP side of `--serve`: tiny_http takes requests on a thread of
-//! its own, and each request's body (at most [`MOST_BODY`]) is read on a
-//! thread of the request's own, answered, and the answer written. A slow
-//! or hostile client holds its own thread only: never another client's,
-//! nor the event loop that carries the data.
+//! The HTTP side of `--serve`: hyper's HTTP/1 server on a small runtime of
+//! its own, on the API's thread, with a limit on everything a client can
+//! make it hold.
+//!
+//! - At most [`MOST_CONNECTIONS`] connections at once; past that, new ones
+//!   wait in the listen backlog (as deep as the system allows) until one
+//!   ends. A connection is a task, not a thread.
+//! - A request's head at most [`MOST_HEAD`] bytes and [`MOST_HEADERS`]
+//!   lines (431 past either), within [`IDLE`] of the connection going
+//!   idle (toxiproxy's idle timeout); its body at most [`MOST_BODY`],
+//!   refused from its Content-Length before anything is read, and read
+//!   within [`BODY_TIME`]; an answer written within [`WRITE_TIME`].
+//! - Pipelined requests are answered in order, each carried out before the
+//!   next is read.
+//! - Running out of descriptors pauses accepting for a moment, said once,
+//!   and never ends the server.
+//!
+//! Requests are answered one at a time, in the order they arrive, by the
+//! `answer` function on a thread of its own (the model's), so that a
+//! change that waits for the event loop never holds up the runtime.
+//! Which requests are answered at all is the [`Guard`]'s to say.
 
+use super::guard::{Asking, Guard};
 use super::routes::Answer;
-use std::io::Read;
+use crate::progress::Printer;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tiny_http::{Header, Response, Server};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+use tokio::sync::{Semaphore, oneshot};
 
 /// The largest request body read; what is longer is refused as a bad
 /// body.
-const MOST_BODY: u64 = 1 << 20;
+pub const MOST_BODY: usize = 1 << 20;
+/// The longest body read and thrown away to refuse it in good order.
+const MOST_DRAINED: u64 = 8 << 20;
+/// The most connections served at once.
+pub const MOST_CONNECTIONS: usize = 1024;
+/// The largest request head, in bytes.
+const MOST_HEAD: usize = 64 << 10;
+/// The most header lines in a request.
+const MOST_HEADERS: usize = 100;
+/// How long a connection may be idle, or take to send a request's head.
+const IDLE: Duration = Duration::from_secs(60);
+/// How long a request's body may take to arrive (toxiproxy's read
+/// timeout).
+const BODY_TIME: Duration = Duration::from_secs(15);
+/// How long an answer may wait for the client to take it (toxiproxy's
+/// write timeout).
+const WRITE_TIME: Duration = Duration::from_secs(30);
 
 /// The API, listening.
 pub struct Api {
-    server: Arc<Server>,
+    listener: std::net::TcpListener,
+    guard: Guard,
+}
+
+/// One request for the model's thread: what it asks, and where the answer
+/// goes.
+struct Job {
+    method: String,
+    path: String,
+    body: Bytes,
+    answered: oneshot::Sender<Answer>,
+}
+
+/// What every connection's tasks share.
+struct Shared {
+    guard: Guard,
+    jobs: mpsc::Sender<Job>,
+    ids: RequestIds,
 }
 
 impl Api {
-    /// Listens on `address` (port 0 takes a free port).
-    pub fn listen(address: &str) -> std::io::Result<Api> {
-        let server = Server::http(address).map_err(std::io::Error::other)?;
-        Ok(Api {
-            server: Arc::new(server),
-        })
+    /// Listens on `at`, with the listen backlog as deep as the system
+    /// allows, and answers as `guard` lets it.
+    pub fn listen(at: SocketAddr, guard: Guard) -> io::Result<Api> {
+        let listener = std::net::TcpListener::bind(at)?;
+        crate::net::deepen_backlog(&listener)?;
+        Ok(Api { listener, guard })
     }
 
     /// Where it listens.
-    pub fn address(&self) -> Option<SocketAddr> {
-        self.server.server_addr().to_ip()
+    pub fn address(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
     }
 
-    /// Answers each request with `answer(method, path, body)`. Each body
-    /// is read on a thread of the request's own, so that a client that
-    /// sends slowly holds up nobody else; `answer` is called by one of
-    /// them at a time.
+    /// Answers each request with `answer(method, path, body)`, on a thread
+    /// of its own, one at a time; the connections are served on another.
+    /// Says on `report` when accepting must pause. Returns a way to put
+    /// requests of the server's own in the same line.
     pub fn serve(
-        &self,
-        answer: impl FnMut(&str, &str, &[u8]) -> Answer + Send + 'static,
-    ) -> std::io::Result<()> {
-        let server = self.server.clone();
-        let answer = Arc::new(std::sync::Mutex::new(answer));
+        self,
+        report: Option<Printer>,
+        mut answer: impl FnMut(&str, &str, &[u8]) -> Answer + Send + 'static,
+    ) -> io::Result<Requester> {
+        let (jobs, taken) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("api-model".into())
+            .spawn(move || {
+                for job in taken {
+                    let answered = answer(&job.method, &job.path, &job.body);
+                    let _ = job.answered.send(answered);
+                }
+            })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        self.listener.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            guard: self.guard,
+            jobs,
+            ids: RequestIds::new(),
+        });
+        let listener = self.listener;
+        let requester = Requester {
+            jobs: shared.jobs.clone(),
+        };
         std::thread::Builder::new()
             .name("api".into())
             .spawn(move || {
-                for request in server.incoming_requests() {
-                    let answer = answer.clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("api-request".into())
-                        .spawn(move || {
-                            respond(request, |method, path, body| {
-                                let mut answer = crate::lock::lock(&answer);
-                                answer(method, path, body)
-                            })
-                        });
-                    // Out of threads: the request is dropped, and its
-                    // client sees the connection close.
-                    drop(spawned);
-                }
+                runtime.block_on(async move {
+                    match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => accept_forever(listener, shared, report).await,
+                        Err(err) => eprintln!("shape: the API cannot listen: {err}"),
+                    }
+                })
             })?;
-        Ok(())
+        Ok(requester)
     }
 }
 
-/// Reads `request`'s body and writes the answer `answer` gives it.
-fn respond(mut request: tiny_http::Request, answer: impl FnOnce(&str, &str, &[u8]) -> Answer) {
-    let mut body = Vec::new();
-    let read = request
-        .as_reader()
-        .take(MOST_BODY + 1)
-        .read_to_end(&mut body);
-    let answered = match read {
-        Ok(_) if body.len() as u64 > MOST_BODY => {
-            Answer::error(super::model::ApiError::bad_body("longer than 1 MiB"))
+/// Puts requests to the model as a client would, in line with the
+/// clients' (SIGHUP's reload is a POST /populate).
+pub struct Requester {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Requester {
+    /// The model's answer to `method path` with `body`, waited for.
+    pub fn ask(&self, method: &str, path: &str, body: Vec<u8>) -> Answer {
+        let (answered, answer) = oneshot::channel();
+        let job = Job {
+            method: method.into(),
+            path: path.into(),
+            body: body.into(),
+            answered,
+        };
+        if self.jobs.send(job).is_err() {
+            return stopping();
         }
-        Ok(_) => {
-            let method = request.method().as_str().to_string();
-            let path = request.url().to_string();
-            answer(&method, &path, &body)
-        }
-        Err(_) => return,
+        answer.blocking_recv().unwrap_or_else(|_| stopping())
+    }
+}
+
+/// What a request gets once the model has stopped.
+fn stopping() -> Answer {
+    Answer::error(super::model::ApiError::new("the server is stopping", 503))
+}
+
+/// Accepts connections while fewer than [`MOST_CONNECTIONS`] are open,
+/// each served by a task of its own.
+async fn accept_forever(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    report: Option<Printer>,
+) {
+    let room = Arc::new(Semaphore::new(MOST_CONNECTIONS));
+    let mut short_said = false;
+    loop {
+        let Ok(place) = room.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) if crate::net::out_of_resources(&err) => {
+                if !short_said {
+                    if let Some(report) = &report {
+                        report.line(&format!(
+                            "shape: the API's accept: {}; new connections wait, tried again \
+                             every {:?}",
+                            crate::message::one_line(&err),
+                            crate::net::ACCEPT_PAUSE
+                        ));
+                    }
+                    short_said = true;
+                }
+                tokio::time::sleep(crate::net::ACCEPT_PAUSE).await;
+                continue;
+            }
+            // The client gave up before it was accepted, or the like.
+            Err(_) => continue,
+        };
+        short_said = false;
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+            stream.set_write_timeout(Some(WRITE_TIME));
+            let stream = TokioIo::new(Box::pin(stream));
+            let service = hyper::service::service_fn(move |request| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(respond(request, &shared).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(IDLE)
+                .max_buf_size(MOST_HEAD)
+                .max_header_size(MOST_HEAD)
+                .max_headers(MOST_HEADERS)
+                .serve_connection(stream, service)
+                .await;
+            drop(place);
+        });
+    }
+}
+
+/// The answer to `request`: refused by the guard, refused for its body,
+/// or the model's.
+async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    let id = shared.ids.next();
+    let headers = request.headers();
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let asking = Asking {
+        user_agent: text(header::USER_AGENT),
+        origin: text(header::ORIGIN),
+        fetch_site: text(header::HeaderName::from_static("sec-fetch-site")),
+        host: text(header::HOST),
     };
-    let kind = Header::from_bytes("Content-Type", answered.content_type).expect("a valid header");
-    let response = Response::from_string(answered.body.unwrap_or_default())
-        .with_header(kind)
-        .with_status_code(answered.status);
-    let _ = request.respond(response);
+    let cors = match shared.guard.check(&asking) {
+        Ok(true) => headers.get(header::ORIGIN).cloned(),
+        Ok(false) => None,
+        Err(refusal) => {
+            let mut refused = plain(StatusCode::FORBIDDEN, refusal.body());
+            refused.headers_mut().insert(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            );
+            return finish(refused, &id, None);
+        }
+    };
+    if request.method() == Method::OPTIONS && cors.is_some() {
+        return finish(preflight(), &id, cors);
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let method = request.method().as_str().to_string();
+    let path = request.uri().path().to_string();
+    let answer = match declared {
+        Some(length) if length > MOST_BODY as u64 => {
+            // A body a little too long is read and thrown away, so that
+            // its client, still writing, hears the answer rather than a
+            // reset; a longer one is answered at once, and the
+            // connection closed.
+            if length <= MOST_DRAINED {
+                let mut body = request.into_body();
+                let drained = async move { while let Some(Ok(_)) = body.frame().await {} };
+                let _ = tokio::time::timeout(BODY_TIME, drained).await;
+            }
+            too_long()
+        }
+        _ => match read_body(request.into_body()).await {
+            Ok(body) => ask(shared, method, path, body).await,
+            Err(answer) => answer,
+        },
+    };
+    let response = Response::builder()
+        .status(answer.status)
+        .header(header::CONTENT_TYPE, answer.content_type)
+        .body(Full::new(Bytes::from(answer.body.unwrap_or_default())))
+        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "bad status\n"));
+    finish(response, &id, cors)
+}
+
+/// The body of a request, at most [`MOST_BODY`] bytes, within
+/// [`BODY_TIME`]; or the answer that refuses it.
+async fn read_body(body: Incoming) -> Result<Bytes, Answer> {
+    let read = tokio::time::timeout(BODY_TIME, Limited::new(body, MOST_BODY).collect()).await;
+    match read {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => Err(too_long()),
+        Ok(Err(_)) => Err(Answer::error(super::model::ApiError::bad_body(
+            "the body was cut short",
+        ))),
+        Err(_) => Err(Answer::error(super::model::ApiError::new(
+            "the body took too long to arrive",
+            408,
+        ))),
+    }
+}
+
+/// What a body longer than [`MOST_BODY`] gets.
+fn too_long() -> Answer {
+    Answer::error(super::model::ApiError::bad_body("longer than 1 MiB"))
+}
+
+/// The model's answer to `method path` with `body`.
+async fn ask(shared: &Shared, method: String, path: String, body: Bytes) -> Answer {
+    let (answered, answer) = oneshot::channel();
+    let job = Job {
+        method,
+        path,
+        body,
+        answered,
+    };
+    if shared.jobs.send(job).is_err() {
+        return stopping();
+    }
+    answer.await.unwrap_or_else(|_| stopping())
+}
+
+/// A plain-text answer, as Go's `http.Error` writes one.
+fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// The answer to a CORS preflight from an origin let in on purpose.
+fn preflight() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PATCH, DELETE"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("Content-Type"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    response
+}
+
+/// `response` with the headers every answer carries: the request's id
+/// (as toxiproxy's `X-Toxiproxy-Request-Id`), the server's name and
+/// version, and for an origin let in, CORS's.
+fn finish(
+    mut response: Response<Full<Bytes>>,
+    id: &str,
+    cors: Option<HeaderValue>,
+) -> Response<Full<Bytes>> {
+    let headers: &mut HeaderMap = response.headers_mut();
+    if let Ok(id) = HeaderValue::from_str(id) {
+        headers.insert("x-toxiproxy-request-id", id);
+    }
+    headers.insert(
+        header::SERVER,
+        HeaderValue::from_static(concat!("shape/", env!("CARGO_PKG_VERSION"))),
+    );
+    if let Some(origin) = cors {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    response
+}
+
+/// Request ids as toxiproxy's are made (xid): 20 characters of base32hex
+/// over the time in seconds, the process and a counter, unique within a
+/// machine and in the order they were made.
+struct RequestIds {
+    process: u32,
+    count: AtomicU64,
+}
+
+impl RequestIds {
+    fn new() -> RequestIds {
+        RequestIds {
+            process: std::process::id(),
+            count: AtomicU64::new(fastrand::u64(..)),
+        }
+    }
+
+    fn next(&self) -> String {
+        let seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()) as u32;
+        let count = self.count.fetch_add(1, Ordering::Relaxed);
+        let mut raw = [0u8; 12];
+        raw[..4].copy_from_slice(&seconds.to_be_bytes());
+        raw[4..8].copy_from_slice(&self.process.to_be_bytes());
+        raw[8..].copy_from_slice(&(count as u32).to_be_bytes());
+        base32hex(&raw)
+    }
+}
+
+/// `raw` in lower-case base32hex without padding (12 bytes: 20 characters).
+fn base32hex(raw: &[u8; 12]) -> String {
+    const DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
+    let mut bits = 0u32;
+    let mut held = 0u32;
+    let mut text = String::with_capacity(20);
+    for &byte in raw {
+        bits = (bits << 8) | u32::from(byte);
+        held += 8;
+        while held >= 5 {
+            held -= 5;
+            text.push(DIGITS[((bits >> held) & 31) as usize] as char);
+        }
+    }
+    if held > 0 {
+        text.push(DIGITS[((bits << (5 - held)) & 31) as usize] as char);
+    }
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Read, Write};
     use std::net::TcpStream;
 
-    /// One request over a fresh connection: its status line and body. The
-    /// body is written from a thread of its own, so that a server that
-    /// answers before reading all of it is heard.
-    fn request(at: SocketAddr, method: &str, path: &str, body: &str) -> (String, String) {
-        let mut stream = TcpStream::connect(at).unwrap();
-        stream
-            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        let mut writer = stream.try_clone().unwrap();
-        let body = body.to_string();
-        let writing = std::thread::spawn(move || {
-            let _ = writer.write_all(head.as_bytes());
-            let _ = writer.write_all(body.as_bytes());
-        });
-        let mut reply = Vec::new();
-        let mut buffer = [0; 4096];
-        // Up to the end of the answer's body, which says its length.
-        while let Ok(n) = stream.read(&mut buffer) {
-            if n == 0 {
-                break;
-            }
-            reply.extend_from_slice(&buffer[..n]);
-            let text = String::from_utf8_lossy(&reply);
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let length = head
-                    .lines()
-                    .find_map(|line| {
-                        line.to_ascii_lowercase()
-                            .strip_prefix("content-length: ")
-                            .map(str::to_string)
-                    })
-                    .and_then(|n| n.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                if body.len() >= length {
-                    break;
-                }
-            }
-        }
-        drop(stream);
-        let _ = writing.join();
-        let reply = String::from_utf8_lossy(&reply).into_owned();
-        let status = reply.lines().next().unwrap_or_default().to_string();
-        let body = reply
-            .split("\r\n\r\n")
-            .nth(1)
-            .unwrap_or_default()
-            .to_string();
-        (status, body)
-    }
-
-    #[test]
-    fn the_api_answers_over_http_and_refuses_what_is_too_long() {
-        let api = Api::listen("127.0.0.1:0").unwrap();
-        api.serve(|method, path, body| {
+    /// An API on a free loopback port that answers with what it was
+    /// asked.
+    fn echoing() -> SocketAddr {
+        let at: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let api = Api::listen(at, Guard::new(at, "127.0.0.1", &[])).unwrap();
+        let bound = api.address().unwrap();
+        api.serve(None, |method, path, body| {
             Answer::json(
                 200,
                 &serde_json::json!({"method": method, "path": path, "body": body.len()}),
             )
         })
         .unwrap();
-        let at = api.address().unwrap();
-        let (status, body) = request(at, "POST", "/proxies", "12345");
-        assert!(status.contains(" 200 "), "{status}");
-        assert_eq!(body, r#"{"method":"POST","path":"/proxies","body":5}"#);
-        let (status, body) = request(at, "POST", "/proxies", &"x".repeat((1 << 20) + 10));
-        assert!(status.contains(" 400 "), "{status}");
-        assert!(body.contains("longer than 1 MiB"), "{body}");
+        bound
+    }
+
+    /// Writes `raw` on a fresh connection from a thread of its own (so
+    /// that a server that answers before reading it all is heard), and
+    /// reads until the server closes.
+    fn exchange(at: SocketAddr, raw: Vec<u8>) -> String {
+        let mut stream = TcpStream::connect(at).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let writing = std::thread::spawn(move || {
+            let _ = writer.write_all(&raw);
+        });
+        let mut reply = Vec::new();
+        let _ = stream.read_to_end(&mut reply);
+        let _ = writing.join();
+        String::from_utf8_lossy(&reply).into_owned()
+    }
+
+    fn post(body: &str) -> Vec<u8> {
+        format!(
+            "POST /proxies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn the_api_answers_over_http_and_refuses_what_is_too_long() {
+        let at = echoing();
+        let reply = exchange(at, post("12345"));
+        assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
+        assert!(
+            reply.ends_with(r#"{"method":"POST","path":"/proxies","body":5}"#),
+            "{reply}"
+        );
+        assert!(reply.contains("server: shape/"), "{reply}");
+        assert!(reply.contains("x-toxiproxy-request-id: "), "{reply}");
+        let reply = exchange(at, post(&"x".repeat(MOST_BODY + 10)));
+        assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
+        assert!(reply.contains("longer than 1 MiB"), "{reply}");
+    }
+
+    #[test]
+    fn a_huge_declared_length_is_refused_before_anything_is_read() {
+        let at = echoing();
+        let raw = b"POST /proxies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4611686018427387904\r\n\r\n{}";
+        let reply = exchange(at, raw.to_vec());
+        assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
+        // And the server goes on.
+        assert!(exchange(at, post("")).starts_with("HTTP/1.1 200 "));
+    }
+
+    #[test]
+    fn heads_too_large_or_with_too_many_lines_get_431() {
+        let at = echoing();
+        let mut big = b"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\n".to_vec();
+        big.extend(format!("X-Big: {}\r\n\r\n", "y".repeat(MOST_HEAD)).bytes());
+        let reply = exchange(at, big);
+        assert!(reply.starts_with("HTTP/1.1 431 "), "{reply}");
+        let mut many = b"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\n".to_vec();
+        for n in 0..=MOST_HEADERS {
+            many.extend(format!("X-{n}: 1\r\n").bytes());
+        }
+        many.extend(b"\r\n");
+        let reply = exchange(at, many);
+        assert!(reply.starts_with("HTTP/1.1 431 "), "{reply}");
+    }
+
+    #[test]
+    fn pipelined_requests_are_answered_in_order() {
+        let at = echoing();
+        let mut raw = Vec::new();
+        for n in 0..50 {
+            raw.extend(
+                format!("GET /{n} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
+                    .bytes(),
+            );
+        }
+        raw.extend(b"GET /last HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        let reply = exchange(at, raw);
+        let paths: Vec<&str> = reply
+            .split(r#""path":""#)
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap())
+            .collect();
+        let mut expected: Vec<String> = (0..50).map(|n| format!("/{n}")).collect();
+        expected.push("/last".into());
+        assert_eq!(paths, expected);
+    }
+
+    #[test]
+    fn browsers_get_toxiproxys_403() {
+        let at = echoing();
+        let raw = b"POST /proxies HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: Mozilla/5.0\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+        let reply = exchange(at, raw.to_vec());
+        assert!(reply.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{reply}");
+        assert!(
+            reply.ends_with("\r\n\r\nUser agent not allowed\n"),
+            "{reply}"
+        );
+    }
+
+    #[test]
+    fn request_ids_are_xids_in_order() {
+        let ids = RequestIds::new();
+        let (a, b) = (ids.next(), ids.next());
+        assert_eq!(a.len(), 20);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'v').contains(&c))
+        );
+        assert_ne!(a, b);
+        assert_eq!(base32hex(&[0; 12]), "0".repeat(20));
+        assert_eq!(base32hex(&[0xff; 12]), "vvvvvvvvvvvvvvvvvvvg");
     }
 }

@@ -17,17 +17,19 @@
 //! decoder's.
 
 pub mod carry;
+pub mod guard;
 pub mod http;
 pub mod model;
 pub mod proxies;
 pub mod routes;
 pub mod shaping;
+mod signals;
 pub mod toxics;
 
 use crate::exit::Exit;
 use crate::message::one_line;
 use crate::net::Address;
-use crate::net::proxy::{Command, serve_commands};
+use crate::net::proxy::serve_commands;
 use crate::progress::Printer;
 use model::{Model, ProxyGiven};
 use proxies::{Loop, Proxies};
@@ -48,6 +50,10 @@ pub struct Serving<'a> {
     pub address: &'a Address,
     pub config: Option<&'a Path>,
     pub seed: u64,
+    /// Origins whose pages may drive the API (`--serve-allow-origin`).
+    pub allow_origins: &'a [String],
+    /// Whether proxies may listen on or forward to Unix sockets.
+    pub allow_unix: bool,
     /// Where to say where it serves and what failed; `None` when quiet.
     pub report: Option<Printer>,
 }
@@ -79,22 +85,20 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
         };
         return Err(Refused::Failed(why));
     };
+    let event_loop_handle = Loop { commands, waker };
     let stop = {
-        let (commands, waker) = (commands.clone(), waker.clone());
-        move || {
-            let _ = commands.send(Command::Stop);
-            let _ = waker.wake();
-        }
+        let event_loop = event_loop_handle.clone();
+        move || event_loop.stop()
     };
     let mut model = Model::default();
-    let mut proxies = Proxies::new(Loop { commands, waker });
+    let mut proxies = Proxies::new(event_loop_handle.clone(), serving.allow_unix);
     if let Some(path) = serving.config {
         if let Err(refused) = populate(&mut model, &mut proxies, path) {
             stop();
             return Err(refused);
         }
     }
-    let api = match listen(serving.address) {
+    let api = match listen(serving.address, serving.allow_origins) {
         Ok(api) => api,
         Err(refused) => {
             stop();
@@ -104,14 +108,20 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     let at = api
         .address()
         .map_or(serving.address.to_string(), |a| a.to_string());
-    api.serve(move |method, path, body| {
-        routes::answer(&mut model, &mut proxies, method, path, body)
-    })
-    .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
+    let status = proxies.status();
+    let asking = api
+        .serve(serving.report.clone(), move |method, path, body| {
+            routes::answer(&mut model, &mut proxies, method, path, body)
+        })
+        .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
     if let Some(report) = &serving.report {
         report.line(&format!("shape: serving the toxiproxy API on {at}"));
     }
-    wait_for_the_end();
+    signals::wait_for_the_end(&signals::Handlers {
+        status: &|| status.line(&event_loop_handle),
+        reload: &|| serving.config.map(|path| reload(&asking, path)),
+        report: serving.report.as_ref(),
+    });
     stop();
     let _ = event_loop.join();
     Ok(())
@@ -119,7 +129,7 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
 
 /// The API listening on `address`: on IPv4 where the name has both, as
 /// toxiproxy's `localhost` is 127.0.0.1.
-fn listen(address: &Address) -> Result<http::Api, Refused> {
+fn listen(address: &Address, allow_origins: &[String]) -> Result<http::Api, Refused> {
     let refused = |why: String| Refused::Failed(format!("--serve {address}: {why}"));
     let Address::Tcp { host, port } = address else {
         return Err(Refused::Usage(format!(
@@ -135,14 +145,37 @@ fn listen(address: &Address) -> Result<http::Api, Refused> {
         .find(|a| a.is_ipv4())
         .or(all.first())
         .ok_or_else(|| refused("no address found".into()))?;
-    http::Api::listen(&first.to_string()).map_err(|err| refused(err.to_string()))
+    let guard = guard::Guard::new(*first, host, allow_origins);
+    http::Api::listen(*first, guard).map_err(|err| refused(one_line(&err)))
+}
+
+/// The most a config file may hold: far more than any list of proxies
+/// needs, and a bound on what `--config /dev/zero` reads.
+const MOST_CONFIG: u64 = 16 << 20;
+
+/// The text of config file `path`, read up to [`MOST_CONFIG`].
+fn read_config(path: &Path) -> Result<Vec<u8>, Refused> {
+    use std::io::Read;
+    let name = path.display();
+    let failed =
+        |err: std::io::Error| Refused::Failed(format!("--config {name}: {}", one_line(&err)));
+    let mut text = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MOST_CONFIG + 1).read_to_end(&mut text))
+        .map_err(failed)?;
+    if text.len() as u64 > MOST_CONFIG {
+        return Err(Refused::Usage(format!(
+            "--config {name}: longer than {} MiB; is it a list of proxies?",
+            MOST_CONFIG >> 20
+        )));
+    }
+    Ok(text)
 }
 
 /// Creates the proxies of config file `path`, as POST /populate would.
 fn populate(model: &mut Model, proxies: &mut Proxies, path: &Path) -> Result<(), Refused> {
     let name = path.display();
-    let text =
-        std::fs::read(path).map_err(|err| Refused::Failed(format!("--config {name}: {err}")))?;
+    let text = read_config(path)?;
     let given: Vec<ProxyGiven> = serde_json::from_slice(&text)
         .map_err(|err| Refused::Usage(format!("--config {name}: not a list of proxies: {err}")))?;
     routes::populate_with(model, proxies, given)
@@ -150,16 +183,28 @@ fn populate(model: &mut Model, proxies: &mut Proxies, path: &Path) -> Result<(),
         .map_err(|(_, err)| Refused::Usage(format!("--config {name}: {}", err.error)))
 }
 
-/// Waits for SIGINT or SIGTERM.
-fn wait_for_the_end() {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
-        Ok(mut signals) => {
-            signals.forever().next();
+/// Reads config file `path` again and populates from it, as POST /populate
+/// does (SIGHUP): proxies that changed are replaced, new ones made, the
+/// rest kept with their toxics. Returns the line that says how it went.
+fn reload(asking: &http::Requester, path: &Path) -> String {
+    let name = path.display();
+    let text = match read_config(path) {
+        Ok(text) => text,
+        Err(Refused::Usage(why) | Refused::Failed(why)) => {
+            return format!("shape: SIGHUP: {why}; the proxies are as they were");
         }
-        // Without the handlers the signals end the process as they would.
-        Err(_) => loop {
-            std::thread::park();
-        },
+    };
+    let answer = asking.ask("POST", "/populate", text);
+    match answer.status {
+        201 => format!("shape: SIGHUP: --config {name} read again"),
+        _ => {
+            let why = answer
+                .body
+                .as_deref()
+                .and_then(|body| serde_json::from_str::<serde_json::Value>(body).ok())
+                .and_then(|body| body["error"].as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("status {}", answer.status));
+            format!("shape: SIGHUP: --config {name}: {why}")
+        }
     }
 }

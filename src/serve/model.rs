@@ -202,10 +202,7 @@ impl Model {
     ) -> Result<&Toxic, ApiError> {
         let (proxy, at) = self.toxic_at(proxy, toxic)?;
         let toxic = &mut proxy.toxics[at];
-        if let Some(attributes) = given.get("attributes") {
-            let attributes = attributes
-                .as_object()
-                .ok_or_else(|| ApiError::bad_body("attributes must be an object"))?;
+        if let Some(attributes) = attributes_given(given)? {
             let mut merged = toxic.attributes.clone();
             merge(&toxic.kind, &mut merged, attributes)?;
             toxic.attributes = merged;
@@ -240,6 +237,17 @@ impl Model {
 /// Adds toxic `given` to `proxy`: downstream, toxicity 1 and named
 /// `TYPE_STREAM` unless told otherwise; names are unique across both
 /// streams.
+/// The attributes a toxic's body gives, if any: missing and `null` are
+/// none, as Go decodes them (toxiproxy's Go client sends `null` when
+/// given no attributes).
+fn attributes_given(given: &Map<String, Value>) -> Result<Option<&Map<String, Value>>, ApiError> {
+    match given.get("attributes") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(attributes)) => Ok(Some(attributes)),
+        Some(_) => Err(ApiError::bad_body("attributes must be an object")),
+    }
+}
+
 fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(), ApiError> {
     let text = |field: &str, default: &str| -> Result<String, ApiError> {
         match given.get(field) {
@@ -268,10 +276,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
     if proxy.toxics.iter().any(|t| t.name == name) {
         return Err(ApiError::new("toxic already exists", 409));
     }
-    if let Some(given) = given.get("attributes") {
-        let given = given
-            .as_object()
-            .ok_or_else(|| ApiError::bad_body("attributes must be an object"))?;
+    if let Some(given) = attributes_given(given)? {
         merge(&kind, &mut attributes, given)?;
     }
     let toxicity = given
@@ -381,6 +386,30 @@ mod tests {
             serde_json::to_value(added).unwrap(),
             json!({"attributes": {"latency": 100, "jitter": 0}, "name": "latency_downstream", "type": "latency", "stream": "downstream", "toxicity": 1})
         );
+        // `null` attributes are the defaults, as toxiproxy's Go client
+        // sends them when given none.
+        let bare = model
+            .add_toxic(
+                "p",
+                &map(json!({"type": "slicer", "stream": "upstream", "attributes": null})),
+            )
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&bare.attributes).unwrap(),
+            json!({"average_size": 0, "size_variation": 0, "delay": 0})
+        );
+        let kept = model
+            .update_toxic("p", "slicer_upstream", &map(json!({"attributes": null})))
+            .unwrap();
+        assert_eq!(kept.attributes["delay"], json!(0));
+        assert_eq!(
+            model
+                .add_toxic("p", &map(json!({"type": "noop", "attributes": 7})))
+                .unwrap_err()
+                .status,
+            400
+        );
+        model.delete_toxic("p", "slicer_upstream").unwrap();
         // Names are unique across both streams.
         let again = model.add_toxic(
             "p",

@@ -14,9 +14,9 @@ use crate::net::Address;
 use crate::net::proxy::Command;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How long the API waits for the loop to carry a change out. The loop
@@ -35,6 +35,16 @@ impl Loop {
     /// Sends `command`, which has no reply.
     fn tell(&self, command: Command) -> bool {
         self.commands.send(command).is_ok() && self.waker.wake().is_ok()
+    }
+
+    /// Closes every proxy and ends the loop.
+    pub fn stop(&self) {
+        self.tell(Command::Stop);
+    }
+
+    /// How many connections are open, over every proxy.
+    pub fn connections(&self) -> Option<usize> {
+        self.ask(|counted| Command::Count { counted })
     }
 
     /// Sends the command `make` builds around a reply channel, and waits
@@ -63,28 +73,44 @@ struct Running {
 pub struct Proxies {
     event_loop: Loop,
     running: BTreeMap<String, Running>,
+    /// Whether a proxy may listen on or forward to a Unix socket.
+    allow_unix: bool,
+    /// Each proxy's counters, for the status line, which is asked for
+    /// from another thread.
+    tallies: Arc<Mutex<BTreeMap<String, Counters>>>,
 }
 
 impl Proxies {
-    pub fn new(event_loop: Loop) -> Proxies {
+    pub fn new(event_loop: Loop, allow_unix: bool) -> Proxies {
         Proxies {
             event_loop,
             running: BTreeMap::new(),
+            allow_unix,
+            tallies: Arc::default(),
+        }
+    }
+
+    /// What says how the proxies are doing, from any thread.
+    pub fn status(&self) -> Status {
+        Status {
+            tallies: self.tallies.clone(),
         }
     }
 
     /// The rules of `proxy`'s toxics, making or changing the buckets of
     /// its shared bandwidths.
     fn rules(&mut self, proxy: &Proxy) -> ToxicRules {
-        let running = self
-            .running
-            .entry(proxy.name.clone())
-            .or_insert_with(|| Running {
+        let tallies = &self.tallies;
+        let running = self.running.entry(proxy.name.clone()).or_insert_with(|| {
+            let counters = Counters::default();
+            crate::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
+            Running {
                 route: None,
                 alive: Arc::default(),
                 shared: Vec::new(),
-                counters: Counters::default(),
-            });
+                counters,
+            }
+        });
         let kept = std::mem::take(&mut running.shared);
         let rules = ToxicRules::new(
             &proxy.toxics,
@@ -114,6 +140,22 @@ impl Carrier for Proxies {
             .map_err(|err: String| failed(&format!("listen {}", proxy.listen), &err))?;
         let connect: Address = crate::net::parse_connect(&proxy.upstream)
             .map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
+        if !self.allow_unix {
+            for (field, address, given) in [
+                ("listen", &listen, &proxy.listen),
+                ("upstream", &connect, &proxy.upstream),
+            ] {
+                if matches!(address, Address::Unix(_)) {
+                    return Err(ApiError::new(
+                        format!(
+                            "{field} {given}: Unix sockets are a shape extension, off unless \
+                             shape --serve is started with --serve-allow-unix"
+                        ),
+                        400,
+                    ));
+                }
+            }
+        }
         let listening = listen
             .listen()
             .map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
@@ -168,6 +210,7 @@ impl Carrier for Proxies {
     fn remove(&mut self, name: &str) {
         self.stop(name);
         self.running.remove(name);
+        crate::lock::lock(&self.tallies).remove(name);
     }
 
     fn retune(&mut self, proxy: &Proxy) {
@@ -209,6 +252,56 @@ impl Carrier for Proxies {
             }
         }
         text
+    }
+}
+
+/// How the proxies are doing, read from any thread: the SIGUSR1 line.
+pub struct Status {
+    tallies: Arc<Mutex<BTreeMap<String, Counters>>>,
+}
+
+impl Status {
+    /// `shape: 2 proxies, 3 connections; up 1.00 MiB, 0 B/s now; down
+    /// 20.00 MiB, 1.00 MiB/s now`, with the connections as the loop
+    /// counts them.
+    pub fn line(&self, event_loop: &Loop) -> String {
+        let (proxies, up, down) = {
+            let tallies = crate::lock::lock(&self.tallies);
+            let sum = |way: usize| {
+                tallies
+                    .values()
+                    .fold((0, 0.0), |(total, recent), counters| {
+                        let sent = &counters.sent[way];
+                        (total + sent.total(), recent + sent.recent())
+                    })
+            };
+            (tallies.len(), sum(0), sum(1))
+        };
+        let connections = event_loop
+            .connections()
+            .map_or("connections unknown".into(), |n| plural(n, "connection"));
+        let way = |(total, recent): (u64, f64)| {
+            format!(
+                "{}, {} now",
+                shape_bucket::units::human_bytes(total),
+                shape_bucket::units::human_rate(recent)
+            )
+        };
+        format!(
+            "shape: {}, {connections}; up {}; down {}",
+            plural(proxies, "proxy"),
+            way(up),
+            way(down)
+        )
+    }
+}
+
+/// `n` and `noun`, in the plural unless `n` is 1.
+fn plural(n: usize, noun: &str) -> String {
+    match (n, noun) {
+        (1, _) => format!("1 {noun}"),
+        (_, "proxy") => format!("{n} proxies"),
+        _ => format!("{n} {noun}s"),
     }
 }
 

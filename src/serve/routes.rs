@@ -8,8 +8,11 @@ use super::model::{ApiError, Model, Proxy, ProxyGiven};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// The version the API reports: shape's, where toxiproxy says its own.
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The version the API reports: the toxiproxy whose API shape serves.
+/// Clients decide from it what the server supports (the Ruby client uses
+/// POST for PATCH below 2.6), so it is toxiproxy's; shape's own is in
+/// every answer's `Server` header.
+pub const TOXIPROXY_VERSION: &str = "2.12.0";
 
 /// What carries the model's changes out: proxies listening and
 /// forwarding, and their toxics.
@@ -92,10 +95,12 @@ fn route(
         .collect();
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     match (method, parts.as_slice()) {
-        ("GET", ["version"]) => Ok(Answer::json(
-            200,
-            &serde_json::json!({ "version": VERSION }),
-        )),
+        // Byte for byte as toxiproxy writes it.
+        ("GET", ["version"]) => Ok(Answer {
+            status: 200,
+            body: Some(format!("{{\"version\": \"{TOXIPROXY_VERSION}\"}}\n")),
+            content_type: "application/json;charset=utf-8",
+        }),
         ("GET", ["metrics"]) => Ok(Answer {
             status: 200,
             body: Some(carrier.metrics(model)),

@@ -30,6 +30,10 @@ impl Proxy {
 /// A server that runs `serve` on every connection, each on its own thread.
 pub fn server(serve: fn(TcpStream)) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // As deep a backlog as the proxy's: a thousand connects at once reach
+    // the server as fast as the proxy accepts them, as they would
+    // without it, and a backlog of 128 would reset some.
+    rustix::net::listen(&listener, i32::MAX).unwrap();
     let address = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {

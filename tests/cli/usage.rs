@@ -17,8 +17,11 @@ fn refused_as(given: &str, flag: &str, value: &str) {
     assert_eq!(run.stderr.lines().count(), 1, "{context}");
     assert!(run.stderr.starts_with("shape: "), "{context}");
     assert!(run.stderr.contains(flag), "{context}");
+    // Control characters escaped as JSON escapes them.
+    let escaped = serde_json::to_string(value).unwrap();
     assert!(
-        run.stderr.contains(&format!("'{}'", value.escape_debug())),
+        run.stderr
+            .contains(&format!("'{}'", escaped.trim_matches('"'))),
         "{context}"
     );
     assert!(!run.stderr.contains("panicked"), "{context}");

@@ -13,6 +13,7 @@ use super::stream::{Listener, Stream};
 use crate::bucket::Bucket;
 use crate::faults::ResetStruck;
 use crate::message::one_line;
+use crate::net::{ACCEPT_PAUSE, out_of_resources};
 use crate::net::{Address, Listening};
 use crate::progress::Printer;
 use mio::net::{TcpStream, UnixStream};
@@ -28,8 +29,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Duration;
 
-/// How long accepting rests after the system refused to accept.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 const ALARM: Token = Token(usize::MAX);
 const CHANGED: Token = Token(usize::MAX - 1);
 /// Route `r`'s listener is token `LISTENERS + r`; connection `c`'s sides
@@ -68,6 +67,8 @@ pub enum Command {
         rules: Box<dyn Rules + Send>,
         retuned: SyncSender<()>,
     },
+    /// Say how many connections are open, over every route.
+    Count { counted: SyncSender<usize> },
     /// Close everything and end the loop.
     Stop,
 }
@@ -302,6 +303,9 @@ impl<'a> Server<'a> {
                 } => {
                     self.retune(route, rules);
                     let _ = retuned.send(());
+                }
+                Command::Count { counted } => {
+                    let _ = counted.send(self.connections.len());
                 }
                 Command::Stop => going = false,
             }
@@ -638,17 +642,6 @@ fn connect_upstream(
         }
     }
     Err(failed)
-}
-
-/// True if `err` says the process or the system ran out of descriptors,
-/// memory or buffers, which only time (connections ending) can mend.
-fn out_of_resources(err: &io::Error) -> bool {
-    use rustix::io::Errno;
-    err.raw_os_error().is_some_and(|code| {
-        [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
-            .iter()
-            .any(|errno| errno.raw_os_error() == code)
-    })
 }
 
 /// Wakes the loop with `wake` whenever `bucket`'s settings change, on a

@@ -11,7 +11,18 @@ use std::time::Duration;
 /// Where clients come in.
 pub(super) enum Listener {
     Tcp(TcpListener),
-    Unix(UnixListener),
+    /// A Unix socket and its path, removed when it closes.
+    Unix(UnixListener, std::path::PathBuf),
+}
+
+impl Drop for Listener {
+    /// A Unix socket's file is removed with it, so that a proxy closed,
+    /// or a server stopped, leaves nothing behind.
+    fn drop(&mut self) {
+        if let Listener::Unix(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// One side of a connection.
@@ -69,9 +80,9 @@ impl Listener {
                 listener.set_nonblocking(true)?;
                 Ok(Listener::Tcp(TcpListener::from_std(listener)))
             }
-            Listening::Unix(listener, _) => {
+            Listening::Unix(listener, path) => {
                 listener.set_nonblocking(true)?;
-                Ok(Listener::Unix(UnixListener::from_std(listener)))
+                Ok(Listener::Unix(UnixListener::from_std(listener), path))
             }
         }
     }
@@ -79,7 +90,7 @@ impl Listener {
     pub(super) fn source(&mut self) -> &mut dyn mio::event::Source {
         match self {
             Listener::Tcp(l) => l,
-            Listener::Unix(l) => l,
+            Listener::Unix(l, _) => l,
         }
     }
 
@@ -91,7 +102,7 @@ impl Listener {
                 (Stream::Tcp(s), format!("connection from {peer}"))
             }),
             // Unix clients are rarely bound to a name: say where they came.
-            Listener::Unix(l) => l
+            Listener::Unix(l, _) => l
                 .accept()
                 .map(|(s, _)| (Stream::Unix(s), format!("connection on {listen}"))),
         }

@@ -1,0 +1,54 @@
+//! What a server does about the system's limits: a listen backlog as deep
+//! as the system allows, and telling a shortage (of descriptors, memory
+//! or buffers), which only time mends, from a failure.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+/// How long accepting rests after the system refused to accept for want
+/// of resources: long enough not to spin, short enough that a client
+/// hardly notices.
+pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Makes `listener`'s backlog as deep as the system allows, as Go's
+/// servers do: Linux takes `listen` again on a listening socket as a new
+/// backlog, and cuts any larger one down to `net.core.somaxconn`. Rust's
+/// own is 128, which a burst of connects fills (2,000 quick connects
+/// then wait for SYN retries, seconds each).
+pub fn deepen_backlog(listener: &impl AsFd) -> io::Result<()> {
+    rustix::net::listen(listener, i32::MAX).map_err(io::Error::from)
+}
+
+/// True if `err` says the process or the system ran out of descriptors,
+/// memory or buffers, which only time (connections ending) can mend.
+pub fn out_of_resources(err: &io::Error) -> bool {
+    use rustix::io::Errno;
+    err.raw_os_error().is_some_and(|code| {
+        [Errno::MFILE, Errno::NFILE, Errno::NOBUFS, Errno::NOMEM]
+            .iter()
+            .any(|errno| errno.raw_os_error() == code)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backlog_is_deepened_to_what_the_system_allows() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        deepen_backlog(&listener).unwrap();
+        // ss shows a listener's backlog as its Send-Q; /proc has no word
+        // of it, so this checks only that listen is taken again.
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap());
+        assert!(client.is_ok());
+    }
+
+    #[test]
+    fn shortages_are_told_from_failures() {
+        assert!(out_of_resources(&io::Error::from_raw_os_error(24)));
+        assert!(out_of_resources(&io::Error::from_raw_os_error(23)));
+        assert!(!out_of_resources(&io::Error::from_raw_os_error(111)));
+    }
+}
