@@ -64,6 +64,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --quiet 'Print nothing on standard error but errors (no progress, no stats)'
             cand --stats 'Print a one-line summary on standard error at the end: bytes, elapsed time, the average rate since the start, and the limit and burst (a full bucket at the start lifts a short run''s average above the limit)'
             cand --serve-allow-unix 'With --serve: let proxies listen on or forward to unix:PATH sockets (a shape extension; toxiproxy has none). Off by default, so that the API cannot expose a local socket, such as Docker''s, on the network'
+            cand --runtime-metrics 'With --serve: /metrics gives the process''s own metrics too (the standard process_* ones: CPU seconds, memory, descriptors, start time), as toxiproxy''s -runtime-metrics does, without its go_* ones'
             cand --per-connection 'Proxy: give each connection its own limits instead of all sharing one per direction'
             cand --status 'With --share: print the share''s settings and current use, and exit'
             cand --reset 'With --share: remove the share''s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit'

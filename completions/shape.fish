@@ -46,6 +46,7 @@ complete -c shape -s 0 -l null -d 'Count records ending in a NUL byte (as find -
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
 complete -c shape -l stats -d 'Print a one-line summary on standard error at the end: bytes, elapsed time, the average rate since the start, and the limit and burst (a full bucket at the start lifts a short run\'s average above the limit)'
 complete -c shape -l serve-allow-unix -d 'With --serve: let proxies listen on or forward to unix:PATH sockets (a shape extension; toxiproxy has none). Off by default, so that the API cannot expose a local socket, such as Docker\'s, on the network'
+complete -c shape -l runtime-metrics -d 'With --serve: /metrics gives the process\'s own metrics too (the standard process_* ones: CPU seconds, memory, descriptors, start time), as toxiproxy\'s -runtime-metrics does, without its go_* ones'
 complete -c shape -l per-connection -d 'Proxy: give each connection its own limits instead of all sharing one per direction'
 complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
 complete -c shape -l reset -d 'With --share: remove the share\'s file, whatever it holds (a corrupt or foreign one too), so that the next shape on it creates it afresh; refused while a running shape is on it. Then exit'

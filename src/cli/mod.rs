@@ -189,6 +189,12 @@ pub struct Cli {
     #[arg(long, requires = "serve")]
     pub serve_allow_unix: bool,
 
+    /// With --serve: /metrics gives the process's own metrics too (the
+    /// standard process_* ones: CPU seconds, memory, descriptors, start
+    /// time), as toxiproxy's -runtime-metrics does, without its go_* ones.
+    #[arg(long, requires = "serve")]
+    pub runtime_metrics: bool,
+
     /// Proxy: the rate from clients to the server (default: --rate).
     #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
     pub rate_up: Option<Written<RateSpec>>,

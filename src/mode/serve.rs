@@ -4,7 +4,7 @@ use super::UsageError;
 use crate::cli::Cli;
 use crate::exit::Exit;
 use crate::net::Address;
-use crate::serve::{Refused, Serving, run as serve};
+use crate::serve::{Extras, Refused, Serving, run as serve};
 use anyhow::anyhow;
 
 pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
@@ -19,7 +19,10 @@ pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
         config: cli.config.as_deref(),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         allow_origins: &cli.serve_allow_origin,
-        allow_unix: cli.serve_allow_unix,
+        extras: Extras {
+            allow_unix: cli.serve_allow_unix,
+            runtime_metrics: cli.runtime_metrics,
+        },
         report: (!cli.quiet).then(Default::default),
     };
     match serve(serving) {

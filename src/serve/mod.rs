@@ -22,6 +22,7 @@ pub mod http;
 pub mod model;
 pub mod proxies;
 pub mod routes;
+mod runtime;
 pub mod shaping;
 mod signals;
 pub mod toxics;
@@ -32,6 +33,7 @@ use crate::net::Address;
 use crate::net::proxy::serve_commands;
 use crate::progress::Printer;
 use model::{Model, ProxyGiven};
+pub use proxies::Extras;
 use proxies::{Loop, Proxies};
 use std::path::Path;
 use std::sync::mpsc::channel;
@@ -52,8 +54,8 @@ pub struct Serving<'a> {
     pub seed: u64,
     /// Origins whose pages may drive the API (`--serve-allow-origin`).
     pub allow_origins: &'a [String],
-    /// Whether proxies may listen on or forward to Unix sockets.
-    pub allow_unix: bool,
+    /// What is allowed beyond toxiproxy's API.
+    pub extras: Extras,
     /// Where to say where it serves and what failed; `None` when quiet.
     pub report: Option<Printer>,
 }
@@ -91,7 +93,7 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
         move || event_loop.stop()
     };
     let mut model = Model::default();
-    let mut proxies = Proxies::new(event_loop_handle.clone(), serving.allow_unix);
+    let mut proxies = Proxies::new(event_loop_handle.clone(), serving.extras);
     if let Some(path) = serving.config {
         if let Err(refused) = populate(&mut model, &mut proxies, path) {
             stop();

@@ -11,10 +11,11 @@ use super::routes::Carrier;
 use super::shaping::{Counters, ToxicRules};
 use crate::bucket::Bucket;
 use crate::net::Address;
-use crate::net::proxy::Command;
+use crate::net::proxy::{Command, Upstream};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,31 +62,36 @@ impl Loop {
 struct Running {
     /// Its route on the loop, while enabled.
     route: Option<usize>,
-    /// Set while its route lives; a thread that waits for its upstream's
-    /// name to resolve gives up when it is cleared.
-    alive: Arc<AtomicBool>,
     /// The bucket of each shared bandwidth, by toxic id.
     shared: Vec<(u64, Arc<Bucket>)>,
     counters: Counters,
+}
+
+/// What the server was started to allow beyond toxiproxy's API.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras {
+    /// Proxies may listen on or forward to Unix sockets.
+    pub allow_unix: bool,
+    /// /metrics gives the process's metrics too.
+    pub runtime_metrics: bool,
 }
 
 /// The proxies, carried out on the loop.
 pub struct Proxies {
     event_loop: Loop,
     running: BTreeMap<String, Running>,
-    /// Whether a proxy may listen on or forward to a Unix socket.
-    allow_unix: bool,
+    extras: Extras,
     /// Each proxy's counters, for the status line, which is asked for
     /// from another thread.
     tallies: Arc<Mutex<BTreeMap<String, Counters>>>,
 }
 
 impl Proxies {
-    pub fn new(event_loop: Loop, allow_unix: bool) -> Proxies {
+    pub fn new(event_loop: Loop, extras: Extras) -> Proxies {
         Proxies {
             event_loop,
             running: BTreeMap::new(),
-            allow_unix,
+            extras,
             tallies: Arc::default(),
         }
     }
@@ -106,7 +112,6 @@ impl Proxies {
             crate::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
             Running {
                 route: None,
-                alive: Arc::default(),
                 shared: Vec::new(),
                 counters,
             }
@@ -140,7 +145,7 @@ impl Carrier for Proxies {
             .map_err(|err: String| failed(&format!("listen {}", proxy.listen), &err))?;
         let connect: Address = crate::net::parse_connect(&proxy.upstream)
             .map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
-        if !self.allow_unix {
+        if !self.extras.allow_unix {
             for (field, address, given) in [
                 ("listen", &listen, &proxy.listen),
                 ("upstream", &connect, &proxy.upstream),
@@ -158,17 +163,9 @@ impl Carrier for Proxies {
         }
         let listening = listen
             .listen()
-            .map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
+            .map_err(|err| ApiError::new(bind_failed(&listen, &proxy.listen, &err), 500))?;
         let bound = listening.local();
-        // As toxiproxy dials its upstream per connection, an upstream
-        // whose name does not resolve yet (a container not up yet) does
-        // not keep the proxy from starting: its clients are refused until
-        // a thread of its own sees the name resolve.
-        let upstream = match &connect {
-            Address::Tcp { .. } => connect.resolve_all().unwrap_or_default(),
-            Address::Unix(_) => Vec::new(),
-        };
-        let unresolved = matches!(connect, Address::Tcp { .. }) && upstream.is_empty();
+        let upstream = upstream_of(&connect);
         let rules = Box::new(self.rules(proxy));
         let opened = self
             .event_loop
@@ -183,15 +180,6 @@ impl Carrier for Proxies {
         let route = opened.map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
         let running = self.running.get_mut(&proxy.name).expect("made by rules");
         running.route = Some(route);
-        running.alive = Arc::new(AtomicBool::new(true));
-        if unresolved {
-            resolve_later(
-                connect,
-                route,
-                running.alive.clone(),
-                self.event_loop.clone(),
-            );
-        }
         Ok(bound)
     }
 
@@ -199,7 +187,6 @@ impl Carrier for Proxies {
         let Some(running) = self.running.get_mut(name) else {
             return;
         };
-        running.alive.store(false, Ordering::SeqCst);
         let Some(route) = running.route.take() else {
             return;
         };
@@ -251,8 +238,34 @@ impl Carrier for Proxies {
                 }
             }
         }
+        if self.extras.runtime_metrics {
+            text.push_str(&super::runtime::process_metrics());
+        }
         text
     }
+}
+
+/// Why listening on `listen` (given as `given`) failed, in Go's words
+/// where the system refused the bind, as toxiproxy says it and tests
+/// match it: `listen tcp 127.0.0.1:3310: bind: address already in use`.
+fn bind_failed(listen: &Address, given: &str, err: &std::io::Error) -> String {
+    match (listen, err.raw_os_error()) {
+        (Address::Tcp { .. }, Some(code)) => {
+            let text = std::io::Error::from_raw_os_error(code).to_string();
+            format!("listen tcp {given}: bind: {}", go_error_text(&text))
+        }
+        _ => format!("listen {given}: {}", crate::message::one_line(err)),
+    }
+}
+
+/// A system error's text as Go says it: the C library's, lower case first
+/// and without Rust's "(os error N)".
+fn go_error_text(text: &str) -> String {
+    let text = text.split(" (os error").next().unwrap_or(text);
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_lowercase().chain(chars).collect()
+    })
 }
 
 /// How the proxies are doing, read from any thread: the SIGUSR1 line.
@@ -305,30 +318,19 @@ fn plural(n: usize, noun: &str) -> String {
     }
 }
 
-/// How often a name that did not resolve is looked up again.
-const RESOLVE_AGAIN: Duration = Duration::from_secs(1);
-
-/// Looks `connect` up every [`RESOLVE_AGAIN`] on a thread of its own,
-/// and tells the loop where route `route` forwards to once it resolves,
-/// unless `alive` is cleared first.
-fn resolve_later(connect: Address, route: usize, alive: Arc<AtomicBool>, event_loop: Loop) {
-    let _ = std::thread::Builder::new()
-        .name("resolve".into())
-        .spawn(move || {
-            while alive.load(Ordering::SeqCst) {
-                std::thread::sleep(RESOLVE_AGAIN);
-                if let Ok(upstream) = connect.resolve_all() {
-                    if alive.load(Ordering::SeqCst) {
-                        event_loop.tell(Command::Resolved {
-                            route,
-                            connect,
-                            upstream,
-                        });
-                    }
-                    return;
-                }
-            }
-        });
+/// Where a proxy's connections go: an address given as numbers is
+/// taken as it is; a name is looked up for every client, off the loop and
+/// off the API's lock, as toxiproxy dials it every time (so that a
+/// container restarted with a new address, or one not up yet when the
+/// proxy was made, is reached).
+fn upstream_of(connect: &Address) -> Upstream {
+    match connect {
+        Address::Tcp { host, port } => match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+            Ok(ip) => Upstream::Fixed(Arc::new([SocketAddr::new(ip, *port)])),
+            Err(_) => Upstream::PerClient,
+        },
+        Address::Unix(_) => Upstream::Fixed(Arc::new([])),
+    }
 }
 
 /// `value` as a Prometheus label value: backslashes, quotes and line
@@ -338,4 +340,24 @@ fn label(value: &str) -> String {
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_bind_is_said_in_go_s_words() {
+        let listen: Address = "127.0.0.1:3310".parse().unwrap();
+        let in_use = std::io::Error::from_raw_os_error(98);
+        assert_eq!(
+            bind_failed(&listen, "127.0.0.1:3310", &in_use),
+            "listen tcp 127.0.0.1:3310: bind: address already in use"
+        );
+        let denied = std::io::Error::from_raw_os_error(13);
+        assert_eq!(
+            bind_failed(&listen, "127.0.0.1:80", &denied),
+            "listen tcp 127.0.0.1:80: bind: permission denied"
+        );
+    }
 }

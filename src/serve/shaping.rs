@@ -191,6 +191,11 @@ impl Rules for ToxicRules {
         true
     }
 
+    fn closes_when_unreachable(&self) -> bool {
+        // As toxiproxy closes a client whose upstream refuses.
+        true
+    }
+
     fn link(&self) -> SlowLink {
         SlowLink {
             delay: Duration::ZERO,

@@ -28,6 +28,7 @@
 
 mod alarm;
 mod connection;
+mod resolver;
 pub mod rules;
 mod server;
 mod stream;
@@ -41,8 +42,8 @@ use crate::progress::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
 use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
-pub use server::Command;
 use server::Server;
+pub use server::{Command, Upstream};
 use std::io;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
@@ -141,9 +142,11 @@ pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Resu
     for way in Way::BOTH {
         server.watch(shaping.settings.shared(way))?;
     }
+    // Looked up once, at start, so that a name that does not resolve is
+    // said before anything is accepted.
     let upstream = match connect {
-        Address::Tcp { .. } => connect.resolve_all()?,
-        Address::Unix(_) => Vec::new(),
+        Address::Tcp { .. } => Upstream::Fixed(connect.resolve_all()?.into()),
+        Address::Unix(_) => Upstream::Fixed(Arc::new([])),
     };
     let (_, listen) = server.open(
         listen.listen()?,

@@ -97,4 +97,11 @@ pub trait Rules {
     fn received(&self) -> Option<[Arc<AtomicU64>; 2]> {
         None
     }
+    /// Whether a client whose server cannot be reached, before a byte
+    /// passed, is closed in good order (FIN) rather than reset: a reset
+    /// tells a proxy's client at once that nothing is there, but clients
+    /// written for toxiproxy, which closes, may fail at random on one.
+    fn closes_when_unreachable(&self) -> bool {
+        false
+    }
 }

@@ -8,6 +8,7 @@
 
 use super::alarm::Alarm;
 use super::connection::{BUFFER, Connection, End, Failure, Seeds, Start};
+use super::resolver::{Found, Resolver};
 use super::rules::{Luck, Rules};
 use super::stream::{Listener, Stream};
 use crate::bucket::Bucket;
@@ -26,7 +27,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel};
 use std::time::Duration;
 
 const ALARM: Token = Token(usize::MAX);
@@ -35,26 +36,31 @@ const CHANGED: Token = Token(usize::MAX - 1);
 /// are tokens `2c` and `2c + 1`, below it.
 const LISTENERS: usize = usize::MAX / 2;
 
+/// The most clients that wait at once for their upstream's name to be
+/// looked up; the rest wait in the listen backlog.
+const MOST_AWAITING: usize = 1024;
+
+/// Where a route's connections go, for a TCP route.
+pub enum Upstream {
+    /// These addresses, found once (in turn until one answers); none for
+    /// a Unix socket.
+    Fixed(Arc<[SocketAddr]>),
+    /// The route's name, looked up anew for every client, off the loop,
+    /// as toxiproxy dials it: a server that moved is found.
+    PerClient,
+}
+
 /// A change of routes, sent to a running loop; each says when it is done.
 pub enum Command {
     /// Listen on `listening` (bound by the sender, who can then say why
-    /// it could not be) and forward to `connect`; answers the route's key.
-    /// `upstream` is every address `connect` names, if it is a TCP
-    /// address that resolved: until it does, its clients are refused.
+    /// it could not be) and forward to `connect`, at `upstream`; answers
+    /// the route's key.
     Open {
         listening: Listening,
         connect: Address,
-        upstream: Vec<SocketAddr>,
+        upstream: Upstream,
         rules: Box<dyn Rules + Send>,
         opened: SyncSender<io::Result<usize>>,
-    },
-    /// The route's TCP address `connect`, which did not resolve when it
-    /// opened, has. (A route closed meanwhile may have left its key to
-    /// another: one that forwards elsewhere is left alone.)
-    Resolved {
-        route: usize,
-        connect: Address,
-        upstream: Vec<SocketAddr>,
     },
     /// Stop listening and close every connection of the route.
     Close {
@@ -79,10 +85,19 @@ struct Route<'a> {
     /// Where it listens, for messages.
     listen: String,
     connect: Address,
-    /// The connect address resolved once, if it is a TCP one: every
-    /// address it names, tried in turn by a connection until one answers.
-    upstream: Vec<SocketAddr>,
+    upstream: Upstream,
     rules: Box<dyn Rules + 'a>,
+    /// Told apart from a route that had its key before: a name looked up
+    /// for a client of a closed route is not used for another's.
+    serial: u64,
+}
+
+/// A client that waits for its upstream's name to be looked up.
+struct Awaiting {
+    route: usize,
+    serial: u64,
+    client: Stream,
+    peer: String,
 }
 
 /// The proxy's whole state, driven by one thread.
@@ -110,6 +125,14 @@ pub(super) struct Server<'a> {
     parked: Option<(usize, Stream, String)>,
     /// Whether the current shortage of resources has been said.
     shortage_said: bool,
+    /// Clients waiting for a name, by the ticket it is looked up with.
+    awaiting: Slab<Awaiting>,
+    /// Looks names up, once a route needs it.
+    resolver: Option<Resolver>,
+    /// Where the resolver's answers come, and how it hands them over.
+    found: (Sender<Found>, Receiver<Found>),
+    /// The serial number of the next route.
+    serials: u64,
     /// Where each direction's seeds come from.
     seeds: fastrand::Rng,
     /// Which connections the faults affect.
@@ -147,6 +170,10 @@ impl<'a> Server<'a> {
             accept_resumes: None,
             parked: None,
             shortage_said: false,
+            awaiting: Slab::new(),
+            resolver: None,
+            found: channel(),
+            serials: 0,
             seeds: fastrand::Rng::with_seed(seed),
             choices: fastrand::Rng::with_seed(seed).fork(),
             scratch: vec![0; BUFFER],
@@ -187,14 +214,13 @@ impl<'a> Server<'a> {
         Ok(())
     }
 
-    /// Listens on `listening` and forwards to `connect` (resolved to
-    /// `upstream` if TCP, or not yet), shaped by `rules`; returns the
-    /// route's key and where it listens.
+    /// Listens on `listening` and forwards to `connect` at `upstream`,
+    /// shaped by `rules`; returns the route's key and where it listens.
     pub(super) fn open(
         &mut self,
         listening: Listening,
         connect: Address,
-        upstream: Vec<SocketAddr>,
+        upstream: Upstream,
         rules: Box<dyn Rules + 'a>,
     ) -> io::Result<(usize, String)> {
         let listen = listening.local();
@@ -206,12 +232,14 @@ impl<'a> Server<'a> {
             Token(LISTENERS + key),
             Interest::READABLE,
         )?;
+        self.serials += 1;
         entry.insert(Route {
             listener,
             listen: listen.clone(),
             connect,
             upstream,
             rules,
+            serial: self.serials,
         });
         Ok((key, listen))
     }
@@ -225,6 +253,7 @@ impl<'a> Server<'a> {
         if self.parked.as_ref().is_some_and(|(r, _, _)| *r == key) {
             self.parked = None;
         }
+        self.awaiting.retain(|_, waiting| waiting.route != key);
         let gone: Vec<usize> = self
             .connections
             .iter()
@@ -280,17 +309,6 @@ impl<'a> Server<'a> {
                 } => {
                     let opened_as = self.open(listening, connect, upstream, rules);
                     let _ = opened.send(opened_as.map(|(key, _)| key));
-                }
-                Command::Resolved {
-                    route,
-                    connect,
-                    upstream,
-                } => {
-                    if let Some(route) = self.routes.get_mut(route)
-                        && route.connect == connect
-                    {
-                        route.upstream = upstream;
-                    }
                 }
                 Command::Close { route, closed } => {
                     self.close(route);
@@ -358,6 +376,10 @@ impl<'a> Server<'a> {
             if woken && !self.obey() {
                 return Ok(());
             }
+            if woken && self.take_found(&mut ready) {
+                // Room for clients that waited in the backlog.
+                accept = self.routes.iter().map(|(key, _)| key).collect();
+            }
             ready.append(&mut self.retuned);
             let now = self.clock.now();
             if self.accept_resumes.is_some_and(|t| t <= now) {
@@ -420,11 +442,17 @@ impl<'a> Server<'a> {
         for &route in routes {
             while self.accept_resumes.is_none() {
                 let Some(Route {
-                    listener, listen, ..
+                    listener,
+                    listen,
+                    upstream,
+                    ..
                 }) = self.routes.get_mut(route)
                 else {
                     break;
                 };
+                if matches!(upstream, Upstream::PerClient) && self.awaiting.len() >= MOST_AWAITING {
+                    break;
+                }
                 match listener.accept(listen) {
                     Ok((client, peer)) => ready.extend(self.admit(route, client, peer)),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -460,10 +488,106 @@ impl<'a> Server<'a> {
     }
 
     /// Connects a client of route `key` to its server and starts serving
-    /// it; on failure resets the client and says why. Returns its key.
+    /// it, or, if the route's name is looked up per client, hands the
+    /// name to the resolver and keeps the client until it answers; on
+    /// failure closes the client and says why. Returns its key, if it is
+    /// served now.
     fn admit(&mut self, key: usize, client: Stream, peer: String) -> Option<usize> {
         let route = self.routes.get(key)?;
-        let (server, upstream_at) = match connect_upstream(&route.connect, &route.upstream, 0) {
+        let upstream = match &route.upstream {
+            Upstream::Fixed(upstream) => upstream.clone(),
+            Upstream::PerClient => {
+                let (connect, serial) = (route.connect.clone(), route.serial);
+                if self.resolver.is_none() {
+                    let waker = self.waker.clone();
+                    match Resolver::start(self.found.0.clone(), move || {
+                        let _ = waker.wake();
+                    }) {
+                        Ok(resolver) => self.resolver = Some(resolver),
+                        Err(err) => {
+                            self.refuse(key, &client, &peer, &err);
+                            return None;
+                        }
+                    }
+                }
+                let ticket = self.awaiting.insert(Awaiting {
+                    route: key,
+                    serial,
+                    client,
+                    peer,
+                });
+                if let Some(resolver) = &self.resolver {
+                    resolver.ask(ticket, connect);
+                }
+                return None;
+            }
+        };
+        self.connect_client(key, client, peer, upstream)
+    }
+
+    /// Serves the clients whose names the resolver has looked up: each is
+    /// connected, or closed if its name did not resolve or its route has
+    /// closed. Returns true if it had been full, so that accepting,
+    /// which stopped, goes on.
+    fn take_found(&mut self, ready: &mut Vec<usize>) -> bool {
+        let was_full = self.awaiting.len() >= MOST_AWAITING;
+        let mut took = false;
+        while let Ok((ticket, found)) = self.found.1.try_recv() {
+            let Some(waiting) = self.awaiting.try_remove(ticket) else {
+                continue;
+            };
+            took = true;
+            let Awaiting {
+                route,
+                serial,
+                client,
+                peer,
+            } = waiting;
+            if self.routes.get(route).is_none_or(|r| r.serial != serial) {
+                continue;
+            }
+            match found {
+                Ok(upstream) => {
+                    ready.extend(self.connect_client(route, client, peer, upstream.into()))
+                }
+                Err(err) => {
+                    let why = format!("its name does not resolve ({})", one_line(&err));
+                    self.refuse(route, &client, &peer, &io::Error::new(err.kind(), why));
+                }
+            }
+        }
+        was_full && took
+    }
+
+    /// Closes `client` of route `key`, whose server cannot be reached for
+    /// `err`: in good order if the route's rules say so, else by a reset;
+    /// and says why.
+    fn refuse(&self, key: usize, client: &Stream, peer: &str, err: &io::Error) {
+        let Some(route) = self.routes.get(key) else {
+            return;
+        };
+        if !route.rules.closes_when_unreachable() {
+            client.reset_on_close();
+        }
+        self.say(&format!(
+            "shape: {peer}: connect to {}: {}",
+            route.connect,
+            one_line(err)
+        ));
+    }
+
+    /// Connects a client of route `key` to the first of the `upstream`
+    /// addresses that lets a connection begin, and starts serving it; on
+    /// failure closes the client and says why. Returns its key.
+    fn connect_client(
+        &mut self,
+        key: usize,
+        client: Stream,
+        peer: String,
+        upstream: Arc<[SocketAddr]>,
+    ) -> Option<usize> {
+        let route = self.routes.get(key)?;
+        let (server, upstream_at) = match connect_upstream(&route.connect, &upstream, 0) {
             Ok(server) => server,
             Err(err) if out_of_resources(&err) => {
                 // Only time (connections ending) mends this: the client
@@ -474,12 +598,7 @@ impl<'a> Server<'a> {
                 return None;
             }
             Err(err) => {
-                client.reset_on_close();
-                self.say(&format!(
-                    "shape: {peer}: connect to {}: {}",
-                    route.connect,
-                    one_line(&err)
-                ));
+                self.refuse(key, &client, &peer, &err);
                 return None;
             }
         };
@@ -497,6 +616,7 @@ impl<'a> Server<'a> {
                 seeds,
                 affected,
                 route: key,
+                upstream,
                 upstream_at,
                 peer: peer.clone(),
                 now: self.clock.now(),
@@ -566,8 +686,13 @@ impl<'a> Server<'a> {
             return false;
         }
         let connection = &self.connections[key];
-        connection.reset_on_close();
-        let end = match (failure.end, self.routes.get(connection.route)) {
+        let route = self.routes.get(connection.route);
+        let unreachable = failure.end == End::Server && !connection.server_touched();
+        match route.is_some_and(|route| unreachable && route.rules.closes_when_unreachable()) {
+            true => connection.server.reset_on_close(),
+            false => connection.reset_on_close(),
+        }
+        let end = match (failure.end, route) {
             (End::Client, _) => "client".to_string(),
             (End::Server, Some(route)) => format!("server {}", route.connect),
             (End::Server, None) => "server".to_string(),
@@ -596,7 +721,11 @@ impl<'a> Server<'a> {
         if connection.server_touched() || !matches!(route.connect, Address::Tcp { .. }) {
             return false;
         }
-        let next = connect_upstream(&route.connect, &route.upstream, connection.upstream_at + 1);
+        let next = connect_upstream(
+            &route.connect,
+            &connection.upstream,
+            connection.upstream_at + 1,
+        );
         let Ok((server, at)) = next else {
             return false;
         };

@@ -12,6 +12,7 @@ use crate::slowlink::{Line, SlowLink};
 use crate::throughput::Throughput;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use std::io::{self, Read};
+use std::net::SocketAddr;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -446,7 +447,9 @@ pub(super) struct Connection {
     pub(super) luck: Luck,
     /// The route it came in on.
     pub(super) route: usize,
-    /// Which of its route's upstream addresses its server is.
+    /// The addresses its server was found at, tried in turn until one
+    /// answers, and which of them its server is.
+    pub(super) upstream: Arc<[SocketAddr]>,
     pub(super) upstream_at: usize,
     /// When its plan closes it, if it does.
     close_at: Option<u64>,
@@ -544,6 +547,7 @@ pub(super) struct Start<'a> {
     /// Whether the faults are done to it.
     pub(super) affected: bool,
     pub(super) route: usize,
+    pub(super) upstream: Arc<[SocketAddr]>,
     pub(super) upstream_at: usize,
     pub(super) peer: String,
     pub(super) now: u64,
@@ -587,6 +591,7 @@ impl Connection {
             shaping,
             luck: start.luck,
             route: start.route,
+            upstream: start.upstream,
             upstream_at: start.upstream_at,
             close_at: close_after
                 .map(|after| start.now.saturating_add(crate::duration::nanos(after))),
