@@ -136,6 +136,7 @@ mod tests {
             attributes: attributes.as_object().unwrap().clone(),
             name: format!("{kind}_downstream"),
             id: 0,
+            revision: 0,
             kind: kind.into(),
             stream: "downstream".into(),
             toxicity: 1.0,

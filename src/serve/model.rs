@@ -59,6 +59,10 @@ pub struct Toxic {
     /// keeps its draw of the toxicity when the toxic changes.
     #[serde(skip)]
     pub id: u64,
+    /// How many times it was changed, so that what was worked out from it
+    /// is known to be stale.
+    #[serde(skip)]
+    pub revision: u64,
     pub attributes: Map<String, Value>,
     pub name: String,
     #[serde(rename = "type")]
@@ -202,6 +206,7 @@ impl Model {
     ) -> Result<&Toxic, ApiError> {
         let (proxy, at) = self.toxic_at(proxy, toxic)?;
         let toxic = &mut proxy.toxics[at];
+        toxic.revision += 1;
         if let Some(attributes) = attributes_given(given)? {
             let mut merged = toxic.attributes.clone();
             merge(&toxic.kind, &mut merged, attributes)?;
@@ -286,6 +291,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         .unwrap_or(1.0);
     proxy.toxics.push(Toxic {
         id,
+        revision: 0,
         attributes,
         name,
         kind,

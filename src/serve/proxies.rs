@@ -8,7 +8,7 @@
 
 use super::model::{ApiError, Model, Proxy};
 use super::routes::Carrier;
-use super::shaping::{Counters, ToxicRules};
+use super::shaping::{Counters, Effects, ToxicRules};
 use crate::bucket::Bucket;
 use crate::net::Address;
 use crate::net::proxy::{Command, Upstream};
@@ -64,6 +64,8 @@ struct Running {
     route: Option<usize>,
     /// The bucket of each shared bandwidth, by toxic id.
     shared: Vec<(u64, Arc<Bucket>)>,
+    /// Its toxics' effects, worked out once each.
+    effects: Effects,
     counters: Counters,
 }
 
@@ -113,12 +115,14 @@ impl Proxies {
             Running {
                 route: None,
                 shared: Vec::new(),
+                effects: Effects::default(),
                 counters,
             }
         });
         let kept = std::mem::take(&mut running.shared);
         let rules = ToxicRules::new(
             &proxy.toxics,
+            &mut running.effects,
             |id, limit, burst| match kept.iter().find(|(kept, _)| *kept == id) {
                 Some((_, bucket)) => {
                     if bucket.limit_and_burst() != (limit, burst) {

@@ -16,6 +16,7 @@ use crate::net::proxy::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
 use shape_bucket::Limit;
+use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -42,40 +43,223 @@ pub struct Counters {
 
 /// The toxics of one proxy, with the buckets its shared bandwidths spend
 /// from and the counters of what it passed.
+///
+/// A connection's plan is worked out whenever it opens and whenever the
+/// toxics change, for every open connection of the proxy, on the event
+/// loop; so each stream's toxics are kept as runs of those that strike
+/// every connection (toxicity 1), each run added up once here, between
+/// those that strike by chance. A plan then costs the chancy toxics and
+/// the runs, not every toxic.
 pub struct ToxicRules {
-    toxics: Vec<(Toxic, Effect)>,
+    /// Up, then down.
+    ways: [Vec<Segment>; 2],
     /// The bucket of each shared bandwidth, by toxic id.
     shared: Vec<(u64, Arc<Bucket>)>,
     counters: Counters,
 }
 
+/// A stretch of one stream's toxics, in the order they were added.
+enum Segment {
+    /// Toxics that strike every connection, added up.
+    Sure(Sum),
+    /// A toxic that strikes a connection with its toxicity.
+    Chancy { id: u64, toxicity: f64, effect: Sum },
+}
+
+/// What toxics add up to on one stream.
+#[derive(Default, Clone)]
+struct Sum {
+    /// The slowest way to pay, if any toxic limits.
+    pay: Option<PayBy>,
+    delay: Duration,
+    jitter: Duration,
+    /// Faults in the order given, each kept once: the last of a kind, as
+    /// applying them in turn would leave it.
+    changes: Vec<Change>,
+    /// Whether nothing passes (a timeout), and when it closes, if it does.
+    holds: bool,
+    close_after: Option<Duration>,
+}
+
+/// How a sum pays: a bucket of the connection's own, or a shared one.
+#[derive(Clone)]
+enum PayBy {
+    Own { limit: Limit, burst: u64 },
+    Shared(Arc<Bucket>),
+}
+
+impl PayBy {
+    fn limit(&self) -> Limit {
+        match self {
+            PayBy::Own { limit, .. } => *limit,
+            PayBy::Shared(bucket) => bucket.limit(),
+        }
+    }
+}
+
+impl Sum {
+    /// What `effect` alone gives, with `shared`, the bucket of a shared
+    /// bandwidth.
+    fn of(effect: &Effect, shared: Option<&Arc<Bucket>>) -> Sum {
+        let mut sum = Sum::default();
+        match effect {
+            Effect::Nothing => {}
+            Effect::Limit {
+                limit,
+                burst,
+                shared: _,
+            } => {
+                sum.pay = Some(match shared {
+                    Some(bucket) => PayBy::Shared(bucket.clone()),
+                    None => PayBy::Own {
+                        limit: *limit,
+                        burst: burst.unwrap_or_else(|| bandwidth_burst(*limit)),
+                    },
+                })
+            }
+            Effect::Delay { delay, jitter } => (sum.delay, sum.jitter) = (*delay, *jitter),
+            Effect::Faults(changes) => sum.changes = changes.clone(),
+            Effect::Hold { close_after } => (sum.holds, sum.close_after) = (true, *close_after),
+        }
+        sum
+    }
+
+    /// Adds `other`, which comes after it, as a chain of toxics adds up:
+    /// latencies and jitters add, the least bandwidth holds, a later fault
+    /// of a kind replaces an earlier one, the earliest close holds.
+    fn add(&mut self, other: &Sum) {
+        if let Some(pay) = &other.pay {
+            let slower = self
+                .pay
+                .as_ref()
+                .is_some_and(|this| slower(this.limit(), pay.limit()));
+            if !slower {
+                self.pay = Some(pay.clone());
+            }
+        }
+        self.delay = (self.delay + other.delay).min(crate::slowlink::LONGEST_DELAY);
+        self.jitter = (self.jitter + other.jitter).min(crate::slowlink::LONGEST_DELAY);
+        for change in &other.changes {
+            self.changes.retain(|kept| kept.name() != change.name());
+            self.changes.push(change.clone());
+        }
+        self.holds |= other.holds;
+        self.close_after = match (self.close_after, other.close_after) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// The plan of a direction `way` shaped by this sum.
+    fn plan(mut self, way: Way) -> WayPlan {
+        if self.holds {
+            let stall = Change::parse("stall-after", "0s").expect("a valid value");
+            self.add(&Sum {
+                changes: vec![stall],
+                ..Sum::default()
+            });
+        }
+        let faults = Change::all(&self.changes, way);
+        let now = Now {
+            delay: self.delay,
+            jitter: self.jitter,
+            faults: [faults, faults],
+        };
+        WayPlan {
+            pay: match self.pay {
+                Some(PayBy::Own { limit, burst }) => Pay::Own { limit, burst },
+                Some(PayBy::Shared(bucket)) => Pay::Bucket(bucket),
+                None => Pay::Own {
+                    limit: Limit::Unlimited,
+                    burst: 1,
+                },
+            },
+            terms: Terms::Own(Box::new(now)),
+        }
+    }
+}
+
+/// Each toxic's effect, kept from one change of a proxy's toxics to the
+/// next with the revision of the toxic it was worked out from, so that a
+/// change works out the effects of the toxics it changed, not of every
+/// toxic again.
+#[derive(Default)]
+pub struct Effects(HashMap<u64, (u64, Effect)>);
+
+impl Effects {
+    /// The effect of each of `toxics`, in order, forgetting those gone.
+    fn of(&mut self, toxics: &[Toxic]) -> Vec<Effect> {
+        let effects = toxics
+            .iter()
+            .map(|toxic| match self.0.get(&toxic.id) {
+                Some((revision, effect)) if *revision == toxic.revision => effect.clone(),
+                _ => {
+                    let made = effect(toxic);
+                    self.0.insert(toxic.id, (toxic.revision, made.clone()));
+                    made
+                }
+            })
+            .collect();
+        if self.0.len() > toxics.len() {
+            let here: std::collections::HashSet<u64> = toxics.iter().map(|t| t.id).collect();
+            self.0.retain(|id, _| here.contains(id));
+        }
+        effects
+    }
+}
+
 impl ToxicRules {
-    /// The rules of `toxics`, counting what passes in `counters`. Each
-    /// shared bandwidth spends from the bucket `shared(id, limit, burst)`
-    /// gives for it (none: the toxic does nothing).
+    /// The rules of `toxics`, counting what passes in `counters`, with
+    /// their effects from `effects`. Each shared bandwidth spends from
+    /// the bucket `shared(id, limit, burst)` gives for it (none: the
+    /// toxic does nothing).
     pub fn new(
         toxics: &[Toxic],
+        effects: &mut Effects,
         mut shared: impl FnMut(u64, Limit, u64) -> Option<Arc<Bucket>>,
         counters: Counters,
     ) -> ToxicRules {
-        let toxics: Vec<(Toxic, Effect)> = toxics.iter().map(|t| (t.clone(), effect(t))).collect();
-        let shared = toxics
-            .iter()
-            .filter_map(|(toxic, effect)| match effect {
+        let mut buckets = Vec::new();
+        let mut ways: [Vec<Segment>; 2] = Default::default();
+        for (toxic, effect) in toxics.iter().zip(effects.of(toxics)) {
+            let bucket = match effect {
                 Effect::Limit {
                     limit,
                     burst,
                     shared: true,
                 } => {
-                    let burst = burst.unwrap_or_else(|| bandwidth_burst(*limit));
-                    shared(toxic.id, *limit, burst).map(|bucket| (toxic.id, bucket))
+                    let burst = burst.unwrap_or_else(|| bandwidth_burst(limit));
+                    let bucket = shared(toxic.id, limit, burst);
+                    if let Some(bucket) = &bucket {
+                        buckets.push((toxic.id, bucket.clone()));
+                    }
+                    bucket
                 }
                 _ => None,
-            })
-            .collect();
+            };
+            // A toxicity of 0 or less strikes nobody.
+            if toxic.toxicity <= 0.0 || toxic.toxicity.is_nan() {
+                continue;
+            }
+            let way = match toxic.stream.eq_ignore_ascii_case("upstream") {
+                true => Way::Up,
+                false => Way::Down,
+            };
+            let sum = Sum::of(&effect, bucket.as_ref());
+            let segments = &mut ways[way as usize];
+            match (toxic.toxicity >= 1.0, segments.last_mut()) {
+                (true, Some(Segment::Sure(run))) => run.add(&sum),
+                (true, _) => segments.push(Segment::Sure(sum)),
+                (false, _) => segments.push(Segment::Chancy {
+                    id: toxic.id,
+                    toxicity: toxic.toxicity,
+                    effect: sum,
+                }),
+            }
+        }
         ToxicRules {
-            toxics,
-            shared,
+            ways,
+            shared: buckets,
             counters,
         }
     }
@@ -88,66 +272,23 @@ impl ToxicRules {
     /// How the toxics that strike a connection with `luck` shape its
     /// direction `way`, and when they close the connection, if they do.
     fn way(&self, way: Way, luck: &mut Luck) -> (WayPlan, Option<Duration>) {
-        let mut close_after: Option<Duration> = None;
-        let stream = match way {
-            Way::Up => "upstream",
-            Way::Down => "downstream",
-        };
-        let mut pay = None;
-        let mut now = Now::default();
-        let mut changes = Vec::new();
-        for (toxic, effect) in &self.toxics {
-            if !toxic.stream.eq_ignore_ascii_case(stream) || !luck.strikes(toxic.id, toxic.toxicity)
-            {
-                continue;
-            }
-            match effect {
-                Effect::Nothing => {}
-                Effect::Limit {
-                    limit,
-                    burst,
-                    shared,
+        let mut sum = Sum::default();
+        for segment in &self.ways[way as usize] {
+            match segment {
+                Segment::Sure(run) => sum.add(run),
+                Segment::Chancy {
+                    id,
+                    toxicity,
+                    effect,
                 } => {
-                    let own = || Pay::Own {
-                        limit: *limit,
-                        burst: burst.unwrap_or_else(|| bandwidth_burst(*limit)),
-                    };
-                    let this = match self
-                        .shared
-                        .iter()
-                        .find(|(id, _)| *shared && *id == toxic.id)
-                    {
-                        Some((_, bucket)) => Pay::Bucket(bucket.clone()),
-                        None => own(),
-                    };
-                    pay = Some(match pay {
-                        Some(that) if slower(&that, &this) => that,
-                        _ => this,
-                    });
-                }
-                Effect::Delay { delay, jitter } => {
-                    now.delay = (now.delay + *delay).min(crate::slowlink::LONGEST_DELAY);
-                    now.jitter = (now.jitter + *jitter).min(crate::slowlink::LONGEST_DELAY);
-                }
-                Effect::Faults(more) => changes.extend(more.iter().cloned()),
-                Effect::Hold { close_after: after } => {
-                    changes.push(Change::parse("stall-after", "0s").expect("a valid value"));
-                    if let Some(after) = after {
-                        close_after = Some(close_after.map_or(*after, |t| t.min(*after)));
+                    if luck.strikes(*id, *toxicity) {
+                        sum.add(effect);
                     }
                 }
             }
         }
-        let faults = Change::all(&changes, way);
-        now.faults = [faults, faults];
-        let plan = WayPlan {
-            pay: pay.unwrap_or(Pay::Own {
-                limit: Limit::Unlimited,
-                burst: 1,
-            }),
-            terms: Terms::Own(Box::new(now)),
-        };
-        (plan, close_after)
+        let close_after = sum.close_after;
+        (sum.plan(way), close_after)
     }
 }
 
@@ -160,13 +301,9 @@ pub fn bandwidth_burst(limit: Limit) -> u64 {
     }
 }
 
-/// True if `a` is the slower way to pay of the two.
-fn slower(a: &Pay, b: &Pay) -> bool {
-    let rate = |pay: &Pay| match pay {
-        Pay::Own { limit, .. } => *limit,
-        Pay::Bucket(bucket) => bucket.limit(),
-    };
-    match (rate(a), rate(b)) {
+/// True if `a` is the slower limit of the two.
+fn slower(a: Limit, b: Limit) -> bool {
+    match (a, b) {
         (Limit::Rate(a), Limit::Rate(b)) => a.bytes_per_sec() <= b.bytes_per_sec(),
         (Limit::Rate(_), Limit::Unlimited) => true,
         (Limit::Unlimited, _) => false,
@@ -226,6 +363,7 @@ mod tests {
     fn toxic(id: u64, kind: &str, stream: &str, toxicity: f64, attributes: Value) -> Toxic {
         Toxic {
             id,
+            revision: 0,
             attributes: attributes.as_object().unwrap().clone(),
             name: format!("{kind}_{id}"),
             kind: kind.into(),
@@ -235,7 +373,12 @@ mod tests {
     }
 
     fn rules(toxics: &[Toxic]) -> ToxicRules {
-        ToxicRules::new(toxics, |_, _, _| None, Default::default())
+        ToxicRules::new(
+            toxics,
+            &mut Effects::default(),
+            |_, _, _| None,
+            Default::default(),
+        )
     }
 
     fn own_limit(pay: &Pay) -> Limit {
@@ -338,7 +481,12 @@ mod tests {
             1.0,
             json!({"rate": 1, "shared": 1}),
         )];
-        let rules = ToxicRules::new(&toxics, |_, _, _| Some(shared.clone()), Default::default());
+        let rules = ToxicRules::new(
+            &toxics,
+            &mut Effects::default(),
+            |_, _, _| Some(shared.clone()),
+            Default::default(),
+        );
         let plan = rules.plan(&mut Luck::new(0)).unwrap();
         match &plan.ways[0].pay {
             Pay::Bucket(bucket) => assert!(Arc::ptr_eq(bucket, &shared)),
@@ -373,6 +521,7 @@ mod tests {
             attributes.insert("shared".into(), json!(numbers[2]));
             let toxics = [Toxic {
                 id: 1,
+                revision: 0,
                 attributes,
                 name: kind.into(),
                 kind: kind.into(),
@@ -386,6 +535,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn effects_are_worked_out_again_only_for_a_toxic_changed() {
+        let mut effects = Effects::default();
+        let mut toxics = vec![
+            toxic(1, "latency", "downstream", 1.0, json!({"latency": 10})),
+            toxic(2, "latency", "downstream", 0.5, json!({"latency": 20})),
+        ];
+        assert_eq!(effects.of(&toxics).len(), 2);
+        toxics[0].attributes.insert("latency".into(), json!(30));
+        // Not marked changed: the effect kept is used (the model marks
+        // every change by its revision).
+        let kept = effects.of(&toxics);
+        assert!(
+            matches!(kept[0], Effect::Delay { delay, .. } if delay == Duration::from_millis(10))
+        );
+        toxics[0].revision += 1;
+        let fresh = effects.of(&toxics);
+        assert!(
+            matches!(fresh[0], Effect::Delay { delay, .. } if delay == Duration::from_millis(30))
+        );
+        toxics.remove(1);
+        effects.of(&toxics);
+        assert_eq!(effects.0.len(), 1, "a toxic gone is forgotten");
+    }
+
+    #[test]
+    fn runs_of_sure_toxics_and_chancy_ones_add_up_in_order() {
+        // Sure, chancy (struck or not), sure: the faults of a later toxic
+        // replace those of an earlier one of the same kind.
+        let slicer = |id, toxicity, size: u64| {
+            toxic(
+                id,
+                "slicer",
+                "upstream",
+                toxicity,
+                json!({"average_size": size, "size_variation": 0, "delay": 0}),
+            )
+        };
+        let toxics = [slicer(1, 1.0, 8), slicer(2, 0.5, 16), slicer(3, 1.0, 32)];
+        let three = rules(&toxics);
+        for seed in 0..50 {
+            let plan = three.plan(&mut Luck::new(seed)).unwrap();
+            let size = terms(&plan.ways[0]).faults(Way::Up).slice.map(|s| s.size);
+            assert_eq!(size, Some(32), "the last holds whatever the draw");
+        }
+        let toxics = [slicer(1, 1.0, 8), slicer(2, 0.5, 16)];
+        let two = rules(&toxics);
+        let sizes: std::collections::BTreeSet<Option<u64>> = (0..50)
+            .map(|seed| {
+                let plan = two.plan(&mut Luck::new(seed)).unwrap();
+                terms(&plan.ways[0]).faults(Way::Up).slice.map(|s| s.size)
+            })
+            .collect();
+        assert_eq!(sizes, [Some(8), Some(16)].into_iter().collect());
     }
 
     #[test]

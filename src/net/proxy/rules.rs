@@ -46,35 +46,35 @@ pub struct Plan {
 }
 
 /// One connection's draws of chance for rules that come and go: each
-/// rule is drawn for once, by its id, and the draw is kept for as long as
-/// the connection lasts, so that a change of other rules, or of the
-/// chance itself, does not draw again.
+/// rule's draw is a hash of the connection's seed and the rule's id, the
+/// same every time it is asked for, so that a change of other rules, or of
+/// the chance itself, does not draw again, and asking costs the same
+/// however many rules there are.
 pub struct Luck {
-    rng: fastrand::Rng,
-    drawn: Vec<(u64, f64)>,
+    seed: u64,
 }
 
 impl Luck {
     pub fn new(seed: u64) -> Luck {
-        Luck {
-            rng: fastrand::Rng::with_seed(seed),
-            drawn: Vec::new(),
-        }
+        Luck { seed }
     }
 
     /// Whether rule `id`, which strikes with `chance`, strikes this
     /// connection.
     pub fn strikes(&mut self, id: u64, chance: f64) -> bool {
-        let draw = match self.drawn.iter().find(|(drawn, _)| *drawn == id) {
-            Some(&(_, draw)) => draw,
-            None => {
-                let draw = self.rng.f64();
-                self.drawn.push((id, draw));
-                draw
-            }
-        };
-        draw < chance
+        let draw = splitmix64(self.seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        // The top 53 bits, as a fraction in [0, 1).
+        ((draw >> 11) as f64 / (1u64 << 53) as f64) < chance
     }
+}
+
+/// SplitMix64's output function: a well-mixed 64 bits from any 64 bits,
+/// so that neighbouring ids and seeds draw unrelated numbers.
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// What shapes the connections of a route.
@@ -103,5 +103,26 @@ pub trait Rules {
     /// written for toxiproxy, which closes, may fail at random on one.
     fn closes_when_unreachable(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draw_is_kept_for_the_connection_and_fair_across_connections() {
+        let mut luck = Luck::new(42);
+        let first: Vec<bool> = (0..100).map(|id| luck.strikes(id, 0.5)).collect();
+        let again: Vec<bool> = (0..100).rev().map(|id| luck.strikes(id, 0.5)).collect();
+        assert_eq!(first, again.into_iter().rev().collect::<Vec<_>>());
+        // A chance raised strikes whoever it struck before.
+        assert!((0..100).all(|id| !first[id as usize] || luck.strikes(id, 0.9)));
+        let struck = (0..10_000u64)
+            .filter(|&seed| Luck::new(seed).strikes(7, 0.3))
+            .count();
+        assert!((2_800..3_200).contains(&struck), "{struck}");
+        assert!((0..1000).all(|seed| !Luck::new(seed).strikes(1, 0.0)));
+        assert!((0..1000).all(|seed| Luck::new(seed).strikes(1, 1.0)));
     }
 }
