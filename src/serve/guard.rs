@@ -91,20 +91,21 @@ impl Guard {
                 return Err(Refusal::Host);
             }
         }
-        if let Some(origin) = asking.origin {
-            let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-            if self.allowed.contains(&origin) {
-                return Ok(true);
-            }
-            if !self.is_own_origin(&origin, asking.host) {
-                return Err(Refusal::Origin);
-            }
+        let origin = asking
+            .origin
+            .map(|origin| origin.trim_end_matches('/').to_ascii_lowercase());
+        if origin.as_ref().is_some_and(|o| self.allowed.contains(o)) {
+            return Ok(true);
         }
+        // A browser gets toxiproxy's answer, whatever else it sends.
         if asking
             .user_agent
             .is_some_and(|ua| ua.starts_with("Mozilla/"))
         {
             return Err(Refusal::Browser);
+        }
+        if origin.is_some_and(|origin| !self.is_own_origin(&origin, asking.host)) {
+            return Err(Refusal::Origin);
         }
         if asking
             .fetch_site
@@ -210,6 +211,10 @@ mod tests {
         let g = guard(&[]);
         for (pairs, why) in [
             (&[("ua", "Mozilla/5.0 (X11)")][..], Refusal::Browser),
+            (
+                &[("ua", "Mozilla/5.0"), ("origin", "http://evil.example")],
+                Refusal::Browser,
+            ),
             (&[("origin", "http://evil.example")], Refusal::Origin),
             (&[("origin", "null")], Refusal::Origin),
             (&[("origin", "http://localhost:3000")], Refusal::Origin),
@@ -245,7 +250,9 @@ mod tests {
         ];
         assert_eq!(g.check(&asking(&rebound)), Err(Refusal::Host));
         let other = [("ua", "Mozilla/5.0"), ("origin", "http://localhost:3001")];
-        assert_eq!(g.check(&asking(&other)), Err(Refusal::Origin));
+        assert_eq!(g.check(&asking(&other)), Err(Refusal::Browser));
+        let scripted = [("origin", "http://localhost:3001")];
+        assert_eq!(g.check(&asking(&scripted)), Err(Refusal::Origin));
     }
 
     #[test]

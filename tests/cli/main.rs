@@ -19,6 +19,7 @@ mod records;
 mod serve;
 mod serve_clients;
 mod serve_extras;
+mod serve_hostile;
 mod serve_toxics;
 mod share;
 mod slow_link;

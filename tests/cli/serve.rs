@@ -157,6 +157,11 @@ impl Toxiproxy {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends `signal` (shape only).
     pub fn signal(&self, signal: rustix::process::Signal) {
         let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();

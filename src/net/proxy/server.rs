@@ -22,6 +22,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, Damaged, MonotonicClock};
 use slab::Slab;
+use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -92,6 +93,21 @@ struct Route<'a> {
     serial: u64,
 }
 
+/// How long a client waits for a descriptor for its server before it is
+/// closed: long enough for a passing shortage, short enough that a chain
+/// that holds every descriptor (a proxy whose upstream is itself) unwinds
+/// as each end is closed, as toxiproxy's does.
+const MOST_PARKED: Duration = Duration::from_secs(1);
+
+/// A client waiting for a descriptor for its server: its route, who it
+/// is, and since when it waits.
+struct Parked {
+    route: usize,
+    client: Stream,
+    peer: String,
+    since: u64,
+}
+
 /// A client that waits for its upstream's name to be looked up.
 struct Awaiting {
     route: usize,
@@ -121,10 +137,21 @@ pub(super) struct Server<'a> {
     /// While accepting rests for want of resources: until when.
     accept_resumes: Option<u64>,
     /// A client accepted when no descriptor was left for its server: it
-    /// waits for one, first in line, with its route.
-    parked: Option<(usize, Stream, String)>,
-    /// Whether the current shortage of resources has been said.
-    shortage_said: bool,
+    /// waits for one, first in line, for a while.
+    parked: Option<Parked>,
+    /// Since when resources are short, once it has been said.
+    shortage_since: Option<u64>,
+    /// A descriptor kept in reserve, given up to accept and close one
+    /// client when a shortage lasts while a route leads back to the loop:
+    /// the clients in the backlog may be what the rest wait for.
+    spare: Option<std::fs::File>,
+    /// The own addresses of the loop's server sockets (TCP), to know a
+    /// client that is one of them.
+    own_ends: HashSet<SocketAddr>,
+    /// How many open connections' clients are the loop's own server
+    /// sockets: a proxy whose upstream leads back to it, which uses up
+    /// descriptors until it is cut.
+    loops: usize,
     /// Clients waiting for a name, by the ticket it is looked up with.
     awaiting: Slab<Awaiting>,
     /// Looks names up, once a route needs it.
@@ -169,7 +196,10 @@ impl<'a> Server<'a> {
             commands: None,
             accept_resumes: None,
             parked: None,
-            shortage_said: false,
+            shortage_since: None,
+            spare: std::fs::File::open("/dev/null").ok(),
+            own_ends: HashSet::new(),
+            loops: 0,
             awaiting: Slab::new(),
             resolver: None,
             found: channel(),
@@ -250,7 +280,11 @@ impl<'a> Server<'a> {
             return;
         };
         let _ = self.poll.registry().deregister(route.listener.source());
-        if self.parked.as_ref().is_some_and(|(r, _, _)| *r == key) {
+        if self
+            .parked
+            .as_ref()
+            .is_some_and(|parked| parked.route == key)
+        {
             self.parked = None;
         }
         self.awaiting.retain(|_, waiting| waiting.route != key);
@@ -436,8 +470,14 @@ impl<'a> Server<'a> {
             return;
         }
         self.accept_resumes = None;
-        if let Some((route, client, peer)) = self.parked.take() {
-            ready.extend(self.admit(route, client, peer));
+        if let Some(parked) = self.parked.take() {
+            let Parked {
+                route,
+                client,
+                peer,
+                since,
+            } = parked;
+            ready.extend(self.admit(route, client, peer, Some(since)));
         }
         for &route in routes {
             while self.accept_resumes.is_none() {
@@ -454,7 +494,7 @@ impl<'a> Server<'a> {
                     break;
                 }
                 match listener.accept(listen) {
-                    Ok((client, peer)) => ready.extend(self.admit(route, client, peer)),
+                    Ok((client, peer)) => ready.extend(self.admit(route, client, peer, None)),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     // The client gave up before it was accepted.
@@ -464,35 +504,78 @@ impl<'a> Server<'a> {
                     Err(err) => {
                         let what = format!("accept on {listen}");
                         self.wait_for_resources(&what, &err);
+                        if out_of_resources(&err) {
+                            self.shed(route);
+                        }
                     }
                 }
             }
         }
         if self.accept_resumes.is_none() && self.parked.is_none() {
             // Everything waiting got in: a later shortage is news again.
-            self.shortage_said = false;
+            self.shortage_since = None;
         }
+    }
+
+    /// Once a shortage of descriptors has lasted [`MOST_PARKED`] while a
+    /// route leads back to the loop, closes the next client waiting on
+    /// `route`, accepted with the spare descriptor: the chain of a proxy
+    /// whose upstream is itself ends in the backlog, holds every
+    /// descriptor, and nothing else would free one. Clients that wait
+    /// for ordinary connections to end are left to wait.
+    fn shed(&mut self, route: usize) {
+        let lasted = self.stuck_in_a_loop(self.shortage_since);
+        let Some(Route {
+            listener, listen, ..
+        }) = self.routes.get_mut(route)
+        else {
+            return;
+        };
+        if !lasted || self.spare.take().is_none() {
+            return;
+        }
+        if let Ok((client, peer)) = listener.accept(listen) {
+            let err = io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
+            self.refuse(route, &client, &peer, &err);
+        }
+        self.spare = std::fs::File::open("/dev/null").ok();
+    }
+
+    /// True if a route leads back to the loop and resources are short
+    /// since `since`, [`MOST_PARKED`] or longer ago.
+    fn stuck_in_a_loop(&self, since: Option<u64>) -> bool {
+        let now = self.clock.now();
+        self.loops > 0
+            && since.is_some_and(|since| now.saturating_sub(since) >= MOST_PARKED.as_nanos() as u64)
     }
 
     /// Stops accepting for [`ACCEPT_PAUSE`] after `what` failed with `err`,
     /// and says so once per shortage.
     fn wait_for_resources(&mut self, what: &str, err: &io::Error) {
-        if !self.shortage_said {
+        let now = self.clock.now();
+        if self.shortage_since.is_none() {
             self.say(&format!(
                 "shape: {what}: {}; new connections wait, tried again every {ACCEPT_PAUSE:?}",
                 one_line(err)
             ));
-            self.shortage_said = true;
+            self.shortage_since = Some(now);
         }
-        self.accept_resumes = Some(self.clock.now() + ACCEPT_PAUSE.as_nanos() as u64);
+        self.accept_resumes = Some(now + ACCEPT_PAUSE.as_nanos() as u64);
     }
 
     /// Connects a client of route `key` to its server and starts serving
     /// it, or, if the route's name is looked up per client, hands the
     /// name to the resolver and keeps the client until it answers; on
-    /// failure closes the client and says why. Returns its key, if it is
-    /// served now.
-    fn admit(&mut self, key: usize, client: Stream, peer: String) -> Option<usize> {
+    /// failure closes the client and says why. `waited_since` is when it
+    /// began to wait for a descriptor, if it did. Returns its key, if it
+    /// is served now.
+    fn admit(
+        &mut self,
+        key: usize,
+        client: Stream,
+        peer: String,
+        waited_since: Option<u64>,
+    ) -> Option<usize> {
         let route = self.routes.get(key)?;
         let upstream = match &route.upstream {
             Upstream::Fixed(upstream) => upstream.clone(),
@@ -522,7 +605,7 @@ impl<'a> Server<'a> {
                 return None;
             }
         };
-        self.connect_client(key, client, peer, upstream)
+        self.connect_client(key, client, peer, upstream, waited_since)
     }
 
     /// Serves the clients whose names the resolver has looked up: each is
@@ -548,7 +631,7 @@ impl<'a> Server<'a> {
             }
             match found {
                 Ok(upstream) => {
-                    ready.extend(self.connect_client(route, client, peer, upstream.into()))
+                    ready.extend(self.connect_client(route, client, peer, upstream.into(), None))
                 }
                 Err(err) => {
                     let why = format!("its name does not resolve ({})", one_line(&err));
@@ -578,23 +661,37 @@ impl<'a> Server<'a> {
 
     /// Connects a client of route `key` to the first of the `upstream`
     /// addresses that lets a connection begin, and starts serving it; on
-    /// failure closes the client and says why. Returns its key.
+    /// failure closes the client and says why. Out of descriptors, the
+    /// client waits for one (since `waited_since`, if it waited already)
+    /// up to [`MOST_PARKED`]. Returns its key.
     fn connect_client(
         &mut self,
         key: usize,
         client: Stream,
         peer: String,
         upstream: Arc<[SocketAddr]>,
+        waited_since: Option<u64>,
     ) -> Option<usize> {
         let route = self.routes.get(key)?;
         let (server, upstream_at) = match connect_upstream(&route.connect, &upstream, 0) {
             Ok(server) => server,
             Err(err) if out_of_resources(&err) => {
                 // Only time (connections ending) mends this: the client
-                // waits, and those behind it wait in the backlog.
+                // waits, and those behind it wait in the backlog; but not
+                // for ever, since it may be what holds the rest up.
+                let since = waited_since.unwrap_or(self.clock.now());
                 let what = format!("connect to {}", route.connect);
-                self.parked = Some((key, client, peer));
                 self.wait_for_resources(&what, &err);
+                if self.stuck_in_a_loop(Some(since)) {
+                    self.refuse(key, &client, &peer, &err);
+                    return None;
+                }
+                self.parked = Some(Parked {
+                    route: key,
+                    client,
+                    peer,
+                    since,
+                });
                 return None;
             }
             Err(err) => {
@@ -629,6 +726,11 @@ impl<'a> Server<'a> {
                 return None;
             }
         };
+        connection.own_end = connection.server.local_tcp();
+        connection.looped = connection
+            .client
+            .peer_tcp()
+            .is_some_and(|peer| self.own_ends.contains(&peer));
         let entry = self.connections.vacant_entry();
         let connection_key = entry.key();
         let registry = self.poll.registry();
@@ -655,6 +757,8 @@ impl<'a> Server<'a> {
             ));
             return None;
         }
+        self.own_ends.extend(connection.own_end);
+        self.loops += usize::from(connection.looped);
         entry.insert(connection);
         Some(connection_key)
     }
@@ -731,7 +835,12 @@ impl<'a> Server<'a> {
         };
         let registry = self.poll.registry();
         let _ = registry.deregister(connection.server.source());
+        if let Some(end) = connection.own_end.take() {
+            self.own_ends.remove(&end);
+        }
         connection.server = server;
+        connection.own_end = connection.server.local_tcp();
+        self.own_ends.extend(connection.own_end);
         connection.upstream_at = at;
         let both = Interest::READABLE | Interest::WRITABLE;
         registry
@@ -742,6 +851,10 @@ impl<'a> Server<'a> {
     /// Closes connection `key`'s sockets and forgets it.
     fn forget(&mut self, key: usize) {
         let mut connection = self.connections.remove(key);
+        if let Some(end) = connection.own_end {
+            self.own_ends.remove(&end);
+        }
+        self.loops -= usize::from(connection.looped);
         let _ = self.poll.registry().deregister(connection.client.source());
         let _ = self.poll.registry().deregister(connection.server.source());
     }

@@ -54,6 +54,22 @@ impl Stream {
     }
 
     /// Makes the close that follows a reset rather than an orderly end.
+    /// This socket's own address, if it is a TCP one.
+    pub(super) fn local_tcp(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.local_addr().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
+    /// The address of its peer, if it is a TCP socket.
+    pub(super) fn peer_tcp(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok(),
+            Stream::Unix(_) => None,
+        }
+    }
+
     pub(super) fn reset_on_close(&self) {
         let fd = match self {
             Stream::Tcp(s) => s.as_fd(),

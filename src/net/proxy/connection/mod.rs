@@ -451,6 +451,12 @@ pub(super) struct Connection {
     /// answers, and which of them its server is.
     pub(super) upstream: Arc<[SocketAddr]>,
     pub(super) upstream_at: usize,
+    /// Its server socket's own address (TCP), which a client of this
+    /// very loop would come from if the route leads back to it.
+    pub(super) own_end: Option<SocketAddr>,
+    /// Whether its client is one of this loop's own server sockets: a
+    /// route that leads back to the loop.
+    pub(super) looped: bool,
     /// When its plan closes it, if it does.
     close_at: Option<u64>,
     /// Whether it is to be closed now.
@@ -593,6 +599,8 @@ impl Connection {
             route: start.route,
             upstream: start.upstream,
             upstream_at: start.upstream_at,
+            own_end: None,
+            looped: false,
             close_at: close_after
                 .map(|after| start.now.saturating_add(crate::duration::nanos(after))),
             closing: false,
