@@ -5,6 +5,14 @@
 //! them in target/clients (`.ci/run` calls it); without them a test is
 //! skipped, except under CI. With `SHAPE_TOXIPROXY` the scenarios run
 //! against the real toxiproxy.
+//!
+//! toxiproxy's Go client (`github.com/Shopify/toxiproxy/v2/client`) is in
+//! no registry these machines reach (Go modules come from a proxy they
+//! cannot reach, and Debian does not package it), so its scenario,
+//! `tests/clients/toxiproxy_go.go`, runs only where `SHAPE_TOXIPROXY_GOPATH`
+//! names a GOPATH that holds the client's source: it is built there with
+//! Go in GOPATH mode. Without it the test says it was skipped, under CI
+//! too.
 
 use crate::serve::{Toxiproxy, echo_server};
 use std::path::{Path, PathBuf};
@@ -74,4 +82,37 @@ fn toxiproxy_node_client_drives_the_server() {
         .arg(ours("tests/clients/toxiproxy_node.js"))
         .env("NODE_PATH", modules);
     scenario(command);
+}
+
+#[test]
+fn toxiproxy_go_client_drives_the_server() {
+    let Some(gopath) = std::env::var_os("SHAPE_TOXIPROXY_GOPATH") else {
+        eprintln!(
+            "skipped: toxiproxy's Go client needs SHAPE_TOXIPROXY_GOPATH, a GOPATH holding \
+             github.com/Shopify/toxiproxy/v2/client"
+        );
+        return;
+    };
+    assert!(crate::harness::installed("go"));
+    let scratch = crate::harness::Scratch::new("go-client");
+    let source = scratch.path().join("main.go");
+    std::fs::copy(ours("tests/clients/toxiproxy_go.go"), &source).unwrap();
+    let binary = scratch.path().join("toxiproxy_go");
+    let mut gopaths = std::ffi::OsString::from(&gopath);
+    gopaths.push(":/usr/share/gocode");
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .env("GO111MODULE", "off")
+        .env("GOPATH", gopaths)
+        .env("GOCACHE", scratch.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    scenario(Command::new(binary));
 }
