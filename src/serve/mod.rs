@@ -27,7 +27,6 @@ pub mod shaping;
 mod signals;
 pub mod toxics;
 
-use crate::exit::Exit;
 use crate::message::one_line;
 use crate::net::Address;
 use crate::net::proxy::serve_commands;
@@ -63,6 +62,9 @@ pub struct Serving<'a> {
 /// Serves the API until SIGINT or SIGTERM, then closes every listener and
 /// connection and returns.
 pub fn run(serving: Serving) -> Result<(), Refused> {
+    let ending = signals::Ending::catch()
+        .map_err(|err| Refused::Failed(format!("cannot start: {}", one_line(&err))))?;
+    let failing = ending.failing();
     let (commands, taken) = channel();
     let (ready, waker) = channel();
     let report = serving.report.clone();
@@ -74,8 +76,7 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
             // The loop ends on its own only if poll itself fails: without
             // it no proxy moves a byte, so the server ends too, saying why.
             if let Err(err) = &served {
-                eprintln!("shape: the proxies' event loop failed: {}", one_line(err));
-                std::process::exit(Exit::Failure.code());
+                failing.fail(format!("the proxies' event loop failed: {}", one_line(err)));
             }
             served
         })
@@ -119,14 +120,14 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     if let Some(report) = &serving.report {
         report.line(&format!("shape: serving the toxiproxy API on {at}"));
     }
-    signals::wait_for_the_end(&signals::Handlers {
+    let ended = ending.wait(&signals::Handlers {
         status: &|| status.line(&event_loop_handle),
         reload: &|| serving.config.map(|path| reload(&asking, path)),
         report: serving.report.as_ref(),
     });
     stop();
     let _ = event_loop.join();
-    Ok(())
+    ended.map_err(Refused::Failed)
 }
 
 /// The API listening on `address`: on IPv4 where the name has both, as

@@ -99,8 +99,7 @@ fn ctrl_c_ends_a_sleeping_shape_with_sigint() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    send_signal(child.id(), rustix::process::Signal::INT);
     let status = wait_within(&mut child, Duration::from_secs(2));
     assert_eq!(status.signal(), Some(2), "{status:?}");
 }

@@ -299,8 +299,7 @@ impl Running {
 
     /// Sends `signal` to the running shape.
     pub fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.pid as i32).unwrap();
-        rustix::process::kill_process(pid, signal).unwrap();
+        send_signal(self.pid, signal);
     }
 
     /// Ends it (SIGTERM unless it already exited) and returns its status,
@@ -497,6 +496,22 @@ pub fn wait_until_said(said: &Mutex<String>, text: &str) -> String {
         assert!(Instant::now() < deadline, "never said {text:?}: {now}");
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A shape left running by a test that failed is ended with it.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Sends `signal` to process `pid`.
+pub fn send_signal(pid: u32, signal: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
 }
 
 impl Drop for Listening {

@@ -507,8 +507,7 @@ fn a_proxy_says_each_direction_of_the_last_second_apart() {
     std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     std::thread::spawn(move || std::io::Write::write_all(&mut client, &vec![2; 4 << 20]));
     std::thread::sleep(Duration::from_millis(2500));
-    let pid = rustix::process::Pid::from_raw(proxy.child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, Signal::USR1).unwrap();
+    send_signal(proxy.child.id(), Signal::USR1);
     let said = proxy.wait_for_stderr(" now; ");
     let line = said.lines().find(|line| line.contains(" now; ")).unwrap();
     // Each direction's own rate, not their sum.

@@ -164,8 +164,7 @@ impl Toxiproxy {
 
     /// Sends `signal` (shape only).
     pub fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
-        rustix::process::kill_process(pid, signal).unwrap();
+        send_signal(self.child.id(), signal);
     }
 
     /// Waits up to `most` for it to exit.

@@ -79,6 +79,11 @@ pub(super) struct Direction {
     wrote_any: bool,
     /// Nothing more is to be read: the input ended, or was cut.
     ended: bool,
+    /// An error met while a chunk gathered, after some of it came: it is
+    /// the next read's, since the system reports it once (a reset, then
+    /// the end of the stream), and lost it would turn a reset into an
+    /// orderly end.
+    met: Option<io::Error>,
     /// Nothing more is to be done: the other side's writing is shut, or
     /// the direction stalled and its input ended.
     done: bool,
@@ -154,6 +159,7 @@ impl Direction {
             read_any: false,
             wrote_any: false,
             ended: false,
+            met: None,
             done: false,
         }
     }
@@ -380,6 +386,9 @@ impl Direction {
         // holds no buffer at all.
         let want = want.min(scratch.len());
         let scratch = &mut scratch[..want];
+        if let Some(err) = self.met.take() {
+            return Err(err);
+        }
         loop {
             match from.read(scratch) {
                 Ok(0) => {
@@ -391,7 +400,8 @@ impl Direction {
                     return Ok(true);
                 }
                 Ok(n) => {
-                    let n = fill(from, scratch, n);
+                    let (n, met) = fill(from, scratch, n);
+                    self.met = met;
                     self.read_any = true;
                     if let Some(received) = &self.received {
                         received.fetch_add(n as u64, Ordering::Relaxed);
@@ -415,16 +425,26 @@ impl Direction {
 /// brings what the socket's receive buffer held, and buffers differ, while
 /// connections on one bucket take a turn per chunk: chunks cut short by a
 /// small buffer gave their connection less than its share (0.88 against
-/// 1.2 of it). An end or an error is met again at the next read.
-fn fill(from: &mut impl Read, buffer: &mut [u8], first: usize) -> usize {
+/// 1.2 of it). An end is met again at the next read; an error is
+/// returned, to be reported there, since the system reports it once.
+fn fill(from: &mut impl Read, buffer: &mut [u8], first: usize) -> (usize, Option<io::Error>) {
     let mut filled = first;
     while filled < buffer.len() {
         match from.read(&mut buffer[filled..]) {
             Ok(more) if more > 0 => filled += more,
-            _ => break,
+            Ok(_) => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                break;
+            }
+            Err(e) => return (filled, Some(e)),
         }
     }
-    filled
+    (filled, None)
 }
 
 /// The earlier of two moments, either of which may be missing.
@@ -710,11 +730,11 @@ mod tests {
         let mut buffer = [0; 100];
         let mut pieces = Pieces(vec![vec![2; 30], vec![3; 30], vec![4; 50]]);
         buffer[..30].fill(1);
-        assert_eq!(fill(&mut pieces, &mut buffer, 30), 100);
+        assert_eq!(fill(&mut pieces, &mut buffer, 30).0, 100);
         assert_eq!(&buffer[..90], [[1; 30], [2; 30], [3; 30]].concat());
         assert_eq!(pieces.0, [vec![4; 40]], "the rest waits for the next chunk");
         let mut dry = Pieces(Vec::new());
-        assert_eq!(fill(&mut dry, &mut buffer, 7), 7, "nothing more there");
+        assert_eq!(fill(&mut dry, &mut buffer, 7).0, 7, "nothing more there");
     }
 }
 

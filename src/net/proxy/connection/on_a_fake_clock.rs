@@ -18,6 +18,9 @@ const MS: u64 = 1_000_000;
 struct Memory {
     input: VecDeque<u8>,
     ended: bool,
+    /// A reset to report once its input is drained, as Linux reports
+    /// ECONNRESET: once, and then the end of the stream.
+    reset: bool,
     clock: Arc<FakeClock>,
     /// Each write: when, and how many bytes.
     writes: Vec<(u64, usize)>,
@@ -29,6 +32,7 @@ impl Memory {
         Memory {
             input: (0..input).map(|i| i as u8).collect(),
             ended,
+            reset: false,
             clock: clock.clone(),
             writes: Vec::new(),
             shut_at: None,
@@ -52,6 +56,10 @@ impl Memory {
 impl Read for Memory {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         if self.input.is_empty() {
+            if std::mem::take(&mut self.reset) {
+                self.ended = true;
+                return Err(io::ErrorKind::ConnectionReset.into());
+            }
             return match self.ended {
                 true => Ok(0),
                 false => Err(io::ErrorKind::WouldBlock.into()),
@@ -183,6 +191,29 @@ fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
         assert_eq!(to.out_by(t - 1), k * 250, "just before {t} ns");
     }
     assert_eq!(to.shut_at, Some(300 * MS), "the end passes on at once");
+}
+
+#[test]
+fn a_reset_met_while_a_chunk_gathers_is_a_reset_not_an_end() {
+    // Unlimited: the whole input is one read, and the reset comes in the
+    // read that would have gathered more into the same chunk.
+    let mut bench = Bench::new(Limit::Unlimited, 1, Duration::ZERO, Faults::default());
+    let (mut from, mut to) = bench.sides(100, false);
+    from.reset = true;
+    let mut failed = None;
+    for _ in 0..10 {
+        match bench.step(&mut from, &mut to) {
+            Ok(_) if bench.direction.done() => break,
+            Ok(_) => {}
+            Err(failure) => {
+                failed = Some(failure);
+                break;
+            }
+        }
+    }
+    let failure = failed.expect("the reset is a failure");
+    assert_eq!(failure.err.kind(), io::ErrorKind::ConnectionReset);
+    assert_eq!(to.shut_at, None, "never an orderly end");
 }
 
 #[test]
