@@ -178,7 +178,7 @@ _shape() {
                     return 0
                     ;;
                 --generate)
-                    COMPREPLY=($(compgen -W "man bash zsh fish elvish powershell" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "man bash zsh fish elvish powershell toxics" -- "${cur}"))
                     return 0
                     ;;
                 *)

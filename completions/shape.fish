@@ -40,7 +40,8 @@ bash\t''
 zsh\t''
 fish\t''
 elvish\t''
-powershell\t''"
+powershell\t''
+toxics\t'README\'s table of `--serve`\'s toxics, from the one table of them'"
 complete -c shape -s l -l lines -d 'Count lines instead of bytes: the rate, burst, sizes, progress and stats are in lines, and a line leaves whole, once paid for'
 complete -c shape -s 0 -l null -d 'Count records ending in a NUL byte (as find -print0 writes them) instead of bytes, as --lines counts lines'
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'

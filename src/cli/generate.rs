@@ -25,6 +25,12 @@ fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
         Generated::Fish => Shell::Fish,
         Generated::Elvish => Shell::Elvish,
         Generated::Powershell => Shell::PowerShell,
+        Generated::Toxics => {
+            for row in crate::serve::toxics::readme_rows() {
+                writeln!(out, "{row}")?;
+            }
+            return Ok(());
+        }
     };
     clap_complete::generate(shell, &mut command(), "shape", out);
     Ok(())
@@ -37,13 +43,67 @@ fn write_man(out: &mut dyn Write) -> io::Result<()> {
     out.write_all(SYNOPSIS.as_bytes())?;
     man.render_description_section(out)?;
     man.render_options_section(out)?;
-    out.write_all(MAN_SECTIONS.as_bytes())?;
+    let sections = MAN_SECTIONS.replace("@TOXICS@\n", &toxics_for_the_man_page());
+    out.write_all(sections.as_bytes())?;
     man.render_version_section(out)
 }
 
 /// The command as the generated files describe it: with the package's
 /// version alone, not the commit of the checkout that built it, so that
 /// the committed files stay the same from commit to commit.
+/// The man page's list of `--serve`'s toxics, from the one table of them:
+/// each kind with its attributes and units, and what shape does with it.
+pub fn toxics_for_the_man_page() -> String {
+    use crate::serve::toxics::{TOXICS, signature};
+    // The table's Markdown quotes, in bold.
+    let roff = |text: String| {
+        let mut bold = false;
+        text.chars()
+            .map(|c| match c {
+                '`' => {
+                    bold = !bold;
+                    if bold { "\\fB" } else { "\\fR" }.to_string()
+                }
+                '-' => "\\-".to_string(),
+                c => c.to_string(),
+            })
+            .collect::<String>()
+    };
+    let item = |text: String| format!(".IP \\(bu 2\n{}\n", roff(text));
+    let mut man = String::from(
+        "The toxics, each per connection and per stream, \\fBtoxicity\\fR drawn once per \
+         connection:\n",
+    );
+    for row in TOXICS.iter().filter(|row| !row.extra) {
+        man.push_str(&item(format!("{}: {}.", signature(row), row.does)));
+    }
+    man.push_str(".PP\nBeyond toxiproxy:\n");
+    for row in TOXICS {
+        if let Some((does, _)) = row.extras {
+            let extras: Vec<String> = row
+                .attributes
+                .iter()
+                .filter(|a| a.extra)
+                .map(|a| format!("`{}` ({})", a.name, a.unit.said()))
+                .collect();
+            man.push_str(&item(format!(
+                "{} on `{}`: {does}.",
+                extras.join(", "),
+                row.kind.name()
+            )));
+        }
+    }
+    for row in TOXICS.iter().filter(|row| row.extra) {
+        man.push_str(&item(format!("{}: {}.", signature(row), row.does)));
+    }
+    man.push_str(&item(
+        "`POST /proxies` takes `\"toxics\": [...]`, in force before the first connection."
+            .to_string(),
+    ));
+    man.push_str(".PP\n");
+    man
+}
+
 fn command() -> clap::Command {
     Cli::command().version(env!("CARGO_PKG_VERSION"))
 }
@@ -141,8 +201,7 @@ Every route is there: \fB/proxies\fR, \fB/proxies/\fR\fINAME\fR, its \fB/toxics\
 Each proxy has its own listener, all on one event loop; the API answers on a thread of its own, so that no API client holds up the data.
 A change is in force when it is answered: a disabled proxy refuses, a toxic added, changed or removed applies to the open connections too.
 .PP
-The toxics, each per connection and per stream, \fBtoxicity\fR drawn once per connection: \fBlatency\fR (latency, jitter, ms), \fBbandwidth\fR (rate in KB/s of 1000 bytes, exact, with no burst beyond one chunk of 5 ms), \fBslow_close\fR (delay, ms), \fBtimeout\fR (ms; nothing passes, and the connection closes after it, or never with 0; removing it closes the connection), \fBreset_peer\fR (timeout, ms; what comes is dropped and both sides are reset), \fBslicer\fR (average_size, size_variation, bytes; delay, microseconds), \fBlimit_data\fR (bytes), \fBnoop\fR.
-Beyond toxiproxy: \fB"shared": 1\fR on \fBbandwidth\fR holds all of a proxy's connections to the one rate (with \fB"burst"\fR in KB if given); \fBloss\fR and \fBcorrupt\fR (\fBprobability\fR, 0 to 1) lose blocks of 1 KiB and flip bits as \fB\-\-drop\fR and \fB\-\-corrupt\fR do; \fBPOST /proxies\fR takes \fB"toxics": [...]\fR, in force before the first connection.
+@TOXICS@
 Each direction of a connection holds at most 4 MiB under latency, so that memory stays bounded with many connections.
 .PP
 No web page can drive the API: a request is refused (403) if its User-Agent is a browser's (toxiproxy's rule: it begins with \fBMozilla/\fR), if it carries an \fBOrigin\fR other than the API's own, if \fBSec\-Fetch\-Site\fR says \fBcross\-site\fR or \fBsame\-site\fR, or, when the API listens on loopback, if its \fBHost\fR is not a loopback address, \fBlocalhost\fR or the host given to \fB\-\-serve\fR (DNS rebinding).

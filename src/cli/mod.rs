@@ -327,6 +327,8 @@ pub enum Generated {
     Fish,
     Elvish,
     Powershell,
+    /// README's table of `--serve`'s toxics, from the one table of them.
+    Toxics,
 }
 
 impl Cli {

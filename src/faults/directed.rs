@@ -39,6 +39,16 @@ impl<T: std::str::FromStr<Err = String> + Clone> std::str::FromStr for Directed<
 }
 
 impl<T: Clone> Directed<T> {
+    /// `value` for both directions, made by shape rather than written by
+    /// a user (a toxic's): it has no text to send on.
+    pub fn both(value: T) -> Directed<T> {
+        Directed {
+            up: Some(Some(value.clone())),
+            down: Some(Some(value)),
+            text: String::new(),
+        }
+    }
+
     /// What this says of `direction`: nothing (not given for it), off
     /// (`Some(None)`), or a value.
     pub fn of(&self, direction: Way) -> Option<Option<T>> {

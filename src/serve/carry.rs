@@ -8,9 +8,8 @@
 //! connection's plan closes it after the timeout.
 
 use super::model::Toxic;
-use crate::faults::Change;
-use crate::slowlink::LONGEST_DELAY;
-use serde_json::Value;
+use super::toxics::{Attributes, Kind};
+use crate::faults::{Bytes, Change, Directed, Probability, Slice, Span, Trigger};
 use shape_bucket::{Limit, MAX_BURST, Rate};
 use std::time::Duration;
 
@@ -37,99 +36,76 @@ pub enum Effect {
     Hold { close_after: Option<Duration> },
 }
 
-/// The longest time a toxic's attribute gives, in milliseconds: shape's
-/// longest delay, an hour. Longer times are an hour.
-const LONGEST_MS: u64 = LONGEST_DELAY.as_millis() as u64;
-
-/// What `toxic` asks of the stream it is on. Any attributes the model let
-/// through give an effect: out-of-range values are taken to the nearest
-/// that shape can carry out (a time of at most an hour, a rate of at most
-/// 2^47 bytes a second, beyond which it is unlimited).
+/// What `toxic` asks of the stream it is on, made from its attributes as
+/// their units say. Any attributes the model let through give an effect:
+/// out-of-range values are taken to the nearest that shape can carry out
+/// (a time of at most an hour, a rate of at most 2^47 bytes a second,
+/// beyond which it is unlimited).
 pub fn effect(toxic: &Toxic) -> Effect {
-    let number = |name: &str| {
-        toxic
-            .attributes
-            .get(name)
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-            .max(0) as u64
-    };
-    let ms = |name: &str| number(name).min(LONGEST_MS);
-    let faults = |flags: &[(&str, String)]| {
-        Effect::Faults(
-            flags
-                .iter()
-                .filter_map(|(name, value)| Change::parse(name, value).ok())
-                .collect(),
-        )
-    };
-    match toxic.kind.as_str() {
-        "latency" => Effect::Delay {
-            delay: Duration::from_millis(ms("latency")),
-            jitter: Duration::from_millis(ms("jitter")),
+    let given = Attributes::of(toxic.kind, &toxic.attributes);
+    match toxic.kind {
+        Kind::Latency => Effect::Delay {
+            delay: given.time("latency"),
+            jitter: given.time("jitter"),
         },
-        "bandwidth" => match Rate::from_whole(number("rate").saturating_mul(1000)) {
+        Kind::Bandwidth => match Rate::from_whole(given.bytes_per_second("rate")) {
             // 0 passes everything through, as in toxiproxy; so does a rate
             // beyond any link's.
             None => Effect::Nothing,
             Some(rate) => Effect::Limit {
                 limit: Limit::Rate(rate),
-                burst: toxic
-                    .attributes
-                    .contains_key("burst")
-                    .then(|| number("burst").saturating_mul(1000).clamp(1, MAX_BURST)),
-                shared: number("shared") != 0,
+                burst: given
+                    .kilobytes("burst")
+                    .map(|burst| burst.clamp(1, MAX_BURST)),
+                shared: given.flag("shared"),
             },
         },
-        "slow_close" => faults(&[("slow-close", format!("{}ms", ms("delay")))]),
-        "timeout" => Effect::Hold {
-            close_after: match ms("timeout") {
-                0 => None,
-                ms => Some(Duration::from_millis(ms)),
-            },
+        Kind::SlowClose => Effect::Faults(vec![Change::SlowClose(both(Span(given.time("delay"))))]),
+        Kind::Timeout => Effect::Hold {
+            close_after: Some(given.time("timeout")).filter(|t| !t.is_zero()),
         },
         // What comes is dropped, and the reset is at the first byte, or
         // after the timeout (counted from the toxic's start: toxiproxy
         // counts from the first byte).
-        "reset_peer" => match ms("timeout") {
-            0 => faults(&[("reset-after", "0".into())]),
-            timeout => faults(&[
-                ("stall-after", "0".into()),
-                ("reset-after", format!("{timeout}ms")),
+        Kind::ResetPeer => match given.time("timeout") {
+            Duration::ZERO => Effect::Faults(vec![Change::ResetAfter(both(Trigger::Bytes(0)))]),
+            timeout => Effect::Faults(vec![
+                Change::StallAfter(both(Trigger::Bytes(0))),
+                Change::ResetAfter(both(Trigger::After(timeout))),
             ]),
         },
-        "slicer" => {
-            let size = number("average_size").max(1);
-            let variation = number("size_variation").min(size - 1);
-            let pause = number("delay").min(LONGEST_MS * 1000);
-            faults(&[
-                ("slice", format!("{size}:{variation}")),
-                ("slice-pause", format!("{pause}us")),
+        Kind::Slicer => {
+            let size = given.bytes("average_size").max(1);
+            let variation = given.bytes("size_variation").min(size - 1);
+            Effect::Faults(vec![
+                Change::Slice(both(Slice { size, variation })),
+                Change::SlicePause(both(Span(given.time("delay")))),
             ])
         }
-        "limit_data" => faults(&[("cut-after", number("bytes").to_string())]),
-        "loss" | "corrupt" => {
-            let chance = toxic
-                .attributes
-                .get("probability")
-                .and_then(Value::as_f64)
-                .unwrap_or(0.0)
-                .clamp(0.0, 1.0);
-            let name = match toxic.kind.as_str() {
-                "loss" => "drop",
-                _ => "corrupt",
-            };
-            faults(&[(name, chance.to_string())])
+        Kind::LimitData => {
+            Effect::Faults(vec![Change::CutAfter(both(Bytes(given.bytes("bytes"))))])
         }
-        _ => Effect::Nothing,
+        Kind::Noop => Effect::Nothing,
+        Kind::Loss => Effect::Faults(vec![Change::Drop(both(Probability(
+            given.probability("probability"),
+        )))]),
+        Kind::Corrupt => Effect::Faults(vec![Change::Corrupt(both(Probability(
+            given.probability("probability"),
+        )))]),
     }
+}
+
+/// `value` for the stream a toxic is on: its effect is given to that
+/// stream's direction alone, so it holds for whichever asks.
+fn both<T: Clone>(value: T) -> Directed<T> {
+    Directed::both(value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::faults::Way;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn toxic(kind: &str, attributes: Value) -> Toxic {
         Toxic {
@@ -137,7 +113,7 @@ mod tests {
             name: format!("{kind}_downstream"),
             id: 0,
             revision: 0,
-            kind: kind.into(),
+            kind: Kind::named(kind).unwrap(),
             stream: "downstream".into(),
             toxicity: 1.0,
         }

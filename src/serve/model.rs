@@ -4,7 +4,7 @@
 //! without sockets. The server carries a change out on its event loop
 //! after this has accepted it.
 
-use super::toxics::{BadAttribute, defaults, merge};
+use super::toxics::{BadAttribute, Kind, merge};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -66,7 +66,7 @@ pub struct Toxic {
     pub attributes: Map<String, Value>,
     pub name: String,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: Kind,
     /// `upstream` or `downstream`, in any case, as given.
     pub stream: String,
     /// Written as toxiproxy writes it: `1`, `0.5`.
@@ -209,7 +209,7 @@ impl Model {
         toxic.revision += 1;
         if let Some(attributes) = attributes_given(given)? {
             let mut merged = toxic.attributes.clone();
-            merge(&toxic.kind, &mut merged, attributes)?;
+            merge(toxic.kind, &mut merged, attributes)?;
             toxic.attributes = merged;
         }
         if let Some(toxicity) = given.get("toxicity") {
@@ -273,16 +273,17 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         ));
     }
     let kind = text("type", "")?;
+    let kind = Kind::named(&kind).ok_or_else(|| ApiError::new("invalid toxic type", 400))?;
     let mut name = text("name", "")?;
     if name.is_empty() {
-        name = format!("{kind}_{stream}");
+        name = format!("{}_{stream}", kind.name());
     }
-    let mut attributes = defaults(&kind).ok_or_else(|| ApiError::new("invalid toxic type", 400))?;
+    let mut attributes = kind.defaults();
     if proxy.toxics.iter().any(|t| t.name == name) {
         return Err(ApiError::new("toxic already exists", 409));
     }
     if let Some(given) = attributes_given(given)? {
-        merge(&kind, &mut attributes, given)?;
+        merge(kind, &mut attributes, given)?;
     }
     let toxicity = given
         .get("toxicity")
@@ -467,7 +468,7 @@ mod tests {
         );
         assert_eq!(
             model.delete_toxic("p", "latency_downstream").unwrap().kind,
-            "latency"
+            super::Kind::Latency
         );
         assert_eq!(
             model

@@ -564,7 +564,7 @@ mod fuzz {
                     names.dedup();
                     prop_assert_eq!(names.len(), all, "names unique");
                     for toxic in &proxy.toxics {
-                        prop_assert!(super::super::toxics::defaults(&toxic.kind).is_some());
+                        prop_assert!(super::super::toxics::Kind::named(toxic.kind.name()).is_some());
                         prop_assert!(toxic.toxicity.is_finite());
                     }
                 }

@@ -11,7 +11,7 @@ use super::carry::{Effect, effect};
 use super::model::Toxic;
 use crate::bucket::Bucket;
 use crate::conditions::Now;
-use crate::faults::{Change, Way};
+use crate::faults::{Change, Directed, Trigger, Way};
 use crate::net::proxy::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
@@ -153,7 +153,7 @@ impl Sum {
     /// The plan of a direction `way` shaped by this sum.
     fn plan(mut self, way: Way) -> WayPlan {
         if self.holds {
-            let stall = Change::parse("stall-after", "0s").expect("a valid value");
+            let stall = Change::StallAfter(Directed::both(Trigger::After(Duration::ZERO)));
             self.add(&Sum {
                 changes: vec![stall],
                 ..Sum::default()
@@ -361,12 +361,13 @@ mod tests {
     use serde_json::{Value, json};
 
     fn toxic(id: u64, kind: &str, stream: &str, toxicity: f64, attributes: Value) -> Toxic {
+        let kind = crate::serve::toxics::Kind::named(kind).unwrap();
         Toxic {
             id,
             revision: 0,
             attributes: attributes.as_object().unwrap().clone(),
-            name: format!("{kind}_{id}"),
-            kind: kind.into(),
+            name: format!("{}_{id}", kind.name()),
+            kind,
             stream: stream.into(),
             toxicity,
         }
@@ -500,15 +501,14 @@ mod tests {
         /// shaped by it: nothing panics, every bucket can be made.
         #[test]
         fn any_attributes_give_a_plan_a_connection_can_take(
-            kind in proptest::sample::select(vec![
-                "latency", "bandwidth", "slow_close", "timeout", "reset_peer",
-                "slicer", "limit_data", "noop", "loss", "corrupt",
-            ]),
+            kind in proptest::sample::select(
+                crate::serve::toxics::TOXICS.iter().map(|row| row.kind).collect::<Vec<_>>()
+            ),
             numbers in proptest::collection::vec(proptest::num::i64::ANY, 4),
             probability in 0.0..=1.0f64,
             toxicity in proptest::num::f64::NORMAL,
         ) {
-            let mut attributes = crate::serve::toxics::defaults(kind).unwrap();
+            let mut attributes = kind.defaults();
             let names: Vec<String> = attributes.keys().cloned().collect();
             for (name, number) in names.iter().zip(&numbers) {
                 let value = match name.as_str() {
@@ -523,8 +523,8 @@ mod tests {
                 id: 1,
                 revision: 0,
                 attributes,
-                name: kind.into(),
-                kind: kind.into(),
+                name: kind.name().into(),
+                kind,
                 stream: "downstream".into(),
                 toxicity,
             }];
