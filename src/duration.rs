@@ -4,6 +4,12 @@
 
 use std::time::Duration;
 
+/// The lesser of two amounts, either of which may be missing (a moment
+/// never reached, a limit not set): the earlier of two deadlines.
+pub fn least<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    a.into_iter().chain(b).min()
+}
+
 /// What one flag accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Accepted {
@@ -71,6 +77,14 @@ pub fn nanos(span: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_least_of_two_that_may_be_missing() {
+        assert_eq!(least(Some(3), Some(2)), Some(2));
+        assert_eq!(least(None, Some(2)), Some(2));
+        assert_eq!(least(Some(3), None), Some(3));
+        assert_eq!(least::<u64>(None, None), None);
+    }
 
     const SPAN: Accepted = Accepted {
         least: Duration::from_millis(10),

@@ -49,6 +49,19 @@ impl Passed {
     }
 }
 
+/// How long a share's `--status` watches what its shapes spend.
+pub const STATUS_WATCH: Duration = Duration::from_millis(500);
+
+/// How fast the count that `read` gives grows, per second, watched over
+/// [`STATUS_WATCH`] (a count that went back, as a Redis started afresh
+/// may, grew by nothing).
+pub fn growth<E>(mut read: impl FnMut() -> Result<u64, E>) -> Result<f64, E> {
+    let (before, started) = (read()?, Instant::now());
+    std::thread::sleep(STATUS_WATCH);
+    let grown = read()?.saturating_sub(before);
+    Ok(grown as f64 / started.elapsed().as_secs_f64())
+}
+
 /// How long "lately" is.
 const RECENT: Duration = Duration::from_secs(1);
 /// The slices of time it is kept in: tenths of a second.

@@ -86,13 +86,10 @@ fn check(cli: &Cli) -> anyhow::Result<Asked> {
     let size = count_of("--size <SIZE>", &cli.size)?;
     let faults = cli.faults(Way::Down);
     // Cutting a stream after SIZE bytes is stopping after them.
-    let stop_after = match (
+    let stop_after = crate::duration::least(
         count_of("--stop-after <SIZE>", &cli.stop_after)?,
         faults.cut_after,
-    ) {
-        (Some(stop), Some(cut)) => Some(stop.min(cut)),
-        (stop, cut) => stop.or(cut),
-    };
+    );
     Ok(Asked {
         start,
         faults,

@@ -4,10 +4,6 @@
 use crate::control::fleet::{self, RedisShare};
 use crate::control::{ControlDir, Settings, ShareName, share};
 use crate::exit::Exit;
-use std::time::{Duration, Instant};
-
-/// How long `--status` watches the share to say what it spends.
-const WATCH: Duration = Duration::from_millis(500);
 
 /// The share's settings and what its shapes spend together, measured over
 /// half a second.
@@ -20,10 +16,8 @@ pub fn status(name: &ShareName) -> anyhow::Result<Exit> {
         }
     };
     let (bucket, counting) = share::find(&ControlDir::open()?, name)?;
-    let (before, started) = (bucket.spent(), Instant::now());
-    std::thread::sleep(WATCH);
-    let spent = bucket.spent().wrapping_sub(before) / counting.tokens_per_unit();
-    let used = spent as f64 / started.elapsed().as_secs_f64();
+    let spent = crate::throughput::growth(|| Ok::<_, std::convert::Infallible>(bucket.spent()));
+    let used = spent.unwrap_or_default() / counting.tokens_per_unit() as f64;
     let in_hand = bucket.available().max(0) as u64;
     println!(
         "share {name}: {}; in use {}; {} in hand",

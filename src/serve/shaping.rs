@@ -11,6 +11,7 @@ use super::carry::{Effect, effect};
 use super::model::Toxic;
 use crate::bucket::Bucket;
 use crate::conditions::Now;
+use crate::duration::least;
 use crate::faults::{Change, Directed, Trigger, Way};
 use crate::net::proxy::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use crate::slowlink::SlowLink;
@@ -144,10 +145,7 @@ impl Sum {
             self.changes.push(change.clone());
         }
         self.holds |= other.holds;
-        self.close_after = match (self.close_after, other.close_after) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        self.close_after = least(self.close_after, other.close_after);
     }
 
     /// The plan of a direction `way` shaped by this sum.
@@ -316,10 +314,7 @@ impl Rules for ToxicRules {
         let (down, down_closes) = self.way(Way::Down, luck);
         Ok(Plan {
             ways: [up, down],
-            close_after: match (up_closes, down_closes) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
+            close_after: least(up_closes, down_closes),
         })
     }
 

@@ -36,7 +36,6 @@ use member::Identity;
 use plan::{Event, Plan};
 use shape_bucket::{Clock, Limit, MonotonicClock};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use store::Store;
 
 /// What spending from a fleet's share does while Redis cannot be reached.
@@ -208,13 +207,9 @@ pub mod commands {
     pub fn status(share: &RedisShare) -> Result<String, FleetError> {
         let fail = |why: StoreError| FleetError::new(share, why);
         let (mut store, held) = existing(share)?;
-        let before = store.granted().map_err(fail)?;
-        let started = Instant::now();
-        std::thread::sleep(Duration::from_millis(500));
-        let granted = store.granted().map_err(fail)?.saturating_sub(before);
+        let granted = crate::throughput::growth(|| store.granted()).map_err(fail)?;
         let members = store.members().map_err(fail)?;
-        let per_unit = held.counting.tokens_per_unit() as f64;
-        let used = granted as f64 / per_unit / started.elapsed().as_secs_f64();
+        let used = granted / held.counting.tokens_per_unit() as f64;
         let shapes = if members == 1 { "shape" } else { "shapes" };
         let cluster = match store.in_a_cluster() {
             true => "; on a Redis Cluster",

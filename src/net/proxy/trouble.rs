@@ -134,10 +134,7 @@ impl Trouble {
 
     /// The next moment a fault strikes by time, if one will.
     pub(super) fn deadline(&self) -> Option<u64> {
-        match (self.stall_at, self.reset_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        crate::duration::least(self.stall_at, self.reset_at)
     }
 
     /// What was done, if any fault that is counted was asked for.

@@ -7,6 +7,7 @@ use super::trouble::Trouble;
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::conditions::{Conditions, Watch};
+use crate::duration::least;
 use crate::faults::{ResetStruck, Way, drop_block};
 use crate::slowlink::{Line, SlowLink};
 use crate::throughput::Throughput;
@@ -246,7 +247,7 @@ impl Direction {
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
-        Ok(earliest(earliest(tokens, paused.or(release)), strikes))
+        Ok(least(least(tokens, paused.or(release)), strikes))
     }
 
     /// Ends the direction once all its data is out: the other side's
@@ -445,14 +446,6 @@ fn fill(from: &mut impl Read, buffer: &mut [u8], first: usize) -> (usize, Option
         }
     }
     (filled, None)
-}
-
-/// The earlier of two moments, either of which may be missing.
-pub(super) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// A client, its server, both directions, and what shapes each.
@@ -668,7 +661,7 @@ impl Connection {
             &down.passed,
             scratch,
         )?;
-        self.wake_at = earliest(earliest(up, down), self.close_at);
+        self.wake_at = least(least(up, down), self.close_at);
         Ok(())
     }
 
