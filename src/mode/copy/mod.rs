@@ -2,6 +2,9 @@
 //! run's own or a share's), to standard output or a connection, directly
 //! or through a delay line, with progress, live controls and `--stats`.
 
+mod destination;
+mod stats;
+
 use super::input::Input;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use super::{UsageError, warn};
@@ -22,8 +25,9 @@ use crate::progress::{Printer, Reporter};
 use crate::slowlink::SlowLink;
 use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
+use destination::{conditions, copy_failed, open_output, output, strike_in_time, write_failed};
+use shape_bucket::MonotonicClock;
 use shape_bucket::units::Quantity;
-use shape_bucket::{Limit, MonotonicClock};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -48,14 +52,14 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
 }
 
 /// What the command line asks of a copy, checked.
-struct Asked {
-    start: Start,
+pub(super) struct Asked {
+    pub(super) start: Start,
     /// The faults of the one direction a copy has.
-    faults: Faults,
+    pub(super) faults: Faults,
     size: Option<u64>,
     /// `--stop-after`, or `--cut-after` if that is less.
     stop_after: Option<u64>,
-    seed: u64,
+    pub(super) seed: u64,
 }
 
 /// Checks what only a proxy may be asked, and reads the amounts in the
@@ -130,6 +134,20 @@ enum Ending {
     },
     /// `--reset-after` struck, by time or at its byte.
     Reset,
+}
+
+impl Ending {
+    /// This, where a write that failed because `--reset-after` struck is
+    /// the reset it asked for.
+    fn reset_struck(self) -> Ending {
+        match self {
+            Ending::Copied {
+                failed: Some(CopyError::Write(err)),
+                ..
+            } if ResetStruck::is(&err) => Ending::Reset,
+            ending => ending,
+        }
+    }
 }
 
 /// Opens everything a copy needs, starts its live controls, and the
@@ -281,6 +299,17 @@ fn copy(cli: &Cli, asked: &Asked, set: &mut SetUp) -> Ending {
     }
 }
 
+/// Resets the output, as `--reset-after` asked: closes it with a reset
+/// (if it is a socket), and says so.
+fn reset(cli: &Cli, resetter: Option<&File>) {
+    if let Some(output) = resetter {
+        reset_on_close(output);
+    }
+    if !cli.quiet {
+        eprintln!("shape: reset, as --reset-after asked");
+    }
+}
+
 /// Winds the copy up after `ending`: writes out what the delay line holds
 /// and closes the output (a reset closes it at once), gives back a
 /// fleet's share, says what the faults did and `--stats`.
@@ -298,21 +327,9 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
         ..
     } = set;
     let faults = &asked.faults;
-    let ending = match ending {
-        Ending::Copied {
-            failed: Some(CopyError::Write(err)),
-            ..
-        } if ResetStruck::is(&err) => Ending::Reset,
-        ending => ending,
-    };
-    let (exit, tally) = match ending {
+    let (exit, tally) = match ending.reset_struck() {
         Ending::Reset => {
-            if let Some(output) = &resetter {
-                reset_on_close(output);
-            }
-            if !cli.quiet {
-                eprintln!("shape: reset, as --reset-after asked");
-            }
+            reset(cli, resetter.as_ref());
             // The copy may still be in the middle of a write: what the
             // faults did is said if it can be had now.
             (Exit::Reset, output.tally_if_free())
@@ -321,16 +338,13 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
             failed: Some(failure),
             ..
         } => {
-            let err = match failure {
-                CopyError::Damaged(_) => anyhow!(crate::bucket::damage_line(&bucket)),
-                CopyError::Write(err) | CopyError::Read(err) => {
-                    return Err(write_failed(err, &output_name, registration, reporter));
-                }
-            };
-            if let Some(reporter) = reporter {
-                reporter.finish();
-            }
-            return Err(err);
+            return Err(copy_failed(
+                failure,
+                &bucket,
+                &output_name,
+                registration,
+                reporter,
+            ));
         }
         Ending::Copied {
             all_read,
@@ -369,320 +383,12 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
         eprintln!("{line}");
     }
     if cli.stats && !cli.quiet {
-        let (limit, burst) = bucket.limit_and_burst();
-        let stats = Stats {
-            counting: asked.start.counting,
-            count: forwarded.total(),
-            dropped: tally.map_or(0, |tally| tally.dropped_bytes),
-            seconds: started.elapsed().as_secs_f64(),
-            limit,
-            burst,
-            written: cli
-                .rate
-                .as_ref()
-                .filter(|_| limit == asked.start.limit)
-                .map(|rate| rate.text.as_str()),
-        };
-        let mut line = stats.line();
-        if faults.alter() || !cli.jitter.unwrap_or_default().is_zero() {
-            line += &format!("; seed {}", asked.seed);
-        }
-        eprintln!("{line}");
+        let dropped = tally.map_or(0, |tally| tally.dropped_bytes);
+        eprintln!(
+            "{}",
+            stats::line(cli, asked, &bucket, &forwarded, dropped, started)
+        );
     }
     drop(registration);
     Ok(exit)
-}
-
-/// A write that failed. The reader downstream went away: die of SIGPIPE
-/// at once, as cat and pv do, without a last word; any other failure ends
-/// the bar first and is said.
-fn write_failed(
-    err: io::Error,
-    output_name: &str,
-    registration: Option<Registration>,
-    reporter: Option<Reporter>,
-) -> anyhow::Error {
-    if err.kind() == io::ErrorKind::BrokenPipe {
-        drop(registration);
-        die_of_sigpipe();
-    }
-    if let Some(reporter) = reporter {
-        reporter.finish();
-    }
-    anyhow!(err).context(format!("write to {output_name}"))
-}
-
-/// The output asked for, and its name for messages: a connection, or
-/// standard output.
-fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
-    match &cli.connect {
-        Some(address) => {
-            let timeout = cli.connect_timeout.unwrap_or(CONNECT_TIMEOUT);
-            let connection = address
-                .connect(timeout)
-                .with_context(|| format!("connect to {address}"))?;
-            Ok((connection, address.to_string()))
-        }
-        None => {
-            // Checked before anything is read, so that input is never
-            // taken and thrown away into the runtime's stand-in.
-            if crate::started::stdout_was_closed() {
-                return Err(anyhow!(
-                    "standard output is closed: give shape somewhere to write ('>/dev/null' \
-                     throws it away)"
-                ));
-            }
-            let stdout = io::stdout()
-                .as_fd()
-                .try_clone_to_owned()
-                .context("standard output")?;
-            Ok((File::from(stdout), "stdout".to_string()))
-        }
-    }
-}
-
-/// What a copy's conditions are at start, and what of them may change
-/// while it runs: faults only if it started with some or with a delay,
-/// which put it on the path that looks for them (not splice), and the
-/// delay only if it started with one.
-fn conditions(cli: &Cli) -> Arc<Conditions> {
-    let link = cli.slow_link();
-    let delayed = cli.delay.is_some();
-    let faulty = !cli.fault_changes().is_empty() || delayed;
-    let now = Now {
-        faults: [Faults::default(), cli.faults(Way::Down)],
-        delay: link.delay,
-        jitter: link.jitter,
-    };
-    let fixed = Fixed {
-        faults: (!faulty).then_some(
-            "this copy started without faults or --delay, on a path that does not look for \
-             them: start it with one ('--drop 0' will do)",
-        ),
-        ends: Some(
-            "a copy takes --stall-after, --reset-after, --cut-after and --slow-close at start; \
-             a proxy changes them live",
-        ),
-        delay: (!delayed).then_some("this copy started without --delay ('--delay 0' will do)"),
-    };
-    Arc::new(Conditions::fixing(now, fixed))
-}
-
-/// `file` as the pump's output: through a delay line if the link delays
-/// (or may come to), holding at most what the link's capacity says at the
-/// bucket's settings of the moment, and doing the faults of `conditions`
-/// (drawn from `seed`) if there may be any.
-fn output(
-    cli: &Cli,
-    file: File,
-    bucket: &Arc<Bucket>,
-    forwarded: &Arc<Throughput>,
-    (conditions, seed): (&Arc<Conditions>, u64),
-) -> anyhow::Result<Output> {
-    let drop_block = drop_block(match cli.counting() {
-        Counting::Bytes => {
-            let (limit, burst) = bucket.limit_and_burst();
-            chunk_size(limit, burst)
-        }
-        Counting::Lines | Counting::Nul => MAX_CHUNK,
-    });
-    let faults = conditions.now().faults(Way::Down);
-    // A copy that has faults, or may come to, looks at every write.
-    let with_faults = |output: Output| match conditions.faults_may_change() {
-        true => output.with_faults(Mischief::new(faults, seed, drop_block), conditions.clone()),
-        false => output,
-    };
-    let link = cli.slow_link();
-    if cli.delay.is_none() {
-        return Ok(with_faults(Output::direct(file)));
-    }
-    let bucket = bucket.clone();
-    let now = conditions.clone();
-    let capacity = Box::new(move || {
-        let (limit, burst) = bucket.limit_and_burst();
-        let now = now.now();
-        SlowLink {
-            delay: now.delay,
-            jitter: now.jitter,
-            ..link
-        }
-        .capacity(limit, burst)
-    });
-    let units_of: UnitsOf = match cli.counting().terminator() {
-        None => Box::new(|chunk: &[u8]| chunk.len() as u64),
-        Some(end) => {
-            Box::new(move |chunk: &[u8]| chunk.iter().filter(|&&byte| byte == end).count() as u64)
-        }
-    };
-    let counts = (forwarded.clone(), units_of);
-    // The jitter's draws, apart from the faults'.
-    let line = link.line(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let line = DelayedOutput::start(file, line, capacity, MonotonicClock, counts)
-        .context("start the delay line")?;
-    Ok(with_faults(Output::delayed(line)))
-}
-
-/// Starts the timers of a stall or reset that counts time. A reset is
-/// told to the copy's owner, which winds the copy up.
-fn strike_in_time(faults: &Faults, struck: &Arc<Struck>, ending: Sender<Ending>) {
-    if let Some(after) = faults.stall_after.and_then(Trigger::time) {
-        let struck = struck.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(after);
-            struck.stalled.store(true, Ordering::Relaxed);
-        });
-    }
-    if let Some(after) = faults.reset_after.and_then(Trigger::time) {
-        let struck = struck.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(after);
-            struck.reset.store(true, Ordering::Relaxed);
-            let _ = ending.send(Ending::Reset);
-        });
-    }
-}
-
-/// What the `--stats` line reports.
-struct Stats<'a> {
-    counting: Counting,
-    /// Units paid for and passed on (records, or bytes), dropped or not.
-    count: u64,
-    /// Bytes of them that `--drop` lost.
-    dropped: u64,
-    seconds: f64,
-    limit: Limit,
-    burst: u64,
-    /// The rate as the user wrote it, while it is the limit in force.
-    written: Option<&'a str>,
-}
-
-/// The unit a rate is written in, to tell `40Mbit` (worth saying as
-/// written) from `1MiB` (as shape would say it, `1.00 MiB/s`); empty for
-/// a plain number, which is in the unit shape counts.
-fn unit_of(rate: &str) -> String {
-    let unit: String = rate
-        .chars()
-        .filter(|c| !(c.is_ascii_digit() || *c == '.' || *c == ' '))
-        .collect::<String>()
-        .to_ascii_lowercase();
-    unit.strip_suffix("/s").unwrap_or(&unit).to_string()
-}
-
-impl Stats<'_> {
-    /// The summary: what passed (and what of it was dropped), and an
-    /// average that says what it is, beside the limit (in the user's own
-    /// words too) and the burst that may lift an average above it.
-    fn line(&self) -> String {
-        let counting = self.counting;
-        let average = if self.seconds > 0.0 {
-            self.count as f64 / self.seconds
-        } else {
-            0.0
-        };
-        let limit = match (self.limit, self.written) {
-            (Limit::Unlimited, _) => "no limit".to_string(),
-            (limit, written) => {
-                let shown = counting.show_limit(limit);
-                let limit = match written {
-                    Some(text) if !unit_of(text).is_empty() && unit_of(text) != unit_of(&shown) => {
-                        format!("{text} ({shown})")
-                    }
-                    _ => shown,
-                };
-                format!(
-                    "limit {limit} plus a {} burst",
-                    counting.show_tokens(self.burst)
-                )
-            }
-        };
-        let passed = match (self.dropped, counting) {
-            (0, _) => counting.tally(self.count),
-            (dropped, Counting::Bytes) => format!(
-                "{} delivered and {dropped} bytes dropped",
-                counting.tally(self.count - dropped.min(self.count))
-            ),
-            (dropped, _) => format!(
-                "{} ({dropped} bytes of them dropped)",
-                counting.tally(self.count)
-            ),
-        };
-        format!(
-            "shape: {passed} in {:.3} s: average {}, {limit}",
-            self.seconds,
-            counting.show_rate(average)
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stats(
-        counting: Counting,
-        count: u64,
-        seconds: f64,
-        limit: Limit,
-        burst: u64,
-    ) -> Stats<'static> {
-        Stats {
-            counting,
-            count,
-            dropped: 0,
-            seconds,
-            limit,
-            burst,
-            written: None,
-        }
-    }
-
-    #[test]
-    fn stats_say_what_passed_the_time_the_average_and_what_bounds_it() {
-        let bytes = Counting::Bytes;
-        assert_eq!(
-            stats(bytes, 2 << 20, 1.9, Limit::per_second(1 << 20), 104_857).line(),
-            "shape: 2097152 bytes (2.00 MiB) in 1.900 s: average 1.05 MiB/s, limit 1.00 MiB/s plus a 102.40 KiB burst"
-        );
-        assert_eq!(
-            stats(bytes, 7, 0.0, Limit::Unlimited, 1 << 17).line(),
-            "shape: 7 bytes (7 B) in 0.000 s: average 0 B/s, no limit"
-        );
-        assert_eq!(
-            stats(
-                Counting::Lines,
-                100,
-                19.8,
-                Limit::per_second(5 << 20),
-                1 << 20
-            )
-            .line(),
-            "shape: 100 lines in 19.800 s: average 5.05 lines/s, limit 5.00 lines/s plus a 1 line burst"
-        );
-    }
-
-    #[test]
-    fn stats_say_the_limit_as_written_and_what_was_dropped_apart() {
-        let limit = "40Mbit".parse::<Limit>().unwrap();
-        let given = Stats {
-            dropped: 10240,
-            written: Some("40Mbit"),
-            ..stats(Counting::Bytes, 1 << 20, 0.2, limit, 500_000)
-        };
-        assert_eq!(
-            given.line(),
-            "shape: 1038336 bytes (1014.00 KiB) delivered and 10240 bytes dropped in 0.200 s: \
-             average 5.00 MiB/s, limit 40Mbit (4.77 MiB/s) plus a 488.28 KiB burst"
-        );
-        for written in ["1MiB", "1 MiB/s", "1048576"] {
-            let same = Stats {
-                written: Some(written),
-                ..stats(Counting::Bytes, 1, 1.0, Limit::per_second(1 << 20), 1)
-            };
-            assert!(
-                same.line().contains("limit 1.00 MiB/s plus"),
-                "{}",
-                same.line()
-            );
-        }
-    }
 }

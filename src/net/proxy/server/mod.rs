@@ -6,18 +6,20 @@
 //! [`Command`]s sent with the loop's waker, each answered once done so
 //! that the API can say so.
 
+mod admission;
+
+use admission::{Awaiting, Parked};
+
 use super::alarm::Alarm;
-use super::connection::{BUFFER, Connection, End, Failure, Seeds, Start};
+use super::connection::{BUFFER, Connection, End, Failure, Seeds};
 use super::resolver::{Found, Resolver};
-use super::rules::{Luck, Rules};
-use super::stream::{Listener, Stream};
+use super::rules::Rules;
+use super::stream::Listener;
 use crate::bucket::Bucket;
 use crate::faults::ResetStruck;
 use crate::message::one_line;
-use crate::net::{ACCEPT_PAUSE, out_of_resources};
 use crate::net::{Address, Listening};
 use crate::progress::Printer;
-use mio::net::{TcpStream, UnixStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, Damaged, MonotonicClock};
@@ -36,10 +38,6 @@ const CHANGED: Token = Token(usize::MAX - 1);
 /// Route `r`'s listener is token `LISTENERS + r`; connection `c`'s sides
 /// are tokens `2c` and `2c + 1`, below it.
 const LISTENERS: usize = usize::MAX / 2;
-
-/// The most clients that wait at once for their upstream's name to be
-/// looked up; the rest wait in the listen backlog.
-const MOST_AWAITING: usize = 1024;
 
 /// Where a route's connections go, for a TCP route.
 pub enum Upstream {
@@ -91,29 +89,6 @@ struct Route<'a> {
     /// Told apart from a route that had its key before: a name looked up
     /// for a client of a closed route is not used for another's.
     serial: u64,
-}
-
-/// How long a client waits for a descriptor for its server before it is
-/// closed: long enough for a passing shortage, short enough that a chain
-/// that holds every descriptor (a proxy whose upstream is itself) unwinds
-/// as each end is closed, as toxiproxy's does.
-const MOST_PARKED: Duration = Duration::from_secs(1);
-
-/// A client waiting for a descriptor for its server: its route, who it
-/// is, and since when it waits.
-struct Parked {
-    route: usize,
-    client: Stream,
-    peer: String,
-    since: u64,
-}
-
-/// A client that waits for its upstream's name to be looked up.
-struct Awaiting {
-    route: usize,
-    serial: u64,
-    client: Stream,
-    peer: String,
 }
 
 /// The proxy's whole state, driven by one thread.
@@ -463,306 +438,6 @@ impl<'a> Server<'a> {
         }
     }
 
-    /// Admits the client that waits for resources, then every client
-    /// waiting to be accepted on `routes`, unless accepting rests.
-    fn accept_all(&mut self, routes: &[usize], ready: &mut Vec<usize>) {
-        if self.accept_resumes.is_some_and(|t| t > self.clock.now()) {
-            return;
-        }
-        self.accept_resumes = None;
-        if let Some(parked) = self.parked.take() {
-            let Parked {
-                route,
-                client,
-                peer,
-                since,
-            } = parked;
-            ready.extend(self.admit(route, client, peer, Some(since)));
-        }
-        for &route in routes {
-            while self.accept_resumes.is_none() {
-                let Some(Route {
-                    listener,
-                    listen,
-                    upstream,
-                    ..
-                }) = self.routes.get_mut(route)
-                else {
-                    break;
-                };
-                if matches!(upstream, Upstream::PerClient) && self.awaiting.len() >= MOST_AWAITING {
-                    break;
-                }
-                match listener.accept(listen) {
-                    Ok((client, peer)) => ready.extend(self.admit(route, client, peer, None)),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // The client gave up before it was accepted.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-                    // Out of descriptors, memory or buffers, or worse:
-                    // trying again at once would fail the same way and spin.
-                    Err(err) => {
-                        let what = format!("accept on {listen}");
-                        self.wait_for_resources(&what, &err);
-                        if out_of_resources(&err) {
-                            self.shed(route);
-                        }
-                    }
-                }
-            }
-        }
-        if self.accept_resumes.is_none() && self.parked.is_none() {
-            // Everything waiting got in: a later shortage is news again.
-            self.shortage_since = None;
-        }
-    }
-
-    /// Once a shortage of descriptors has lasted [`MOST_PARKED`] while a
-    /// route leads back to the loop, closes the next client waiting on
-    /// `route`, accepted with the spare descriptor: the chain of a proxy
-    /// whose upstream is itself ends in the backlog, holds every
-    /// descriptor, and nothing else would free one. Clients that wait
-    /// for ordinary connections to end are left to wait.
-    fn shed(&mut self, route: usize) {
-        let lasted = self.stuck_in_a_loop(self.shortage_since);
-        let Some(Route {
-            listener, listen, ..
-        }) = self.routes.get_mut(route)
-        else {
-            return;
-        };
-        if !lasted || self.spare.take().is_none() {
-            return;
-        }
-        if let Ok((client, peer)) = listener.accept(listen) {
-            let err = io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
-            self.refuse(route, &client, &peer, &err);
-        }
-        self.spare = std::fs::File::open("/dev/null").ok();
-    }
-
-    /// True if a route leads back to the loop and resources are short
-    /// since `since`, [`MOST_PARKED`] or longer ago.
-    fn stuck_in_a_loop(&self, since: Option<u64>) -> bool {
-        let now = self.clock.now();
-        self.loops > 0
-            && since.is_some_and(|since| now.saturating_sub(since) >= MOST_PARKED.as_nanos() as u64)
-    }
-
-    /// Stops accepting for [`ACCEPT_PAUSE`] after `what` failed with `err`,
-    /// and says so once per shortage.
-    fn wait_for_resources(&mut self, what: &str, err: &io::Error) {
-        let now = self.clock.now();
-        if self.shortage_since.is_none() {
-            self.say(&format!(
-                "shape: {what}: {}; new connections wait, tried again every {ACCEPT_PAUSE:?}",
-                one_line(err)
-            ));
-            self.shortage_since = Some(now);
-        }
-        self.accept_resumes = Some(now + ACCEPT_PAUSE.as_nanos() as u64);
-    }
-
-    /// Connects a client of route `key` to its server and starts serving
-    /// it, or, if the route's name is looked up per client, hands the
-    /// name to the resolver and keeps the client until it answers; on
-    /// failure closes the client and says why. `waited_since` is when it
-    /// began to wait for a descriptor, if it did. Returns its key, if it
-    /// is served now.
-    fn admit(
-        &mut self,
-        key: usize,
-        client: Stream,
-        peer: String,
-        waited_since: Option<u64>,
-    ) -> Option<usize> {
-        let route = self.routes.get(key)?;
-        let upstream = match &route.upstream {
-            Upstream::Fixed(upstream) => upstream.clone(),
-            Upstream::PerClient => {
-                let (connect, serial) = (route.connect.clone(), route.serial);
-                if self.resolver.is_none() {
-                    let waker = self.waker.clone();
-                    match Resolver::start(self.found.0.clone(), move || {
-                        let _ = waker.wake();
-                    }) {
-                        Ok(resolver) => self.resolver = Some(resolver),
-                        Err(err) => {
-                            self.refuse(key, &client, &peer, &err);
-                            return None;
-                        }
-                    }
-                }
-                let ticket = self.awaiting.insert(Awaiting {
-                    route: key,
-                    serial,
-                    client,
-                    peer,
-                });
-                if let Some(resolver) = &self.resolver {
-                    resolver.ask(ticket, connect);
-                }
-                return None;
-            }
-        };
-        self.connect_client(key, client, peer, upstream, waited_since)
-    }
-
-    /// Serves the clients whose names the resolver has looked up: each is
-    /// connected, or closed if its name did not resolve or its route has
-    /// closed. Returns true if it had been full, so that accepting,
-    /// which stopped, goes on.
-    fn take_found(&mut self, ready: &mut Vec<usize>) -> bool {
-        let was_full = self.awaiting.len() >= MOST_AWAITING;
-        let mut took = false;
-        while let Ok((ticket, found)) = self.found.1.try_recv() {
-            let Some(waiting) = self.awaiting.try_remove(ticket) else {
-                continue;
-            };
-            took = true;
-            let Awaiting {
-                route,
-                serial,
-                client,
-                peer,
-            } = waiting;
-            if self.routes.get(route).is_none_or(|r| r.serial != serial) {
-                continue;
-            }
-            match found {
-                Ok(upstream) => {
-                    ready.extend(self.connect_client(route, client, peer, upstream.into(), None))
-                }
-                Err(err) => {
-                    let why = format!("its name does not resolve ({})", one_line(&err));
-                    self.refuse(route, &client, &peer, &io::Error::new(err.kind(), why));
-                }
-            }
-        }
-        was_full && took
-    }
-
-    /// Closes `client` of route `key`, whose server cannot be reached for
-    /// `err`: in good order if the route's rules say so, else by a reset;
-    /// and says why.
-    fn refuse(&self, key: usize, client: &Stream, peer: &str, err: &io::Error) {
-        let Some(route) = self.routes.get(key) else {
-            return;
-        };
-        if !route.rules.closes_when_unreachable() {
-            client.reset_on_close();
-        }
-        self.say(&format!(
-            "shape: {peer}: connect to {}: {}",
-            route.connect,
-            one_line(err)
-        ));
-    }
-
-    /// Connects a client of route `key` to the first of the `upstream`
-    /// addresses that lets a connection begin, and starts serving it; on
-    /// failure closes the client and says why. Out of descriptors, the
-    /// client waits for one (since `waited_since`, if it waited already)
-    /// up to [`MOST_PARKED`]. Returns its key.
-    fn connect_client(
-        &mut self,
-        key: usize,
-        client: Stream,
-        peer: String,
-        upstream: Arc<[SocketAddr]>,
-        waited_since: Option<u64>,
-    ) -> Option<usize> {
-        let route = self.routes.get(key)?;
-        let (server, upstream_at) = match connect_upstream(&route.connect, &upstream, 0) {
-            Ok(server) => server,
-            Err(err) if out_of_resources(&err) => {
-                // Only time (connections ending) mends this: the client
-                // waits, and those behind it wait in the backlog; but not
-                // for ever, since it may be what holds the rest up.
-                let since = waited_since.unwrap_or(self.clock.now());
-                let what = format!("connect to {}", route.connect);
-                self.wait_for_resources(&what, &err);
-                if self.stuck_in_a_loop(Some(since)) {
-                    self.refuse(key, &client, &peer, &err);
-                    return None;
-                }
-                self.parked = Some(Parked {
-                    route: key,
-                    client,
-                    peer,
-                    since,
-                });
-                return None;
-            }
-            Err(err) => {
-                self.refuse(key, &client, &peer, &err);
-                return None;
-            }
-        };
-        let affected = self.choices.f64() < route.rules.affect();
-        let seeds = [self.seeds(), self.seeds()];
-        let mut luck = Luck::new(seeds[0].faults ^ seeds[1].jitter);
-        let route = &self.routes[key];
-        let started = route.rules.plan(&mut luck).and_then(|plan| {
-            Connection::new(Start {
-                client,
-                server,
-                plan,
-                rules: &*route.rules,
-                luck,
-                seeds,
-                affected,
-                route: key,
-                upstream,
-                upstream_at,
-                peer: peer.clone(),
-                now: self.clock.now(),
-            })
-        });
-        let mut connection = match started {
-            Ok(connection) => connection,
-            Err(err) => {
-                self.say(&format!("shape: {peer}: {}", one_line(&err)));
-                return None;
-            }
-        };
-        connection.own_end = connection.server.local_tcp();
-        connection.looped = connection
-            .client
-            .peer_tcp()
-            .is_some_and(|peer| self.own_ends.contains(&peer));
-        let entry = self.connections.vacant_entry();
-        let connection_key = entry.key();
-        let registry = self.poll.registry();
-        let both = Interest::READABLE | Interest::WRITABLE;
-        let registered = registry
-            .register(connection.client.source(), Token(connection_key * 2), both)
-            .and_then(|()| {
-                registry
-                    .register(
-                        connection.server.source(),
-                        Token(connection_key * 2 + 1),
-                        both,
-                    )
-                    .inspect_err(|_| {
-                        let _ = registry.deregister(connection.client.source());
-                    })
-            });
-        if let Err(err) = registered {
-            connection.reset_on_close();
-            self.say(&format!(
-                "shape: {}: cannot be watched: {}",
-                connection.peer,
-                one_line(&err)
-            ));
-            return None;
-        }
-        self.own_ends.extend(connection.own_end);
-        self.loops += usize::from(connection.looped);
-        entry.insert(connection);
-        Some(connection_key)
-    }
-
     /// Steps connection `key`, and closes it if it is done or failed (a
     /// failure resets both sides and is said).
     fn step(&mut self, key: usize) {
@@ -813,41 +488,6 @@ impl<'a> Server<'a> {
         true
     }
 
-    /// Connects connection `key` to the next address of its route's
-    /// upstream, if no byte has passed to or from its server yet (a name
-    /// such as localhost may name ::1 first, where nothing listens).
-    /// Returns whether it did.
-    fn try_next_address(&mut self, key: usize) -> bool {
-        let connection = &mut self.connections[key];
-        let Some(route) = self.routes.get(connection.route) else {
-            return false;
-        };
-        if connection.server_touched() || !matches!(route.connect, Address::Tcp { .. }) {
-            return false;
-        }
-        let next = connect_upstream(
-            &route.connect,
-            &connection.upstream,
-            connection.upstream_at + 1,
-        );
-        let Ok((server, at)) = next else {
-            return false;
-        };
-        let registry = self.poll.registry();
-        let _ = registry.deregister(connection.server.source());
-        if let Some(end) = connection.own_end.take() {
-            self.own_ends.remove(&end);
-        }
-        connection.server = server;
-        connection.own_end = connection.server.local_tcp();
-        self.own_ends.extend(connection.own_end);
-        connection.upstream_at = at;
-        let both = Interest::READABLE | Interest::WRITABLE;
-        registry
-            .register(connection.server.source(), Token(key * 2 + 1), both)
-            .is_ok()
-    }
-
     /// Closes connection `key`'s sockets and forgets it.
     fn forget(&mut self, key: usize) {
         let mut connection = self.connections.remove(key);
@@ -858,32 +498,6 @@ impl<'a> Server<'a> {
         let _ = self.poll.registry().deregister(connection.client.source());
         let _ = self.poll.registry().deregister(connection.server.source());
     }
-}
-
-/// A new connection to `connect`: for TCP, to the first of its addresses
-/// `upstream` from `from` on that the system lets a connection begin to,
-/// with that address's place. Completes in the background; an address
-/// that then refuses is left for the next by [`Server::try_next_address`].
-fn connect_upstream(
-    connect: &Address,
-    upstream: &[SocketAddr],
-    from: usize,
-) -> io::Result<(Stream, usize)> {
-    if let Address::Unix(path) = connect {
-        return UnixStream::connect(path).map(|s| (Stream::Unix(s), 0));
-    }
-    let mut failed = io::Error::other("its name does not resolve (yet)");
-    for (at, address) in upstream.iter().enumerate().skip(from) {
-        match TcpStream::connect(*address) {
-            Ok(stream) => {
-                let _ = stream.set_nodelay(true);
-                return Ok((Stream::Tcp(stream), at));
-            }
-            Err(err) if out_of_resources(&err) => return Err(err),
-            Err(err) => failed = err,
-        }
-    }
-    Err(failed)
 }
 
 /// Wakes the loop with `wake` whenever `bucket`'s settings change, on a

@@ -1,0 +1,434 @@
+//! One direction of a connection: what it reads, pays for, holds in its
+//! delay line and writes, with the faults asked of it, stepped by the
+//! event loop (or on a fake clock in the tests) and never blocking.
+
+use super::*;
+
+/// One direction of a connection: bytes read from one side wait for their
+/// tokens, then pass the faults asked for, then wait in the delay line for
+/// their release time, then go out to the other side.
+pub(in crate::net::proxy) struct Direction {
+    /// The end read from and the end written to.
+    ends: Ends,
+    /// Which way the bytes go, for the faults and delay of that way.
+    pub(super) way: Way,
+    /// The link as now: delay and jitter may change while running.
+    link: SlowLink,
+    line: Line,
+    /// The faults of this direction, if its connection is one they affect.
+    pub(super) trouble: Option<Trouble>,
+    /// Which change of the conditions this direction has taken.
+    pub(super) watch: Watch,
+    /// Where what is read is counted, if anywhere.
+    received: Option<Arc<AtomicU64>>,
+    /// A chunk read whose tokens are reserved but not yet covered.
+    unpaid: Option<(Vec<u8>, Reservation)>,
+    /// A due chunk being written, and how much of it is out.
+    sending: Option<(Vec<u8>, usize)>,
+    /// Whether a byte was ever read, and ever written.
+    pub(super) read_any: bool,
+    pub(super) wrote_any: bool,
+    /// Nothing more is to be read: the input ended, or was cut.
+    ended: bool,
+    /// An error met while a chunk gathered, after some of it came: it is
+    /// the next read's, since the system reports it once (a reset, then
+    /// the end of the stream), and lost it would turn a reset into an
+    /// orderly end.
+    met: Option<io::Error>,
+    /// Nothing more is to be done: the other side's writing is shut, or
+    /// the direction stalled and its input ended.
+    done: bool,
+}
+
+/// The two ends of a direction: read from one, written to the other.
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    from: End,
+    to: End,
+}
+
+impl Ends {
+    /// Up is the client's requests, down the server's replies.
+    fn of(way: Way) -> Ends {
+        match way {
+            Way::Up => Ends {
+                from: End::Client,
+                to: End::Server,
+            },
+            Way::Down => Ends {
+                from: End::Server,
+                to: End::Client,
+            },
+        }
+    }
+}
+
+/// What a direction's random choices are drawn from.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::net::proxy) struct Seeds {
+    pub(in crate::net::proxy) jitter: u64,
+    pub(in crate::net::proxy) faults: u64,
+}
+
+/// Where a direction starts from.
+pub(in crate::net::proxy) struct Setup<'a> {
+    pub(in crate::net::proxy) link: &'a SlowLink,
+    pub(in crate::net::proxy) conditions: &'a Conditions,
+    pub(in crate::net::proxy) seeds: Seeds,
+    /// Whether the faults are done to this connection.
+    pub(in crate::net::proxy) affected: bool,
+    /// What `--drop` loses at once.
+    pub(in crate::net::proxy) block: usize,
+    /// Where to count what is read, if anywhere.
+    pub(in crate::net::proxy) received: Option<Arc<AtomicU64>>,
+    pub(in crate::net::proxy) now: u64,
+}
+
+impl Direction {
+    /// The direction that goes `way`.
+    pub(in crate::net::proxy) fn new(way: Way, start: &Setup) -> Direction {
+        let mut watch = Watch::default();
+        let now = watch.now(start.conditions);
+        let link = SlowLink {
+            delay: now.delay,
+            jitter: now.jitter,
+            ..*start.link
+        };
+        let faults = now.faults(way);
+        Direction {
+            ends: Ends::of(way),
+            way,
+            link,
+            line: link.line(start.seeds.jitter),
+            trouble: start
+                .affected
+                .then(|| Trouble::new(faults, start.seeds.faults, start.block, start.now)),
+            watch,
+            received: start.received.clone(),
+            unpaid: None,
+            sending: None,
+            read_any: false,
+            wrote_any: false,
+            ended: false,
+            met: None,
+            done: false,
+        }
+    }
+
+    pub(in crate::net::proxy) fn done(&self) -> bool {
+        self.done
+    }
+
+    /// What the faults did, if any that are counted were asked for.
+    pub(in crate::net::proxy) fn tally(&self) -> Option<String> {
+        self.trouble.as_ref().and_then(Trouble::tally)
+    }
+
+    /// Pays for the chunk that waits for tokens, if one does, from `new`
+    /// instead of `old`.
+    pub(super) fn pay_from<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        old: &TokenBucket<C, S>,
+        new: &TokenBucket<C, S>,
+    ) {
+        if let Some((chunk, paid)) = &mut self.unpaid {
+            old.give_back(paid, chunk.len() as u64);
+            *paid = new.reserve(chunk.len() as u64);
+        }
+    }
+
+    /// Takes the conditions in force, if they changed.
+    fn retune(&mut self, conditions: &Conditions, now: u64) {
+        let Some(conditions) = self.watch.changed(conditions) else {
+            return;
+        };
+        self.link.delay = conditions.delay;
+        self.link.jitter = conditions.jitter;
+        self.line.set_delay(conditions.delay, conditions.jitter);
+        if let Some(trouble) = &mut self.trouble {
+            trouble.retune(conditions.faults(self.way), now);
+        }
+    }
+
+    /// Moves bytes from `from` to `to` until nothing more can move now:
+    /// each side would block, or tokens, release times, pauses or buffer
+    /// room are short. Returns when to step again if no event comes first:
+    /// when tokens will be covered, a chunk is due or a fault strikes.
+    pub(in crate::net::proxy) fn step<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        from: &mut impl Side,
+        to: &mut impl Side,
+        bucket: &TokenBucket<C, S>,
+        conditions: &Conditions,
+        passed: &Throughput,
+        scratch: &mut [u8],
+    ) -> Result<Option<u64>, Failure> {
+        let Ends {
+            from: from_end,
+            to: to_end,
+        } = self.ends;
+        let at = |end| move |err| Failure { end, err };
+        let now = bucket.clock().now();
+        self.retune(conditions, now);
+        if self.trouble.as_mut().is_some_and(|t| t.strike(now)) {
+            return Err(at(from_end)(io::Error::other(ResetStruck)));
+        }
+        // The deadline comes from the same look at the bucket that found
+        // the tokens short: asked again later, the tokens might be covered
+        // by then, and nothing would come back for the chunk.
+        let (tokens, paused) = loop {
+            let (sent, paused) = self
+                .send_due(to, bucket.clock().now(), passed)
+                .map_err(at(to_end))?;
+            let (paid, tokens) = self.settle(bucket).map_err(at(from_end))?;
+            let read = self.read(from, bucket, scratch).map_err(at(from_end))?;
+            if !(sent || paid || read) {
+                break (tokens, paused);
+            }
+        };
+        let strikes = self.trouble.as_ref().and_then(Trouble::deadline);
+        if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
+            return self.finish(to, bucket.clock().now()).map_err(at(to_end));
+        }
+        // While a write is blocked or a pause lasts, the next release
+        // waits for writability or the pause's end.
+        let release = self
+            .sending
+            .is_none()
+            .then(|| self.line.next_release())
+            .flatten();
+        Ok(least(least(tokens, paused.or(release)), strikes))
+    }
+
+    /// Ends the direction once all its data is out: the other side's
+    /// writing is shut when the held close (if any) is over, or left open
+    /// if the direction stalled. Returns when to step again if the close
+    /// is held.
+    fn finish(&mut self, to: &mut impl Side, now: u64) -> io::Result<Option<u64>> {
+        if self.done {
+            return Ok(None);
+        }
+        if let Some(trouble) = &mut self.trouble {
+            if trouble.stalled() {
+                self.done = true;
+                return Ok(None);
+            }
+            if let Err(at) = trouble.close_due(now) {
+                return Ok(Some(at));
+            }
+        }
+        to.shutdown_write()?;
+        self.done = true;
+        Ok(None)
+    }
+
+    /// Writes what is due at `now` until the output would block or a
+    /// pause between slices begins. Returns whether anything went out,
+    /// and when the pause ends if one began.
+    fn send_due(
+        &mut self,
+        to: &mut impl Side,
+        now: u64,
+        forwarded: &Throughput,
+    ) -> io::Result<(bool, Option<u64>)> {
+        let mut progress = false;
+        loop {
+            if self.sending.is_none() {
+                self.sending = self.line.pop_due(now).map(|chunk| (chunk, 0));
+            }
+            let Some((chunk, out)) = &mut self.sending else {
+                return Ok((progress, None));
+            };
+            let due = chunk.len() - *out;
+            let piece = match &mut self.trouble {
+                Some(trouble) => match trouble.writable(due, now) {
+                    Ok(piece) => piece,
+                    Err(until) => return Ok((progress, Some(until))),
+                },
+                None => due,
+            };
+            match to.write(&chunk[*out..*out + piece]) {
+                Ok(n) => {
+                    *out += n;
+                    self.wrote_any |= n > 0;
+                    forwarded.add(n as u64);
+                    progress = true;
+                    if let Some(trouble) = &mut self.trouble {
+                        trouble.wrote(n, now);
+                    }
+                    if *out == chunk.len() {
+                        let (chunk, _) = self.sending.take().expect("just written from");
+                        self.line.done_with(chunk);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((progress, None)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Puts the chunk read into the line once its tokens are covered, with
+    /// the faults done to it. Returns whether it went in, and else when
+    /// its tokens will be covered, if a chunk waits; fails if a fault
+    /// resets the connection.
+    fn settle<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        bucket: &TokenBucket<C, S>,
+    ) -> io::Result<(bool, Option<u64>)> {
+        let Some((_, paid)) = &self.unpaid else {
+            return Ok((false, None));
+        };
+        if let Some(deadline) = bucket.deadline(paid) {
+            return Ok((false, Some(deadline)));
+        }
+        if bucket.damaged() {
+            // Not paid for after all: the bucket could not be read.
+            return Err(io::Error::other(Damaged));
+        }
+        let (mut chunk, _) = self.unpaid.take().expect("checked above");
+        if let Some(trouble) = &mut self.trouble {
+            let (reset, cut) = trouble.admit(&mut chunk);
+            if reset {
+                return Err(io::Error::other(ResetStruck));
+            }
+            // Cut: what is left of the input is never read.
+            self.ended |= cut;
+        }
+        match chunk.is_empty() {
+            true => self.line.recycle(chunk),
+            false => {
+                self.line.push(chunk, bucket.clock().now());
+            }
+        }
+        Ok((true, None))
+    }
+
+    /// Reads a chunk, if none waits for tokens and the buffer has room, and
+    /// reserves its tokens; once stalled, what is read is thrown away
+    /// unpaid. Returns whether anything was read.
+    fn read<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        from: &mut impl Side,
+        bucket: &TokenBucket<C, S>,
+        scratch: &mut [u8],
+    ) -> io::Result<bool> {
+        if self.unpaid.is_some() || self.ended {
+            return Ok(false);
+        }
+        let stalled = self.trouble.as_ref().is_some_and(Trouble::stalled);
+        let (limit, burst) = bucket.limit_and_burst();
+        let room = self
+            .link
+            .capacity(limit, burst)
+            .saturating_sub(self.line.held());
+        let want = match stalled {
+            true => BUFFER,
+            false => chunk_size(limit, burst)
+                .min(self.link.max_chunk())
+                .min(BUFFER)
+                .min(usize::try_from(room).unwrap_or(usize::MAX)),
+        };
+        if want == 0 {
+            return Ok(false);
+        }
+        // Read into the loop's one scratch buffer, and take a buffer of
+        // the direction's own only for what came: an idle connection then
+        // holds no buffer at all.
+        let want = want.min(scratch.len());
+        let scratch = &mut scratch[..want];
+        if let Some(err) = self.met.take() {
+            return Err(err);
+        }
+        loop {
+            match from.read(scratch) {
+                Ok(0) => {
+                    self.ended = true;
+                    return Ok(true);
+                }
+                Ok(_) if stalled => {
+                    self.read_any = true;
+                    return Ok(true);
+                }
+                Ok(n) => {
+                    let (n, met) = fill(from, scratch, n);
+                    self.met = met;
+                    self.read_any = true;
+                    if let Some(received) = &self.received {
+                        received.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    let mut chunk = self.line.buffer(n);
+                    chunk.copy_from_slice(&scratch[..n]);
+                    let paid = bucket.reserve(n as u64);
+                    self.unpaid = Some((chunk, paid));
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Reads on into `buffer`, of which `first` bytes are filled, until it is
+/// full or nothing more is there, and returns how much is filled. A read
+/// brings what the socket's receive buffer held, and buffers differ, while
+/// connections on one bucket take a turn per chunk: chunks cut short by a
+/// small buffer gave their connection less than its share (0.88 against
+/// 1.2 of it). An end is met again at the next read; an error is
+/// returned, to be reported there, since the system reports it once.
+fn fill(from: &mut impl Read, buffer: &mut [u8], first: usize) -> (usize, Option<io::Error>) {
+    let mut filled = first;
+    while filled < buffer.len() {
+        match from.read(&mut buffer[filled..]) {
+            Ok(more) if more > 0 => filled += more,
+            Ok(_) => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                break;
+            }
+            Err(e) => return (filled, Some(e)),
+        }
+    }
+    (filled, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gives what it holds a piece at a time, then would block.
+    struct Pieces(Vec<Vec<u8>>);
+
+    impl Read for Pieces {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let piece = self.0.remove(0);
+            let n = piece.len().min(buffer.len());
+            buffer[..n].copy_from_slice(&piece[..n]);
+            if n < piece.len() {
+                self.0.insert(0, piece[n..].to_vec());
+            }
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_chunk_gathers_what_comes_in_pieces_up_to_its_size() {
+        let mut buffer = [0; 100];
+        let mut pieces = Pieces(vec![vec![2; 30], vec![3; 30], vec![4; 50]]);
+        buffer[..30].fill(1);
+        assert_eq!(fill(&mut pieces, &mut buffer, 30).0, 100);
+        assert_eq!(&buffer[..90], [[1; 30], [2; 30], [3; 30]].concat());
+        assert_eq!(pieces.0, [vec![4; 40]], "the rest waits for the next chunk");
+        let mut dry = Pieces(Vec::new());
+        assert_eq!(fill(&mut dry, &mut buffer, 7).0, 7, "nothing more there");
+    }
+}
