@@ -55,139 +55,27 @@ const DEMAND_WINDOW_US: u64 = 1_000_000;
 /// paused, counting, members, slope, follows; granted is -1 if the share
 /// counts something else than the caller, -2 if its settings cannot be
 /// read.
-const LEASE: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local s = redis.call('HMGET', KEYS[1], 'rate', 'burst', 'paused', 'counting', 'generation', 'follows')
-local generation, known = tonumber(s[5]), tonumber(ARGV[10])
-if s[5] and not generation then return {-2} end
-if not generation or (generation < known and tonumber(s[4]) == tonumber(ARGV[5])) then
-  generation = math.max(known, 1)
-  redis.call('HSET', KEYS[1], 'rate', ARGV[3], 'burst', ARGV[4], 'paused', ARGV[9],
-             'counting', ARGV[5], 'generation', generation, 'follows', ARGV[11])
-  s = {ARGV[3], ARGV[4], ARGV[9], ARGV[5], generation, ARGV[11]}
-end
-local rate, burst, paused = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
-local counting, follows = tonumber(s[4]), tonumber(s[6] or '0')
-if not (rate and burst and paused and counting and follows) then return {-2} end
-local id = ARGV[1]
-local timeout = now - tonumber(ARGV[8])
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', timeout)
-if #gone > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', timeout)
-  redis.call('HDEL', KEYS[5], unpack(gone))
-end
-redis.call('ZADD', KEYS[3], now, id)
-redis.call('HSET', KEYS[5], id, ARGV[12])
-local members = redis.call('ZCARD', KEYS[3])
-for i = 1, 5 do
-  if i ~= 4 then redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
-end
-local mine, part, left = tonumber(ARGV[12]), tonumber(ARGV[12]), rate
-local recent = redis.call('ZRANGEBYSCORE', KEYS[3], now - tonumber(ARGV[13]), '+inf')
-local demands = redis.call('HMGET', KEYS[5], unpack(recent))
-local sorted = {}
-for i, d in ipairs(demands) do sorted[i] = tonumber(d) or 0 end
-table.sort(sorted)
-for i, d in ipairs(sorted) do
-  local even = left / (#sorted - i + 1)
-  if d >= even then
-    part = math.min(mine, even)
-    break
-  end
-  left = left - d
-end
--- Stretches in force: member -> 'slope end slope end', the one running
--- and the one after it; a slope counts until its stretch ends.
-local stretches = redis.call('HGETALL', KEYS[2])
-local others, own = 0, nil
-for i = 1, #stretches, 2 do
-  local a, b, c, d = string.match(stretches[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
-  a, b, c, d = tonumber(a) or 0, tonumber(b) or 0, tonumber(c) or 0, tonumber(d) or 0
-  if stretches[i] == id then
-    own = {a, b, c, d}
-  elseif d > now then
-    others = others + math.max(b > now and a or 0, c)
-  else
-    redis.call('HDEL', KEYS[2], stretches[i])
-  end
-end
-local slope = math.floor(math.min(part, rate - others))
-local want, granted, lead = tonumber(ARGV[2]), 0, 0
-if counting ~= tonumber(ARGV[5]) then
-  granted = -1
-elseif paused == 1 or want == 0 then
-  granted = 0
-elseif rate == 0 then
-  granted = want
-elseif slope >= 1 then
-  -- At most a lease's time at the slope: a slope lasts one lease.
-  want = math.min(want, math.max(1, math.floor(slope * tonumber(ARGV[14]) / 1000000)))
-  local running, ends = 0, 0
-  if own and own[4] > now then running, ends = own[3], own[4] end
-  local start = math.max(ends, now)
-  local cost = math.ceil(want * 1000000 / slope)
-  local tau = math.floor(burst * 1000000 / rate)
-  lead = start - tau - now
-  if lead <= tonumber(ARGV[7]) then
-    redis.call('HSET', KEYS[2], id, string.format('%.0f %.0f %.0f %.0f', running, start, slope, start + cost))
-    granted = want
-  end
-end
-if granted > 0 then
-  redis.call('INCRBY', KEYS[4], granted)
-  redis.call('PEXPIRE', KEYS[4], ARGV[6])
-end
-return {granted, lead, generation, rate, burst, paused, counting, members, math.max(slope, 0), follows}
-";
+const LEASE: &str = include_str!("scripts/lease.lua");
 
 /// Gives back unused tokens (the first argument) of the member (the
 /// second) by ending its stretch earlier, never before now, and forgets
 /// the member.
-const GIVE_BACK: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local unused = tonumber(ARGV[1])
-if unused > 0 then redis.call('DECRBY', KEYS[4], unused) end
-redis.call('HDEL', KEYS[2], ARGV[2])
-redis.call('ZREM', KEYS[3], ARGV[2])
-redis.call('HDEL', KEYS[5], ARGV[2])
-return 1
-";
+const GIVE_BACK: &str = include_str!("scripts/give_back.lua");
 
 /// Changes the settings of an existing share that counts the first
 /// argument: rate, burst and paused where given (not empty). A burst never
 /// set follows the rate: the fifth argument is the burst that goes with
 /// the new rate. Returns the generation, or 0 if there is no such share,
 /// -1 if it counts something else.
-const UPDATE: &str = r"
-local s = redis.call('HMGET', KEYS[1], 'counting', 'generation', 'follows')
-if not s[2] then return 0 end
-if tonumber(s[1]) ~= tonumber(ARGV[1]) then return -1 end
-if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'rate', ARGV[2]) end
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[1], 'burst', ARGV[3], 'follows', 0)
-elseif ARGV[2] ~= '' and s[3] == '1' then
-  redis.call('HSET', KEYS[1], 'burst', ARGV[5])
-end
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'paused', ARGV[4]) end
-return redis.call('HINCRBY', KEYS[1], 'generation', 1)
-";
+const UPDATE: &str = include_str!("scripts/update.lua");
 
 /// Starts a share afresh with the settings given (rate, burst, counting,
 /// follows), unpaused, as the next generation: one script, so that it is
 /// atomic on a cluster too, where MULTI cannot be routed.
-const REPLACE: &str = r"
-redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'burst', ARGV[2], 'paused', 0,
-  'counting', ARGV[3], 'follows', ARGV[4])
-return redis.call('HINCRBY', KEYS[1], 'generation', 1)
-";
+const REPLACE: &str = include_str!("scripts/replace.lua");
 
 /// The clock of the node that holds the key.
-const TIME: &str = r"
-local t = redis.call('TIME')
-return {tonumber(t[1]), tonumber(t[2])}
-";
+const TIME: &str = include_str!("scripts/time.lua");
 
 /// Why Redis could not serve a share.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,2 @@
+local t = redis.call('TIME')
+return {tonumber(t[1]), tonumber(t[2])}
