@@ -733,3 +733,94 @@ fn tls_verifies_the_server_and_presents_a_client_certificate_when_asked() {
         half.stderr
     );
 }
+
+#[test]
+fn a_version_1_client_certificate_is_refused_in_words_with_the_way_out() {
+    if !installed("openssl") {
+        return;
+    }
+    // What `openssl x509 -req` makes without -extfile, as many guides do.
+    let dir = Scratch::new("tls-v1");
+    let openssl = |args: &[&str]| {
+        let made = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=authority",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+        "-subj",
+        "/CN=client",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-out",
+        "client.pem",
+        "-days",
+        "1",
+    ]);
+    let (_closed, port) = refusing_port();
+    let runtime = Runtime::new("tls-v1-shape");
+    let share = format!("rediss://127.0.0.1:{port}/v1");
+    let mut command = runtime.shape([
+        "--progress",
+        "none",
+        "--share",
+        &share,
+        "--stop-after",
+        "1k",
+    ]);
+    command
+        .env("SHAPE_REDIS_CERT_FILE", dir.path().join("client.pem"))
+        .env("SHAPE_REDIS_KEY_FILE", dir.path().join("client.key"));
+    let refused = run(
+        command,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+    );
+    assert_eq!(refused.code(), 1, "{}", refused.stderr);
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(
+            "the client certificate (SHAPE_REDIS_CERT_FILE) cannot be used: it is an X.509 \
+             version 1 certificate"
+        ) && refused.stderr.contains("-extfile"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stderr.contains("Other("), "{}", refused.stderr);
+}

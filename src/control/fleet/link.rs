@@ -21,6 +21,8 @@
 use super::url::{RedisShare, Server, Tls};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{Cmd, Connection, ConnectionInfo, ConnectionLike, RedisResult, Value};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::time::Duration;
 
 /// The PEM bundle of authorities to verify servers against, instead of
@@ -197,11 +199,23 @@ fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, Li
         })
     };
     let root_cert = read(CA_VARIABLE)?;
+    if let Some(pem) = &root_cert {
+        certificates_in(CA_VARIABLE, pem)?;
+    }
     let client_tls = match (read(CERT_VARIABLE)?, read(KEY_VARIABLE)?) {
-        (Some(client_cert), Some(client_key)) => Some(redis::ClientTlsConfig {
-            client_cert,
-            client_key,
-        }),
+        (Some(client_cert), Some(client_key)) => {
+            let chain = certificates_in(CERT_VARIABLE, &client_cert)?;
+            presentable(&chain[0])?;
+            if PrivateKeyDer::from_pem_slice(&client_key).is_err() {
+                return Err(LinkError::Certificates(format!(
+                    "{KEY_VARIABLE} holds no private key shape can read (PEM)"
+                )));
+            }
+            Some(redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            })
+        }
         (None, None) => None,
         (Some(_), None) => {
             return Err(LinkError::Certificates(format!(
@@ -221,6 +235,38 @@ fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, Li
         client_tls,
         root_cert,
     }))
+}
+
+/// The certificates in `pem`, the file `variable` names: at least one, or
+/// the error that says there is none shape can read.
+fn certificates_in(variable: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, LinkError> {
+    let chain: Vec<CertificateDer> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .unwrap_or_default();
+    match chain.is_empty() {
+        true => Err(LinkError::Certificates(format!(
+            "{variable} holds no certificate shape can read (PEM)"
+        ))),
+        false => Ok(chain),
+    }
+}
+
+/// Fails unless `certificate` can be presented as a client's: TLS here
+/// (rustls, through the redis crate) checks the client's own certificate
+/// before it presents it, and takes X.509 version 3 only.
+fn presentable(certificate: &CertificateDer) -> Result<(), LinkError> {
+    let why = match webpki::EndEntityCert::try_from(certificate) {
+        Ok(_) => return Ok(()),
+        Err(webpki::Error::UnsupportedCertVersion) => {
+            "it is an X.509 version 1 certificate (as openssl x509 -req makes without -extfile), \
+             and TLS here presents version 3 only: sign it again with -extfile naming a file \
+             that holds 'basicConstraints = CA:FALSE'"
+        }
+        Err(_) => "it cannot be read as an X.509 certificate",
+    };
+    Err(LinkError::Certificates(format!(
+        "the client certificate ({CERT_VARIABLE}) cannot be used: {why}"
+    )))
 }
 
 impl ConnectionLike for Link {

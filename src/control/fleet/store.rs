@@ -178,41 +178,76 @@ fn describe(err: &redis::RedisError) -> String {
             "the Redis user may not do what a share needs (NOPERM: {})",
             err.detail().unwrap_or("no permission")
         ),
-        _ => in_plain_words(&crate::message::one_line(&err.to_string())),
+        ErrorKind::InvalidClientConfig => format!(
+            "the client certificate ({}) cannot be used: {}",
+            super::link::CERT_VARIABLE,
+            err.detail().unwrap_or("TLS refused it")
+        ),
+        _ => tls_in_words(err).unwrap_or_else(|| crate::message::one_line(&err.to_string())),
     }
 }
 
-/// What TLS's errors mean to whoever runs shape, with the way out. They
-/// reach here as text (rustls's, through the redis crate), so they are
-/// told by it.
-fn in_plain_words(said: &str) -> String {
+/// What a TLS error means to whoever runs shape, with the way out, if
+/// `err` is one: told by rustls's own error, which reaches here inside
+/// the redis crate's, as the I/O error of a handshake or by itself.
+fn tls_in_words(err: &redis::RedisError) -> Option<String> {
     use super::link::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
-    let after = |mark: &str| said.find(mark).map(|at| said[at + mark.len()..].trim());
-    if said.contains("Unable to build client with TLS") {
-        let why = after("invalid peer certificate:").unwrap_or(said);
-        return format!("the client certificate ({CERT_VARIABLE}) cannot be used: {why}");
-    }
-    if let Some(why) = after("invalid peer certificate:") {
-        return format!(
-            "the server's certificate does not verify: {why} (trust its authority with \
-             {CA_VARIABLE}, or add #insecure to the address to skip verifying)"
-        );
-    }
-    if said.contains("CertificateRequired") {
-        return format!(
+    use rustls::{AlertDescription, CertificateError, Error};
+    let tls = rustls_error_in(err)?;
+    Some(match tls {
+        Error::InvalidCertificate(why) => {
+            let why = match why {
+                CertificateError::UnknownIssuer => "UnknownIssuer (its authority is not trusted)",
+                CertificateError::Expired => "Expired",
+                CertificateError::NotValidYet => "NotValidYet",
+                CertificateError::NotValidForName
+                | CertificateError::NotValidForNameContext { .. } => {
+                    "NotValidForName (it names another host)"
+                }
+                CertificateError::BadSignature => "BadSignature",
+                CertificateError::BadEncoding => "BadEncoding",
+                _ => "it is not one rustls accepts",
+            };
+            format!(
+                "the server's certificate does not verify: {why} (trust its authority with \
+                 {CA_VARIABLE}, or add #insecure to the address to skip verifying)"
+            )
+        }
+        Error::AlertReceived(AlertDescription::CertificateRequired) => format!(
             "the server asks for a client certificate: set {CERT_VARIABLE} and {KEY_VARIABLE}"
-        );
+        ),
+        Error::AlertReceived(AlertDescription::BadCertificate | AlertDescription::UnknownCA) => {
+            format!("the server refused the client certificate ({CERT_VARIABLE})")
+        }
+        other => format!("TLS failed: {other}"),
+    })
+}
+
+/// The rustls error inside `err`, if there is one: the redis crate keeps
+/// its cause behind an `Arc`, and a handshake's failure is an I/O error
+/// whose inner error is rustls's.
+fn rustls_error_in(err: &redis::RedisError) -> Option<&rustls::Error> {
+    use std::error::Error;
+    type Shared = std::sync::Arc<dyn Error + Send + Sync>;
+    let mut next: Option<&(dyn Error + 'static)> = err.source();
+    while let Some(cause) = next {
+        let cause: &(dyn Error + 'static) = match cause.downcast_ref::<Shared>() {
+            Some(shared) => &**shared,
+            None => cause,
+        };
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        let inner = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+        if inner.is_some() {
+            return inner;
+        }
+        next = cause.source();
     }
-    if said.contains("Unable to extract private key") {
-        return format!("{KEY_VARIABLE} holds no private key shape can read (PEM)");
-    }
-    if said.contains("Unable to parse client certificate") {
-        return format!("{CERT_VARIABLE} holds no certificate shape can read (PEM)");
-    }
-    if said.contains("Unable to parse root certificate") || said.contains("trust anchors") {
-        return format!("{CA_VARIABLE} holds no certificate shape can read (PEM)");
-    }
-    said.to_string()
+    None
 }
 
 /// A connection to the Redis that holds a share.
