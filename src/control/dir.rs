@@ -211,6 +211,16 @@ impl ControlDir {
         rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
     }
 
+    /// A watch on the directory for files that arrive in it (whole, by
+    /// rename), to wait for one without looking again and again. Made
+    /// before whatever is to arrive is asked for, so that none is missed.
+    pub fn watch_arrivals(&self) -> io::Result<Arrivals> {
+        use rustix::fs::inotify::{CreateFlags, WatchFlags, add_watch, init};
+        let inotify = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        add_watch(&inotify, &self.path, WatchFlags::MOVED_TO)?;
+        Ok(Arrivals { inotify })
+    }
+
     /// The names in the directory.
     fn names(&self) -> Vec<String> {
         let Ok(dir) = Dir::read_from(&self.fd) else {
@@ -341,6 +351,29 @@ fn start_time(pid: u32) -> io::Result<String> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed /proc stat"))
 }
 
+/// A watch on the control directory (inotify) for files arriving.
+pub struct Arrivals {
+    inotify: OwnedFd,
+}
+
+impl Arrivals {
+    /// Sleeps until something arrives in the directory or `deadline`
+    /// passes, whichever is first.
+    pub fn wait(&self, deadline: std::time::Instant) {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let timeout = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [PollFd::new(&self.inotify, PollFlags::IN)];
+        let _ = poll(&mut fds, Some(&timeout));
+        // What arrived is looked at by name: the events only wake.
+        let mut buffer = [0u8; 4096];
+        while matches!(rustix::io::read(&self.inotify, &mut buffer), Ok(n) if n > 0) {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,6 +390,31 @@ mod tests {
             err.to_string().contains("is open to others (mode 755)"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_file_arriving_wakes_a_wait_and_nothing_arriving_lasts_to_the_deadline() {
+        use std::time::{Duration, Instant};
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = Arc::new(ControlDir::open_at(scratch.path().join("control")).unwrap());
+        let arrivals = dir.watch_arrivals().unwrap();
+        let start = Instant::now();
+        arrivals.wait(start + Duration::from_millis(100));
+        assert!(
+            start.elapsed() >= Duration::from_millis(100),
+            "woken by nothing"
+        );
+        let sender = dir.clone();
+        let sending = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            sender.create("answer", "done").unwrap();
+        });
+        let start = Instant::now();
+        arrivals.wait(start + Duration::from_secs(30));
+        // Loose: woken by the arrival, seconds before the deadline.
+        assert!(start.elapsed() < Duration::from_secs(20));
+        assert!(dir.exists("answer"));
+        sending.join().unwrap();
     }
 
     #[test]

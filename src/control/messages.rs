@@ -33,6 +33,10 @@ impl ControlDir {
         let tag = format!("{}-{}", std::process::id(), clock_tag());
         let request_name = format!("{pid}.req.{tag}");
         let answer_name = format!("{pid}.ack.{tag}");
+        // Watched before the request goes, so that no answer is missed;
+        // without inotify (out of watches), looked for every few
+        // milliseconds.
+        let arrivals = self.watch_arrivals().ok();
         self.create(&request_name, &encode_request(request))?;
         let pid_handle =
             rustix::process::Pid::from_raw(pid as i32).ok_or(RemoteError::NotRunning(pid))?;
@@ -41,8 +45,6 @@ impl ControlDir {
             return Err(RemoteError::NotRunning(pid));
         }
         let deadline = Instant::now() + patience;
-        // The answer is a file; a remote is a one-off command, so it looks
-        // for it every few milliseconds rather than setting up a watch.
         while Instant::now() < deadline {
             if self.exists(&answer_name) {
                 let text = self
@@ -50,7 +52,10 @@ impl ControlDir {
                     .map_err(RemoteError::Refused)?;
                 return decode_answer(&text);
             }
-            std::thread::sleep(Duration::from_millis(2));
+            match &arrivals {
+                Some(arrivals) => arrivals.wait(deadline),
+                None => std::thread::sleep(Duration::from_millis(2)),
+            }
         }
         self.remove(&request_name);
         Err(RemoteError::NoAnswer(pid, patience))
