@@ -52,19 +52,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
     } = run;
     let say = printer.clone();
     let handlers = Handlers {
-        reload: rate_file.map(|path| {
-            let (adjuster, printer) = (adjuster.clone(), printer.clone());
-            Box::new(move || {
-                let applied =
-                    RateFile::load(&path).and_then(|file| adjuster.apply(&file.request()));
-                if let Err(why) = applied {
-                    printer.line(&format!(
-                        "shape: {}: {why}; settings unchanged",
-                        path.display()
-                    ));
-                }
-            }) as Box<dyn Fn() + Send>
-        }),
+        reload: rate_file.map(|path| reload(path, adjuster.clone(), printer.clone())),
         status: {
             let (adjuster, printer, passed) = (adjuster.clone(), printer.clone(), passed.clone());
             Box::new(move || {
@@ -76,34 +64,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
                 ));
             })
         },
-        control: {
-            let control = control.clone();
-            Box::new(move || {
-                if let Some(dir) = &control {
-                    let apply = |request: &Request| adjuster.apply(request);
-                    let answer = |request: &Request| {
-                        let mut report = vec![adjuster.conditions_in_force()];
-                        if *request == Request::default() {
-                            // Asked, not told: say what has passed too.
-                            let count = passed.total();
-                            report.push(format!(
-                                "{} in {:.3} s",
-                                adjuster.counting().tally(count),
-                                started.elapsed().as_secs_f64()
-                            ));
-                        }
-                        report.retain(|said| !said.is_empty());
-                        Answer {
-                            settings: adjuster.settings(),
-                            report: report.join("; "),
-                        }
-                    };
-                    for refusal in dir.serve(pid, &apply, &answer) {
-                        printer.line(&format!("shape: {refusal}"));
-                    }
-                }
-            })
-        },
+        control: serve_remote(control.clone(), pid, adjuster, passed, started, printer),
         before_exit: {
             let control = control.clone();
             Box::new(move || {
@@ -152,6 +113,58 @@ pub fn follow(
             adjuster.set_limit(limit);
         }
     });
+}
+
+/// What SIGHUP does with a rate file at `path`: reads it again and
+/// applies it, or says why not and leaves the settings as they were.
+fn reload(path: PathBuf, adjuster: Arc<Adjuster>, printer: Printer) -> Box<dyn Fn() + Send> {
+    Box::new(move || {
+        let applied = RateFile::load(&path).and_then(|file| adjuster.apply(&file.request()));
+        if let Err(why) = applied {
+            printer.line(&format!(
+                "shape: {}: {why}; settings unchanged",
+                path.display()
+            ));
+        }
+    })
+}
+
+/// What SIGUSR2 does: serves every remote request waiting in `control`
+/// for process `pid`, answering each with the settings in force (and,
+/// asked rather than told, what has passed so far).
+fn serve_remote(
+    control: Option<Arc<ControlDir>>,
+    pid: u32,
+    adjuster: Arc<Adjuster>,
+    passed: Passed,
+    started: Instant,
+    printer: Printer,
+) -> Box<dyn Fn() + Send> {
+    Box::new(move || {
+        let Some(dir) = &control else {
+            return;
+        };
+        let apply = |request: &Request| adjuster.apply(request);
+        let answer = |request: &Request| {
+            let mut report = vec![adjuster.conditions_in_force()];
+            if *request == Request::default() {
+                // Asked, not told: say what has passed too.
+                report.push(format!(
+                    "{} in {:.3} s",
+                    adjuster.counting().tally(passed.total()),
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+            report.retain(|said| !said.is_empty());
+            Answer {
+                settings: adjuster.settings(),
+                report: report.join("; "),
+            }
+        };
+        for refusal in dir.serve(pid, &apply, &answer) {
+            printer.line(&format!("shape: {refusal}"));
+        }
+    })
 }
 
 /// The SIGUSR1 line: what passed so far, time so far, the rate over the

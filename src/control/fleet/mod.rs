@@ -92,20 +92,8 @@ pub fn join(
     say: Option<Printer>,
 ) -> Result<(Arc<Bucket>, Member, Option<String>), FleetError> {
     let fail = |why: StoreError| FleetError::new(share, why);
-    if share.password_in_url
-        && let Some(say) = &say
-    {
-        say.line(&format!(
-            "shape: share {share}: the password in the address is visible to other users of this machine (ps); set {} instead",
-            url::PASSWORD_VARIABLE
-        ));
-    }
-    if share.tls == url::Tls::Insecure
-        && let Some(say) = &say
-    {
-        say.line(&format!(
-            "shape: share {share}: the server's certificate is not verified (#insecure): whoever answers at that address gets the share"
-        ));
+    if let Some(say) = &say {
+        warn_of_the_address(share, say);
     }
     let mut store = Store::connect_member(share, &[]).map_err(fail)?;
     let ours = Held {
@@ -116,32 +104,7 @@ pub fn join(
         generation: 0,
         follows: !joining.burst_given,
     };
-    let mut notice = None;
-    let held = match store.held().map_err(fail)? {
-        Some(held) if held.counting != ours.counting => {
-            return Err(fail(StoreError::Counts {
-                theirs: held.counting.units(),
-                ours: ours.counting.units(),
-            }));
-        }
-        Some(_) if store.members().map_err(fail)? == 0 => {
-            if joining.settings_given {
-                store.replace(&ours).map_err(fail)?;
-            }
-            store.held().map_err(fail)?.unwrap_or(ours)
-        }
-        Some(held) => {
-            let differs = (held.limit, held.burst) != (ours.limit, ours.burst);
-            if joining.settings_given && differs {
-                notice = Some(format!(
-                    "share {share} is at {}; using that (change it with --remote share:{share})",
-                    describe(&held)
-                ));
-            }
-            held
-        }
-        None => ours,
-    };
+    let (held, notice) = settings_to_join(share, &mut store, ours, joining.settings_given)?;
     // Leases follow what the bucket granted: its spent counter also moves
     // by what it throws away after an idle spell, which no lease should pay.
     let bucket = Arc::new(
@@ -175,6 +138,59 @@ pub fn join(
     let member = Member::start(identity, plan, bucket.clone(), store, step.ask)
         .map_err(|err| FleetError::new(share, err))?;
     Ok((bucket, member, notice))
+}
+
+/// Warns on `say` of what the address of `share` gives away: a password
+/// that `ps` shows, or a server that is not verified.
+fn warn_of_the_address(share: &RedisShare, say: &Printer) {
+    if share.password_in_url {
+        say.line(&format!(
+            "shape: share {share}: the password in the address is visible to other users of this machine (ps); set {} instead",
+            url::PASSWORD_VARIABLE
+        ));
+    }
+    if share.tls == url::Tls::Insecure {
+        say.line(&format!(
+            "shape: share {share}: the server's certificate is not verified (#insecure): whoever answers at that address gets the share"
+        ));
+    }
+}
+
+/// The settings a shape that wants `ours` joins `share` with: the share's
+/// while others are on it (with a notice if `given` settings differ),
+/// else its own if given. A share that counts something else is refused.
+fn settings_to_join(
+    share: &RedisShare,
+    store: &mut Store,
+    ours: Held,
+    given: bool,
+) -> Result<(Held, Option<String>), FleetError> {
+    let fail = |why: StoreError| FleetError::new(share, why);
+    Ok(match store.held().map_err(fail)? {
+        Some(held) if held.counting != ours.counting => {
+            return Err(fail(StoreError::Counts {
+                theirs: held.counting.units(),
+                ours: ours.counting.units(),
+            }));
+        }
+        Some(_) if store.members().map_err(fail)? == 0 => {
+            if given {
+                store.replace(&ours).map_err(fail)?;
+            }
+            (store.held().map_err(fail)?.unwrap_or(ours), None)
+        }
+        Some(held) => {
+            let differs = (held.limit, held.burst) != (ours.limit, ours.burst);
+            let notice = (given && differs).then(|| {
+                format!(
+                    "share {share} is at {}; using that (change it with --remote share:{share})",
+                    describe(&held)
+                )
+            });
+            (held, notice)
+        }
+        None => (ours, None),
+    })
 }
 
 /// Settings as `--status` and notices show them: as a local share's.

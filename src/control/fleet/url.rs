@@ -99,6 +99,59 @@ impl RedisShare {
     }
 }
 
+/// Whether `url` asks for TLS, and whether its server is verified.
+fn tls_of(url: &url::Url) -> Result<Tls, String> {
+    match (url.scheme(), url.fragment()) {
+        ("rediss", None) => Ok(Tls::Verified),
+        ("rediss", Some("insecure")) => Ok(Tls::Insecure),
+        (_, None) => Ok(Tls::Off),
+        (_, Some(fragment)) => Err(format!(
+            "'#{fragment}' means nothing here: only rediss:// takes #insecure ({EXAMPLES})"
+        )),
+    }
+}
+
+/// The server `url` names, and the database if it names one (in its
+/// path, before the share's name, or as `query_db`); `segments` is its
+/// path without the share's name.
+fn server_of(
+    url: &url::Url,
+    segments: &[String],
+    query_db: Option<String>,
+) -> Result<(Server, Option<String>), String> {
+    match url.scheme() {
+        "redis" | "rediss" => {
+            let host = url
+                .host_str()
+                .filter(|host| !host.is_empty())
+                .ok_or_else(|| format!("a redis address needs a host ({EXAMPLES})"))?;
+            let db = match segments {
+                [] => query_db,
+                [db] => Some(db.clone()),
+                _ => return Err(format!("too many parts in the path ({EXAMPLES})")),
+            };
+            let host = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            let port = url.port().unwrap_or(6379);
+            Ok((Server::Tcp { host, port }, db))
+        }
+        "redis+unix" => {
+            if segments.is_empty() {
+                return Err(format!(
+                    "a unix address needs the socket's path ({EXAMPLES})"
+                ));
+            }
+            let path = PathBuf::from(format!("/{}", segments.join("/")));
+            Ok((Server::Unix(path), query_db))
+        }
+        other => Err(format!(
+            "'{other}:' is not redis:, rediss: or redis+unix: ({EXAMPLES})"
+        )),
+    }
+}
+
 impl FromStr for RedisShare {
     type Err = String;
 
@@ -117,49 +170,8 @@ impl FromStr for RedisShare {
             .query_pairs()
             .find(|(key, _)| key == "db")
             .map(|(_, value)| value.into_owned());
-        let tls = match (url.scheme(), url.fragment()) {
-            ("rediss", None) => Tls::Verified,
-            ("rediss", Some("insecure")) => Tls::Insecure,
-            (_, None) => Tls::Off,
-            (_, Some(fragment)) => {
-                return Err(format!(
-                    "'#{fragment}' means nothing here: only rediss:// takes #insecure ({EXAMPLES})"
-                ));
-            }
-        };
-        let (server, db) = match url.scheme() {
-            "redis" | "rediss" => {
-                let host = url
-                    .host_str()
-                    .filter(|host| !host.is_empty())
-                    .ok_or_else(|| format!("a redis address needs a host ({EXAMPLES})"))?;
-                let db = match segments.as_slice() {
-                    [] => query_db,
-                    [db] => Some(db.clone()),
-                    _ => return Err(format!("too many parts in the path ({EXAMPLES})")),
-                };
-                let host = host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_string();
-                let port = url.port().unwrap_or(6379);
-                (Server::Tcp { host, port }, db)
-            }
-            "redis+unix" => {
-                if segments.is_empty() {
-                    return Err(format!(
-                        "a unix address needs the socket's path ({EXAMPLES})"
-                    ));
-                }
-                let path = PathBuf::from(format!("/{}", segments.join("/")));
-                (Server::Unix(path), query_db)
-            }
-            other => {
-                return Err(format!(
-                    "'{other}:' is not redis:, rediss: or redis+unix: ({EXAMPLES})"
-                ));
-            }
-        };
+        let tls = tls_of(&url)?;
+        let (server, db) = server_of(&url, &segments, query_db)?;
         let db = match db {
             None => 0,
             Some(db) => db

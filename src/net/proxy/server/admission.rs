@@ -302,13 +302,19 @@ impl Server<'_> {
                 now: self.clock.now(),
             })
         });
-        let mut connection = match started {
-            Ok(connection) => connection,
+        match started {
+            Ok(connection) => self.keep(connection),
             Err(err) => {
                 self.say(&format!("shape: {peer}: {}", one_line(&err)));
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// Watches `connection`'s sockets and keeps it, noting whether it leads
+    /// back to the loop; if poll will not take them, resets it and says
+    /// so. Returns its key.
+    fn keep(&mut self, mut connection: Connection) -> Option<usize> {
         connection.own_end = connection.server.local_tcp();
         connection.looped = connection
             .client
