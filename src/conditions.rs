@@ -15,7 +15,7 @@ use std::time::Duration;
 pub struct Conditions {
     /// Moves with every change.
     generation: AtomicU64,
-    now: Mutex<Now>,
+    now: Mutex<InForce>,
     /// Why the faults, or the delay and jitter, cannot change in this
     /// run, if they cannot.
     fixed: Fixed,
@@ -32,22 +32,22 @@ pub struct Fixed {
     pub delay: Option<&'static str>,
 }
 
-/// The conditions at one moment.
+/// The conditions in force: delay, jitter and each direction's faults.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Now {
+pub struct InForce {
     /// The faults of each direction, up then down (a pipe's is down).
     pub faults: [Faults; 2],
     pub delay: Duration,
     pub jitter: Duration,
 }
 
-impl Now {
+impl InForce {
     pub fn faults(&self, direction: Way) -> Faults {
         self.faults[direction as usize]
     }
 }
 
-impl Now {
+impl InForce {
     /// What is in force beyond the rate: `delay 200ms, jitter 10ms;
     /// stall-after 2s`; empty if nothing is. A proxy's directions
     /// (`two_ways`) are named where they differ: `up: drop 1%; down: ...`.
@@ -91,12 +91,12 @@ impl Retune {
 }
 
 impl Conditions {
-    pub fn new(now: Now) -> Conditions {
+    pub fn new(now: InForce) -> Conditions {
         Conditions::fixing(now, Fixed::default())
     }
 
     /// Conditions of which `fixed` cannot change.
-    pub fn fixing(now: Now, fixed: Fixed) -> Conditions {
+    pub fn fixing(now: InForce, fixed: Fixed) -> Conditions {
         Conditions {
             generation: AtomicU64::new(0),
             now: Mutex::new(now),
@@ -135,12 +135,12 @@ impl Conditions {
     }
 
     /// The conditions in force.
-    pub fn now(&self) -> Now {
+    pub fn now(&self) -> InForce {
         *lock(&self.now)
     }
 
     /// Puts `now` in force in place of what was.
-    pub fn set(&self, now: Now) {
+    pub fn set(&self, now: InForce) {
         *lock(&self.now) = now;
         self.generation.fetch_add(1, Ordering::Release);
     }
@@ -167,13 +167,13 @@ pub struct Watch {
 
 impl Watch {
     /// The conditions now, marked as seen.
-    pub fn now(&mut self, conditions: &Conditions) -> Now {
+    pub fn now(&mut self, conditions: &Conditions) -> InForce {
         self.seen = conditions.generation.load(Ordering::Acquire);
         conditions.now()
     }
 
     /// The conditions now, if they changed since last asked.
-    pub fn changed(&mut self, conditions: &Conditions) -> Option<Now> {
+    pub fn changed(&mut self, conditions: &Conditions) -> Option<InForce> {
         let generation = conditions.generation.load(Ordering::Acquire);
         if generation == self.seen {
             return None;
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_watch_sees_each_change_once() {
-        let conditions = Conditions::new(Now::default());
+        let conditions = Conditions::new(InForce::default());
         let mut watch = Watch::default();
         assert_eq!(watch.changed(&conditions), None);
         let retune = Retune {
@@ -210,7 +210,7 @@ mod tests {
             "a change to the same"
         );
         let fixed = Conditions::fixing(
-            Now::default(),
+            InForce::default(),
             Fixed {
                 faults: Some("no faults here"),
                 ..Fixed::default()

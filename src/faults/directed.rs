@@ -87,6 +87,22 @@ impl Way {
             Way::Down => "down",
         }
     }
+
+    /// The way toxiproxy's API calls a stream: `upstream` (the clients'
+    /// requests) or `downstream`, in any case.
+    pub fn of_stream(stream: &str) -> Option<Way> {
+        Way::BOTH
+            .into_iter()
+            .find(|way| way.stream().eq_ignore_ascii_case(stream))
+    }
+
+    /// This way's name in toxiproxy's API.
+    pub fn stream(self) -> &'static str {
+        match self {
+            Way::Up => "upstream",
+            Way::Down => "downstream",
+        }
+    }
 }
 
 /// A probability, as a value that [`Directed`] can carry.

@@ -6,7 +6,7 @@ use super::UsageError;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use crate::bucket::Bucket;
 use crate::cli::Cli;
-use crate::conditions::{Conditions, Now};
+use crate::conditions::{Conditions, InForce};
 use crate::control::{Adjuster, default_burst};
 use crate::counting::{Counting, Written};
 use crate::exit::Exit;
@@ -51,7 +51,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         }
     };
     let link = cli.slow_link();
-    let conditions = Arc::new(Conditions::new(Now {
+    let conditions = Arc::new(Conditions::new(InForce {
         faults: Way::BOTH.map(|way| cli.faults(way)),
         delay: link.delay,
         jitter: link.jitter,
@@ -84,7 +84,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
     };
-    let served = proxy::serve(listen, connect, &shaping);
+    let served = proxy::forward(listen, connect, &shaping);
     drop(member);
     if let Err(err) = &served
         && err.get_ref().is_some_and(|inner| inner.is::<Damaged>())
@@ -124,7 +124,7 @@ fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
 /// the two directions, in the order of [`Way`].
 struct Tuning(Arc<Adjuster>);
 
-impl proxy::Settings for Tuning {
+impl proxy::LiveSettings for Tuning {
     fn shared(&self, way: Way) -> Arc<Bucket> {
         self.0.buckets()[way as usize].clone()
     }

@@ -20,8 +20,8 @@
 //! change that waits for the event loop never holds up the runtime.
 //! Which requests are answered at all is the [`Guard`]'s to say.
 
+use super::api::Reply;
 use super::guard::{Asking, Guard};
-use super::routes::Answer;
 use crate::progress::Printer;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -69,7 +69,7 @@ struct Job {
     method: String,
     path: String,
     body: Bytes,
-    answered: oneshot::Sender<Answer>,
+    answered: oneshot::Sender<Reply>,
 }
 
 /// What every connection's tasks share.
@@ -100,7 +100,7 @@ impl Api {
     pub fn serve(
         self,
         report: Option<Printer>,
-        mut answer: impl FnMut(&str, &str, &[u8]) -> Answer + Send + 'static,
+        mut answer: impl FnMut(&str, &str, &[u8]) -> Reply + Send + 'static,
     ) -> io::Result<Requester> {
         let (jobs, taken) = mpsc::channel::<Job>();
         std::thread::Builder::new()
@@ -147,7 +147,7 @@ pub struct Requester {
 
 impl Requester {
     /// The model's answer to `method path` with `body`, waited for.
-    pub fn ask(&self, method: &str, path: &str, body: Vec<u8>) -> Answer {
+    pub fn ask(&self, method: &str, path: &str, body: Vec<u8>) -> Reply {
         let (answered, answer) = oneshot::channel();
         let job = Job {
             method: method.into(),
@@ -163,8 +163,8 @@ impl Requester {
 }
 
 /// What a request gets once the model has stopped.
-fn stopping() -> Answer {
-    Answer::error(super::model::ApiError::new("the server is stopping", 503))
+fn stopping() -> Reply {
+    Reply::error(super::model::ApiError::new("the server is stopping", 503))
 }
 
 /// Accepts connections while fewer than [`MOST_CONNECTIONS`] are open,
@@ -285,15 +285,15 @@ async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Full<B
 
 /// The body of a request, at most [`MOST_BODY`] bytes, within
 /// [`BODY_TIME`]; or the answer that refuses it.
-async fn read_body(body: Incoming) -> Result<Bytes, Answer> {
+async fn read_body(body: Incoming) -> Result<Bytes, Reply> {
     let read = tokio::time::timeout(BODY_TIME, Limited::new(body, MOST_BODY).collect()).await;
     match read {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => Err(too_long()),
-        Ok(Err(_)) => Err(Answer::error(super::model::ApiError::bad_body(
+        Ok(Err(_)) => Err(Reply::error(super::model::ApiError::bad_body(
             "the body was cut short",
         ))),
-        Err(_) => Err(Answer::error(super::model::ApiError::new(
+        Err(_) => Err(Reply::error(super::model::ApiError::new(
             "the body took too long to arrive",
             408,
         ))),
@@ -301,12 +301,12 @@ async fn read_body(body: Incoming) -> Result<Bytes, Answer> {
 }
 
 /// What a body longer than [`MOST_BODY`] gets.
-fn too_long() -> Answer {
-    Answer::error(super::model::ApiError::bad_body("longer than 1 MiB"))
+fn too_long() -> Reply {
+    Reply::error(super::model::ApiError::bad_body("longer than 1 MiB"))
 }
 
 /// The model's answer to `method path` with `body`.
-async fn ask(shared: &Shared, method: String, path: String, body: Bytes) -> Answer {
+async fn ask(shared: &Shared, method: String, path: String, body: Bytes) -> Reply {
     let (answered, answer) = oneshot::channel();
     let job = Job {
         method,
@@ -436,7 +436,7 @@ mod tests {
         let api = Api::listen(at, Guard::new(at, "127.0.0.1", &[])).unwrap();
         let bound = api.address().unwrap();
         api.serve(None, |method, path, body| {
-            Answer::json(
+            Reply::json(
                 200,
                 &serde_json::json!({"method": method, "path": path, "body": body.len()}),
             )

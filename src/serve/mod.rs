@@ -3,7 +3,7 @@
 //! starts.
 //!
 //! The API's model ([`model`]: proxies, toxics, their defaults and
-//! errors) answers each route ([`routes`]) on the HTTP thread ([`http`]);
+//! errors) answers each route ([`api`]) on the HTTP thread ([`http`]);
 //! each change is carried out on the event loop that the proxy mode uses
 //! ([`proxies`]), where every proxy is a route whose rules are its toxics
 //! ([`shaping`]), each toxic carried out by shape's own bucket, delay
@@ -16,12 +16,12 @@
 //! a malformed body is refused in shape's words rather than Go's
 //! decoder's.
 
+pub mod api;
 pub mod carry;
 pub mod guard;
 pub mod http;
 pub mod model;
 pub mod proxies;
-pub mod routes;
 mod runtime;
 pub mod shaping;
 mod signals;
@@ -29,7 +29,7 @@ pub mod toxics;
 
 use crate::message::one_line;
 use crate::net::Address;
-use crate::net::proxy::serve_commands;
+use crate::net::proxy::run_by_commands;
 use crate::progress::Printer;
 use model::{Model, ProxyGiven};
 pub use proxies::Extras;
@@ -72,7 +72,7 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     let event_loop = std::thread::Builder::new()
         .name("proxies".into())
         .spawn(move || {
-            let served = serve_commands(report, seed, taken, ready);
+            let served = run_by_commands(report, seed, taken, ready);
             // The loop ends on its own only if poll itself fails: without
             // it no proxy moves a byte, so the server ends too, saying why.
             if let Err(err) = &served {
@@ -114,7 +114,7 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     let status = proxies.status();
     let asking = api
         .serve(serving.report.clone(), move |method, path, body| {
-            routes::answer(&mut model, &mut proxies, method, path, body)
+            api::answer(&mut model, &mut proxies, method, path, body)
         })
         .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
     if let Some(report) = &serving.report {
@@ -181,7 +181,7 @@ fn populate(model: &mut Model, proxies: &mut Proxies, path: &Path) -> Result<(),
     let text = read_config(path)?;
     let given: Vec<ProxyGiven> = serde_json::from_slice(&text)
         .map_err(|err| Refused::Usage(format!("--config {name}: not a list of proxies: {err}")))?;
-    routes::populate_with(model, proxies, given)
+    api::populate_with(model, proxies, given)
         .map(drop)
         .map_err(|(_, err)| Refused::Usage(format!("--config {name}: {}", err.error)))
 }

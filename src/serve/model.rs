@@ -5,6 +5,7 @@
 //! after this has accepted it.
 
 use super::toxics::{BadAttribute, Kind, merge};
+use crate::faults::Way;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -262,11 +263,8 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         }
     };
     // Kept as given, and taken in any case, as toxiproxy takes it.
-    let stream = text("stream", "downstream")?;
-    if !matches!(
-        stream.to_ascii_lowercase().as_str(),
-        "upstream" | "downstream"
-    ) {
+    let stream = text("stream", Way::Down.stream())?;
+    if Way::of_stream(&stream).is_none() {
         return Err(ApiError::new(
             "stream was invalid, can be either upstream or downstream",
             400,

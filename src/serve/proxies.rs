@@ -6,10 +6,11 @@
 //! connections by the time its PATCH is answered. The loop never blocks,
 //! so that wait is short even under load.
 
+use super::api::Carrier;
 use super::model::{ApiError, Model, Proxy};
-use super::routes::Carrier;
 use super::shaping::{Counters, Effects, ToxicRules};
 use crate::bucket::Bucket;
+use crate::faults::Way;
 use crate::net::Address;
 use crate::net::proxy::{Command, Upstream};
 use std::collections::BTreeMap;
@@ -227,7 +228,7 @@ impl Carrier for Proxies {
                 let Ok(proxy) = model.proxy(proxy_name) else {
                     continue;
                 };
-                for (way, direction) in ["upstream", "downstream"].iter().enumerate() {
+                for (way, direction) in Way::BOTH.map(Way::stream).iter().enumerate() {
                     let bytes = match read {
                         true => running.counters.received[way].load(Ordering::Relaxed),
                         false => running.counters.sent[way].total(),

@@ -10,7 +10,7 @@
 use super::carry::{Effect, effect};
 use super::model::Toxic;
 use crate::bucket::Bucket;
-use crate::conditions::Now;
+use crate::conditions::InForce;
 use crate::duration::least;
 use crate::faults::{Change, Directed, Trigger, Way};
 use crate::net::proxy::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
@@ -158,7 +158,7 @@ impl Sum {
             });
         }
         let faults = Change::all(&self.changes, way);
-        let now = Now {
+        let now = InForce {
             delay: self.delay,
             jitter: self.jitter,
             faults: [faults, faults],
@@ -239,10 +239,8 @@ impl ToxicRules {
             if toxic.toxicity <= 0.0 || toxic.toxicity.is_nan() {
                 continue;
             }
-            let way = match toxic.stream.eq_ignore_ascii_case("upstream") {
-                true => Way::Up,
-                false => Way::Down,
-            };
+            // The model took only streams that name a way.
+            let way = Way::of_stream(&toxic.stream).unwrap_or(Way::Down);
             let sum = Sum::of(&effect, bucket.as_ref());
             let segments = &mut ways[way as usize];
             match (toxic.toxicity >= 1.0, segments.last_mut()) {
@@ -384,7 +382,7 @@ mod tests {
         }
     }
 
-    fn terms(plan: &WayPlan) -> Now {
+    fn terms(plan: &WayPlan) -> InForce {
         match &plan.terms {
             Terms::Own(now) => **now,
             Terms::Shared(_) => panic!("not its own"),

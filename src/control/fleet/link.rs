@@ -18,7 +18,7 @@
 //! `SHAPE_REDIS_CERT_FILE` and `SHAPE_REDIS_KEY_FILE`, as a server with
 //! `tls-auth-clients yes` (Redis's default) requires.
 
-use super::url::{RedisShare, Server, Tls};
+use super::url::{Endpoint, RedisShare, Tls};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{Cmd, Connection, ConnectionInfo, ConnectionLike, RedisResult, Value};
 use rustls::pki_types::pem::PemObject;
@@ -103,7 +103,7 @@ impl Link {
         };
         one.set_read_timeout(Some(patience))?;
         one.set_write_timeout(Some(patience))?;
-        if !matches!(share.server, Server::Tcp { .. }) || !in_a_cluster(&mut one)? {
+        if !matches!(share.server, Endpoint::Tcp { .. }) || !in_a_cluster(&mut one)? {
             return Ok(Link::One(one));
         }
         if share.db != 0 {

@@ -1,4 +1,4 @@
-//! A member's two threads. The planner steps the lease [`Plan`] on time
+//! A member's two threads. The planner steps the [`Leases`] on time
 //! and on Redis's answers, and sets the local bucket as it says. The
 //! courier makes the Redis calls, one at a time, on one connection that it
 //! opens again only when it broke. Only the courier ever waits on Redis,
@@ -7,7 +7,7 @@
 //! fails, and leaves within [`LEAVE_WITHIN`] whatever Redis does.
 
 use super::link::Node;
-use super::plan::{Answer, Ask, Event, Local, Plan, Step, Trouble};
+use super::plan::{Ask, Event, LeaseReply, Leases, Local, Step, Trouble};
 use super::store::Store;
 use super::url::RedisShare;
 use crate::bucket::Bucket;
@@ -24,7 +24,7 @@ pub const LEAVE_WITHIN: Duration = Duration::from_millis(200);
 
 /// What reaches the planner.
 enum Note {
-    Answer(Result<Answer, Trouble>),
+    LeaseReply(Result<LeaseReply, Trouble>),
     GaveBack,
     Leave,
 }
@@ -55,7 +55,7 @@ impl Member {
     /// connected, and `asked` the call the plan asked for last.
     pub fn start(
         identity: Identity,
-        plan: Plan,
+        plan: Leases,
         bucket: Arc<Bucket>,
         mut store: Store,
         asked: Option<Ask>,
@@ -144,7 +144,7 @@ pub fn apply(bucket: &Bucket, step: &Step, say: Option<&Printer>, share: &RedisS
 }
 
 struct Planner {
-    plan: Plan,
+    plan: Leases,
     bucket: Arc<Bucket>,
     say: Option<Printer>,
     share: RedisShare,
@@ -159,8 +159,8 @@ impl Planner {
             let step = self.step(event);
             let wait = step.wake.saturating_sub(clock.now());
             event = match notes.recv_timeout(Duration::from_nanos(wait)) {
-                Ok(Note::Answer(Ok(answer))) => Event::Answered(answer),
-                Ok(Note::Answer(Err(trouble))) => Event::Failed(trouble),
+                Ok(Note::LeaseReply(Ok(answer))) => Event::Answered(answer),
+                Ok(Note::LeaseReply(Err(trouble))) => Event::Failed(trouble),
                 Ok(Note::GaveBack) | Err(RecvTimeoutError::Timeout) => Event::Tick,
                 Ok(Note::Leave) | Err(RecvTimeoutError::Disconnected) => break,
             };
@@ -187,7 +187,7 @@ impl Planner {
         let left = || deadline.saturating_duration_since(std::time::Instant::now());
         if self.plan.asking() {
             match notes.recv_timeout(left()) {
-                Ok(Note::Answer(Ok(answer))) => {
+                Ok(Note::LeaseReply(Ok(answer))) => {
                     let now = MonotonicClock.now();
                     self.plan
                         .step(now, local(&self.bucket), Event::Answered(answer));
@@ -224,7 +224,7 @@ impl Courier {
     fn run(mut self, work: Receiver<Job>, answers: Sender<Note>) {
         for job in work {
             let note = match job {
-                Job::Lease(ask) => Note::Answer(self.call(|store, id| store.lease(id, &ask))),
+                Job::Lease(ask) => Note::LeaseReply(self.call(|store, id| store.lease(id, &ask))),
                 Job::GiveBack(unused) => {
                     let _ = self.call(|store, id| store.give_back(id, unused));
                     Note::GaveBack

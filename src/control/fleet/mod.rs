@@ -33,7 +33,7 @@ use crate::counting::Counting;
 use crate::progress::Printer;
 use clap::ValueEnum;
 use member::Identity;
-use plan::{Event, Plan};
+use plan::{Event, Leases};
 use shape_bucket::{Clock, Limit, MonotonicClock};
 use std::sync::Arc;
 use store::Store;
@@ -123,7 +123,7 @@ pub fn join(
         say,
     };
     let clock = MonotonicClock;
-    let mut plan = Plan::new(
+    let mut plan = Leases::new(
         held,
         joining.fallback,
         clock.now(),

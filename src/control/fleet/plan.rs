@@ -81,14 +81,14 @@ pub enum Event {
     /// Time passed.
     Tick,
     /// Redis answered the lease call in flight.
-    Answered(Answer),
+    Answered(LeaseReply),
     /// The lease call in flight failed.
     Failed(Trouble),
 }
 
 /// What a lease call answered, as the plan needs it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Answer {
+pub struct LeaseReply {
     /// Tokens granted; 0 when none were.
     pub granted: u64,
     /// Nanoseconds from now until the first granted token may be spent;
@@ -222,7 +222,7 @@ impl RoundTrip {
 
 /// One member's leases.
 #[derive(Debug)]
-pub struct Plan {
+pub struct Leases {
     fallback: Fallback,
     /// Tokens per counted unit: no lease is smaller.
     unit: u64,
@@ -259,11 +259,11 @@ pub struct Plan {
     warming: u64,
 }
 
-impl Plan {
+impl Leases {
     /// A member of a share whose settings are `held`, starting at `now`
     /// with a bucket that has granted `granted`.
-    pub fn new(held: Held, fallback: Fallback, now: u64, granted: u64) -> Plan {
-        Plan {
+    pub fn new(held: Held, fallback: Fallback, now: u64, granted: u64) -> Leases {
+        Leases {
             fallback,
             unit: held.counting.tokens_per_unit(),
             held,
@@ -340,7 +340,7 @@ impl Plan {
         self.spendable + self.ramps.iter().map(|ramp| ramp.tokens).sum::<u64>()
     }
 
-    fn answered(&mut self, now: u64, local: Local, answer: Answer) -> Option<String> {
+    fn answered(&mut self, now: u64, local: Local, answer: LeaseReply) -> Option<String> {
         // Redis read its clock about half way through the round trip: the
         // lead counts from there. Counting it from the answer's arrival
         // instead would start every lease half a round trip late, and at a

@@ -14,8 +14,8 @@
 //! below 2^53, where Lua's numbers are exact.
 
 use super::link::{Link, LinkError, Node};
-use super::plan::{Answer, Ask, Held, Trouble};
-use super::url::{RedisShare, Server, Tls};
+use super::plan::{Ask, Held, LeaseReply, Trouble};
+use super::url::{Endpoint, RedisShare, Tls};
 use crate::control::protocol::Adjustment;
 use crate::counting::Counting;
 use redis::Script;
@@ -146,7 +146,7 @@ fn plain_to_tls(share: &RedisShare, err: LinkError) -> StoreError {
     match err {
         LinkError::Redis(err)
             if share.tls == Tls::Off
-                && matches!(share.server, Server::Tcp { .. })
+                && matches!(share.server, Endpoint::Tcp { .. })
                 && !err.is_connection_refusal()
                 && (err.is_connection_dropped() || err.kind() == redis::ErrorKind::Io) =>
         {
@@ -375,7 +375,7 @@ impl Store {
     }
 
     /// Makes the lease call `ask` for member `id`.
-    pub fn lease(&mut self, id: &str, ask: &Ask) -> Result<Answer, StoreError> {
+    pub fn lease(&mut self, id: &str, ask: &Ask) -> Result<LeaseReply, StoreError> {
         let start = &ask.settings;
         let reply: Vec<i64> = self
             .lease
@@ -428,7 +428,7 @@ impl Store {
                 ours: start.counting.units(),
             });
         }
-        Ok(Answer {
+        Ok(LeaseReply {
             granted: field(granted)?,
             lead: lead.saturating_mul(1000),
             held,

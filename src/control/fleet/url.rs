@@ -20,7 +20,7 @@ const EXAMPLES: &str = "e.g. redis://localhost/backup, rediss://db.example:6380/
 /// A share kept in Redis.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisShare {
-    pub server: Server,
+    pub server: Endpoint,
     pub db: i64,
     pub username: Option<String>,
     pub password: Option<String>,
@@ -45,7 +45,7 @@ pub enum Tls {
 
 /// How to reach the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Server {
+pub enum Endpoint {
     Tcp { host: String, port: u16 },
     Unix(PathBuf),
 }
@@ -61,8 +61,8 @@ impl RedisShare {
     /// How the redis crate reaches the server.
     pub fn connection_info(&self) -> redis::ConnectionInfo {
         match &self.server {
-            Server::Tcp { host, port } => self.connection_info_at(host, *port),
-            Server::Unix(path) => self.with_settings(redis::ConnectionAddr::Unix(path.clone())),
+            Endpoint::Tcp { host, port } => self.connection_info_at(host, *port),
+            Endpoint::Unix(path) => self.with_settings(redis::ConnectionAddr::Unix(path.clone())),
         }
     }
 
@@ -118,7 +118,7 @@ fn server_of(
     url: &url::Url,
     segments: &[String],
     query_db: Option<String>,
-) -> Result<(Server, Option<String>), String> {
+) -> Result<(Endpoint, Option<String>), String> {
     match url.scheme() {
         "redis" | "rediss" => {
             let host = url
@@ -135,7 +135,7 @@ fn server_of(
                 .trim_end_matches(']')
                 .to_string();
             let port = url.port().unwrap_or(6379);
-            Ok((Server::Tcp { host, port }, db))
+            Ok((Endpoint::Tcp { host, port }, db))
         }
         "redis+unix" => {
             if segments.is_empty() {
@@ -144,7 +144,7 @@ fn server_of(
                 ));
             }
             let path = PathBuf::from(format!("/{}", segments.join("/")));
-            Ok((Server::Unix(path), query_db))
+            Ok((Endpoint::Unix(path), query_db))
         }
         other => Err(format!(
             "'{other}:' is not redis:, rediss: or redis+unix: ({EXAMPLES})"
@@ -217,7 +217,7 @@ impl fmt::Display for RedisShare {
             (user, Some(_)) => format!("{}:***@", user.as_deref().unwrap_or("")),
         };
         match &self.server {
-            Server::Tcp { host, port } => {
+            Endpoint::Tcp { host, port } => {
                 let host = if host.contains(':') {
                     format!("[{host}]")
                 } else {
@@ -237,7 +237,7 @@ impl fmt::Display for RedisShare {
                 }
                 Ok(())
             }
-            Server::Unix(path) => {
+            Endpoint::Unix(path) => {
                 // A socket's credentials come from the environment only.
                 write!(f, "redis+unix://{}/{}", path.display(), self.name)?;
                 if self.db != 0 {
@@ -292,7 +292,7 @@ mod tests {
         let plain = share("redis://localhost/backup");
         assert_eq!(
             plain.server,
-            Server::Tcp {
+            Endpoint::Tcp {
                 host: "localhost".into(),
                 port: 6379
             }
@@ -311,7 +311,7 @@ mod tests {
         assert!(!format!("{full:?}").contains("cret"));
 
         let unix = share("redis+unix:///run/redis/redis.sock/jobs?db=3");
-        assert_eq!(unix.server, Server::Unix("/run/redis/redis.sock".into()));
+        assert_eq!(unix.server, Endpoint::Unix("/run/redis/redis.sock".into()));
         assert_eq!((unix.db, unix.name.as_str()), (3, "jobs"));
         assert_eq!(
             unix.to_string(),

@@ -82,7 +82,7 @@ pub(super) fn conditions(cli: &Cli) -> Arc<Conditions> {
     let link = cli.slow_link();
     let delayed = cli.delay.is_some();
     let faulty = !cli.fault_changes().is_empty() || delayed;
-    let now = Now {
+    let now = InForce {
         faults: [Faults::default(), cli.faults(Way::Down)],
         delay: link.delay,
         jitter: link.jitter,

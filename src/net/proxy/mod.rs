@@ -15,7 +15,7 @@
 //! the other.
 //!
 //! Live changes (`--remote`, `--rate-file`, `--schedule`) come through
-//! whoever holds the [`Settings`], which wakes poll, and every waiting
+//! whoever holds the [`LiveSettings`], which wakes poll, and every waiting
 //! connection is stepped again: its deadline may have moved.
 //!
 //! An upstream name with several addresses (`localhost`: often ::1,
@@ -32,7 +32,7 @@ mod resolver;
 pub mod rules;
 mod server;
 mod stream;
-mod trouble;
+mod strikes;
 
 use crate::bucket::Bucket;
 use crate::conditions::Conditions;
@@ -42,7 +42,7 @@ use crate::progress::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
 use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
-use server::Server;
+use server::EventLoop;
 pub use server::{Command, Upstream};
 use std::io;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ use std::sync::mpsc::{Receiver, Sender};
 /// What the proxy needs of whoever holds its settings and changes them
 /// while it runs: the buckets of the two directions that all connections
 /// share, buckets of a connection's own, and a word after each change.
-pub trait Settings: Send + Sync {
+pub trait LiveSettings: Send + Sync {
     /// The bucket every connection shares for `way`.
     fn shared(&self, way: Way) -> Arc<Bucket>;
     /// A bucket of a connection's own for `way`, with the settings now in
@@ -65,7 +65,7 @@ pub trait Settings: Send + Sync {
 pub struct Shaping {
     /// The buckets of the two directions (client to server, server to
     /// client), and who changes them while running.
-    pub settings: Arc<dyn Settings>,
+    pub settings: Arc<dyn LiveSettings>,
     /// Each connection gets buckets of its own instead of sharing two.
     pub per_connection: bool,
     /// The buffer size for each direction of each connection (the delay
@@ -127,9 +127,9 @@ impl Rules for &Shaping {
 /// Serves connections on `listen`, forwarding each to `connect`, until the
 /// process is ended. Fails only if the proxy cannot start; after that, a
 /// failure ends one connection, never the proxy.
-pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
+pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
     raise_file_limit();
-    let mut server = Server::new(shaping.report.clone(), shaping.seed)?;
+    let mut event_loop = EventLoop::new(shaping.report.clone(), shaping.seed)?;
     // A change of settings may move every deadline: poll is woken, and
     // every waiting connection is stepped again. Whoever changes the
     // settings here says so once all buckets (each connection's own too)
@@ -138,9 +138,9 @@ pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Resu
     // generation. Nothing polls.
     shaping
         .settings
-        .on_change(Box::new(server.wake_on_change()));
+        .on_change(Box::new(event_loop.wake_on_change()));
     for way in Way::BOTH {
-        server.watch(shaping.settings.shared(way))?;
+        event_loop.watch(shaping.settings.shared(way))?;
     }
     // Looked up once, at start, so that a name that does not resolve is
     // said before anything is accepted.
@@ -148,33 +148,33 @@ pub fn serve(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Resu
         Address::Tcp { .. } => Upstream::Fixed(connect.resolve_all()?.into()),
         Address::Unix(_) => Upstream::Fixed(Arc::new([])),
     };
-    let (_, listen) = server.open(
+    let (_, listen) = event_loop.open(
         listen.listen()?,
         connect.clone(),
         upstream,
         Box::new(shaping),
     )?;
-    server.say(&format!("shape: listening on {listen}"));
+    event_loop.say(&format!("shape: listening on {listen}"));
     if shaping.say_seed {
-        server.say(&format!("shape: seed {}", shaping.seed));
+        event_loop.say(&format!("shape: seed {}", shaping.seed));
     }
-    server.run()
+    event_loop.run()
 }
 
 /// An event loop with no routes yet, run on the calling thread until a
 /// [`Command::Stop`] comes through `commands`; `ready` gets its waker
 /// first, which every command must be sent with.
-pub fn serve_commands(
+pub fn run_by_commands(
     report: Option<Printer>,
     seed: u64,
     commands: Receiver<Command>,
     ready: Sender<Arc<mio::Waker>>,
 ) -> io::Result<()> {
     raise_file_limit();
-    let mut server = Server::new(report, seed)?;
-    server.take_commands(commands);
-    let _ = ready.send(server.waker());
-    server.run()
+    let mut event_loop = EventLoop::new(report, seed)?;
+    event_loop.take_commands(commands);
+    let _ = ready.send(event_loop.waker());
+    event_loop.run()
 }
 
 /// Raises the soft limit on open files to the hard one: each connection

@@ -5,7 +5,7 @@
 //! proxy whose rules are its toxics.
 
 use crate::bucket::Bucket;
-use crate::conditions::{Conditions, Now};
+use crate::conditions::{Conditions, InForce};
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
 use shape_bucket::Limit;
@@ -28,7 +28,7 @@ pub enum Terms {
     /// These, which change for every connection at once.
     Shared(Arc<Conditions>),
     /// These, of this connection's own.
-    Own(Box<Now>),
+    Own(Box<InForce>),
 }
 
 /// How one direction of a connection is shaped.

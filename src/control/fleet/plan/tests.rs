@@ -27,7 +27,7 @@ fn idle(granted: u64) -> Local {
 }
 
 fn answer(granted: u64, lead_ms: i64, part: u64) -> Event {
-    Event::Answered(Answer {
+    Event::Answered(LeaseReply {
         granted,
         lead: lead_ms * MS as i64,
         held: held(1),
@@ -38,8 +38,8 @@ fn answer(granted: u64, lead_ms: i64, part: u64) -> Event {
 
 /// A plan that has asked at 0 and heard, 10 ms later, a lease of `granted`
 /// tokens whose first tokens are spendable `lead_ms` from Redis's now.
-fn leased(fallback: Fallback, granted: u64, lead_ms: i64) -> (Plan, Step) {
-    let mut plan = Plan::new(held(1), fallback, 0, 0);
+fn leased(fallback: Fallback, granted: u64, lead_ms: i64) -> (Leases, Step) {
+    let mut plan = Leases::new(held(1), fallback, 0, 0);
     let first = plan.step(0, idle(0), Event::Tick);
     assert!(first.ask.is_some());
     let step = plan.step(10 * MS, idle(0), answer(granted, lead_ms, RATE / 4));
@@ -48,7 +48,7 @@ fn leased(fallback: Fallback, granted: u64, lead_ms: i64) -> (Plan, Step) {
 
 #[test]
 fn a_new_member_asks_at_once_for_as_much_as_it_can_get_and_waits_for_it() {
-    let mut plan = Plan::new(held(3), Fallback::Last, 0, 0);
+    let mut plan = Leases::new(held(3), Fallback::Last, 0, 0);
     let step = plan.step(0, idle(0), Event::Tick);
     let ask = step.ask.unwrap();
     assert_eq!(ask.demand, INSATIABLE);
@@ -202,7 +202,7 @@ fn settings_heard_are_what_a_member_would_start_the_share_again_with() {
     let step = plan.step(
         70 * MS,
         idle(180_000),
-        Event::Answered(Answer {
+        Event::Answered(LeaseReply {
             granted: 0,
             lead: 0,
             held: changed,
@@ -223,7 +223,7 @@ fn settings_heard_are_what_a_member_would_start_the_share_again_with() {
 
 #[test]
 fn leases_grow_with_the_round_trip_and_are_asked_for_one_round_trip_ahead() {
-    let mut plan = Plan::new(held(1), Fallback::Last, 0, 0);
+    let mut plan = Leases::new(held(1), Fallback::Last, 0, 0);
     let _ = plan.step(0, idle(0), Event::Tick);
     // 200 ms to Redis and back.
     let part = RATE / 4;
@@ -310,7 +310,7 @@ mod fleet {
 
     impl Redis {
         /// The lease script for member `id` at `now`.
-        fn lease(&mut self, id: usize, now: u64, ask: &Ask) -> Answer {
+        fn lease(&mut self, id: usize, now: u64, ask: &Ask) -> LeaseReply {
             self.demand[id] = ask.demand;
             let mut sorted = self.demand.clone();
             sorted.sort_unstable();
@@ -361,7 +361,7 @@ mod fleet {
             let mut held = held(1);
             held.limit = Limit::per_second(self.rate);
             held.burst = self.burst;
-            Answer {
+            LeaseReply {
                 granted,
                 lead,
                 held,
@@ -412,12 +412,12 @@ mod fleet {
             demand: vec![0; members],
             stretches: vec![Stretches::default(); members],
         };
-        let mut plans: Vec<Plan> = (0..members)
-            .map(|_| Plan::new(held(1), Fallback::Block, 0, 0))
+        let mut plans: Vec<Leases> = (0..members)
+            .map(|_| Leases::new(held(1), Fallback::Block, 0, 0))
             .collect();
         let mut locals: Vec<Local> = (0..members).map(|_| Local::default()).collect();
         // (delivered at, member, answer)
-        let mut in_flight: Vec<(u64, usize, Answer)> = Vec::new();
+        let mut in_flight: Vec<(u64, usize, LeaseReply)> = Vec::new();
         let mut from_4s = vec![0; members];
         for tick in 0..seconds * 1000 {
             let now = tick * MS;

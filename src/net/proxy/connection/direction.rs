@@ -16,7 +16,7 @@ pub(in crate::net::proxy) struct Direction {
     link: SlowLink,
     line: Line,
     /// The faults of this direction, if its connection is one they affect.
-    pub(super) trouble: Option<Trouble>,
+    pub(super) strikes: Option<Strikes>,
     /// Which change of the conditions this direction has taken.
     pub(super) watch: Watch,
     /// Where what is read is counted, if anywhere.
@@ -100,9 +100,9 @@ impl Direction {
             way,
             link,
             line: link.line(start.seeds.jitter),
-            trouble: start
+            strikes: start
                 .affected
-                .then(|| Trouble::new(faults, start.seeds.faults, start.block, start.now)),
+                .then(|| Strikes::new(faults, start.seeds.faults, start.block, start.now)),
             watch,
             received: start.received.clone(),
             unpaid: None,
@@ -121,7 +121,7 @@ impl Direction {
 
     /// What the faults did, if any that are counted were asked for.
     pub(in crate::net::proxy) fn tally(&self) -> Option<String> {
-        self.trouble.as_ref().and_then(Trouble::tally)
+        self.strikes.as_ref().and_then(Strikes::tally)
     }
 
     /// Pays for the chunk that waits for tokens, if one does, from `new`
@@ -145,8 +145,8 @@ impl Direction {
         self.link.delay = conditions.delay;
         self.link.jitter = conditions.jitter;
         self.line.set_delay(conditions.delay, conditions.jitter);
-        if let Some(trouble) = &mut self.trouble {
-            trouble.retune(conditions.faults(self.way), now);
+        if let Some(strikes) = &mut self.strikes {
+            strikes.retune(conditions.faults(self.way), now);
         }
     }
 
@@ -170,7 +170,7 @@ impl Direction {
         let at = |end| move |err| Failure { end, err };
         let now = bucket.clock().now();
         self.retune(conditions, now);
-        if self.trouble.as_mut().is_some_and(|t| t.strike(now)) {
+        if self.strikes.as_mut().is_some_and(|t| t.strike(now)) {
             return Err(at(from_end)(io::Error::other(ResetStruck)));
         }
         // The deadline comes from the same look at the bucket that found
@@ -186,7 +186,7 @@ impl Direction {
                 break (tokens, paused);
             }
         };
-        let strikes = self.trouble.as_ref().and_then(Trouble::deadline);
+        let strikes = self.strikes.as_ref().and_then(Strikes::deadline);
         if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
             return self.finish(to, bucket.clock().now()).map_err(at(to_end));
         }
@@ -208,12 +208,12 @@ impl Direction {
         if self.done {
             return Ok(None);
         }
-        if let Some(trouble) = &mut self.trouble {
-            if trouble.stalled() {
+        if let Some(strikes) = &mut self.strikes {
+            if strikes.stalled() {
                 self.done = true;
                 return Ok(None);
             }
-            if let Err(at) = trouble.close_due(now) {
+            if let Err(at) = strikes.close_due(now) {
                 return Ok(Some(at));
             }
         }
@@ -240,8 +240,8 @@ impl Direction {
                 return Ok((progress, None));
             };
             let due = chunk.len() - *out;
-            let piece = match &mut self.trouble {
-                Some(trouble) => match trouble.writable(due, now) {
+            let piece = match &mut self.strikes {
+                Some(strikes) => match strikes.writable(due, now) {
                     Ok(piece) => piece,
                     Err(until) => return Ok((progress, Some(until))),
                 },
@@ -253,8 +253,8 @@ impl Direction {
                     self.wrote_any |= n > 0;
                     forwarded.add(n as u64);
                     progress = true;
-                    if let Some(trouble) = &mut self.trouble {
-                        trouble.wrote(n, now);
+                    if let Some(strikes) = &mut self.strikes {
+                        strikes.wrote(n, now);
                     }
                     if *out == chunk.len() {
                         let (chunk, _) = self.sending.take().expect("just written from");
@@ -287,8 +287,8 @@ impl Direction {
             return Err(io::Error::other(Damaged));
         }
         let (mut chunk, _) = self.unpaid.take().expect("checked above");
-        if let Some(trouble) = &mut self.trouble {
-            let (reset, cut) = trouble.admit(&mut chunk);
+        if let Some(strikes) = &mut self.strikes {
+            let (reset, cut) = strikes.admit(&mut chunk);
             if reset {
                 return Err(io::Error::other(ResetStruck));
             }
@@ -316,7 +316,7 @@ impl Direction {
         if self.unpaid.is_some() || self.ended {
             return Ok(false);
         }
-        let stalled = self.trouble.as_ref().is_some_and(Trouble::stalled);
+        let stalled = self.strikes.as_ref().is_some_and(Strikes::stalled);
         let (limit, burst) = bucket.limit_and_burst();
         let room = self
             .link

@@ -3,7 +3,7 @@
 
 use super::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use super::stream::Stream;
-use super::trouble::Trouble;
+use super::strikes::Strikes;
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::conditions::{Conditions, Watch};
@@ -65,7 +65,7 @@ pub(super) struct Connection {
     pub(super) up: Direction,
     pub(super) down: Direction,
     /// What each direction pays from and is held to, up then down.
-    shaping: [Shaped; 2],
+    shaping: [Bounds; 2],
     /// Its draws of chance, for rules that strike some connections only.
     pub(super) luck: Luck,
     /// The route it came in on.
@@ -91,7 +91,7 @@ pub(super) struct Connection {
 
 /// What one direction pays from and is held to, and whether each is its
 /// own (changed in place) or shared (replaced).
-struct Shaped {
+struct Bounds {
     bucket: Arc<Bucket>,
     own_bucket: bool,
     conditions: Arc<Conditions>,
@@ -99,11 +99,11 @@ struct Shaped {
     passed: Arc<Throughput>,
 }
 
-impl Shaped {
-    fn new(plan: WayPlan, passed: Arc<Throughput>) -> io::Result<Shaped> {
+impl Bounds {
+    fn new(plan: WayPlan, passed: Arc<Throughput>) -> io::Result<Bounds> {
         let (bucket, own_bucket) = bucket_of(plan.pay)?;
         let (conditions, own_conditions) = conditions_of(plan.terms);
-        Ok(Shaped {
+        Ok(Bounds {
             bucket,
             own_bucket,
             conditions,
@@ -117,7 +117,7 @@ impl Shaped {
     /// waits for tokens is paid for again from the new bucket. Returns
     /// whether a stall was lifted.
     fn take(&mut self, plan: WayPlan, direction: &mut Direction) -> io::Result<bool> {
-        let stalled = direction.trouble.as_ref().is_some_and(Trouble::stalled);
+        let stalled = direction.strikes.as_ref().is_some_and(Strikes::stalled);
         match plan.pay {
             Pay::Own { limit, burst } if self.own_bucket => {
                 self.bucket.set(limit, burst).map_err(io::Error::other)?
@@ -166,7 +166,7 @@ fn conditions_of(terms: Terms) -> (Arc<Conditions>, bool) {
 }
 
 /// How a connection starts out.
-pub(super) struct Start<'a> {
+pub(super) struct Opening<'a> {
     pub(super) client: Stream,
     pub(super) server: Stream,
     pub(super) plan: Plan,
@@ -184,13 +184,13 @@ pub(super) struct Start<'a> {
 
 impl Connection {
     /// A connection shaped by `start.plan`.
-    pub(super) fn new(start: Start) -> io::Result<Connection> {
+    pub(super) fn new(start: Opening) -> io::Result<Connection> {
         let [up_plan, down_plan] = start.plan.ways;
         let close_after = start.plan.close_after;
         let [passed_up, passed_down] = start.rules.passed();
         let shaping = [
-            Shaped::new(up_plan, passed_up)?,
-            Shaped::new(down_plan, passed_down)?,
+            Bounds::new(up_plan, passed_up)?,
+            Bounds::new(down_plan, passed_down)?,
         ];
         let link = start.rules.link();
         let received = start.rules.received();

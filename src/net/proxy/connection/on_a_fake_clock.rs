@@ -5,7 +5,7 @@
 //! poll, the alarm) is not here; how a direction waits is.
 
 use super::*;
-use crate::conditions::{Now, Retune};
+use crate::conditions::{InForce, Retune};
 use crate::faults::{Change, Faults, Slice, Trigger};
 use shape_bucket::{FakeClock, Fill, Limit};
 use std::collections::VecDeque;
@@ -100,7 +100,7 @@ impl Bench {
     fn new(limit: Limit, burst: u64, delay: Duration, faults: Faults) -> Bench {
         let clock = Arc::new(FakeClock::new(0));
         let bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, clock.clone()).unwrap();
-        let conditions = Conditions::new(Now {
+        let conditions = Conditions::new(InForce {
             faults: [Faults::default(), faults],
             delay,
             jitter: Duration::ZERO,

@@ -3,9 +3,9 @@
 //! waiting for their upstream's name or for a descriptor, and connecting
 //! them to their server, address by address.
 
-use super::{Route, Server, Upstream};
+use super::{EventLoop, Route, Upstream};
 use crate::message::one_line;
-use crate::net::proxy::connection::{Connection, Start};
+use crate::net::proxy::connection::{Connection, Opening};
 use crate::net::proxy::resolver::Resolver;
 use crate::net::proxy::rules::Luck;
 use crate::net::proxy::stream::Stream;
@@ -45,7 +45,7 @@ pub(super) struct Awaiting {
     pub(super) peer: String,
 }
 
-impl Server<'_> {
+impl EventLoop<'_> {
     /// Admits the client that waits for resources, then every client
     /// waiting to be accepted on `routes`, unless accepting rests.
     pub(super) fn accept_all(&mut self, routes: &[usize], ready: &mut Vec<usize>) {
@@ -287,7 +287,7 @@ impl Server<'_> {
         let mut luck = Luck::new(seeds[0].faults ^ seeds[1].jitter);
         let route = &self.routes[key];
         let started = route.rules.plan(&mut luck).and_then(|plan| {
-            Connection::new(Start {
+            Connection::new(Opening {
                 client,
                 server,
                 plan,
@@ -391,7 +391,7 @@ impl Server<'_> {
 /// A new connection to `connect`: for TCP, to the first of its addresses
 /// `upstream` from `from` on that the system lets a connection begin to,
 /// with that address's place. Completes in the background; an address
-/// that then refuses is left for the next by [`Server::try_next_address`].
+/// that then refuses is left for the next by [`EventLoop::try_next_address`].
 fn connect_upstream(
     connect: &Address,
     upstream: &[SocketAddr],

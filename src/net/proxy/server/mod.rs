@@ -92,7 +92,7 @@ struct Route<'a> {
 }
 
 /// The proxy's whole state, driven by one thread.
-pub(super) struct Server<'a> {
+pub(super) struct EventLoop<'a> {
     poll: Poll,
     events: Events,
     routes: Slab<Route<'a>>,
@@ -146,9 +146,9 @@ pub(super) struct Server<'a> {
     clock: MonotonicClock,
 }
 
-impl<'a> Server<'a> {
+impl<'a> EventLoop<'a> {
     /// A loop without routes, its random choices drawn from `seed`.
-    pub(super) fn new(report: Option<Printer>, seed: u64) -> io::Result<Server<'a>> {
+    pub(super) fn new(report: Option<Printer>, seed: u64) -> io::Result<EventLoop<'a>> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), CHANGED)?);
         let alarm = Alarm::new().ok();
@@ -157,7 +157,7 @@ impl<'a> Server<'a> {
             poll.registry()
                 .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)?;
         }
-        Ok(Server {
+        Ok(EventLoop {
             poll,
             events: Events::with_capacity(1024),
             routes: Slab::new(),

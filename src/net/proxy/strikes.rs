@@ -8,7 +8,7 @@ use crate::faults::{Faults, Mischief, Trigger};
 use std::sync::atomic::Ordering;
 
 /// The faults of one direction, with the moments they wait for.
-pub(super) struct Trouble {
+pub(super) struct Strikes {
     mischief: Mischief,
     /// Bytes still to pass before `--cut-after` ends the direction.
     cut_left: Option<u64>,
@@ -24,11 +24,11 @@ pub(super) struct Trouble {
     close_at: Option<u64>,
 }
 
-impl Trouble {
+impl Strikes {
     /// `faults` done from `now`, drawn from `seed`, losing blocks of
     /// `block` bytes.
-    pub(super) fn new(faults: Faults, seed: u64, block: usize, now: u64) -> Trouble {
-        let mut trouble = Trouble {
+    pub(super) fn new(faults: Faults, seed: u64, block: usize, now: u64) -> Strikes {
+        let mut strikes = Strikes {
             mischief: Mischief::new(Faults::default(), seed, block),
             cut_left: None,
             stall_at: None,
@@ -37,8 +37,8 @@ impl Trouble {
             paused_until: None,
             close_at: None,
         };
-        trouble.retune(faults, now);
-        trouble
+        strikes.retune(faults, now);
+        strikes
     }
 
     /// Does `faults` from `now` on: sizes and times count from now.
@@ -161,13 +161,13 @@ mod tests {
 
     #[test]
     fn pieces_wait_out_the_pause_and_a_partial_write_finishes_its_piece_first() {
-        let mut trouble = Trouble::new(slicing(7, 10), 1, 1000, 0);
-        assert_eq!(trouble.writable(100, 0), Ok(7));
-        trouble.wrote(3, 0);
-        assert_eq!(trouble.writable(97, 0), Ok(4), "the rest of the piece");
-        trouble.wrote(4, 0);
-        assert_eq!(trouble.writable(93, 5 * MS), Err(10 * MS));
-        assert_eq!(trouble.writable(93, 10 * MS), Ok(7));
+        let mut strikes = Strikes::new(slicing(7, 10), 1, 1000, 0);
+        assert_eq!(strikes.writable(100, 0), Ok(7));
+        strikes.wrote(3, 0);
+        assert_eq!(strikes.writable(97, 0), Ok(4), "the rest of the piece");
+        strikes.wrote(4, 0);
+        assert_eq!(strikes.writable(93, 5 * MS), Err(10 * MS));
+        assert_eq!(strikes.writable(93, 10 * MS), Ok(7));
     }
 
     #[test]
@@ -178,12 +178,12 @@ mod tests {
             cut_after: Some(10),
             ..Faults::default()
         };
-        let mut trouble = Trouble::new(stall, 1, 1000, 100 * MS);
-        assert_eq!(trouble.deadline(), Some(150 * MS));
-        assert!(!trouble.strike(149 * MS) && !trouble.stalled());
-        assert!(!trouble.strike(150 * MS) && trouble.stalled());
-        assert!(trouble.strike(180 * MS));
-        let mut cut = Trouble::new(
+        let mut strikes = Strikes::new(stall, 1, 1000, 100 * MS);
+        assert_eq!(strikes.deadline(), Some(150 * MS));
+        assert!(!strikes.strike(149 * MS) && !strikes.stalled());
+        assert!(!strikes.strike(150 * MS) && strikes.stalled());
+        assert!(strikes.strike(180 * MS));
+        let mut cut = Strikes::new(
             Faults {
                 cut_after: Some(10),
                 ..Faults::default()
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_close_is_held_for_the_slow_close() {
-        let mut trouble = Trouble::new(
+        let mut strikes = Strikes::new(
             Faults {
                 slow_close: Duration::from_millis(20),
                 ..Faults::default()
@@ -211,8 +211,8 @@ mod tests {
             1000,
             0,
         );
-        assert_eq!(trouble.close_due(MS), Err(21 * MS));
-        assert_eq!(trouble.close_due(20 * MS), Err(21 * MS));
-        assert_eq!(trouble.close_due(21 * MS), Ok(()));
+        assert_eq!(strikes.close_due(MS), Err(21 * MS));
+        assert_eq!(strikes.close_due(20 * MS), Err(21 * MS));
+        assert_eq!(strikes.close_due(21 * MS), Ok(()));
     }
 }

@@ -33,32 +33,32 @@ pub trait Carrier {
 
 /// What a request gets back.
 #[derive(Debug, PartialEq)]
-pub struct Answer {
+pub struct Reply {
     pub status: u16,
     /// JSON (or Prometheus text for /metrics), or nothing for 204.
     pub body: Option<String>,
     pub content_type: &'static str,
 }
 
-impl Answer {
-    pub fn json(status: u16, value: &impl Serialize) -> Answer {
-        Answer {
+impl Reply {
+    pub fn json(status: u16, value: &impl Serialize) -> Reply {
+        Reply {
             status,
             body: Some(serde_json::to_string(value).expect("the model is plain data")),
             content_type: "application/json",
         }
     }
 
-    fn none() -> Answer {
-        Answer {
+    fn none() -> Reply {
+        Reply {
             status: 204,
             body: None,
             content_type: "text/plain",
         }
     }
 
-    pub fn error(error: ApiError) -> Answer {
-        Answer::json(error.status, &error)
+    pub fn error(error: ApiError) -> Reply {
+        Reply::json(error.status, &error)
     }
 }
 
@@ -69,8 +69,8 @@ pub fn answer(
     method: &str,
     path: &str,
     body: &[u8],
-) -> Answer {
-    route(model, carrier, method, path, body).unwrap_or_else(Answer::error)
+) -> Reply {
+    route(model, carrier, method, path, body).unwrap_or_else(Reply::error)
 }
 
 fn route(
@@ -79,7 +79,7 @@ fn route(
     method: &str,
     path: &str,
     body: &[u8],
-) -> Result<Answer, ApiError> {
+) -> Result<Reply, ApiError> {
     let path = path.split('?').next().unwrap_or(path);
     // Each part decoded, as Go's router matches them: a proxy named
     // `a b` is `/proxies/a%20b`. A trailing slash is another path.
@@ -96,51 +96,51 @@ fn route(
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     match (method, parts.as_slice()) {
         // Byte for byte as toxiproxy writes it.
-        ("GET", ["version"]) => Ok(Answer {
+        ("GET", ["version"]) => Ok(Reply {
             status: 200,
             body: Some(format!("{{\"version\": \"{TOXIPROXY_VERSION}\"}}\n")),
             content_type: "application/json;charset=utf-8",
         }),
-        ("GET", ["metrics"]) => Ok(Answer {
+        ("GET", ["metrics"]) => Ok(Reply {
             status: 200,
             body: Some(carrier.metrics(model)),
             content_type: "text/plain; version=0.0.4",
         }),
         ("POST", ["reset"]) => {
             reset(model, carrier)?;
-            Ok(Answer::none())
+            Ok(Reply::none())
         }
         ("POST", ["populate"]) => Ok(populate(model, carrier, body)),
-        ("GET", ["proxies"]) => Ok(Answer::json(200, &model.proxies)),
+        ("GET", ["proxies"]) => Ok(Reply::json(200, &model.proxies)),
         ("POST", ["proxies"]) => {
             // `null` is a proxy with nothing given, as Go decodes it.
             let given: Option<ProxyGiven> = parse(body)?;
-            Ok(Answer::json(
+            Ok(Reply::json(
                 201,
                 &create(model, carrier, given.unwrap_or_default())?,
             ))
         }
-        ("GET", ["proxies", name]) => Ok(Answer::json(200, model.proxy(name)?)),
+        ("GET", ["proxies", name]) => Ok(Reply::json(200, model.proxy(name)?)),
         ("POST" | "PATCH", ["proxies", name]) => {
             let given: ProxyGiven = parse(body)?;
-            Ok(Answer::json(200, &update(model, carrier, name, given)?))
+            Ok(Reply::json(200, &update(model, carrier, name, given)?))
         }
         ("DELETE", ["proxies", name]) => {
             model.delete(name)?;
             carrier.remove(name);
-            Ok(Answer::none())
+            Ok(Reply::none())
         }
-        ("GET", ["proxies", name, "toxics"]) => Ok(Answer::json(200, &model.proxy(name)?.toxics)),
+        ("GET", ["proxies", name, "toxics"]) => Ok(Reply::json(200, &model.proxy(name)?.toxics)),
         ("POST", ["proxies", name, "toxics"]) => {
             let given: Map<String, Value> = parse(body)?;
             let toxic = model.add_toxic(name, &given)?.clone();
             retune(model, carrier, name);
-            Ok(Answer::json(200, &toxic))
+            Ok(Reply::json(200, &toxic))
         }
         ("GET", ["proxies", name, "toxics", toxic]) => {
             let proxy = model.proxy(name)?;
             let found = proxy.toxics.iter().find(|t| t.name == *toxic);
-            Ok(Answer::json(
+            Ok(Reply::json(
                 200,
                 found.ok_or_else(ApiError::toxic_not_found)?,
             ))
@@ -149,24 +149,24 @@ fn route(
             let given: Map<String, Value> = parse(body)?;
             let toxic = model.update_toxic(name, toxic, &given)?.clone();
             retune(model, carrier, name);
-            Ok(Answer::json(200, &toxic))
+            Ok(Reply::json(200, &toxic))
         }
         ("DELETE", ["proxies", name, "toxics", toxic]) => {
             model.delete_toxic(name, toxic)?;
             retune(model, carrier, name);
-            Ok(Answer::none())
+            Ok(Reply::none())
         }
         // A path it knows, with another method: 405 and no body.
         (_, ["version" | "metrics" | "reset" | "populate" | "proxies"])
         | (_, ["proxies", _] | ["proxies", _, "toxics"] | ["proxies", _, "toxics", _]) => {
-            Ok(Answer {
+            Ok(Reply {
                 status: 405,
                 body: None,
                 content_type: "text/plain",
             })
         }
         // As Go's router answers a path it does not know: plain text.
-        _ => Ok(Answer {
+        _ => Ok(Reply {
             status: 404,
             body: Some("404 page not found\n".into()),
             content_type: "text/plain; charset=utf-8",
@@ -253,10 +253,10 @@ fn reset(model: &mut Model, carrier: &mut dyn Carrier) -> Result<(), ApiError> {
 /// POST /populate: each proxy given is created, or replaced if its listen
 /// address or upstream differ, or kept with its toxics if not. Answers
 /// 201 with those proxies, or the first error with those done before it.
-fn populate(model: &mut Model, carrier: &mut dyn Carrier, body: &[u8]) -> Answer {
+fn populate(model: &mut Model, carrier: &mut dyn Carrier, body: &[u8]) -> Reply {
     let given: Vec<ProxyGiven> = match parse(body) {
         Ok(given) => given,
-        Err(err) => return Answer::error(err),
+        Err(err) => return Reply::error(err),
     };
     let done = populate_with(model, carrier, given);
     #[derive(Serialize)]
@@ -270,7 +270,7 @@ fn populate(model: &mut Model, carrier: &mut dyn Carrier, body: &[u8]) -> Answer
         Err((proxies, error)) => (proxies, Some(error)),
     };
     let status = error.as_ref().map_or(201, |e| e.status);
-    Answer::json(status, &Populated { error, proxies })
+    Reply::json(status, &Populated { error, proxies })
 }
 
 /// The proxies of a /populate body (or `--config` file) set up on `model`:
