@@ -541,13 +541,24 @@ fn sigusr1_says_how_the_proxies_are_doing_and_sighup_reads_the_config_again() {
     let listen = format!("127.0.0.1:{port}");
     let _open = TcpStream::connect(&listen).unwrap();
     assert_eq!(round_trip(&listen, &[7; 1000]), [7; 1000]);
-    server.signal(rustix::process::Signal::USR1);
-    server.wait_for_stderr("shape: 1 proxy, ");
-    let said = server.stderr();
-    let line = said
-        .lines()
-        .find(|l| l.starts_with("shape: 1 proxy, "))
-        .unwrap();
+    // The loop counts what it wrote just after the write: asked at once,
+    // the last bytes may not be counted yet, so it is asked again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let before = server.stderr().lines().count();
+        server.signal(rustix::process::Signal::USR1);
+        while server.stderr().lines().count() == before {
+            assert!(Instant::now() < deadline, "{}", server.stderr());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let said = server.stderr();
+        let line = said.lines().last().unwrap().to_string();
+        if line.contains("down 1000 B") || Instant::now() > deadline {
+            break line;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.starts_with("shape: 1 proxy, "), "{line}");
     assert!(
         line.contains("1 connection;") || line.contains("2 connections;"),
         "{line}"
