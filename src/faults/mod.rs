@@ -30,10 +30,12 @@
 mod change;
 mod directed;
 mod mischief;
+mod schedule;
 
 pub use change::{Change, FaultFlags};
 pub use directed::{Bytes, Directed, Probability, Span, Way};
 pub use mischief::{Mischief, ResetStruck, Struck, Tally};
+pub use schedule::Schedule;
 
 use std::time::Duration;
 

@@ -4,10 +4,10 @@
 
 use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
 use crate::conditions::{Conditions, Watch};
-use crate::faults::{Mischief, ResetStruck, Struck, Tally, Way};
+use crate::faults::{Mischief, ResetStruck, Schedule, Struck, Tally, Way};
 use crate::lock::lock;
 use crate::throughput::Throughput;
-use shape_bucket::MonotonicClock;
+use shape_bucket::{Clock, MonotonicClock};
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
@@ -22,8 +22,9 @@ pub struct Output {
     mischief: Option<(Mutex<Retuned>, Arc<Conditions>)>,
 }
 
-/// The faults of a stream, and which change of the conditions they are at.
-type Retuned = (Mischief, Watch);
+/// The faults of a stream, which change of the conditions they are at,
+/// and when those that count time are due.
+type Retuned = (Mischief, Watch, Schedule);
 
 /// Where chunks go.
 enum To {
@@ -60,7 +61,11 @@ impl Output {
     /// The same output, with `mischief` done to every chunk, retuned
     /// (with the delay) when `conditions` change.
     pub fn with_faults(mut self, mischief: Mischief, conditions: Arc<Conditions>) -> Output {
-        self.mischief = Some((Mutex::new((mischief, Watch::default())), conditions));
+        let schedule = Schedule::default();
+        self.mischief = Some((
+            Mutex::new((mischief, Watch::default(), schedule)),
+            conditions,
+        ));
         self
     }
 
@@ -83,16 +88,16 @@ impl Output {
             };
         };
         let mut guard = lock(mischief);
-        let (mischief, watch) = &mut *guard;
+        let (mischief, watch, schedule) = &mut *guard;
         let retune = Some(Retuning { conditions, watch });
         match &self.to {
             To::Direct(file) => pump.to_writer(
                 input,
-                &mut Faulty::new(&mut Descriptor(file), mischief, retune, None),
+                &mut Faulty::new(&mut Descriptor(file), mischief, schedule, retune, None),
             ),
             To::Delayed { line, .. } => pump.to_writer(
                 input,
-                &mut Faulty::new(&mut &*line, mischief, retune, Some(line)),
+                &mut Faulty::new(&mut &*line, mischief, schedule, retune, Some(line)),
             ),
         }
     }
@@ -150,6 +155,8 @@ impl Output {
 struct Faulty<'a, W: Write + ?Sized> {
     inner: &'a mut W,
     mischief: &'a mut Mischief,
+    /// When the pause after a slice ends.
+    schedule: &'a mut Schedule,
     retune: Option<Retuning<'a>>,
     /// The delay line written to, if the output delays.
     line: Option<&'a DelayedOutput<MonotonicClock>>,
@@ -167,12 +174,14 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
     fn new(
         inner: &'a mut W,
         mischief: &'a mut Mischief,
+        schedule: &'a mut Schedule,
         retune: Option<Retuning<'a>>,
         line: Option<&'a DelayedOutput<MonotonicClock>>,
     ) -> Self {
         Faulty {
             inner,
             mischief,
+            schedule,
             retune,
             line,
             scratch: Vec::new(),
@@ -194,17 +203,23 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
     }
 
     /// Writes the first `passing` bytes of the scratch, in slices with the
-    /// pause after each if slicing was asked for.
+    /// pause after each if slicing was asked for: a slice waits until the
+    /// schedule says the pause after the last one has ended.
     fn write_in_slices(&mut self, passing: usize) -> io::Result<()> {
         let pause: Duration = self.mischief.faults().slice_pause;
+        let clock = MonotonicClock;
         let mut at = 0;
         while at < passing {
             let (piece, ends_slice) = self.mischief.piece(passing - at);
+            let now = clock.now();
+            if let Some(until) = self.schedule.paused(now) {
+                std::thread::sleep(Duration::from_nanos(until - now));
+            }
             self.inner.write_all(&self.scratch[at..at + piece])?;
             self.inner.flush()?;
             at += piece;
-            if ends_slice && !pause.is_zero() {
-                std::thread::sleep(pause);
+            if ends_slice {
+                self.schedule.sliced(pause, clock.now());
             }
         }
         Ok(())
@@ -268,9 +283,15 @@ mod tests {
         let mut mischief = Mischief::new(faults, 1, 1000);
         let mut writes = Writes::default();
         let data: Vec<u8> = (0..100).collect();
-        Faulty::new(&mut writes, &mut mischief, None, None)
-            .write_all(&data)
-            .unwrap();
+        Faulty::new(
+            &mut writes,
+            &mut mischief,
+            &mut Schedule::default(),
+            None,
+            None,
+        )
+        .write_all(&data)
+        .unwrap();
         assert_eq!(writes.0.len(), 15);
         assert!(writes.0[..14].iter().all(|piece| piece.len() == 7));
         assert_eq!(writes.0.concat(), data);
@@ -291,7 +312,8 @@ mod tests {
         let written_in = |sizes: &[usize]| {
             let mut mischief = Mischief::new(faults, 9, 1000);
             let mut writes = Writes::default();
-            let mut faulty = Faulty::new(&mut writes, &mut mischief, None, None);
+            let mut schedule = Schedule::default();
+            let mut faulty = Faulty::new(&mut writes, &mut mischief, &mut schedule, None, None);
             let mut at = 0;
             for &size in sizes.iter().cycle() {
                 if at == data.len() {
@@ -326,9 +348,15 @@ mod tests {
         };
         let mut mischief = Mischief::new(faults, 1, 1000);
         let mut writes = Writes::default();
-        Faulty::new(&mut writes, &mut mischief, None, None)
-            .write_all(&[1; 50])
-            .unwrap();
+        Faulty::new(
+            &mut writes,
+            &mut mischief,
+            &mut Schedule::default(),
+            None,
+            None,
+        )
+        .write_all(&[1; 50])
+        .unwrap();
         assert!(writes.0.is_empty());
         assert_eq!(mischief.tally.dropped_bytes, 50);
     }

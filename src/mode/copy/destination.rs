@@ -3,6 +3,7 @@
 //! count time struck by a timer of their own), and what its failing means.
 
 use super::*;
+use shape_bucket::Clock;
 
 /// What ended a copy that failed: a bucket found damaged, or an input or
 /// the output failing (see [`write_failed`]).
@@ -155,22 +156,38 @@ pub(super) fn output(
     Ok(with_faults(Output::delayed(line)))
 }
 
-/// Starts the timers of a stall or reset that counts time. A reset is
-/// told to the copy's owner, which winds the copy up.
+/// Starts the timer of a stall or reset that counts time: a thread that
+/// sleeps until the schedule's next moment and strikes what is due then.
+/// A reset is told to the copy's owner, which winds the copy up.
 pub(super) fn strike_in_time(faults: &Faults, struck: &Arc<Struck>, ending: Sender<Ending>) {
-    if let Some(after) = faults.stall_after.and_then(Trigger::time) {
-        let struck = struck.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(after);
-            struck.stalled.store(true, Ordering::Relaxed);
-        });
+    let clock = MonotonicClock;
+    let mut schedule = Schedule::new(faults, clock.now());
+    if schedule.next().is_none() {
+        return;
     }
-    if let Some(after) = faults.reset_after.and_then(Trigger::time) {
-        let struck = struck.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(after);
-            struck.reset.store(true, Ordering::Relaxed);
-            let _ = ending.send(Ending::Reset);
-        });
+    let struck = struck.clone();
+    std::thread::spawn(move || {
+        while let Some(at) = schedule.next() {
+            std::thread::sleep(Duration::from_nanos(at.saturating_sub(clock.now())));
+            let due = schedule.due(clock.now());
+            if due.stall {
+                struck.stalled.store(true, Ordering::Relaxed);
+            }
+            if due.reset {
+                struck.reset.store(true, Ordering::Relaxed);
+                let _ = ending.send(Ending::Reset);
+                return;
+            }
+        }
+    });
+}
+
+/// Holds the close for `--slow-close` after the data ended, as the
+/// schedule says.
+pub(super) fn hold_the_close(faults: &Faults) {
+    let clock = MonotonicClock;
+    let now = clock.now();
+    if let Err(at) = Schedule::default().close_due(faults.slow_close, now) {
+        std::thread::sleep(Duration::from_nanos(at - now));
     }
 }

@@ -15,7 +15,7 @@ use crate::conditions::{Conditions, Fixed, InForce};
 use crate::control::{Adjuster, Registration, fleet};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
-use crate::faults::{Faults, Mischief, ResetStruck, Struck, Trigger, Way, drop_block};
+use crate::faults::{Faults, Mischief, ResetStruck, Schedule, Struck, Way, drop_block};
 use crate::net;
 use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, UnitsOf, reset_on_close,
@@ -25,7 +25,9 @@ use crate::progress::{Printer, Reporter};
 use crate::slowlink::SlowLink;
 use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
-use destination::{conditions, copy_failed, open_output, output, strike_in_time, write_failed};
+use destination::{
+    conditions, copy_failed, hold_the_close, open_output, output, strike_in_time, write_failed,
+};
 use shape_bucket::MonotonicClock;
 use shape_bucket::units::Quantity;
 use std::fs::File;
@@ -359,9 +361,7 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
                 Ok(file) => file,
                 Err(err) => return Err(write_failed(err, &output_name, registration, reporter)),
             };
-            if !faults.slow_close.is_zero() {
-                std::thread::sleep(faults.slow_close);
-            }
+            hold_the_close(faults);
             if cli.connect.is_some() {
                 net::finish(file)
                     .with_context(|| format!("close the connection to {output_name}"))?;

@@ -1,10 +1,10 @@
 //! The faults of one direction of a proxied connection. [`Mischief`]
-//! decides what becomes of each byte, as in a copy; what a copy does by
-//! blocking (the pause after a slice, the held close, a stall or reset that
-//! counts time) becomes deadlines here, for the event loop to sleep until.
+//! decides what becomes of each byte, as in a copy; the faults that count
+//! time (the pause after a slice, the held close, a stall or reset after a
+//! time) are due when the one [`Schedule`] says, which a copy sleeps until
+//! and the event loop gives poll as deadlines.
 
-use crate::duration::nanos;
-use crate::faults::{Faults, Mischief, Trigger};
+use crate::faults::{Faults, Mischief, Schedule};
 use std::sync::atomic::Ordering;
 
 /// The faults of one direction, with the moments they wait for.
@@ -12,16 +12,11 @@ pub(super) struct Strikes {
     mischief: Mischief,
     /// Bytes still to pass before `--cut-after` ends the direction.
     cut_left: Option<u64>,
-    /// When a stall and a reset that count time strike.
-    stall_at: Option<u64>,
-    reset_at: Option<u64>,
+    /// When the faults that count time are due.
+    schedule: Schedule,
     /// What is left of the piece being written, and whether a pause
     /// follows it.
     piece: (usize, bool),
-    /// Until when the pause after the last slice lasts.
-    paused_until: Option<u64>,
-    /// When the held close ends, once the data has.
-    close_at: Option<u64>,
 }
 
 impl Strikes {
@@ -31,11 +26,8 @@ impl Strikes {
         let mut strikes = Strikes {
             mischief: Mischief::new(Faults::default(), seed, block),
             cut_left: None,
-            stall_at: None,
-            reset_at: None,
+            schedule: Schedule::default(),
             piece: (0, false),
-            paused_until: None,
-            close_at: None,
         };
         strikes.retune(faults, now);
         strikes
@@ -44,33 +36,20 @@ impl Strikes {
     /// Does `faults` from `now` on: sizes and times count from now.
     pub(super) fn retune(&mut self, faults: Faults, now: u64) {
         let old = *self.mischief.faults();
-        let at = |trigger: Option<Trigger>| {
-            trigger
-                .and_then(Trigger::time)
-                .map(|after| now.saturating_add(nanos(after)))
-        };
-        if faults.stall_after != old.stall_after {
-            self.stall_at = at(faults.stall_after);
-        }
-        if faults.reset_after != old.reset_after {
-            self.reset_at = at(faults.reset_after);
-        }
+        self.schedule.retune(&old, &faults, now);
         if faults.cut_after != old.cut_after {
             self.cut_left = faults.cut_after;
-        }
-        if faults.slice_pause.is_zero() {
-            self.paused_until = None;
         }
         self.mischief.set_faults(faults);
     }
 
     /// Strikes what is due by `now`: a stall. Returns whether a reset is.
     pub(super) fn strike(&mut self, now: u64) -> bool {
-        if self.stall_at.is_some_and(|at| at <= now) {
-            self.stall_at = None;
+        let due = self.schedule.due(now);
+        if due.stall {
             self.mischief.struck.stalled.store(true, Ordering::Relaxed);
         }
-        self.reset_at.is_some_and(|at| at <= now)
+        due.reset
     }
 
     /// True once a stall has struck: nothing more passes.
@@ -96,11 +75,8 @@ impl Strikes {
     /// slice being written; or, while the pause after a slice lasts, until
     /// when to wait.
     pub(super) fn writable(&mut self, due: usize, now: u64) -> Result<usize, u64> {
-        if let Some(until) = self.paused_until {
-            if until > now {
-                return Err(until);
-            }
-            self.paused_until = None;
+        if let Some(until) = self.schedule.paused(now) {
+            return Err(until);
         }
         if self.mischief.faults().slice.is_none() {
             return Ok(due);
@@ -118,23 +94,22 @@ impl Strikes {
             return;
         }
         self.piece.0 -= written.min(self.piece.0);
-        let pause = self.mischief.faults().slice_pause;
-        if self.piece == (0, true) && !pause.is_zero() {
-            self.paused_until = Some(now.saturating_add(nanos(pause)));
+        if self.piece == (0, true) {
+            self.schedule
+                .sliced(self.mischief.faults().slice_pause, now);
         }
     }
 
     /// Whether the close, held for `--slow-close` after the data ended,
     /// may happen at `now`; if not, when it may.
     pub(super) fn close_due(&mut self, now: u64) -> Result<(), u64> {
-        let hold = nanos(self.mischief.faults().slow_close);
-        let at = *self.close_at.get_or_insert(now.saturating_add(hold));
-        if at <= now { Ok(()) } else { Err(at) }
+        self.schedule
+            .close_due(self.mischief.faults().slow_close, now)
     }
 
     /// The next moment a fault strikes by time, if one will.
     pub(super) fn deadline(&self) -> Option<u64> {
-        crate::duration::least(self.stall_at, self.reset_at)
+        self.schedule.next()
     }
 
     /// What was done, if any fault that is counted was asked for.
@@ -146,7 +121,7 @@ impl Strikes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::Slice;
+    use crate::faults::{Slice, Trigger};
     use std::time::Duration;
 
     const MS: u64 = 1_000_000;
