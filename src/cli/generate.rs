@@ -80,12 +80,7 @@ pub fn toxics_for_the_man_page() -> String {
     man.push_str(".PP\nBeyond toxiproxy:\n");
     for row in TOXICS {
         if let Some((does, _)) = row.extras {
-            let extras: Vec<String> = row
-                .attributes
-                .iter()
-                .filter(|a| a.extra)
-                .map(|a| format!("`{}` ({})", a.name, a.unit.said()))
-                .collect();
+            let extras = row.extras_said(|a| format!("`{}` ({})", a.name, a.unit.said()));
             man.push_str(&item(format!(
                 "{} on `{}`: {does}.",
                 extras.join(", "),

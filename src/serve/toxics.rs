@@ -226,6 +226,17 @@ pub static TOXICS: &[Row] = &[
     },
 ];
 
+impl Row {
+    /// shape's extra attributes of this kind, each as `say` puts it.
+    pub fn extras_said(&self, say: impl Fn(&Attribute) -> String) -> Vec<String> {
+        self.attributes
+            .iter()
+            .filter(|a| a.extra)
+            .map(say)
+            .collect()
+    }
+}
+
 impl Kind {
     /// The kind the API calls `name`, if there is one.
     pub fn named(name: &str) -> Option<Kind> {
@@ -396,12 +407,7 @@ pub fn readme_rows() -> Vec<String> {
         .collect();
     for row in TOXICS {
         if let Some((does, by)) = row.extras {
-            let extras: Vec<String> = row
-                .attributes
-                .iter()
-                .filter(|a| a.extra)
-                .map(|a| format!("{}: {}", a.name, a.unit.said()))
-                .collect();
+            let extras = row.extras_said(|a| format!("{}: {}", a.name, a.unit.said()));
             let toxic = format!("**extra:** `{}` ({})", row.kind.name(), extras.join("; "));
             rows.push(cells(&[&toxic, does, by]));
         }

@@ -220,12 +220,17 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// Takes `n` tokens now, or says why not. Never blocks.
     #[inline]
     pub fn try_acquire(&self, n: u64) -> Result<(), Denied> {
+        self.grant(|look| self.try_once(look, n))
+    }
+
+    /// What `attempt` decides on one look at the bucket: the first in a
+    /// straight line, the rest (after a race or a change) out of line.
+    #[inline]
+    fn grant<T>(&self, attempt: impl Fn(&Look) -> Result<T, Retry>) -> T {
         let look = self.look();
-        match self.try_once(&look, n) {
+        match attempt(&look) {
             Ok(decided) => decided,
-            Err(retry) => self.again(look.generation, look.now, retry, |look| {
-                self.try_once(look, n)
-            }),
+            Err(retry) => self.again(look.generation, look.now, retry, attempt),
         }
     }
 
@@ -341,13 +346,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// 2^40; [`TokenBucket::acquire`] splits them.
     pub fn reserve(&self, n: u64) -> Reservation {
         let n = n.min(MAX_RESERVATION);
-        let look = self.look();
-        match self.reserve_once(&look, n) {
-            Ok(reservation) => reservation,
-            Err(retry) => self.again(look.generation, look.now, retry, |look| {
-                self.reserve_once(look, n)
-            }),
-        }
+        self.grant(|look| self.reserve_once(look, n))
     }
 
     /// One attempt of [`reserve`](Self::reserve) on what `look` saw.
