@@ -447,7 +447,8 @@ mod tests {
 
     /// Writes `raw` on a fresh connection from a thread of its own (so
     /// that a server that answers before reading it all is heard), and
-    /// reads until the server closes.
+    /// reads until the server closes: for what no client library sends
+    /// (malformed heads, lengths that lie, pipelining).
     fn exchange(at: SocketAddr, raw: Vec<u8>) -> String {
         let mut stream = TcpStream::connect(at).unwrap();
         stream
@@ -474,14 +475,29 @@ mod tests {
     #[test]
     fn the_api_answers_over_http_and_refuses_what_is_too_long() {
         let at = echoing();
-        let reply = exchange(at, post("12345"));
-        assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
-        assert!(
-            reply.ends_with(r#"{"method":"POST","path":"/proxies","body":5}"#),
-            "{reply}"
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut answer = agent
+            .post(&format!("http://{at}/proxies"))
+            .send("12345")
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        let header = |name: &str| {
+            answer
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        assert!(header("server").unwrap().starts_with("shape/"));
+        assert_eq!(header("x-toxiproxy-request-id").unwrap().len(), 20);
+        assert_eq!(
+            answer.body_mut().read_to_string().unwrap(),
+            r#"{"method":"POST","path":"/proxies","body":5}"#
         );
-        assert!(reply.contains("server: shape/"), "{reply}");
-        assert!(reply.contains("x-toxiproxy-request-id: "), "{reply}");
+        // Too long: the raw exchange, since the server answers before the
+        // body is all sent, which a client library may take as an error.
         let reply = exchange(at, post(&"x".repeat(MOST_BODY + 10)));
         assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
         assert!(reply.contains("longer than 1 MiB"), "{reply}");
