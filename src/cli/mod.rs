@@ -331,6 +331,38 @@ pub enum Generated {
     Toxics,
 }
 
+/// The flags whose values take a unit after a number.
+const WITH_UNITS: [&str; 4] = ["--rate", "--burst", "--size", "--stop-after"];
+
+/// The usage error for a unit split from its number by a space
+/// (`--rate 5 MiB`), which the command line reads as a rate of 5 and an
+/// input file `MiB`: `args` is the command line, `files` the inputs it
+/// gave, and a unit that names an existing file is taken as one.
+pub fn split_unit(args: &[String], files: &[PathBuf]) -> Option<String> {
+    args.windows(3).find_map(|three| {
+        let [flag, number, unit] = three else {
+            return None;
+        };
+        let split = WITH_UNITS.contains(&flag.as_str())
+            && is_unit(unit)
+            && files.iter().any(|file| file.as_os_str() == unit.as_str())
+            && !std::path::Path::new(unit).exists();
+        split.then(|| {
+            format!("did you mean {flag} {number}{unit}? (a space split the number from its unit)")
+        })
+    })
+}
+
+/// True if `word` is a unit alone (`MiB`, `KB`, `Mbit`, `k`, `MiB/s`): no
+/// digit in it, and a number before it makes a size or a rate.
+fn is_unit(word: &str) -> bool {
+    let with_a_number = format!("1{word}");
+    !word.is_empty()
+        && !word.chars().any(|c| c.is_ascii_digit())
+        && (with_a_number.parse::<shape_bucket::units::Size>().is_ok()
+            || with_a_number.parse::<RateSpec>().is_ok())
+}
+
 impl Cli {
     /// What is counted: bytes, or records with --lines or --null.
     pub fn counting(&self) -> Counting {

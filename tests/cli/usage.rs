@@ -225,3 +225,29 @@ fn records_counted_get_examples_in_records_not_bytes() {
         assert_eq!(run.stderr.matches("e.g.").count(), 1, "{}", run.stderr);
     }
 }
+
+#[test]
+fn a_unit_split_from_its_number_is_a_usage_error_unless_it_names_a_file() {
+    for (args, hint) in [
+        (&["--rate", "5", "MiB"][..], "--rate 5MiB"),
+        (&["--burst", "64", "k", "--rate", "1MiB"], "--burst 64k"),
+        (&["--stop-after", "1", "Mbit"], "--stop-after 1Mbit"),
+        (&["--rate", "2", "MiB/s"], "--rate 2MiB/s"),
+    ] {
+        let run = run_with_input(shape(args), b"never copied".to_vec(), 100);
+        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr);
+        assert_eq!(
+            run.stderr,
+            format!("shape: did you mean {hint}? (a space split the number from its unit)\n")
+        );
+        assert!(run.stdout.is_empty());
+    }
+    // A file that is there is an input, whatever its name.
+    let dir = Scratch::new("unit-named-file");
+    dir.file("MiB", b"M");
+    let mut command = shape(["--rate", "5", "MiB"]);
+    command.current_dir(dir.path());
+    let run = run_with_input(command, Vec::new(), 100);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(run.stdout, b"M");
+}

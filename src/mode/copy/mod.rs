@@ -67,6 +67,12 @@ pub(super) struct Asked {
 /// Checks what only a proxy may be asked, and reads the amounts in the
 /// units counted.
 fn check(cli: &Cli) -> anyhow::Result<Asked> {
+    let args: Vec<String> = std::env::args_os()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    if let Some(hint) = crate::cli::split_unit(&args, &cli.files) {
+        return Err(UsageError(hint).into());
+    }
     let start = Start::of(cli)?;
     if let Some(change) = cli.fault_changes().iter().find(|change| change.one_sided()) {
         return Err(UsageError(format!(
