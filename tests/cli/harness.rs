@@ -521,6 +521,43 @@ impl Drop for Listening {
     }
 }
 
+/// The tests skipped in this run, and why.
+static SKIPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes that the running test is skipped, and why: said now (shown with
+/// --nocapture) and again, with every other, in one line at the end of
+/// the run, so that a green run never hides what did not run.
+pub fn skipped(why: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    eprintln!("skipped: {why}");
+    SKIPPED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(format!("{test} ({why})"));
+}
+
+// SAFETY: runs as the test binary exits, after every test: it takes a
+// lock no thread holds any more and writes one line to fd 2, nothing of
+// std's I/O, which may be gone by then.
+#[dtor::dtor(unsafe)]
+fn say_what_was_skipped() {
+    let skipped = SKIPPED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if skipped.is_empty() {
+        return;
+    }
+    let line = format!(
+        "\nSKIPPED {} test(s), which passed without running: {}\n",
+        skipped.len(),
+        skipped.join("; ")
+    );
+    let _ = rustix::io::write(rustix::stdio::stderr(), line.as_bytes());
+}
+
 /// True if `tool` can be run; if not, a test that needs it is skipped
 /// (said on stderr), except under CI, where .ci/run installs every tool and
 /// a missing one fails the test.
@@ -532,7 +569,7 @@ pub fn installed(tool: &str) -> bool {
         std::env::var_os("CI").is_none(),
         "{tool} is missing; .ci/run installs it"
     );
-    eprintln!("skipped: {tool} is not installed");
+    skipped(&format!("{tool} is not installed"));
     false
 }
 
@@ -550,7 +587,7 @@ pub fn mount_namespaces() -> bool {
             std::env::var_os("CI").is_none(),
             "unshare --map-root-user --mount failed; CI needs it"
         );
-        eprintln!("skipped: no mount namespace here (unshare --map-root-user --mount)");
+        skipped("no mount namespace here (unshare --map-root-user --mount)");
     }
     can
 }

@@ -87,7 +87,7 @@ impl Toxiproxy {
     /// True for shape, whose extras the real toxiproxy has not.
     pub fn is_shape(&self) -> bool {
         if self.real {
-            eprintln!("skipped against the real toxiproxy: a shape extra");
+            skipped("a shape extra, not run against the real toxiproxy");
         }
         !self.real
     }

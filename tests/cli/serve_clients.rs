@@ -33,10 +33,10 @@ fn set_up(path: &Path) -> bool {
         "{} is missing; .ci/run installs it with tests/clients/setup",
         path.display()
     );
-    eprintln!(
-        "skipped: {} is missing (run tests/clients/setup)",
+    crate::harness::skipped(&format!(
+        "{} is missing: run tests/clients/setup",
         path.display()
-    );
+    ));
     false
 }
 
@@ -87,9 +87,9 @@ fn toxiproxy_node_client_drives_the_server() {
 #[test]
 fn toxiproxy_go_client_drives_the_server() {
     let Some(gopath) = std::env::var_os("SHAPE_TOXIPROXY_GOPATH") else {
-        eprintln!(
-            "skipped: toxiproxy's Go client needs SHAPE_TOXIPROXY_GOPATH, a GOPATH holding \
-             github.com/Shopify/toxiproxy/v2/client"
+        crate::harness::skipped(
+            "toxiproxy's Go client needs SHAPE_TOXIPROXY_GOPATH, a GOPATH holding \
+             github.com/Shopify/toxiproxy/v2/client",
         );
         return;
     };

@@ -407,7 +407,7 @@ fn a_resolver_that_never_answers_freezes_neither_the_api_nor_other_proxies() {
                 std::env::var_os("CI").is_none(),
                 "cannot bind port 53: {err}"
             );
-            eprintln!("skipped: cannot bind 127.0.0.211:53 ({err})");
+            skipped(&format!("cannot bind 127.0.0.211:53 ({err})"));
             return;
         }
     };
