@@ -34,8 +34,9 @@ Examples:
 
 Units: K M G T and KiB MiB GiB TiB are powers of 1024; KB MB GB TB are
 powers of 1000; kbit Mbit Gbit and kbps Mbps Gbps are bits per second,
-powers of 1000. A time may follow a '/' (/s, /min, /h: 30/min, 100MB/h);
-fractions work (1.5MiB). With --lines or --null a plain number is records.
+powers of 1000. A time may follow a '/' (/s, /min, /h: 100MB/h, 1k/min);
+fractions work (1.5MiB). With --lines or --null a plain number is records
+(2, 30/min, 1/5s, 0.5).
 
 Signals: SIGHUP rereads --rate-file; SIGUSR1 prints a status line;
 SIGUSR2 is how 'shape --remote PID' reaches a running shape; SIGINT and
@@ -72,7 +73,7 @@ pub struct Cli {
     /// powers of 1024 (as in pv); KB MB GB TB are powers of 1000; kbit Mbit
     /// Gbit and kbps Mbps Gbps are bits per second, powers of 1000.
     /// Fractions work, and a time may follow a '/': 5MiB, 1.5M/s, 40Mbit,
-    /// 100MB/h, 30/min, 1/5s, 0.5.
+    /// 100MB/h. With --lines or --null, records: 2, 30/min, 1/5s, 0.5.
     #[arg(
         short,
         long,

@@ -63,9 +63,11 @@ fn message(err: &clap::Error) -> String {
         let why = match err.kind() {
             ErrorKind::ValueValidation => std::error::Error::source(err).map(|e| e.to_string()),
             _ => match err.get(ContextKind::ValidValue) {
-                Some(ContextValue::Strings(valid)) => {
+                Some(ContextValue::Strings(valid)) if !valid.is_empty() => {
                     Some(format!("expected one of {}", valid.join(", ")))
                 }
+                // No value at all: clap names no valid ones.
+                _ if value.is_empty() => Some(format!("it needs a value ({})", examples(&arg))),
                 _ => None,
             },
         };
@@ -81,5 +83,30 @@ fn message(err: &clap::Error) -> String {
     }
     let rendered = err.render().to_string();
     let first = rendered.lines().next().unwrap_or("invalid usage");
-    first.strip_prefix("error: ").unwrap_or(first).to_string()
+    let first = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // clap's tip, on a line of its own, is the most useful part.
+    match err.get(ContextKind::SuggestedArg) {
+        Some(ContextValue::String(similar)) => {
+            format!("{first}; a similar argument exists: '{similar}'")
+        }
+        _ => first,
+    }
+}
+
+/// Examples of a value for `arg` (`--rate <RATE>`), by the kind of value
+/// it takes: what a flag given without one is told.
+fn examples(arg: &str) -> String {
+    let kind = arg
+        .split_once('<')
+        .map_or("", |(_, rest)| rest.trim_end_matches('>'));
+    let bytes = Counting::Bytes.examples();
+    match kind {
+        "RATE" => bytes.rate.to_string(),
+        "SIZE" => bytes.amount.to_string(),
+        "ADDR" => "e.g. localhost:8080, :8080, [::1]:8080, unix:/tmp/s".to_string(),
+        "PID|share:NAME" => "e.g. 4242, share:backups".to_string(),
+        "DURATION" => "e.g. 500ms, 2s, 1min".to_string(),
+        "FILE" => "a file's path".to_string(),
+        _ => "see shape --help".to_string(),
+    }
 }

@@ -251,3 +251,56 @@ fn a_unit_split_from_its_number_is_a_usage_error_unless_it_names_a_file() {
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(run.stdout, b"M");
 }
+
+#[test]
+fn a_flag_without_its_value_says_what_it_takes_and_a_typo_what_was_meant() {
+    for (flag, example) in [
+        ("--rate", "5MiB"),
+        ("--burst", "64k"),
+        ("--listen", "localhost:8080"),
+        ("--remote", "share:backups"),
+    ] {
+        let run = run(shape([flag]), Stdio::null());
+        assert_eq!(run.code(), 2, "{flag}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("it needs a value (e.g. ") && run.stderr.contains(example),
+            "{flag}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("expected one of"), "{}", run.stderr);
+    }
+    let run = run(shape(["--rat", "5"]), Stdio::null());
+    assert_eq!(run.code(), 2);
+    assert_eq!(
+        run.stderr,
+        "shape: unexpected argument '--rat' found; a similar argument exists: '--rate'\n"
+    );
+}
+
+#[test]
+fn every_example_a_refusal_shows_is_taken() {
+    let run = run(shape(["--rate", "30/min"]), Stdio::null());
+    assert_eq!(run.code(), 2);
+    let examples = run
+        .stderr
+        .split("(e.g. ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("examples")
+        .to_string();
+    for example in examples.split(", ") {
+        let taken = run_with_input(shape(["--rate", example]), b"x".to_vec(), 1);
+        assert_eq!(taken.code(), 0, "--rate {example}: {}", taken.stderr);
+    }
+}
+
+#[test]
+fn a_burst_without_a_rate_is_said_to_limit_nothing() {
+    let run = run_with_input(shape(["--burst", "1MiB"]), b"passes".to_vec(), 100);
+    assert_eq!(run.code(), 0);
+    assert_eq!(run.stdout, b"passes");
+    assert_eq!(
+        run.stderr,
+        "shape: --burst 1MiB limits nothing without a rate (--rate, or later --remote PID --rate)\n"
+    );
+}

@@ -13,7 +13,7 @@ use std::num::NonZeroU64;
 use std::str::FromStr;
 
 /// Examples of valid rates, shown in every rate error.
-pub const RATE_EXAMPLES: &str = "e.g. 5MiB, 1.5M/s, 40Mbit, 100kbps, 30/min, unlimited";
+pub const RATE_EXAMPLES: &str = "e.g. 5MiB, 1.5M/s, 40Mbit, 100kbps, 100MB/h, unlimited";
 
 /// A rate in bytes per second, at least [`Rate::MIN`] and at most
 /// [`Rate::MAX`].

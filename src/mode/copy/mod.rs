@@ -74,6 +74,19 @@ fn check(cli: &Cli) -> anyhow::Result<Asked> {
         return Err(UsageError(hint).into());
     }
     let start = Start::of(cli)?;
+    if let Some(burst) = &cli.burst {
+        let no_rate = cli.rate.is_none()
+            && cli.rate_file.is_none()
+            && cli.schedule.is_none()
+            && cli.share.is_none();
+        if no_rate && !cli.quiet {
+            eprintln!(
+                "shape: --burst {} limits nothing without a rate (--rate, or later --remote PID \
+                 --rate)",
+                burst.text
+            );
+        }
+    }
     if let Some(change) = cli.fault_changes().iter().find(|change| change.one_sided()) {
         return Err(UsageError(format!(
             "--{} {}: up: and down: are for a proxy's two directions",
