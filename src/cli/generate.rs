@@ -143,7 +143,7 @@ Fetch two pages a second.
 Process thirty files a minute.
 .SH EXAMPLES
 .TP
-\fBcat big.iso | shape \-\-rate 5MiB \-\-burst 20MiB | nc host 9000\fR
+\fBcat big.iso | shape \-\-rate 5MiB \-\-burst 1MiB | nc \-N host 9000\fR
 Send an image at 5 MiB/s, allowing 20 MiB at once after a pause.
 .TP
 \fBshape \-\-rate 40Mbit backup.tar > /mnt/slow/backup.tar\fR

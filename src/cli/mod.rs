@@ -23,7 +23,7 @@ use values::{parse_burst, parse_interval, parse_max_buffer, parse_origin, parse_
 
 const EXAMPLES: &str = "\
 Examples:
-  cat big.iso | shape --rate 5MiB --burst 20MiB | nc host 9000
+  cat big.iso | shape --rate 5MiB --burst 1MiB | nc -N host 9000
   shape --rate 40Mbit backup.tar > /mnt/slow/backup.tar
   shape -L 1m < in > out
   curl -s \"$url\" | shape -r 200k --progress json 2>progress.log > page.html
