@@ -31,6 +31,33 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     }
 }
 
+/// The most chunks a second a copy or a proxy's direction can be counted
+/// on to wake for: past it the rate may not be reached.
+pub const MOST_CHUNKS_A_SECOND: f64 = 10_000.0;
+
+/// If `burst` is too small for `limit` (its chunks, at most half of it,
+/// come more often than [`MOST_CHUNKS_A_SECOND`]), the line that says so
+/// and the least burst that holds the rate.
+pub fn burst_too_small(limit: Limit, burst: u64) -> Option<String> {
+    let Limit::Rate(rate) = limit else {
+        return None;
+    };
+    let per_second = rate.bytes_per_sec();
+    let chunk = chunk_size(limit, burst) as f64;
+    let chunks = per_second / chunk;
+    (chunks > MOST_CHUNKS_A_SECOND).then(|| {
+        let least = (2.0 * per_second / MOST_CHUNKS_A_SECOND).ceil() as u64;
+        format!(
+            "chunks of at most {} at {} are {} a second, more than shape can wake \
+             for: the rate may not be reached (a burst of {} or more holds it)",
+            shape_bucket::units::human_bytes(chunk as u64),
+            crate::counting::Counting::Bytes.show_rate(per_second),
+            chunks.round(),
+            shape_bucket::units::human_bytes(least)
+        )
+    })
+}
+
 /// The most records paid for at once: a few writes per buffer of short
 /// lines when unlimited.
 pub const MAX_RECORDS: u64 = 1 << 16;
@@ -59,6 +86,23 @@ pub fn chunk_records(limit: Limit, burst: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_burst_too_small_for_its_rate_is_told_with_the_least_that_holds_it() {
+        let fast = Limit::per_second(100 << 20);
+        let said = burst_too_small(fast, 1024).expect("too small");
+        assert!(said.contains("chunks of at most 512 B"), "{said}");
+        assert!(said.contains("204800 a second"), "{said}");
+        assert!(said.contains("a burst of 20.48 KiB or more"), "{said}");
+        assert_eq!(burst_too_small(fast, 1 << 20), None);
+        assert_eq!(
+            burst_too_small(fast, 21_000),
+            None,
+            "the least it names holds"
+        );
+        assert_eq!(burst_too_small(Limit::Unlimited, 1), None);
+        assert_eq!(burst_too_small(Limit::per_second(1000), 2), None);
+    }
 
     #[test]
     fn chunks_follow_the_rate_within_bounds() {

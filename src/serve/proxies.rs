@@ -302,7 +302,7 @@ impl Status {
             format!(
                 "{}, {} now",
                 shape_bucket::units::human_bytes(total),
-                shape_bucket::units::human_rate(recent)
+                crate::counting::Counting::Bytes.show_rate(recent)
             )
         };
         format!(

@@ -304,3 +304,26 @@ fn a_burst_without_a_rate_is_said_to_limit_nothing() {
         "shape: --burst 1MiB limits nothing without a rate (--rate, or later --remote PID --rate)\n"
     );
 }
+
+#[test]
+fn a_burst_too_small_for_the_rate_is_said_with_the_least_that_holds_it() {
+    let run = run_with_input(
+        shape(["--rate", "100MiB", "--burst", "1k"]),
+        b"passes".to_vec(),
+        100,
+    );
+    assert_eq!(run.code(), 0);
+    assert_eq!(run.stdout, b"passes");
+    assert_eq!(
+        run.stderr,
+        "shape: --burst 1k is small for the rate: chunks of at most 512 B at 100.00 MiB/s are \
+         204800 a second, more than shape can wake for: the rate may not be reached (a burst of \
+         20.48 KiB or more holds it)\n"
+    );
+    let fine = run_with_input(
+        shape(["--rate", "100MiB", "--burst", "1MiB"]),
+        b"x".to_vec(),
+        1,
+    );
+    assert_eq!(fine.stderr, "");
+}

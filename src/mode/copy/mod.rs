@@ -86,6 +86,13 @@ fn check(cli: &Cli) -> anyhow::Result<Asked> {
                 burst.text
             );
         }
+        let too_small = match (start.counting, start.burst) {
+            (Counting::Bytes, Some(bytes)) => crate::chunk::burst_too_small(start.limit, bytes),
+            _ => None,
+        };
+        if let (Some(why), false) = (too_small, cli.quiet) {
+            eprintln!("shape: --burst {} is small for the rate: {why}", burst.text);
+        }
     }
     if let Some(change) = cli.fault_changes().iter().find(|change| change.one_sided()) {
         return Err(UsageError(format!(
