@@ -47,6 +47,10 @@ shape, or no answer), 2 bad usage, 3 --reset-after struck, 141 (SIGPIPE)
 when the reader downstream went away, 130 on Ctrl-C (SIGINT), 143 on
 SIGTERM.";
 
+/// What `-h` ends with: where to read more.
+const MORE: &str = "'shape --help' says more of each option, with examples, units, signals and \
+exit statuses; 'man shape' has it all, with remote control, shares and toxiproxy's API.";
+
 /// Passes a byte stream through at a controlled rate.
 ///
 /// shape copies its inputs to standard output, paying one token per byte
@@ -58,7 +62,13 @@ SIGTERM.";
 // '[::1]:port') are literal, not links.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Parser)]
-#[command(name = "shape", version = env!("SHAPE_VERSION"), after_help = EXAMPLES, max_term_width = 100)]
+#[command(
+    name = "shape",
+    version = env!("SHAPE_VERSION"),
+    after_help = MORE,
+    after_long_help = EXAMPLES,
+    max_term_width = 100
+)]
 pub struct Cli {
     /// Inputs, read in order; '-' is standard input. None means standard
     /// input. A missing or unreadable file is reported and skipped, and the
@@ -75,6 +85,7 @@ pub struct Cli {
     /// Fractions work, and a time may follow a '/': 5MiB, 1.5M/s, 40Mbit,
     /// 100MB/h. With --lines or --null, records: 2, 30/min, 1/5s, 0.5.
     #[arg(
+        help_heading = "Rate and burst",
         short,
         long,
         visible_short_alias = 'L',
@@ -88,58 +99,75 @@ pub struct Cli {
     /// Defaults to a tenth of a second at the rate (at least one byte), and
     /// to one record with --lines or --null, so that a crawl does not fire
     /// a volley at start. The bucket starts full.
-    #[arg(short, long, value_name = "SIZE", value_parser = parse_burst, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "SIZE", value_parser = parse_burst, allow_hyphen_values = true, help_heading = "Rate and burst")]
     pub burst: Option<Written<Quantity>>,
 
     /// The expected total, for the percentage and ETA when reading standard
     /// input (the size of files is known; records are not counted ahead).
-    #[arg(short, long, value_name = "SIZE", allow_hyphen_values = true)]
+    #[arg(
+        short,
+        long,
+        value_name = "SIZE",
+        allow_hyphen_values = true,
+        help_heading = "Progress and stats"
+    )]
     pub size: Option<Written<Quantity>>,
 
     /// Forward at most SIZE bytes (or records), then exit successfully.
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        allow_hyphen_values = true,
+        help_heading = "What is counted"
+    )]
     pub stop_after: Option<Written<Quantity>>,
 
     /// Count lines instead of bytes: the rate, burst, sizes, progress and
     /// stats are in lines, and a line leaves whole, once paid for.
-    #[arg(short = 'l', long, conflicts_with = "null")]
+    #[arg(
+        short = 'l',
+        long,
+        conflicts_with = "null",
+        help_heading = "What is counted"
+    )]
     pub lines: bool,
 
     /// Count records ending in a NUL byte (as find -print0 writes them)
     /// instead of bytes, as --lines counts lines.
-    #[arg(short = '0', long)]
+    #[arg(short = '0', long, help_heading = "What is counted")]
     pub null: bool,
 
     /// Print nothing on standard error but errors (no progress, no stats).
-    #[arg(short, long)]
+    #[arg(short, long, help_heading = "Progress and stats")]
     pub quiet: bool,
 
     /// How to show progress on standard error. It never touches standard
     /// output and never slows the copy.
-    #[arg(long, value_name = "MODE", value_enum, default_value_t = ProgressMode::Auto)]
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = ProgressMode::Auto, help_heading = "Progress and stats")]
     pub progress: ProgressMode,
 
     /// How often progress is shown: '500ms', '2s', or plain seconds ('0.5').
     /// Defaults to 1s for json and 0.1s for the bar.
-    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, allow_hyphen_values = true)]
+    #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, allow_hyphen_values = true, help_heading = "Progress and stats")]
     pub interval: Option<Duration>,
 
     /// Print a one-line summary on standard error at the end: bytes,
     /// elapsed time, the average rate since the start, and the limit and
     /// burst (a full bucket at the start lifts a short run's average above
     /// the limit).
-    #[arg(long)]
+    #[arg(long, help_heading = "Progress and stats")]
     pub stats: bool,
 
     /// Read the rate (and optionally the burst) from FILE: 'RATE [BURST]'
     /// on its first line that is not a '#' comment. Read at start and again
     /// on SIGHUP; a bad file then leaves the settings as they were.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "schedule"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "schedule"], help_heading = "Changing a running shape")]
     pub rate_file: Option<PathBuf>,
 
     /// Follow a timetable of rates from the start of the transfer, e.g.
     /// "0s=1MiB, 30s=10MiB, 2m=unlimited" (humantime offsets, increasing).
     #[arg(
+        help_heading = "Changing a running shape",
         long,
         value_name = "TIMETABLE",
         conflicts_with = "rate",
@@ -154,7 +182,12 @@ pub struct Cli {
     /// reads it to its end, and exits. With --connect too, shape is a
     /// proxy: every connection accepted is forwarded to the --connect
     /// address, both directions shaped.
-    #[arg(long, value_name = "ADDR", conflicts_with = "files")]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with = "files",
+        help_heading = "Sockets and proxy"
+    )]
     pub listen: Option<Address>,
 
     /// Serve toxiproxy's HTTP API on ADDR (default localhost:8474), as a
@@ -163,6 +196,7 @@ pub struct Cli {
     /// loop. --seed makes every random draw reproducible. Runs until
     /// SIGINT or SIGTERM.
     #[arg(
+        help_heading = "toxiproxy's API",
         long,
         value_name = "ADDR",
         num_args = 0..=1,
@@ -173,63 +207,68 @@ pub struct Cli {
 
     /// With --serve: create the proxies of FILE at start, in toxiproxy's
     /// config format (a JSON list of proxies, as POST /populate takes).
-    #[arg(long, value_name = "FILE", requires = "serve")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "serve",
+        help_heading = "toxiproxy's API"
+    )]
     pub config: Option<PathBuf>,
 
     /// With --serve: let a browser UI served from ORIGIN (e.g.
     /// http://localhost:3000) drive the API, with the CORS headers it
     /// needs. Without it, requests from browsers and other sites are
     /// refused (403), so that no web page can drive the API. Repeatable.
-    #[arg(long, value_name = "ORIGIN", requires = "serve", value_parser = parse_origin)]
+    #[arg(long, value_name = "ORIGIN", requires = "serve", value_parser = parse_origin, help_heading = "toxiproxy's API")]
     pub serve_allow_origin: Vec<String>,
 
     /// With --serve: let proxies listen on or forward to unix:PATH sockets
     /// (a shape extension; toxiproxy has none). Off by default, so that
     /// the API cannot expose a local socket, such as Docker's, on the
     /// network.
-    #[arg(long, requires = "serve")]
+    #[arg(long, requires = "serve", help_heading = "toxiproxy's API")]
     pub serve_allow_unix: bool,
 
     /// With --serve: /metrics gives the process's own metrics too (the
     /// standard process_* ones: CPU seconds, memory, descriptors, start
     /// time), as toxiproxy's -runtime-metrics does, without its go_* ones.
-    #[arg(long, requires = "serve")]
+    #[arg(long, requires = "serve", help_heading = "toxiproxy's API")]
     pub runtime_metrics: bool,
 
     /// Proxy: the rate from clients to the server (default: --rate).
-    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
+    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true, help_heading = "Sockets and proxy")]
     pub rate_up: Option<Written<RateSpec>>,
 
     /// Proxy: the rate from the server to clients (default: --rate).
-    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true)]
+    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true, help_heading = "Sockets and proxy")]
     pub rate_down: Option<Written<RateSpec>>,
 
     /// Proxy: give each connection its own limits instead of all sharing
     /// one per direction.
-    #[arg(long, requires_all = ["listen", "connect"])]
+    #[arg(long, requires_all = ["listen", "connect"], help_heading = "Sockets and proxy")]
     pub per_connection: bool,
 
     /// Write to a connection to ADDR instead of standard output (forms as
     /// for --listen; :port is this machine). At the end of the input shape
     /// shuts down its sending side and waits for the peer to close, so
     /// nothing is cut off.
-    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_connect)]
+    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_connect, help_heading = "Sockets and proxy")]
     pub connect: Option<Address>,
 
     /// How long --connect keeps trying each address (default 10s).
-    #[arg(long, value_name = "DURATION", value_parser = crate::net::parse_timeout, requires = "connect")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::net::parse_timeout, requires = "connect", help_heading = "Sockets and proxy")]
     pub connect_timeout: Option<Duration>,
 
     /// Hold every byte for DURATION before it leaves, like a link with that
     /// one-way latency: '100ms', '1.5s', up to 1h. In proxy mode each
     /// direction is delayed, so a round trip takes twice as long.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub delay: Option<Duration>,
 
     /// Vary the delay of each chunk at random, evenly within DURATION
     /// either way (never below zero). Byte order is kept: a chunk that
     /// would overtake the one before it leaves right after that one.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "delay", allow_hyphen_values = true)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "delay", allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub jitter: Option<Duration>,
 
     /// The most shape holds at once (in proxy mode, per direction of each
@@ -237,24 +276,24 @@ pub struct Cli {
     /// flows at the rate during the delay and jitter, plus the burst: from
     /// 1 MiB to 64 MiB, and 64 MiB when unlimited. Without --delay, shape
     /// holds one chunk of at most SIZE.
-    #[arg(long, value_name = "SIZE", value_parser = parse_max_buffer, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_buffer, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub max_buffer: Option<Size>,
 
     /// The fault flags, from the one table of faults.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Slow links and faults")]
     pub fault_flags: FaultFlags,
 
     /// Proxy: do the faults to this fraction of connections only (PROB,
     /// '0.5' or '50%'), the others passing clean; which ones is drawn
     /// from the seed.
-    #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true)]
+    #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub affect: Option<f64>,
 
     /// Seed every random choice (jitter, slices, drops, corruption, the
     /// connections affected), so that a run can be replayed. Without it a
     /// seed is drawn; --stats says which, and a proxy with faults or
     /// jitter says it at start.
-    #[arg(long, value_name = "N", value_parser = parse_seed, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", value_parser = parse_seed, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub seed: Option<u64>,
 
     /// Change the running shape PID (of this user), or every shape on a
@@ -264,7 +303,7 @@ pub struct Cli {
     /// for a PID, after the shape has acknowledged, with its delay and
     /// faults. With nothing to change it only asks, and a PID also says
     /// what has passed so far.
-    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "max_buffer", "affect"])]
+    #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "max_buffer", "affect"], help_heading = "Changing a running shape")]
     pub remote: Option<RemoteTarget>,
 
     /// Spend from the bucket of share NAME, with every shape of this user
@@ -277,32 +316,42 @@ pub struct Cli {
     /// SHAPE_REDIS_KEY_FILE name certificates), or
     /// redis+unix:///path/to/redis.sock/NAME; the password may also come
     /// from SHAPE_REDIS_PASSWORD. Any node of a Redis Cluster will do.
-    #[arg(long, value_name = "NAME|URL")]
+    #[arg(long, value_name = "NAME|URL", help_heading = "Shares and fleets")]
     pub share: Option<ShareName>,
 
     /// What spending from a share in Redis does while Redis cannot be
     /// reached: go on at the last known rate per shape, hold the data, or
     /// go on without a limit. It is said once, and when Redis is back.
-    #[arg(long, value_name = "WHAT", value_enum, default_value_t = Fallback::Last, requires = "share")]
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = Fallback::Last, requires = "share", help_heading = "Shares and fleets")]
     pub share_fallback: Fallback,
 
     /// With --share: print the share's settings and current use, and exit.
-    #[arg(long, requires = "share")]
+    #[arg(long, requires = "share", help_heading = "Shares and fleets")]
     pub status: bool,
 
     /// With --share: remove the share's file, whatever it holds (a corrupt
     /// or foreign one too), so that the next shape on it creates it afresh;
     /// refused while a running shape is on it. Then exit.
-    #[arg(long, requires = "share", conflicts_with = "status")]
+    #[arg(
+        long,
+        requires = "share",
+        conflicts_with = "status",
+        help_heading = "Shares and fleets"
+    )]
     pub reset: bool,
 
     /// With --remote: hold the data; nothing flows until --resume.
-    #[arg(long, requires = "remote", conflicts_with = "resume")]
+    #[arg(
+        long,
+        requires = "remote",
+        conflicts_with = "resume",
+        help_heading = "Changing a running shape"
+    )]
     pub pause: bool,
 
     /// With --remote: let data flow again, with no catch-up beyond the
     /// burst.
-    #[arg(long, requires = "remote")]
+    #[arg(long, requires = "remote", help_heading = "Changing a running shape")]
     pub resume: bool,
 
     /// Print the man page or a shell completion script, and exit.

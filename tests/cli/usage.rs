@@ -155,21 +155,40 @@ fn unknown_flags_and_progress_modes_are_refused() {
 
 #[test]
 fn help_shows_examples_and_exit_statuses() {
-    for flag in ["-h", "--help"] {
-        let run = run(shape([flag]), Stdio::null());
-        assert_eq!(run.code(), 0);
-        let help = String::from_utf8(run.stdout).unwrap();
-        for needle in [
-            "--rate",
-            "-L",
-            "--burst",
-            "Examples:",
-            "Exit status:",
-            "141",
-        ] {
-            assert!(help.contains(needle), "{flag} lacks {needle}");
-        }
+    let long = run(shape(["--help"]), Stdio::null());
+    assert_eq!(long.code(), 0);
+    let help = String::from_utf8(long.stdout).unwrap();
+    for needle in [
+        "--rate",
+        "-L",
+        "--burst",
+        "Examples:",
+        "Exit status:",
+        "141",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}");
     }
+    // -h: the options under their headings, and where to read more.
+    let short = run_with_input(shape(["-h"]), Vec::new(), 1);
+    let short = String::from_utf8(short.stdout).unwrap();
+    for heading in [
+        "Rate and burst:",
+        "What is counted:",
+        "Progress and stats:",
+        "Sockets and proxy:",
+        "Slow links and faults:",
+        "Changing a running shape:",
+        "Shares and fleets:",
+        "toxiproxy's API:",
+    ] {
+        assert!(short.contains(heading), "-h lacks {heading}");
+    }
+    assert!(
+        short
+            .trim_end()
+            .ends_with("remote control, shares and toxiproxy's API.")
+    );
+    assert!(short.lines().count() < help.lines().count());
     let run = run(shape(["--version"]), Stdio::null());
     let version = String::from_utf8(run.stdout).unwrap();
     let plain = format!("shape {}\n", env!("CARGO_PKG_VERSION"));
