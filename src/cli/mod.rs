@@ -76,6 +76,8 @@ pub struct Cli {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
+    /// Bytes (or records) a second, or 'unlimited'.
+    ///
     /// Bytes (or with --lines, --null: records) per second, or 'unlimited'
     /// (the default: shape is then a progress pipe).
     ///
@@ -102,6 +104,8 @@ pub struct Cli {
     #[arg(short, long, value_name = "SIZE", value_parser = parse_burst, allow_hyphen_values = true, help_heading = "Rate and burst")]
     pub burst: Option<Written<Quantity>>,
 
+    /// The expected total, for the percentage and ETA.
+    ///
     /// The expected total, for the percentage and ETA when reading standard
     /// input (the size of files is known; records are not counted ahead).
     #[arg(
@@ -122,6 +126,8 @@ pub struct Cli {
     )]
     pub stop_after: Option<Written<Quantity>>,
 
+    /// Count lines instead of bytes.
+    ///
     /// Count lines instead of bytes: the rate, burst, sizes, progress and
     /// stats are in lines, and a line leaves whole, once paid for.
     #[arg(
@@ -132,6 +138,8 @@ pub struct Cli {
     )]
     pub lines: bool,
 
+    /// Count NUL-terminated records instead of bytes.
+    ///
     /// Count records ending in a NUL byte (as find -print0 writes them)
     /// instead of bytes, as --lines counts lines.
     #[arg(short = '0', long, help_heading = "What is counted")]
@@ -141,16 +149,22 @@ pub struct Cli {
     #[arg(short, long, help_heading = "Progress and stats")]
     pub quiet: bool,
 
+    /// How progress is shown on standard error.
+    ///
     /// How to show progress on standard error. It never touches standard
     /// output and never slows the copy.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = ProgressMode::Auto, help_heading = "Progress and stats")]
     pub progress: ProgressMode,
 
+    /// How often progress is shown.
+    ///
     /// How often progress is shown: '500ms', '2s', or plain seconds ('0.5').
     /// Defaults to 1s for json and 0.1s for the bar.
     #[arg(short, long, value_name = "DURATION", value_parser = parse_interval, allow_hyphen_values = true, help_heading = "Progress and stats")]
     pub interval: Option<Duration>,
 
+    /// Print a summary line at the end.
+    ///
     /// Print a one-line summary on standard error at the end: bytes,
     /// elapsed time, the average rate since the start, and the limit and
     /// burst (a full bucket at the start lifts a short run's average above
@@ -158,12 +172,16 @@ pub struct Cli {
     #[arg(long, help_heading = "Progress and stats")]
     pub stats: bool,
 
+    /// Read the rate (and burst) from FILE, and again on SIGHUP.
+    ///
     /// Read the rate (and optionally the burst) from FILE: 'RATE [BURST]'
     /// on its first line that is not a '#' comment. Read at start and again
     /// on SIGHUP; a bad file then leaves the settings as they were.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["rate", "schedule"], help_heading = "Changing a running shape")]
     pub rate_file: Option<PathBuf>,
 
+    /// Follow a timetable of rates.
+    ///
     /// Follow a timetable of rates from the start of the transfer, e.g.
     /// "0s=1MiB, 30s=10MiB, 2m=unlimited" (humantime offsets, increasing).
     #[arg(
@@ -175,6 +193,8 @@ pub struct Cli {
     )]
     pub schedule: Option<Written<Schedule>>,
 
+    /// Read from a connection on ADDR (with --connect: be a proxy).
+    ///
     /// Read from one connection accepted on ADDR instead of standard input:
     /// host:port, :port (every interface), [::1]:port or unix:PATH; port 0
     /// takes any free port. shape says where it listens on standard error
@@ -190,6 +210,8 @@ pub struct Cli {
     )]
     pub listen: Option<Address>,
 
+    /// Serve toxiproxy's HTTP API, as a drop-in toxiproxy server.
+    ///
     /// Serve toxiproxy's HTTP API on ADDR (default localhost:8474), as a
     /// drop-in toxiproxy server: proxies are created, changed and given
     /// toxics over HTTP, each with its own listener, all on one event
@@ -205,6 +227,8 @@ pub struct Cli {
     )]
     pub serve: Option<Address>,
 
+    /// With --serve: the proxies of FILE, made at start.
+    ///
     /// With --serve: create the proxies of FILE at start, in toxiproxy's
     /// config format (a JSON list of proxies, as POST /populate takes).
     #[arg(
@@ -215,6 +239,8 @@ pub struct Cli {
     )]
     pub config: Option<PathBuf>,
 
+    /// With --serve: let a browser UI from ORIGIN drive the API.
+    ///
     /// With --serve: let a browser UI served from ORIGIN (e.g.
     /// http://localhost:3000) drive the API, with the CORS headers it
     /// needs. Without it, requests from browsers and other sites are
@@ -222,6 +248,8 @@ pub struct Cli {
     #[arg(long, value_name = "ORIGIN", requires = "serve", value_parser = parse_origin, help_heading = "toxiproxy's API")]
     pub serve_allow_origin: Vec<String>,
 
+    /// With --serve: let proxies use Unix sockets.
+    ///
     /// With --serve: let proxies listen on or forward to unix:PATH sockets
     /// (a shape extension; toxiproxy has none). Off by default, so that
     /// the API cannot expose a local socket, such as Docker's, on the
@@ -229,6 +257,8 @@ pub struct Cli {
     #[arg(long, requires = "serve", help_heading = "toxiproxy's API")]
     pub serve_allow_unix: bool,
 
+    /// With --serve: the process's metrics in /metrics too.
+    ///
     /// With --serve: /metrics gives the process's own metrics too (the
     /// standard process_* ones: CPU seconds, memory, descriptors, start
     /// time), as toxiproxy's -runtime-metrics does, without its go_* ones.
@@ -243,11 +273,15 @@ pub struct Cli {
     #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true, help_heading = "Sockets and proxy")]
     pub rate_down: Option<Written<RateSpec>>,
 
+    /// Proxy: limits of each connection's own, not shared.
+    ///
     /// Proxy: give each connection its own limits instead of all sharing
     /// one per direction.
     #[arg(long, requires_all = ["listen", "connect"], help_heading = "Sockets and proxy")]
     pub per_connection: bool,
 
+    /// Write to a connection to ADDR.
+    ///
     /// Write to a connection to ADDR instead of standard output (forms as
     /// for --listen; :port is this machine). At the end of the input shape
     /// shuts down its sending side and waits for the peer to close, so
@@ -259,18 +293,24 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::net::parse_timeout, requires = "connect", help_heading = "Sockets and proxy")]
     pub connect_timeout: Option<Duration>,
 
+    /// Hold every byte this long: a slow link.
+    ///
     /// Hold every byte for DURATION before it leaves, like a link with that
     /// one-way latency: '100ms', '1.5s', up to 1h. In proxy mode each
     /// direction is delayed, so a round trip takes twice as long.
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub delay: Option<Duration>,
 
+    /// With --delay: vary it by up to this much.
+    ///
     /// Vary the delay of each chunk at random, evenly within DURATION
     /// either way (never below zero). Byte order is kept: a chunk that
     /// would overtake the one before it leaves right after that one.
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "delay", allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub jitter: Option<Duration>,
 
+    /// The most a slow link holds at once.
+    ///
     /// The most shape holds at once (in proxy mode, per direction of each
     /// connection); while it is full, shape stops reading. Defaults to what
     /// flows at the rate during the delay and jitter, plus the burst: from
@@ -283,12 +323,16 @@ pub struct Cli {
     #[command(flatten, next_help_heading = "Slow links and faults")]
     pub fault_flags: FaultFlags,
 
+    /// Proxy: do the faults to this fraction of connections.
+    ///
     /// Proxy: do the faults to this fraction of connections only (PROB,
     /// '0.5' or '50%'), the others passing clean; which ones is drawn
     /// from the seed.
     #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub affect: Option<f64>,
 
+    /// The seed of every random draw, to replay them.
+    ///
     /// Seed every random choice (jitter, slices, drops, corruption, the
     /// connections affected), so that a run can be replayed. Without it a
     /// seed is drawn; --stats says which, and a proxy with faults or
@@ -296,6 +340,8 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = parse_seed, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub seed: Option<u64>,
 
+    /// Change a running shape, or a share, instead of copying.
+    ///
     /// Change the running shape PID (of this user), or every shape on a
     /// share (share:NAME), instead of copying: with --rate, --burst,
     /// --pause or --resume; for a PID also --delay, --jitter and the fault
@@ -306,6 +352,8 @@ pub struct Cli {
     #[arg(long, value_name = "PID|share:NAME", conflicts_with_all = ["files", "rate_file", "schedule", "share", "max_buffer", "affect"], help_heading = "Changing a running shape")]
     pub remote: Option<RemoteTarget>,
 
+    /// Spend from one limit with every shape on the share.
+    ///
     /// Spend from the bucket of share NAME, with every shape of this user
     /// that names it: the limit is their total. The first creates it with
     /// its --rate and --burst; while any shape is on it, later ones use the
@@ -319,6 +367,8 @@ pub struct Cli {
     #[arg(long, value_name = "NAME|URL", help_heading = "Shares and fleets")]
     pub share: Option<ShareName>,
 
+    /// What a fleet's share does while Redis cannot be reached.
+    ///
     /// What spending from a share in Redis does while Redis cannot be
     /// reached: go on at the last known rate per shape, hold the data, or
     /// go on without a limit. It is said once, and when Redis is back.
@@ -329,6 +379,8 @@ pub struct Cli {
     #[arg(long, requires = "share", help_heading = "Shares and fleets")]
     pub status: bool,
 
+    /// With --share: remove the share, to start it afresh.
+    ///
     /// With --share: remove the share's file, whatever it holds (a corrupt
     /// or foreign one too), so that the next shape on it creates it afresh;
     /// refused while a running shape is on it. Then exit.
@@ -349,6 +401,8 @@ pub struct Cli {
     )]
     pub pause: bool,
 
+    /// With --remote: let data flow again.
+    ///
     /// With --remote: let data flow again, with no catch-up beyond the
     /// burst.
     #[arg(long, requires = "remote", help_heading = "Changing a running shape")]

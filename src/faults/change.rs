@@ -107,6 +107,8 @@ macro_rules! fault_table {
 }
 
 fault_table! {
+    /// Write in pieces of about SIZE bytes.
+    ///
     /// Cut every write into pieces of about SIZE bytes (each within
     /// SIZE ± VARIATION), each written on its own, as a slow or
     /// fragmenting server would send them: '7', '1KiB:512'. Every fault
@@ -121,6 +123,8 @@ fault_table! {
     slice_pause ("slice-pause"): SlicePause(Span), ends: false,
         |faults, value| faults.slice_pause = span(value);
 
+    /// Lose blocks of the stream with probability PROB.
+    ///
     /// Lose each block of the stream (1 KiB, or 2.5 ms of data at the
     /// starting rate if that is less) with probability PROB, '0.01' or
     /// '1%': for tests of checksums and framing. The blocks and bytes lost
@@ -129,12 +133,16 @@ fault_table! {
     drop ("drop"): Drop(Probability), ends: false,
         |faults, value| faults.drop = chance(value);
 
+    /// Flip a bit of bytes with probability PROB.
+    ///
     /// Flip one random bit of each byte with probability PROB. The bytes
     /// touched are said at the end.
     #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
     corrupt ("corrupt"): Corrupt(Probability), ends: false,
         |faults, value| faults.corrupt = chance(value);
 
+    /// Forward exactly SIZE bytes, then close.
+    ///
     /// Forward exactly SIZE bytes, then close cleanly, as a server that
     /// cuts a response short.
     #[arg(long, value_name = "SIZE", conflicts_with_all = ["lines", "null"], allow_hyphen_values = true)]
@@ -146,6 +154,8 @@ fault_table! {
     slow_close ("slow-close"): SlowClose(Span), ends: true,
         |faults, value| faults.slow_close = span(value);
 
+    /// After that much, forward nothing but stay open.
+    ///
     /// After that much data or time, forward nothing more but keep the
     /// output open, as a server that stops answering: a size ('1KiB') or a
     /// time ('2s', '1min').
@@ -153,6 +163,8 @@ fault_table! {
     stall_after ("stall-after"): StallAfter(Trigger), ends: true,
         |faults, value| faults.stall_after = value;
 
+    /// After that much, reset (status 3).
+    ///
     /// After that much data or time, reset: a socket is closed with a
     /// reset (RST), and shape ends with status 3.
     #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
