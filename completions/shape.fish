@@ -5,6 +5,7 @@ complete -c shape -l stop-after -d 'Forward at most SIZE bytes (or records), the
 complete -c shape -l progress -d 'How progress is shown on standard error' -r -f -a "auto\t'A bar when standard error is a terminal, otherwise nothing'
 bar\t'A progress bar'
 json\t'One JSON object per line per interval'
+numeric\t'One number per line per interval: the percentage done when the total is known, else the count, as pv -n prints them for `dialog --gauge`'
 none\t'Nothing'"
 complete -c shape -s i -l interval -d 'How often progress is shown' -r
 complete -c shape -l rate-file -d 'Read the rate (and burst) from FILE, and again on SIGHUP' -r -F
@@ -46,6 +47,11 @@ complete -c shape -s l -l lines -d 'Count lines instead of bytes'
 complete -c shape -s 0 -l null -d 'Count NUL-terminated records instead of bytes'
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
 complete -c shape -l stats -d 'Print a summary line at the end'
+complete -c shape -s n -l numeric -d 'Print numbers, as pv -n does'
+complete -c shape -s p -d 'pv\'s flags that pick the bar\'s parts (-p, -t, -e, -a): refused, saying shape\'s way. (pv\'s -r and -b are shape\'s --rate and --burst.)'
+complete -c shape -s t
+complete -c shape -s e
+complete -c shape -s a
 complete -c shape -l serve-allow-unix -d 'With --serve: let proxies use Unix sockets'
 complete -c shape -l runtime-metrics -d 'With --serve: the process\'s metrics in /metrics too'
 complete -c shape -l per-connection -d 'Proxy: limits of each connection\'s own, not shared'

@@ -24,6 +24,10 @@ pub enum ProgressMode {
     Bar,
     /// One JSON object per line per interval.
     Json,
+    /// One number per line per interval: the percentage done when the
+    /// total is known, else the count, as pv -n prints them for
+    /// `dialog --gauge`.
+    Numeric,
     /// Nothing.
     None,
 }
@@ -33,6 +37,7 @@ pub enum ProgressMode {
 pub enum Style {
     Bar,
     Json,
+    Numeric,
 }
 
 impl Style {
@@ -40,7 +45,7 @@ impl Style {
     pub fn default_interval(self) -> Duration {
         match self {
             Style::Bar => Duration::from_millis(100),
-            Style::Json => Duration::from_secs(1),
+            Style::Json | Style::Numeric => Duration::from_secs(1),
         }
     }
 }
@@ -88,7 +93,7 @@ impl Reporter {
         let mut draw = Drawing::new(style, interval, &source);
         let printer = Printer(match &draw {
             Drawing::Bar(bar) => Some(bar.clone()),
-            Drawing::Json { .. } => None,
+            Drawing::Json { .. } | Drawing::Numeric => None,
         });
         let thread = {
             let stop = stop.clone();
@@ -135,6 +140,7 @@ enum Drawing {
         start: Instant,
         last: (Instant, u64),
     },
+    Numeric,
 }
 
 impl Drawing {
@@ -172,6 +178,7 @@ impl Drawing {
                 start: Instant::now(),
                 last: (Instant::now(), 0),
             },
+            Style::Numeric => Drawing::Numeric,
         }
     }
 
@@ -209,6 +216,9 @@ impl Drawing {
                 };
                 let _ = writeln!(std::io::stderr().lock(), "{}", record.json(source.counting));
             }
+            Drawing::Numeric => {
+                let _ = writeln!(std::io::stderr().lock(), "{}", numeric(count, source.total));
+            }
         }
     }
 }
@@ -222,6 +232,16 @@ fn bar_message(counting: Counting, count: u64, recent: &str, limit: Limit) -> St
         Limit::Rate(_) => format!("limit {}", counting.show_limit(limit)),
     };
     format!("{} {recent} ({limit})", counting.show(count))
+}
+
+/// What `--progress numeric` prints: the whole percentage done of a
+/// known total (at most 100), else the count.
+fn numeric(count: u64, total: Option<u64>) -> u64 {
+    match total {
+        Some(0) => 100,
+        Some(total) => (u128::from(count) * 100 / u128::from(total)).min(100) as u64,
+        None => count,
+    }
 }
 
 /// One progress record, in the unit counted.
@@ -269,6 +289,17 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_whole_percentages_of_a_known_total_or_the_count() {
+        assert_eq!(numeric(0, Some(300)), 0);
+        assert_eq!(numeric(299, Some(300)), 99);
+        assert_eq!(numeric(300, Some(300)), 100);
+        assert_eq!(numeric(400, Some(300)), 100, "never past 100");
+        assert_eq!(numeric(7, Some(0)), 100);
+        assert_eq!(numeric(u64::MAX, Some(u64::MAX)), 100);
+        assert_eq!(numeric(12345, None), 12345);
+    }
 
     #[test]
     fn the_bar_says_what_passed_the_rate_and_the_limit_in_one_style() {

@@ -172,6 +172,25 @@ pub struct Cli {
     #[arg(long, help_heading = "Progress and stats")]
     pub stats: bool,
 
+    /// Print numbers, as pv -n does.
+    ///
+    /// Each interval, one line on standard error with the whole percentage
+    /// done (with --size, or reading files), else the count so far, as
+    /// 'dialog --gauge' reads them. The same as --progress numeric.
+    #[arg(short = 'n', long, help_heading = "Progress and stats")]
+    pub numeric: bool,
+
+    /// pv's flags that pick the bar's parts (-p, -t, -e, -a): refused,
+    /// saying shape's way. (pv's -r and -b are shape's --rate and --burst.)
+    #[arg(short = 'p', hide = true)]
+    pub pv_percent: bool,
+    #[arg(short = 't', hide = true)]
+    pub pv_timer: bool,
+    #[arg(short = 'e', hide = true)]
+    pub pv_eta: bool,
+    #[arg(short = 'a', hide = true)]
+    pub pv_average: bool,
+
     /// Read the rate (and burst) from FILE, and again on SIGHUP.
     ///
     /// Read the rate (and optionally the burst) from FILE: 'RATE [BURST]'

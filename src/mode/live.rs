@@ -147,10 +147,12 @@ pub fn printer(reporter: Option<&Reporter>) -> Printer {
 fn progress_style(cli: &Cli) -> Option<(Style, Duration)> {
     let style = match cli.progress {
         _ if cli.quiet => return None,
+        _ if cli.numeric => Style::Numeric,
         ProgressMode::None => return None,
         ProgressMode::Auto if !io::stderr().is_terminal() => return None,
         ProgressMode::Auto | ProgressMode::Bar => Style::Bar,
         ProgressMode::Json => Style::Json,
+        ProgressMode::Numeric => Style::Numeric,
     };
     Some((style, cli.interval.unwrap_or(style.default_interval())))
 }

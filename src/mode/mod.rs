@@ -65,6 +65,14 @@ pub struct UsageError(pub String);
 
 /// Runs what `cli` asks for.
 pub fn run(cli: &Cli) -> Exit {
+    if let Some(flag) = pv_display_flag(cli) {
+        eprintln!(
+            "shape: {flag} is pv's, to pick the bar's parts: shape's bar shows the count, the \
+             rate, the limit and the time, and with --size the percentage and ETA \
+             (--progress bar); -n prints numbers, as pv -n"
+        );
+        return Exit::Usage;
+    }
     let ran = match Mode::of(cli) {
         Mode::Generate(what) => {
             return crate::exit::print_whole(&crate::cli::generate::render(what));
@@ -83,6 +91,18 @@ pub fn run(cli: &Cli) -> Exit {
             None => Exit::Failure,
         }
     })
+}
+
+/// The first of pv's display flags given, which shape refuses.
+fn pv_display_flag(cli: &Cli) -> Option<&'static str> {
+    [
+        (cli.pv_percent, "-p"),
+        (cli.pv_timer, "-t"),
+        (cli.pv_eta, "-e"),
+        (cli.pv_average, "-a"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// Says `err` on standard error, for a failure that does not end the run.

@@ -188,3 +188,44 @@ fn the_bar_and_the_stats_do_not_make_the_limit_look_broken() {
         "{stats}"
     );
 }
+
+#[test]
+fn numeric_progress_prints_percentages_as_pv_n_does_and_counts_without_a_total() {
+    let data = random_bytes(1 << 20, 7);
+    for (args, last) in [
+        (&["-n", "--size", "1MiB"][..], 100),
+        (&["--progress", "numeric"][..], 1 << 20),
+    ] {
+        let mut all = vec!["--rate", "4MiB", "--burst", "256KiB", "--interval", "50ms"];
+        all.extend_from_slice(args);
+        let run = run_with_input(shape(all), data.clone(), 65_536);
+        assert_eq!(run.code(), 0, "{args:?}: {}", run.stderr);
+        assert!(run.stdout == data);
+        let numbers: Vec<u64> = run
+            .stderr
+            .lines()
+            .map(|line| {
+                line.parse()
+                    .unwrap_or_else(|_| panic!("{line:?} in {}", run.stderr))
+            })
+            .collect();
+        assert!(numbers.len() >= 2, "{args:?}: {}", run.stderr);
+        assert!(numbers.windows(2).all(|w| w[0] <= w[1]), "{numbers:?}");
+        assert_eq!(*numbers.last().unwrap(), last, "{args:?}");
+    }
+}
+
+#[test]
+fn pv_s_display_flags_are_refused_with_shape_s_way() {
+    for flag in ["-p", "-t", "-e", "-a"] {
+        let run = run(shape([flag]), Stdio::null());
+        assert_eq!(run.code(), 2, "{flag}");
+        assert!(
+            run.stderr
+                .starts_with(&format!("shape: {flag} is pv's, to pick the bar's parts"))
+                && run.stderr.contains("--progress bar"),
+            "{flag}: {}",
+            run.stderr
+        );
+    }
+}

@@ -189,7 +189,11 @@ fn help_shows_examples_and_exit_statuses() {
             .ends_with("remote control, shares and toxiproxy's API.")
     );
     assert!(short.lines().count() < help.lines().count());
-    assert!(short.lines().count() < 100, "-h is {} lines", short.lines().count());
+    assert!(
+        short.lines().count() < 100,
+        "-h is {} lines",
+        short.lines().count()
+    );
     let run = run(shape(["--version"]), Stdio::null());
     let version = String::from_utf8(run.stdout).unwrap();
     let plain = format!("shape {}\n", env!("CARGO_PKG_VERSION"));
