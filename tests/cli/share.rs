@@ -399,3 +399,36 @@ fn what_a_killed_shape_left_in_the_control_directory_goes_with_the_next_shape() 
     );
     assert!(!request.exists(), "and what was sent to it");
 }
+
+#[test]
+fn stats_on_a_share_say_this_shape_s_part_of_the_share_s_limit() {
+    let runtime = Runtime::new("share-stats");
+    let args = [
+        "--share",
+        "halves",
+        "--rate",
+        "4MiB",
+        "--burst",
+        "64KiB",
+        "--stats",
+        "--stop-after",
+        "2MiB",
+    ];
+    for shape in runtime.start_many(2, &args) {
+        let (status, _, stderr) = shape.finish();
+        assert!(status.success(), "{status:?}: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|line| line.contains(" of share halves's limit 4.00 MiB/s"))
+            .unwrap_or_else(|| panic!("{stderr}"));
+        let part: f64 = line
+            .split("average ")
+            .nth(1)
+            .and_then(|rest| rest.split(", ").nth(1))
+            .and_then(|rest| rest.split('%').next())
+            .and_then(|percent| percent.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        // Loose: two shapes on one share get about half each.
+        assert!((20.0..=80.0).contains(&part), "{line}");
+    }
+}

@@ -12,9 +12,9 @@ use super::store::Store;
 use super::url::RedisShare;
 use crate::bucket::Bucket;
 use crate::progress::Printer;
-use shape_bucket::{Clock, MonotonicClock};
-use std::sync::Arc;
+use shape_bucket::{Clock, Limit, MonotonicClock};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ enum Job {
 pub struct Member {
     inbox: Sender<Note>,
     planner: Option<JoinHandle<()>>,
+    /// The share's limit and burst, as the planner last heard them.
+    share_settings: Arc<Mutex<(Limit, u64)>>,
 }
 
 /// Who this member is, where, and what it tells the user.
@@ -72,6 +74,8 @@ impl Member {
             store: Some(store),
         };
         let answers = inbox.clone();
+        let held = plan.held();
+        let share_settings = Arc::new(Mutex::new((held.limit, held.burst)));
         std::thread::Builder::new()
             .name("fleet-redis".into())
             .spawn(move || courier.run(work, answers))?;
@@ -81,6 +85,7 @@ impl Member {
             say: identity.say,
             share: identity.share,
             jobs,
+            share_settings: share_settings.clone(),
         };
         let planner = std::thread::Builder::new()
             .name("fleet".into())
@@ -88,7 +93,13 @@ impl Member {
         Ok(Member {
             inbox,
             planner: Some(planner),
+            share_settings,
         })
+    }
+
+    /// The whole share's limit and burst (this member spends a part).
+    pub fn share_settings(&self) -> (Limit, u64) {
+        *crate::lock::lock(&self.share_settings)
     }
 
     /// Stops leasing and gives back what was leased and not spent, if
@@ -149,6 +160,8 @@ struct Planner {
     say: Option<Printer>,
     share: RedisShare,
     jobs: Sender<Job>,
+    /// Where the share's settings are kept for [`Member::share_settings`].
+    share_settings: Arc<Mutex<(Limit, u64)>>,
 }
 
 impl Planner {
@@ -173,6 +186,8 @@ impl Planner {
             .plan
             .step(MonotonicClock.now(), local(&self.bucket), event);
         apply(&self.bucket, &step, self.say.as_ref(), &self.share);
+        let held = self.plan.held();
+        *crate::lock::lock(&self.share_settings) = (held.limit, held.burst);
         if let Some(ask) = step.ask {
             let _ = self.jobs.send(Job::Lease(ask));
         }

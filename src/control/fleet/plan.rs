@@ -177,6 +177,11 @@ pub struct Leases {
 }
 
 impl Leases {
+    /// The share's settings as Redis last gave them.
+    pub fn held(&self) -> Held {
+        self.held
+    }
+
     /// A member of a share whose settings are `held`, starting at `now`
     /// with a bucket that has granted `granted`.
     pub fn new(held: Held, fallback: Fallback, now: u64, granted: u64) -> Leases {

@@ -399,6 +399,9 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
             (exit, tally)
         }
     };
+    // The whole share's settings, for --stats: a member's own bucket holds
+    // its part only.
+    let share_settings = member.as_ref().map(fleet::Member::share_settings);
     if let Some(member) = member {
         member.leave();
     }
@@ -412,7 +415,14 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
         let dropped = tally.map_or(0, |tally| tally.dropped_bytes);
         eprintln!(
             "{}",
-            stats::line(cli, asked, &bucket, &forwarded, dropped, started)
+            stats::line(
+                cli,
+                asked,
+                share_settings.unwrap_or_else(|| bucket.limit_and_burst()),
+                &forwarded,
+                dropped,
+                started
+            )
         );
     }
     drop(registration);

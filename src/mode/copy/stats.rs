@@ -2,7 +2,6 @@
 //! average beside the limit and burst that bound it.
 
 use super::Asked;
-use crate::bucket::Bucket;
 use crate::cli::Cli;
 use crate::counting::Counting;
 use crate::throughput::Throughput;
@@ -10,17 +9,17 @@ use shape_bucket::Limit;
 use std::time::Instant;
 
 /// The `--stats` line of a copy that started at `started`, asked as
-/// `asked`, paid from `bucket` and passed on `forwarded` (`dropped` bytes
-/// of them lost by `--drop`), with its seed when faults drew from it.
+/// `asked`, paid from a bucket of `limit_and_burst` (a share's as a whole,
+/// when on one) and passed on `forwarded` (`dropped` bytes of them lost
+/// by `--drop`), with its seed when faults drew from it.
 pub fn line(
     cli: &Cli,
     asked: &Asked,
-    bucket: &Bucket,
+    (limit, burst): (Limit, u64),
     forwarded: &Throughput,
     dropped: u64,
     started: Instant,
 ) -> String {
-    let (limit, burst) = bucket.limit_and_burst();
     let stats = Stats {
         counting: asked.start.counting,
         count: forwarded.total(),
@@ -33,6 +32,7 @@ pub fn line(
             .as_ref()
             .filter(|_| limit == asked.start.limit)
             .map(|rate| rate.text.as_str()),
+        share: cli.share.as_ref().map(|share| share.to_string()),
     };
     let mut line = stats.line();
     if asked.faults.alter() || !cli.jitter.unwrap_or_default().is_zero() {
@@ -53,6 +53,8 @@ struct Stats<'a> {
     burst: u64,
     /// The rate as the user wrote it, while it is the limit in force.
     written: Option<&'a str>,
+    /// The share the limit is the whole of, if the copy spent from one.
+    share: Option<String>,
 }
 
 /// The unit a rate is written in, to tell `40Mbit` (worth saying as
@@ -88,10 +90,15 @@ impl Stats<'_> {
                     }
                     _ => shown,
                 };
-                format!(
-                    "limit {limit} plus a {} burst",
-                    counting.show_tokens(self.burst)
-                )
+                let burst = counting.show_tokens(self.burst);
+                match &self.share {
+                    None => format!("limit {limit} plus a {burst} burst"),
+                    // The share's limit is every shape's on it together.
+                    Some(share) => format!(
+                        "{:.0}% of share {share}'s limit {limit} plus a {burst} burst",
+                        100.0 * average / counting.per_second(self.limit).unwrap_or(f64::INFINITY)
+                    ),
+                }
             }
         };
         let passed = match (self.dropped, counting) {
@@ -132,7 +139,27 @@ mod tests {
             limit,
             burst,
             written: None,
+            share: None,
         }
+    }
+
+    #[test]
+    fn on_a_share_the_limit_is_the_share_s_and_this_shape_s_part_is_said() {
+        let quarter = Stats {
+            share: Some("redis://127.0.0.1/backups".into()),
+            ..stats(
+                Counting::Bytes,
+                20 << 20,
+                1.0,
+                Limit::per_second(80 << 20),
+                8 << 20,
+            )
+        };
+        assert_eq!(
+            quarter.line(),
+            "shape: 20971520 bytes (20.00 MiB) in 1.000 s: average 20.00 MiB/s, 25% of share \
+             redis://127.0.0.1/backups's limit 80.00 MiB/s plus a 8.00 MiB burst"
+        );
     }
 
     #[test]
