@@ -26,6 +26,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Under toxiproxy-server's name, its command line.
+    let mut args = std::env::args_os().map(|arg| arg.to_string_lossy().into_owned());
+    let program = args.next().unwrap_or_default();
+    if cli::toxiproxy::called_so(program.as_ref()) {
+        return mode::toxiproxy::run(&program, &args.collect::<Vec<_>>()).into();
+    }
     let exit = match cli::Cli::try_parse() {
         Ok(cli) => mode::run(&cli),
         Err(err) => cli::usage::report(&err),

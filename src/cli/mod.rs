@@ -4,6 +4,7 @@
 //! Parsing only; what the flags do lives in [`crate::mode`].
 
 pub mod generate;
+pub mod toxiproxy;
 pub mod usage;
 mod values;
 

@@ -12,6 +12,7 @@ mod proxy;
 mod remote;
 mod serve;
 mod share;
+pub mod toxiproxy;
 
 use crate::cli::{Cli, Generated, RemoteTarget};
 use crate::control::ShareName;

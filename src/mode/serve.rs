@@ -22,7 +22,9 @@ pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
         extras: Extras {
             allow_unix: cli.serve_allow_unix,
             runtime_metrics: cli.runtime_metrics,
+            proxy_metrics: true,
         },
+        config_optional: false,
         report: (!cli.quiet).then(Default::default),
     };
     match serve(serving) {

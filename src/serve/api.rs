@@ -28,7 +28,7 @@ pub trait Carrier {
     /// them from now on.
     fn retune(&mut self, proxy: &Proxy);
     /// What every running proxy passed, in Prometheus' text format.
-    fn metrics(&self, model: &Model) -> String;
+    fn metrics(&self, model: &Model) -> Option<String>;
 }
 
 /// What a request gets back.
@@ -101,10 +101,15 @@ fn route(
             body: Some(format!("{{\"version\": \"{TOXIPROXY_VERSION}\"}}\n")),
             content_type: "application/json;charset=utf-8",
         }),
-        ("GET", ["metrics"]) => Ok(Reply {
-            status: 200,
-            body: Some(carrier.metrics(model)),
-            content_type: "text/plain; version=0.0.4",
+        ("GET", ["metrics"]) => Ok(match carrier.metrics(model) {
+            Some(text) => Reply {
+                status: 200,
+                body: Some(text),
+                content_type: "text/plain; version=0.0.4",
+            },
+            // Metrics not asked for: the route is not there, as in
+            // toxiproxy-server without -proxy-metrics or -runtime-metrics.
+            None => not_found(),
         }),
         ("POST", ["reset"]) => {
             reset(model, carrier)?;
@@ -166,11 +171,16 @@ fn route(
             })
         }
         // As Go's router answers a path it does not know: plain text.
-        _ => Ok(Reply {
-            status: 404,
-            body: Some("404 page not found\n".into()),
-            content_type: "text/plain; charset=utf-8",
-        }),
+        _ => Ok(not_found()),
+    }
+}
+
+/// What Go's router answers for a path it does not know.
+fn not_found() -> Reply {
+    Reply {
+        status: 404,
+        body: Some("404 page not found\n".into()),
+        content_type: "text/plain; charset=utf-8",
     }
 }
 
@@ -356,8 +366,8 @@ mod tests {
         fn stop(&mut self, _: &str) {}
         fn remove(&mut self, _: &str) {}
         fn retune(&mut self, _: &Proxy) {}
-        fn metrics(&self, _: &Model) -> String {
-            String::new()
+        fn metrics(&self, _: &Model) -> Option<String> {
+            Some(String::new())
         }
     }
 

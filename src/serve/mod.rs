@@ -55,6 +55,9 @@ pub struct Serving<'a> {
     pub allow_origins: &'a [String],
     /// What is allowed beyond toxiproxy's API.
     pub extras: Extras,
+    /// Whether a config that cannot be read is said and served without,
+    /// as toxiproxy-server does, rather than refused.
+    pub config_optional: bool,
     /// Where to say where it serves and what failed; `None` when quiet.
     pub report: Option<Printer>,
 }
@@ -96,9 +99,17 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     let mut model = Model::default();
     let mut proxies = Proxies::new(event_loop_handle.clone(), serving.extras);
     if let Some(path) = serving.config {
-        if let Err(refused) = populate(&mut model, &mut proxies, path) {
-            stop();
-            return Err(refused);
+        match populate(&mut model, &mut proxies, path) {
+            Err(Refused::Usage(why) | Refused::Failed(why)) if serving.config_optional => {
+                if let Some(report) = &serving.report {
+                    report.line(&format!("shape: {why}; serving without it"));
+                }
+            }
+            Err(refused) => {
+                stop();
+                return Err(refused);
+            }
+            Ok(()) => {}
         }
     }
     let api = match listen(serving.address, serving.allow_origins) {

@@ -75,8 +75,11 @@ struct Running {
 pub struct Extras {
     /// Proxies may listen on or forward to Unix sockets.
     pub allow_unix: bool,
-    /// /metrics gives the process's metrics too.
+    /// /metrics gives the process's metrics.
     pub runtime_metrics: bool,
+    /// /metrics gives each proxy's counters (always, for `shape --serve`;
+    /// as toxiproxy-server's -proxy-metrics asks, under its name).
+    pub proxy_metrics: bool,
 }
 
 /// The proxies, carried out on the loop.
@@ -217,9 +220,16 @@ impl Carrier for Proxies {
         });
     }
 
-    fn metrics(&self, model: &Model) -> String {
+    fn metrics(&self, model: &Model) -> Option<String> {
+        if !self.extras.proxy_metrics && !self.extras.runtime_metrics {
+            return None;
+        }
         let mut text = String::new();
-        for (counter, read) in [("received", true), ("sent", false)] {
+        let counters = match self.extras.proxy_metrics {
+            true => &[("received", true), ("sent", false)][..],
+            false => &[],
+        };
+        for &(counter, read) in counters {
             let name = format!("toxiproxy_proxy_{counter}_bytes_total");
             let _ = writeln!(text, "# HELP {name} ");
             let _ = writeln!(text, "# TYPE {name} counter");
@@ -246,7 +256,7 @@ impl Carrier for Proxies {
         if self.extras.runtime_metrics {
             text.push_str(&super::runtime::process_metrics());
         }
-        text
+        Some(text)
     }
 }
 

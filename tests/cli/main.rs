@@ -24,4 +24,5 @@ mod serve_toxics;
 mod share;
 mod slow_link;
 mod timing;
+mod toxiproxy_cli;
 mod usage;

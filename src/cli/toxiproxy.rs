@@ -1,0 +1,294 @@
+//! toxiproxy-server's command line, for shape started under that name (a
+//! link named `toxiproxy-server` or `toxiproxy`, as busybox takes its
+//! name), so that scripts, compose files and images that start
+//! toxiproxy-server change nothing but the binary.
+//!
+//! Flags are read as Go's `flag` package reads them: `-flag` or
+//! `--flag`, the value after `=` or as the next word, a bool alone or
+//! `=true`/`=false`; reading stops at the first word that is not a flag,
+//! or after `--`. `-h`/`-help` print the usage (status 0); an unknown
+//! flag or a bad value prints why and the usage (status 2).
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+/// What toxiproxy-server's flags ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToxiproxyFlags {
+    pub host: String,
+    pub port: String,
+    pub config: Option<PathBuf>,
+    pub seed: Option<u64>,
+    pub proxy_metrics: bool,
+    pub runtime_metrics: bool,
+}
+
+impl Default for ToxiproxyFlags {
+    /// toxiproxy-server's defaults.
+    fn default() -> Self {
+        ToxiproxyFlags {
+            host: "localhost".into(),
+            port: "8474".into(),
+            config: None,
+            seed: None,
+            proxy_metrics: false,
+            runtime_metrics: false,
+        }
+    }
+}
+
+impl ToxiproxyFlags {
+    /// Where the API listens, as Go's `net.JoinHostPort` joins them.
+    pub fn address(&self) -> String {
+        match self.host.contains(':') {
+            true => format!("[{}]:{}", self.host, self.port),
+            false => format!("{}:{}", self.host, self.port),
+        }
+    }
+}
+
+/// What a command line under toxiproxy-server's name asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Asked {
+    Serve(ToxiproxyFlags),
+    Version,
+    /// The usage, on standard error, with status 0.
+    Help,
+    /// Why the command line was refused: said before the usage, with
+    /// status 2.
+    Refused(String),
+}
+
+/// True if and only if the program was started as toxiproxy's server:
+/// `argv0`'s file name is `toxiproxy-server` or `toxiproxy`.
+pub fn called_so(argv0: &OsStr) -> bool {
+    std::path::Path::new(argv0)
+        .file_name()
+        .is_some_and(|name| name == "toxiproxy-server" || name == "toxiproxy")
+}
+
+/// The flags of toxiproxy-server: name, whether it is a bool, its
+/// usage's type word, and its help.
+const FLAGS: [(&str, bool, &str, &str); 7] = [
+    (
+        "config",
+        false,
+        "string",
+        "JSON file containing proxies to create on startup",
+    ),
+    (
+        "host",
+        false,
+        "string",
+        "Host for toxiproxy's API to listen on (default \"localhost\")",
+    ),
+    (
+        "port",
+        false,
+        "string",
+        "Port for toxiproxy's API to listen on (default \"8474\")",
+    ),
+    (
+        "proxy-metrics",
+        true,
+        "",
+        "enable toxiproxy-specific prometheus metrics (default \"false\")",
+    ),
+    (
+        "runtime-metrics",
+        true,
+        "",
+        "enable runtime-related prometheus metrics (default \"false\")",
+    ),
+    (
+        "seed",
+        false,
+        "int",
+        "Seed for randomizing toxics with (default: drawn at start)",
+    ),
+    ("version", true, "", "print the version (default \"false\")"),
+];
+
+/// toxiproxy-server's usage, as Go's `flag` package prints it, for
+/// `program`.
+pub fn usage(program: &str) -> String {
+    let mut text = format!("Usage of {program}:\n");
+    for (name, _, kind, help) in FLAGS {
+        let kind = if kind.is_empty() {
+            String::new()
+        } else {
+            format!(" {kind}")
+        };
+        text.push_str(&format!("  -{name}{kind}\n    \t{help}\n"));
+    }
+    text
+}
+
+/// Reads `args` (without the program's name) as toxiproxy-server does.
+pub fn parse(args: &[String]) -> Asked {
+    let mut flags = ToxiproxyFlags::default();
+    let mut version = false;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == "--" || !word.starts_with('-') || word == "-" {
+            break;
+        }
+        let bare = word.strip_prefix("--").unwrap_or(&word[1..]);
+        if bare.is_empty() || bare.starts_with('-') || bare.starts_with('=') {
+            return Asked::Refused(format!("bad flag syntax: {word}"));
+        }
+        let (name, given) = match bare.split_once('=') {
+            Some((name, value)) => (name, Some(value.to_string())),
+            None => (bare, None),
+        };
+        let Some(&(_, is_bool, _, _)) = FLAGS.iter().find(|(known, ..)| *known == name) else {
+            if name == "help" || name == "h" {
+                return Asked::Help;
+            }
+            return Asked::Refused(format!("flag provided but not defined: -{name}"));
+        };
+        if is_bool {
+            let value = match given.as_deref().map(go_bool) {
+                None => true,
+                Some(Some(value)) => value,
+                Some(None) => {
+                    return Asked::Refused(format!(
+                        "invalid boolean value {:?} for -{name}: parse error",
+                        given.unwrap_or_default()
+                    ));
+                }
+            };
+            match name {
+                "proxy-metrics" => flags.proxy_metrics = value,
+                "runtime-metrics" => flags.runtime_metrics = value,
+                _ => version = value,
+            }
+            continue;
+        }
+        let Some(value) = given.or_else(|| words.next().cloned()) else {
+            return Asked::Refused(format!("flag needs an argument: -{name}"));
+        };
+        match name {
+            "config" => flags.config = Some(PathBuf::from(value)),
+            "host" => flags.host = value,
+            "port" => flags.port = value,
+            _ => match value.parse::<i64>() {
+                // Go's seed is an int64: shape draws from its bits.
+                Ok(seed) => flags.seed = Some(seed as u64),
+                Err(_) => {
+                    return Asked::Refused(format!(
+                        "invalid value {value:?} for flag -seed: parse error"
+                    ));
+                }
+            },
+        }
+    }
+    match version {
+        true => Asked::Version,
+        false => Asked::Serve(flags),
+    }
+}
+
+/// A bool as Go's `strconv.ParseBool` reads it.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(args: &[&str]) -> Asked {
+        parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn toxiproxy_s_defaults_and_every_spelling_go_takes() {
+        assert_eq!(parsed(&[]), Asked::Serve(ToxiproxyFlags::default()));
+        let expected = ToxiproxyFlags {
+            host: "0.0.0.0".into(),
+            port: "9000".into(),
+            config: Some("/config/toxiproxy.json".into()),
+            seed: Some(42),
+            proxy_metrics: true,
+            runtime_metrics: false,
+        };
+        for args in [
+            &[
+                "-host=0.0.0.0",
+                "-port",
+                "9000",
+                "-config=/config/toxiproxy.json",
+                "-seed",
+                "42",
+                "-proxy-metrics",
+            ][..],
+            &[
+                "--host",
+                "0.0.0.0",
+                "--port=9000",
+                "--config",
+                "/config/toxiproxy.json",
+                "--seed=42",
+                "--proxy-metrics=true",
+                "-runtime-metrics=false",
+            ],
+        ] {
+            assert_eq!(parsed(args), Asked::Serve(expected.clone()), "{args:?}");
+        }
+        assert_eq!(parsed(&["-version"]), Asked::Version);
+        assert_eq!(parsed(&["--version=1"]), Asked::Version);
+        assert_eq!(parsed(&["-help"]), Asked::Help);
+        assert_eq!(parsed(&["-h"]), Asked::Help);
+        // Reading stops at the first word that is not a flag.
+        assert_eq!(
+            parsed(&["stray", "-bogus"]),
+            Asked::Serve(ToxiproxyFlags::default())
+        );
+        assert_eq!(
+            parsed(&["--", "-bogus"]),
+            Asked::Serve(ToxiproxyFlags::default())
+        );
+    }
+
+    #[test]
+    fn what_go_refuses_is_refused_in_go_s_words() {
+        for (args, why) in [
+            (&["-bogus"][..], "flag provided but not defined: -bogus"),
+            (&["-port"], "flag needs an argument: -port"),
+            (
+                &["-seed", "x"],
+                "invalid value \"x\" for flag -seed: parse error",
+            ),
+            (
+                &["-proxy-metrics=maybe"],
+                "invalid boolean value \"maybe\" for -proxy-metrics: parse error",
+            ),
+            (&["---port=1"], "bad flag syntax: ---port=1"),
+        ] {
+            assert_eq!(parsed(args), Asked::Refused(why.into()), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_usage_is_go_s_and_the_name_is_told_by_argv0() {
+        let text = usage("toxiproxy-server");
+        assert!(text.starts_with("Usage of toxiproxy-server:\n  -config string\n"));
+        assert!(text.contains(
+            "  -port string\n    \tPort for toxiproxy's API to listen on (default \"8474\")\n"
+        ));
+        assert!(text.contains("  -proxy-metrics\n"));
+        assert!(called_so(OsStr::new("/usr/local/bin/toxiproxy-server")));
+        assert!(called_so(OsStr::new("/toxiproxy")));
+        assert!(!called_so(OsStr::new("/usr/bin/shape")));
+        let flags = ToxiproxyFlags {
+            host: "::1".into(),
+            ..ToxiproxyFlags::default()
+        };
+        assert_eq!(flags.address(), "[::1]:8474");
+    }
+}

@@ -1,0 +1,61 @@
+//! shape started as `toxiproxy-server` (or `toxiproxy`): toxiproxy's API
+//! served on toxiproxy-server's command line, with its defaults.
+
+use crate::cli::toxiproxy::{Asked, parse, usage};
+use crate::exit::Exit;
+use crate::net::Address;
+use crate::serve::api::TOXIPROXY_VERSION;
+use crate::serve::{Extras, Refused, Serving, run as serve};
+
+/// Runs as `program` with toxiproxy-server's flags `args`.
+pub fn run(program: &str, args: &[String]) -> Exit {
+    let flags = match parse(args) {
+        Asked::Serve(flags) => flags,
+        Asked::Version => {
+            println!(
+                "toxiproxy-server version {TOXIPROXY_VERSION} (shape {})",
+                env!("CARGO_PKG_VERSION")
+            );
+            return Exit::Success;
+        }
+        Asked::Help => {
+            eprint!("{}", usage(program));
+            return Exit::Success;
+        }
+        Asked::Refused(why) => {
+            eprint!("{why}\n{}", usage(program));
+            return Exit::Usage;
+        }
+    };
+    let address: Address = match flags.address().parse() {
+        Ok(address) => address,
+        Err(why) => {
+            eprintln!("shape: -host {} -port {}: {why}", flags.host, flags.port);
+            return Exit::Usage;
+        }
+    };
+    let serving = Serving {
+        address: &address,
+        config: flags.config.as_deref(),
+        seed: flags.seed.unwrap_or_else(|| fastrand::u64(..)),
+        allow_origins: &[],
+        extras: Extras {
+            allow_unix: false,
+            runtime_metrics: flags.runtime_metrics,
+            proxy_metrics: flags.proxy_metrics,
+        },
+        config_optional: true,
+        report: Some(Default::default()),
+    };
+    match serve(serving) {
+        Ok(()) => Exit::Success,
+        Err(Refused::Usage(why)) => {
+            eprintln!("shape: {why}");
+            Exit::Usage
+        }
+        Err(Refused::Failed(why)) => {
+            eprintln!("shape: {why}");
+            Exit::Failure
+        }
+    }
+}

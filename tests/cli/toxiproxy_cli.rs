@@ -1,0 +1,86 @@
+//! shape under toxiproxy-server's name: toxiproxy-server's command line,
+//! as scripts and images start it.
+
+use crate::harness::*;
+use crate::serve::{Toxiproxy, echo_server, free_port, round_trip};
+use serde_json::json;
+use std::process::{Command, Stdio};
+
+/// A link named `name` to shape, in `dir`.
+fn linked(dir: &Scratch, name: &str) -> std::path::PathBuf {
+    let link = dir.path().join(name);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_shape"), &link).unwrap();
+    link
+}
+
+#[test]
+fn toxiproxy_server_s_command_line_serves_its_config_on_its_port() {
+    let dir = Scratch::new("toxiproxy-link");
+    let link = linked(&dir, "toxiproxy-server");
+    let upstream = echo_server();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = dir.file(
+        "toxiproxy.json",
+        json!([{"name": "echo", "listen": listen, "upstream": upstream}])
+            .to_string()
+            .as_bytes(),
+    );
+    let port = free_port().to_string();
+    let mut command = Command::new(&link);
+    command
+        .args(["-host", "127.0.0.1", "-port", &port, "-config"])
+        .arg(&config);
+    let server = Toxiproxy::from(command);
+    assert_eq!(server.api, format!("127.0.0.1:{port}"));
+    let (status, version) = server.call_raw("GET", "/version", None);
+    assert_eq!(
+        (status, version.as_str()),
+        (200, "{\"version\": \"2.12.0\"}\n")
+    );
+    assert_eq!(server.call("GET", "/proxies/echo", None).0, 200);
+    assert_eq!(
+        round_trip(&listen, b"through the config"),
+        b"through the config"
+    );
+    // Without -proxy-metrics, /metrics is not there, as in toxiproxy.
+    assert_eq!(server.call_raw("GET", "/metrics", None).0, 404);
+}
+
+#[test]
+fn toxiproxy_s_flags_in_go_s_spellings_and_its_usage_for_a_bad_one() {
+    let dir = Scratch::new("toxiproxy-flags");
+    let link = linked(&dir, "toxiproxy");
+    let port = free_port().to_string();
+    let mut command = Command::new(&link);
+    command.args([
+        "--host=127.0.0.1",
+        &format!("--port={port}"),
+        "-proxy-metrics",
+    ]);
+    let server = Toxiproxy::from(command);
+    let (status, metrics) = server.call_raw("GET", "/metrics", None);
+    assert_eq!(status, 200, "{metrics}");
+    drop(server);
+
+    let refused = Command::new(&link)
+        .arg("-bogus")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.starts_with("flag provided but not defined: -bogus\nUsage of "),
+        "{said}"
+    );
+    assert!(said.contains("  -port string\n"), "{said}");
+    let version = Command::new(&link).arg("-version").output().unwrap();
+    assert_eq!(version.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&version.stdout).starts_with("toxiproxy-server version 2.12.0"),
+        "{version:?}"
+    );
+    let help = Command::new(&link).arg("-help").output().unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stderr).starts_with("Usage of "));
+}
