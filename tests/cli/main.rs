@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod container;
 mod counting;
 mod damage;
 mod exactness;

@@ -1,0 +1,240 @@
+//! shape's container image, as test suites start toxiproxy's: laid out as
+//! ghcr.io/shopify/toxiproxy is, reached on a port published on
+//! 127.0.0.1, on a network of its own with an upstream named by its
+//! container's name (as compose names services).
+//!
+//! The image is `SHAPE_IMAGE` (`container/build.sh` builds it; `.ci/run`
+//! builds it and sets it), run with podman. The same tests run against an
+//! image of the real toxiproxy made the same way (its toxiproxy-server as
+//! /toxiproxy in a root of its own, from ../shared/toxiproxy/build.sh)
+//! when `SHAPE_IMAGE` names that image instead; the layout test is then
+//! skipped, as the size and user are shape's.
+
+use crate::harness::*;
+use crate::serve::free_port;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The image to test, or `None` (said) when there is none to test here.
+fn image() -> Option<String> {
+    match std::env::var("SHAPE_IMAGE") {
+        Ok(image) if !image.is_empty() && installed("podman") => Some(image),
+        Ok(_) => None,
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "SHAPE_IMAGE is not set; .ci/run builds the image and sets it"
+            );
+            skipped("SHAPE_IMAGE names no image (container/build.sh builds one)");
+            None
+        }
+    }
+}
+
+/// `podman ARGS`, which must succeed: its standard output.
+fn podman(args: &[&str]) -> String {
+    let ran = Command::new("podman").args(args).output().unwrap();
+    assert!(
+        ran.status.success(),
+        "podman {args:?}: {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    String::from_utf8_lossy(&ran.stdout).trim().to_string()
+}
+
+/// Containers and a network made by a test, removed when it ends.
+#[derive(Default)]
+struct Made {
+    containers: Vec<String>,
+    network: Option<String>,
+}
+
+impl Made {
+    /// Runs `image` detached as `name`, with `args` before the image and
+    /// `command` after it.
+    fn run(&mut self, name: &str, args: &[&str], image: &str, command: &[&str]) {
+        let mut all = vec!["run", "-d", "--name", name];
+        all.extend_from_slice(args);
+        all.push(image);
+        all.extend_from_slice(command);
+        podman(&all);
+        self.containers.push(name.to_string());
+    }
+
+    fn network(&mut self, name: &str) {
+        podman(&["network", "create", name]);
+        self.network = Some(name.to_string());
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for container in self.containers.iter().rev() {
+            let _ = Command::new("podman")
+                .args(["rm", "-f", "-t", "0", container])
+                .output();
+        }
+        if let Some(network) = &self.network {
+            let _ = Command::new("podman")
+                .args(["network", "rm", "-f", network])
+                .output();
+        }
+    }
+}
+
+/// A name of this run's own, so that tests in parallel never meet.
+fn unique(what: &str) -> String {
+    format!("shape-test-{what}-{}-{}", std::process::id(), free_port())
+}
+
+/// The body of `GET path` at `address`, once it answers (within 20 s).
+fn get(address: &str, path: &str) -> String {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match agent.get(&format!("http://{address}{path}")).call() {
+            Ok(mut answer) => return answer.body_mut().read_to_string().unwrap(),
+            Err(err) => assert!(Instant::now() < deadline, "GET {path}: {err}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_image_is_laid_out_as_toxiproxy_s_and_small() {
+    let Some(image) = image() else {
+        return;
+    };
+    if image.contains("toxiproxy-reference") {
+        skipped("the layout is shape's image's");
+        return;
+    }
+    let inspect = |format: &str| podman(&["image", "inspect", "--format", format, &image]);
+    assert_eq!(inspect("{{json .Config.Entrypoint}}"), r#"["/toxiproxy"]"#);
+    assert_eq!(inspect("{{json .Config.Cmd}}"), r#"["-host=0.0.0.0"]"#);
+    assert_eq!(inspect("{{.Config.User}}"), "65534:65534");
+    assert!(inspect("{{json .Config.ExposedPorts}}").contains("8474/tcp"));
+    let size: u64 = inspect("{{.Size}}").parse().unwrap();
+    assert!(size < 10_000_000, "{size} bytes");
+}
+
+#[test]
+fn the_api_answers_on_a_published_port_and_stops_at_once_on_sigterm() {
+    let Some(image) = image() else {
+        return;
+    };
+    let mut made = Made::default();
+    let name = unique("api");
+    let port = free_port();
+    let published = format!("127.0.0.1:{port}:8474");
+    made.run(&name, &["-p", &published], &image, &[]);
+    let version = get(&format!("127.0.0.1:{port}"), "/version");
+    assert!(version.starts_with("{\"version\": \"2."), "{version}");
+    let stopping = Instant::now();
+    podman(&["stop", "-t", "10", &name]);
+    // Loose: podman's own work is in it; a server that ignored SIGTERM
+    // would take the whole 10 s.
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        stopping.elapsed()
+    );
+    assert_eq!(
+        podman(&["inspect", "--format", "{{.State.ExitCode}}", &name]),
+        "0"
+    );
+}
+
+#[test]
+fn an_upstream_named_as_compose_names_it_is_reached_after_it_moves() {
+    let Some(image) = image() else {
+        return;
+    };
+    let mut made = Made::default();
+    let network = unique("net");
+    made.network(&network);
+    let upstream = unique("upstream");
+    let on_network = ["--network", network.as_str()];
+    made.run(&upstream, &on_network, &image, &[]);
+    let server = unique("server");
+    let (api, proxied) = (free_port(), free_port());
+    let (api_published, proxy_published) = (
+        format!("127.0.0.1:{api}:8474"),
+        format!("127.0.0.1:{proxied}:9000"),
+    );
+    made.run(
+        &server,
+        &[
+            "--network",
+            &network,
+            "-p",
+            &api_published,
+            "-p",
+            &proxy_published,
+        ],
+        &image,
+        &[],
+    );
+    let api = format!("127.0.0.1:{api}");
+    get(&api, "/version");
+    let body = format!(r#"{{"name":"up","listen":"0.0.0.0:9000","upstream":"{upstream}:8474"}}"#);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let made_proxy = agent
+        .post(&format!("http://{api}/proxies"))
+        .send(body.as_str())
+        .unwrap();
+    assert_eq!(made_proxy.status(), 201);
+    // Through the proxy, the upstream's own API answers.
+    let proxied = format!("127.0.0.1:{proxied}");
+    assert!(get(&proxied, "/version").starts_with("{\"version\": "));
+    let address = |name: &str| {
+        podman(&[
+            "inspect",
+            "--format",
+            &format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}"),
+            name,
+        ])
+    };
+    let before = address(&upstream);
+    // The upstream goes, a container takes its address, and it comes
+    // back elsewhere under its name.
+    podman(&["rm", "-f", "-t", "0", &upstream]);
+    made.containers.retain(|c| *c != upstream);
+    made.run(&unique("squatter"), &on_network, &image, &[]);
+    made.run(&upstream, &on_network, &image, &[]);
+    let after = address(&upstream);
+    assert_ne!(before, after, "the upstream did not move");
+    assert!(get(&proxied, "/version").starts_with("{\"version\": "));
+}
+
+#[test]
+fn a_config_mounted_as_compose_mounts_it_is_read_at_start() {
+    let Some(image) = image() else {
+        return;
+    };
+    let dir = Scratch::new("container-config");
+    let config = dir.file(
+        "toxiproxy.json",
+        br#"[{"name": "from_config", "listen": "0.0.0.0:9001", "upstream": "127.0.0.1:8474"}]"#,
+    );
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let mut made = Made::default();
+    let name = unique("config");
+    let port = free_port();
+    let published = format!("127.0.0.1:{port}:8474");
+    let volume = format!("{}:/config/toxiproxy.json:ro,Z", config.display());
+    made.run(
+        &name,
+        &["-p", &published, "-v", &volume],
+        &image,
+        &["-host=0.0.0.0", "-config=/config/toxiproxy.json"],
+    );
+    let proxies = get(&format!("127.0.0.1:{port}"), "/proxies");
+    assert!(proxies.contains("\"from_config\""), "{proxies}");
+}
