@@ -238,3 +238,37 @@ fn a_config_mounted_as_compose_mounts_it_is_read_at_start() {
     let proxies = get(&format!("127.0.0.1:{port}"), "/proxies");
     assert!(proxies.contains("\"from_config\""), "{proxies}");
 }
+
+#[test]
+fn testcontainers_toxiproxy_module_for_node_drives_the_image() {
+    let Some(image) = image() else {
+        return;
+    };
+    let modules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/clients/testcontainers/node_modules");
+    if !modules.join("@testcontainers/toxiproxy").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing; .ci/run installs it with tests/clients/setup",
+            modules.display()
+        );
+        skipped("testcontainers for Node is missing: run tests/clients/setup");
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients/testcontainers_node.js");
+    // DOCKER_HOST names podman's socket, as shared/containers/setup.sh
+    // prints it for eval.
+    let ran = Command::new("node")
+        .arg(script)
+        .arg(&image)
+        .env("NODE_PATH", &modules)
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success() && String::from_utf8_lossy(&ran.stdout).trim() == "ok",
+        "{}\n{}",
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+}
