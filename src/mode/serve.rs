@@ -4,7 +4,7 @@ use super::UsageError;
 use crate::cli::Cli;
 use crate::exit::Exit;
 use crate::net::Address;
-use crate::serve::{Extras, Refused, Serving, run as serve};
+use crate::serve::{ConfigFile, Extras, Refused, Serving, run as serve};
 use anyhow::anyhow;
 
 pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
@@ -16,7 +16,10 @@ pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
     }
     let serving = Serving {
         address,
-        config: cli.config.as_deref(),
+        config: cli.config.as_deref().map(|path| ConfigFile {
+            path,
+            flag: "--config",
+        }),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         allow_origins: &cli.serve_allow_origin,
         extras: Extras {

@@ -5,7 +5,7 @@ use crate::cli::toxiproxy::{Asked, parse, usage};
 use crate::exit::Exit;
 use crate::net::Address;
 use crate::serve::api::TOXIPROXY_VERSION;
-use crate::serve::{Extras, Refused, Serving, run as serve};
+use crate::serve::{ConfigFile, Extras, Refused, Serving, run as serve};
 
 /// Runs as `program` with toxiproxy-server's flags `args`.
 pub fn run(program: &str, args: &[String]) -> Exit {
@@ -36,7 +36,10 @@ pub fn run(program: &str, args: &[String]) -> Exit {
     };
     let serving = Serving {
         address: &address,
-        config: flags.config.as_deref(),
+        config: flags.config.as_deref().map(|path| ConfigFile {
+            path,
+            flag: "-config",
+        }),
         seed: flags.seed.unwrap_or_else(|| fastrand::u64(..)),
         allow_origins: &[],
         extras: Extras {

@@ -46,10 +46,24 @@ pub enum Refused {
     Failed(String),
 }
 
+/// A config file of proxies, and the flag that named it, for messages.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigFile<'a> {
+    pub path: &'a Path,
+    /// `--config`, or toxiproxy-server's `-config`.
+    pub flag: &'static str,
+}
+
+impl std::fmt::Display for ConfigFile<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.flag, self.path.display())
+    }
+}
+
 /// How the server is to run.
 pub struct Serving<'a> {
     pub address: &'a Address,
-    pub config: Option<&'a Path>,
+    pub config: Option<ConfigFile<'a>>,
     pub seed: u64,
     /// Origins whose pages may drive the API (`--serve-allow-origin`).
     pub allow_origins: &'a [String],
@@ -98,12 +112,12 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     };
     let mut model = Model::default();
     let mut proxies = Proxies::new(event_loop_handle.clone(), serving.extras);
-    if let Some(path) = serving.config {
-        match populate(&mut model, &mut proxies, path) {
+    // Said once the server says where it serves, which comes first.
+    let mut config_trouble = None;
+    if let Some(file) = serving.config {
+        match populate(&mut model, &mut proxies, file) {
             Err(Refused::Usage(why) | Refused::Failed(why)) if serving.config_optional => {
-                if let Some(report) = &serving.report {
-                    report.line(&format!("shape: {why}; serving without it"));
-                }
+                config_trouble = Some(format!("shape: {why}; serving without it"));
             }
             Err(refused) => {
                 stop();
@@ -123,17 +137,20 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
         .address()
         .map_or(serving.address.to_string(), |a| a.to_string());
     let status = proxies.status();
-    let asking = api
+    let requester = api
         .serve(serving.report.clone(), move |method, path, body| {
             api::answer(&mut model, &mut proxies, method, path, body)
         })
         .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
     if let Some(report) = &serving.report {
         report.line(&format!("shape: serving the toxiproxy API on {at}"));
+        if let Some(trouble) = config_trouble {
+            report.line(&trouble);
+        }
     }
     let ended = ending.wait(&signals::Handlers {
         status: &|| status.line(&event_loop_handle),
-        reload: &|| serving.config.map(|path| reload(&asking, path)),
+        reload: &|| serving.config.map(|file| reload(&requester, file)),
         report: serving.report.as_ref(),
     });
     stop();
@@ -167,50 +184,46 @@ fn listen(address: &Address, allow_origins: &[String]) -> Result<http::Api, Refu
 /// needs, and a bound on what `--config /dev/zero` reads.
 const MOST_CONFIG: u64 = 16 << 20;
 
-/// The text of config file `path`, read up to [`MOST_CONFIG`].
-fn read_config(path: &Path) -> Result<Vec<u8>, Refused> {
+/// The text of config `file`, read up to [`MOST_CONFIG`].
+fn read_config(file: ConfigFile) -> Result<Vec<u8>, Refused> {
     use std::io::Read;
-    let name = path.display();
-    let failed =
-        |err: std::io::Error| Refused::Failed(format!("--config {name}: {}", one_line(&err)));
+    let failed = |err: std::io::Error| Refused::Failed(format!("{file}: {}", one_line(&err)));
     let mut text = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MOST_CONFIG + 1).read_to_end(&mut text))
+    std::fs::File::open(file.path)
+        .and_then(|opened| opened.take(MOST_CONFIG + 1).read_to_end(&mut text))
         .map_err(failed)?;
     if text.len() as u64 > MOST_CONFIG {
         return Err(Refused::Usage(format!(
-            "--config {name}: longer than {} MiB; is it a list of proxies?",
+            "{file}: longer than {} MiB; is it a list of proxies?",
             MOST_CONFIG >> 20
         )));
     }
     Ok(text)
 }
 
-/// Creates the proxies of config file `path`, as POST /populate would.
-fn populate(model: &mut Model, proxies: &mut Proxies, path: &Path) -> Result<(), Refused> {
-    let name = path.display();
-    let text = read_config(path)?;
+/// Creates the proxies of config `file`, as POST /populate would.
+fn populate(model: &mut Model, proxies: &mut Proxies, file: ConfigFile) -> Result<(), Refused> {
+    let text = read_config(file)?;
     let given: Vec<ProxyGiven> = serde_json::from_slice(&text)
-        .map_err(|err| Refused::Usage(format!("--config {name}: not a list of proxies: {err}")))?;
+        .map_err(|err| Refused::Usage(format!("{file}: not a list of proxies: {err}")))?;
     api::populate_with(model, proxies, given)
         .map(drop)
-        .map_err(|(_, err)| Refused::Usage(format!("--config {name}: {}", err.error)))
+        .map_err(|(_, err)| Refused::Usage(format!("{file}: {}", err.error)))
 }
 
-/// Reads config file `path` again and populates from it, as POST /populate
+/// Reads config `file` again and populates from it, as POST /populate
 /// does (SIGHUP): proxies that changed are replaced, new ones made, the
 /// rest kept with their toxics. Returns the line that says how it went.
-fn reload(asking: &http::Requester, path: &Path) -> String {
-    let name = path.display();
-    let text = match read_config(path) {
+fn reload(requester: &http::Requester, file: ConfigFile) -> String {
+    let text = match read_config(file) {
         Ok(text) => text,
         Err(Refused::Usage(why) | Refused::Failed(why)) => {
             return format!("shape: SIGHUP: {why}; the proxies are as they were");
         }
     };
-    let answer = asking.ask("POST", "/populate", text);
+    let answer = requester.ask("POST", "/populate", text);
     match answer.status {
-        201 => format!("shape: SIGHUP: --config {name} read again"),
+        201 => format!("shape: SIGHUP: {file} read again"),
         _ => {
             let why = answer
                 .body
@@ -218,7 +231,7 @@ fn reload(asking: &http::Requester, path: &Path) -> String {
                 .and_then(|body| serde_json::from_str::<serde_json::Value>(body).ok())
                 .and_then(|body| body["error"].as_str().map(str::to_string))
                 .unwrap_or_else(|| format!("status {}", answer.status));
-            format!("shape: SIGHUP: --config {name}: {why}")
+            format!("shape: SIGHUP: {file}: {why}")
         }
     }
 }

@@ -62,6 +62,25 @@ fn toxiproxy_s_flags_in_go_s_spellings_and_its_usage_for_a_bad_one() {
     assert_eq!(status, 200, "{metrics}");
     drop(server);
 
+    // A config that cannot be read is said, and served without, as
+    // toxiproxy-server does.
+    let port = free_port().to_string();
+    let mut command = Command::new(&link);
+    command.args([
+        "-host",
+        "127.0.0.1",
+        "-port",
+        &port,
+        "-config",
+        "/nonexistent.json",
+    ]);
+    let server = Toxiproxy::from(command);
+    server.wait_for_stderr(
+        "shape: -config /nonexistent.json: No such file or directory; serving without it",
+    );
+    assert_eq!(server.call("GET", "/proxies", None).1, json!({}));
+    drop(server);
+
     let refused = Command::new(&link)
         .arg("-bogus")
         .stdin(Stdio::null())
