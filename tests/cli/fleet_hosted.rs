@@ -247,7 +247,12 @@ impl Cluster {
             args.extend(&keys);
             self.cli(from, &args);
         }
-        for port in self.ports() {
+        // In the order Redis's manual gives, the target first, then the
+        // source, then the rest: a node asked meanwhile sends a client on
+        // towards the target, never back and forth (which on a busy
+        // machine could outlast a client's retries).
+        let rest = self.ports().into_iter().filter(|&p| p != to && p != from);
+        for port in [to, from].into_iter().chain(rest) {
             self.cli(port, &["cluster", "setslot", &slot, "node", &target]);
         }
     }
