@@ -61,11 +61,8 @@ impl Output {
     /// The same output, with `mischief` done to every chunk, retuned
     /// (with the delay) when `conditions` change.
     pub fn with_faults(mut self, mischief: Mischief, conditions: Arc<Conditions>) -> Output {
-        let schedule = Schedule::default();
-        self.mischief = Some((
-            Mutex::new((mischief, Watch::default(), schedule)),
-            conditions,
-        ));
+        let retuned = (mischief, Watch::default(), Schedule::default());
+        self.mischief = Some((Mutex::new(retuned), conditions));
         self
     }
 
@@ -207,18 +204,21 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
     /// schedule says the pause after the last one has ended.
     fn write_in_slices(&mut self, passing: usize) -> io::Result<()> {
         let pause: Duration = self.mischief.faults().slice_pause;
-        let clock = MonotonicClock;
+        // Without a pause, no clock is read: this is every faulty write.
+        let clock = (!pause.is_zero()).then_some(MonotonicClock);
         let mut at = 0;
         while at < passing {
             let (piece, ends_slice) = self.mischief.piece(passing - at);
-            let now = clock.now();
-            if let Some(until) = self.schedule.paused(now) {
-                std::thread::sleep(Duration::from_nanos(until - now));
+            if let Some(clock) = &clock {
+                let now = clock.now();
+                if let Some(until) = self.schedule.paused(now) {
+                    std::thread::sleep(Duration::from_nanos(until - now));
+                }
             }
             self.inner.write_all(&self.scratch[at..at + piece])?;
             self.inner.flush()?;
             at += piece;
-            if ends_slice {
+            if ends_slice && let Some(clock) = &clock {
                 self.schedule.sliced(pause, clock.now());
             }
         }
@@ -271,6 +271,16 @@ mod tests {
         }
     }
 
+    /// What `data` becomes through a faulty output of `mischief`, write by
+    /// write.
+    fn written(mischief: &mut Mischief, data: &[u8]) -> Vec<Vec<u8>> {
+        let mut writes = Writes::default();
+        Faulty::new(&mut writes, mischief, &mut Schedule::default(), None, None)
+            .write_all(data)
+            .unwrap();
+        writes.0
+    }
+
     #[test]
     fn every_write_goes_out_in_slices_each_on_its_own() {
         let faults = Faults {
@@ -281,20 +291,11 @@ mod tests {
             ..Faults::default()
         };
         let mut mischief = Mischief::new(faults, 1, 1000);
-        let mut writes = Writes::default();
         let data: Vec<u8> = (0..100).collect();
-        Faulty::new(
-            &mut writes,
-            &mut mischief,
-            &mut Schedule::default(),
-            None,
-            None,
-        )
-        .write_all(&data)
-        .unwrap();
-        assert_eq!(writes.0.len(), 15);
-        assert!(writes.0[..14].iter().all(|piece| piece.len() == 7));
-        assert_eq!(writes.0.concat(), data);
+        let writes = written(&mut mischief, &data);
+        assert_eq!(writes.len(), 15);
+        assert!(writes[..14].iter().all(|piece| piece.len() == 7));
+        assert_eq!(writes.concat(), data);
     }
 
     #[test]
@@ -347,17 +348,7 @@ mod tests {
             ..Faults::default()
         };
         let mut mischief = Mischief::new(faults, 1, 1000);
-        let mut writes = Writes::default();
-        Faulty::new(
-            &mut writes,
-            &mut mischief,
-            &mut Schedule::default(),
-            None,
-            None,
-        )
-        .write_all(&[1; 50])
-        .unwrap();
-        assert!(writes.0.is_empty());
+        assert!(written(&mut mischief, &[1; 50]).is_empty());
         assert_eq!(mischief.tally.dropped_bytes, 50);
     }
 }
