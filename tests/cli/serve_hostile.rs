@@ -384,13 +384,31 @@ fn running_out_of_descriptors_pauses_accepting_and_a_proxy_to_itself_unwinds() {
         }
         assert!(
             Instant::now() < deadline,
-            "{open} descriptors still open: {}",
+            "{open} descriptors still open ({}): {}",
+            descriptor_kinds(server.pid()),
             server.stderr()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(server.call("DELETE", "/proxies/loop", None).0, 204);
     still_serves(&server, &proxy, "a proxy to itself");
+}
+
+/// What process `pid`'s descriptors are, counted by kind (socket, pipe,
+/// anon_inode:[eventpoll], …), for a failure's message.
+fn descriptor_kinds(pid: u32) -> String {
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let target = std::fs::read_link(entry.path()).unwrap_or_default();
+        let target = target.to_string_lossy();
+        let kind = target.split(':').next().unwrap_or("").to_string();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    format!("{kinds:?}")
 }
 
 #[test]

@@ -28,12 +28,22 @@ const MOST_AWAITING: usize = 1024;
 /// as each end is closed, as toxiproxy's does.
 const MOST_PARKED: Duration = Duration::from_secs(1);
 
+/// How long any shortage of descriptors may last before waiting clients
+/// are closed one by one, whatever holds the descriptors: a chain that
+/// leads back to the loop is cut after [`MOST_PARKED`], but one that
+/// passes through another program (or is not recognised as a loop)
+/// would hold every descriptor for ever; a client that has waited this
+/// long would mostly have given up anyway.
+const MOST_SHORT: Duration = Duration::from_secs(10);
+
 /// A client waiting for a descriptor for its server: its route, who it
-/// is, and since when it waits.
+/// is, the server's addresses (already looked up, so that its wait is
+/// not begun again) and since when it waits.
 pub(super) struct Parked {
     pub(super) route: usize,
     pub(super) client: Stream,
     pub(super) peer: String,
+    pub(super) upstream: Arc<[SocketAddr]>,
     pub(super) since: u64,
 }
 
@@ -58,9 +68,10 @@ impl EventLoop<'_> {
                 route,
                 client,
                 peer,
+                upstream,
                 since,
             } = parked;
-            ready.extend(self.admit(route, client, peer, Some(since)));
+            ready.extend(self.connect_client(route, client, peer, upstream, Some(since)));
         }
         for &route in routes {
             while self.accept_resumes.is_none() {
@@ -101,13 +112,14 @@ impl EventLoop<'_> {
     }
 
     /// Once a shortage of descriptors has lasted [`MOST_PARKED`] while a
-    /// route leads back to the loop, closes the next client waiting on
-    /// `route`, accepted with the spare descriptor: the chain of a proxy
-    /// whose upstream is itself ends in the backlog, holds every
-    /// descriptor, and nothing else would free one. Clients that wait
-    /// for ordinary connections to end are left to wait.
+    /// route leads back to the loop, or [`MOST_SHORT`] in any case,
+    /// closes the next client waiting on `route`, accepted with the spare
+    /// descriptor: the chain of a proxy whose upstream is itself ends in
+    /// the backlog, holds every descriptor, and nothing else would free
+    /// one. Clients that wait briefly for ordinary connections to end are
+    /// left to wait.
     fn shed(&mut self, route: usize) {
-        let lasted = self.stuck_in_a_loop(self.shortage_since);
+        let lasted = self.stuck(self.shortage_since);
         let Some(Route {
             listener, listen, ..
         }) = self.routes.get_mut(route)
@@ -124,12 +136,15 @@ impl EventLoop<'_> {
         self.spare = std::fs::File::open("/dev/null").ok();
     }
 
-    /// True if a route leads back to the loop and resources are short
-    /// since `since`, [`MOST_PARKED`] or longer ago.
-    fn stuck_in_a_loop(&self, since: Option<u64>) -> bool {
-        let now = self.clock.now();
-        self.loops > 0
-            && since.is_some_and(|since| now.saturating_sub(since) >= MOST_PARKED.as_nanos() as u64)
+    /// True if resources are short since `since`, and that is
+    /// [`MOST_PARKED`] or longer ago while a route leads back to the
+    /// loop, or [`MOST_SHORT`] or longer ago.
+    fn stuck(&self, since: Option<u64>) -> bool {
+        let Some(since) = since else {
+            return false;
+        };
+        let lasted = Duration::from_nanos(self.clock.now().saturating_sub(since));
+        lasted >= MOST_SHORT || (self.loops > 0 && lasted >= MOST_PARKED)
     }
 
     /// Stops accepting for [`ACCEPT_PAUSE`] after `what` failed with `err`,
@@ -246,7 +261,8 @@ impl EventLoop<'_> {
     /// addresses that lets a connection begin, and starts serving it; on
     /// failure closes the client and says why. Out of descriptors, the
     /// client waits for one (since `waited_since`, if it waited already)
-    /// up to [`MOST_PARKED`]. Returns its key.
+    /// up to [`MOST_PARKED`] in a loop, [`MOST_SHORT`] otherwise. Returns
+    /// its key.
     fn connect_client(
         &mut self,
         key: usize,
@@ -265,7 +281,7 @@ impl EventLoop<'_> {
                 let since = waited_since.unwrap_or(self.clock.now());
                 let what = format!("connect to {}", route.connect);
                 self.wait_for_resources(&what, &err);
-                if self.stuck_in_a_loop(Some(since)) {
+                if self.stuck(Some(since)) {
                     self.refuse(key, &client, &peer, &err);
                     return None;
                 }
@@ -273,6 +289,7 @@ impl EventLoop<'_> {
                     route: key,
                     client,
                     peer,
+                    upstream,
                     since,
                 });
                 return None;
