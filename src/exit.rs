@@ -22,6 +22,9 @@ pub enum Exit {
     Usage,
     /// 3: `--reset-after` struck: the output was reset, as asked.
     Reset,
+    /// `--exec`'s command's own status (128+N if signal N ended it, 127
+    /// or 126 if it could not be run).
+    Command(u8),
 }
 
 impl Exit {
@@ -32,6 +35,7 @@ impl Exit {
             Exit::Failure => 1,
             Exit::Usage => 2,
             Exit::Reset => 3,
+            Exit::Command(code) => i32::from(code),
         }
     }
 }

@@ -9,6 +9,7 @@ mod conditions;
 mod control;
 mod counting;
 mod duration;
+mod exec;
 mod exit;
 mod faults;
 mod lock;
@@ -22,7 +23,6 @@ mod slowlink;
 mod started;
 mod throughput;
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     if cli::toxiproxy::called_so(program.as_ref()) {
         return mode::toxiproxy::run(&program, &args.collect::<Vec<_>>()).into();
     }
-    let exit = match cli::Cli::try_parse() {
+    let exit = match cli::parse() {
         Ok(cli) => mode::run(&cli),
         Err(err) => cli::usage::report(&err),
     };

@@ -22,6 +22,34 @@ use std::path::PathBuf;
 use std::time::Duration;
 use values::{parse_burst, parse_interval, parse_max_buffer, parse_origin, parse_seed};
 
+/// The command line of this process, as clap reads it, with everything
+/// after `--exec` taken as the command to run (flags included), as `nice`
+/// and `timeout` take theirs.
+pub fn parse() -> Result<Cli, clap::Error> {
+    parse_from(std::env::args_os())
+}
+
+/// [`parse`] on `args`.
+pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    let mut own: Vec<std::ffi::OsString> = args.into_iter().collect();
+    let at = own
+        .iter()
+        .skip(1)
+        .position(|arg| arg == "--exec")
+        .map(|at| at + 1);
+    let command = at.map(|at| own.split_off(at + 1));
+    match command {
+        // An empty command is clap's to refuse, as a missing value.
+        Some(command) if !command.is_empty() => {
+            own.pop();
+            let mut cli = Cli::try_parse_from(own)?;
+            cli.exec = Some(command);
+            Ok(cli)
+        }
+        _ => Cli::try_parse_from(own),
+    }
+}
+
 const EXAMPLES: &str = "\
 Examples:
   cat big.iso | shape --rate 5MiB --burst 1MiB | nc -N host 9000
@@ -68,7 +96,8 @@ exit statuses; 'man shape' has it all, with remote control, shares and toxiproxy
     version = env!("SHAPE_VERSION"),
     after_help = MORE,
     after_long_help = EXAMPLES,
-    max_term_width = 100
+    max_term_width = 100,
+    group(clap::ArgGroup::new("two_ways").args(["listen", "exec"]).multiple(true))
 )]
 pub struct Cli {
     /// Inputs, read in order; '-' is standard input. None means standard
@@ -230,6 +259,29 @@ pub struct Cli {
     )]
     pub listen: Option<Address>,
 
+    /// Run COMMAND with its own traffic shaped, children included.
+    ///
+    /// Run COMMAND (the rest of the command line: put --exec last) with
+    /// every byte that it and all its descendants send or receive on IP
+    /// sockets (TCP and UDP, IPv4 and IPv6, loopback included) paid for
+    /// from shape's bucket; --rate limits each way, --rate-up and
+    /// --rate-down set them apart. Unix sockets, pipes and files are
+    /// never shaped. Works for any binary, static ones included, and
+    /// needs no root: a seccomp filter hands the command's socket calls to
+    /// shape (Linux 5.19 or later). The exit status is the command's
+    /// (128+N if signal N ended it; 127 if it is not found, 126 if it
+    /// cannot be run); SIGINT, SIGTERM and SIGHUP sent to shape reach it.
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        num_args = 1..,
+        allow_hyphen_values = true,
+        value_hint = clap::ValueHint::CommandName,
+        conflicts_with_all = ["files", "listen", "connect", "serve", "remote"],
+        help_heading = "Shaping a program"
+    )]
+    pub exec: Option<Vec<std::ffi::OsString>>,
+
     /// Serve toxiproxy's HTTP API, as a drop-in toxiproxy server.
     ///
     /// Serve toxiproxy's HTTP API on ADDR (default localhost:8474), as a
@@ -285,12 +337,26 @@ pub struct Cli {
     #[arg(long, requires = "serve", help_heading = "toxiproxy's API")]
     pub runtime_metrics: bool,
 
-    /// Proxy: the rate from clients to the server (default: --rate).
-    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true, help_heading = "Sockets and proxy")]
+    /// Proxy or --exec: the rate from clients to the server, or of what
+    /// the command sends (default: --rate).
+    #[arg(
+        long,
+        value_name = "RATE",
+        requires = "two_ways",
+        allow_hyphen_values = true,
+        help_heading = "Sockets and proxy"
+    )]
     pub rate_up: Option<Written<RateSpec>>,
 
-    /// Proxy: the rate from the server to clients (default: --rate).
-    #[arg(long, value_name = "RATE", requires_all = ["listen", "connect"], allow_hyphen_values = true, help_heading = "Sockets and proxy")]
+    /// Proxy or --exec: the rate from the server to clients, or of what
+    /// the command receives (default: --rate).
+    #[arg(
+        long,
+        value_name = "RATE",
+        requires = "two_ways",
+        allow_hyphen_values = true,
+        help_heading = "Sockets and proxy"
+    )]
     pub rate_down: Option<Written<RateSpec>>,
 
     /// Proxy: limits of each connection's own, not shared.

@@ -24,6 +24,9 @@ pub struct Run {
     pub started: Instant,
     pub printer: Printer,
     pub rate_file: Option<PathBuf>,
+    /// Where SIGINT, SIGTERM and SIGHUP go instead of ending shape
+    /// (`--exec`'s command).
+    pub pass_on: Option<Box<dyn Fn(i32) + Send>>,
 }
 
 /// Starts answering signals and remote control for `run`, registered as
@@ -49,6 +52,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
         started,
         printer,
         rate_file,
+        pass_on,
     } = run;
     let say = printer.clone();
     let handlers = Handlers {
@@ -73,6 +77,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
                 }
             })
         },
+        pass_on,
     };
     // Answer first, publish second: a remote that finds the registration
     // sends SIGUSR2, whose default action would end the process.

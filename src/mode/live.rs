@@ -11,7 +11,7 @@ use crate::control::{
 use crate::counting::{Counting, Written};
 use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
 use crate::throughput::Passed;
-use shape_bucket::Limit;
+use shape_bucket::{Limit, RateSpec};
 use std::io::{self, IsTerminal};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,14 +89,16 @@ pub fn invalid<T, W>(
 }
 
 /// Starts the live controls of a run: the timetable, signals and remote
-/// control (registered with the share if there is one). Returns when the
-/// run started and the registration to keep until it ends.
+/// control (registered with the share if there is one), passing SIGINT,
+/// SIGTERM and SIGHUP to `pass_on` if given. Returns when the run started
+/// and the registration to keep until it ends.
 pub fn go_live(
     cli: &Cli,
     start: &Start,
     adjuster: Arc<Adjuster>,
     passed: &Passed,
     printer: Printer,
+    pass_on: Option<Box<dyn Fn(i32) + Send>>,
 ) -> io::Result<(Instant, Option<Registration>)> {
     let started = Instant::now();
     if !start.schedule.is_empty() {
@@ -108,6 +110,7 @@ pub fn go_live(
         started,
         printer,
         rate_file: cli.rate_file.clone(),
+        pass_on,
     };
     // Only a share of this machine's counts its shapes by registration.
     let local_share = match &cli.share {
@@ -197,4 +200,32 @@ pub fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<f
         eprintln!("shape: {notice}");
     }
     Ok((bucket, member))
+}
+
+/// The buckets of the two ways of a proxy or a command (up, down), and
+/// the membership to keep while spending from a fleet's share: on a
+/// share, both ways spend from its one bucket; else each has its own,
+/// at `--rate-up` and `--rate-down` if given, else at the run's limit.
+pub fn two_ways(
+    cli: &Cli,
+    start: &Start,
+) -> anyhow::Result<(Arc<Bucket>, Arc<Bucket>, Option<fleet::Member>)> {
+    if cli.share.is_some() {
+        let (bucket, member) = bucket(cli, start)?;
+        return Ok((bucket.clone(), bucket, member));
+    }
+    let direction = |flag, given: &Option<Written<RateSpec>>| match given {
+        Some(rate) => invalid(flag, rate, Counting::Bytes.limit(&rate.value)),
+        None => Ok(start.limit),
+    };
+    let up = direction("--rate-up <RATE>", &cli.rate_up)?;
+    let down = direction("--rate-down <RATE>", &cli.rate_down)?;
+    let burst = |limit| {
+        start
+            .burst
+            .unwrap_or_else(|| default_burst(limit, Counting::Bytes))
+    };
+    let up = Arc::new(crate::bucket::own(up, burst(up))?);
+    let down = Arc::new(crate::bucket::own(down, burst(down))?);
+    Ok((up, down, None))
 }

@@ -1,11 +1,13 @@
 //! What shape does, picked from the command line as ripgrep picks its
 //! mode: copy (the default: inputs to standard output or a connection),
-//! proxy (`--listen` with `--connect`), toxiproxy's API (`--serve`),
+//! proxy (`--listen` with `--connect`), toxiproxy's API (`--serve`), a
+//! command's own traffic (`--exec`),
 //! remote (`--remote`), a share's status or reset, and generate (man
 //! page, completions). Each mode runs to an [`Exit`]; a failure is printed
 //! here, once, as one line.
 
 mod copy;
+mod exec;
 mod input;
 mod live;
 mod proxy;
@@ -31,6 +33,7 @@ enum Mode<'a> {
         connect: &'a Address,
     },
     Serve(&'a Address),
+    Exec(&'a [std::ffi::OsString]),
     Copy,
 }
 
@@ -50,6 +53,9 @@ impl<'a> Mode<'a> {
         }
         if let Some(address) = &cli.serve {
             return Mode::Serve(address);
+        }
+        if let Some(command) = &cli.exec {
+            return Mode::Exec(command);
         }
         match (&cli.listen, &cli.connect) {
             (Some(listen), Some(connect)) => Mode::Proxy { listen, connect },
@@ -83,6 +89,11 @@ pub fn run(cli: &Cli) -> Exit {
         Mode::ShareReset(name) => share::reset(name),
         Mode::Proxy { listen, connect } => proxy::run(cli, listen, connect),
         Mode::Serve(address) => serve::run(cli, address),
+        Mode::Exec(command) => exec::run(cli, command),
+        Mode::Copy if cli.rate_up.is_some() || cli.rate_down.is_some() => Err(UsageError(
+            "--rate-up and --rate-down apply to a proxy (--listen with --connect) or --exec".into(),
+        )
+        .into()),
         Mode::Copy => copy::run(cli),
     };
     ran.unwrap_or_else(|err| {

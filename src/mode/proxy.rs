@@ -3,18 +3,18 @@
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
 use super::UsageError;
-use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
+use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use crate::bucket::Bucket;
 use crate::cli::Cli;
 use crate::conditions::{Conditions, InForce};
-use crate::control::{Adjuster, default_burst};
-use crate::counting::{Counting, Written};
+use crate::control::Adjuster;
+use crate::counting::Counting;
 use crate::exit::Exit;
 use crate::faults::Way;
 use crate::net::{Address, proxy};
 use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
-use shape_bucket::{Damaged, RateSpec};
+use shape_bucket::Damaged;
 use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
@@ -26,30 +26,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         .into());
     }
     let start = Start::of(cli)?;
-    // On a share, both directions and every connection spend from the
-    // share's one bucket.
-    let (up, down, member) = match &cli.share {
-        Some(_) => {
-            let (bucket, member) = bucket(cli, &start)?;
-            (bucket.clone(), bucket, member)
-        }
-        None => {
-            let direction = |flag, given: &Option<Written<RateSpec>>| match given {
-                Some(rate) => invalid(flag, rate, Counting::Bytes.limit(&rate.value)),
-                None => Ok(start.limit),
-            };
-            let up = direction("--rate-up <RATE>", &cli.rate_up)?;
-            let down = direction("--rate-down <RATE>", &cli.rate_down)?;
-            let burst = |limit| {
-                start
-                    .burst
-                    .unwrap_or_else(|| default_burst(limit, Counting::Bytes))
-            };
-            let up = Arc::new(crate::bucket::own(up, burst(up))?);
-            let down = Arc::new(crate::bucket::own(down, burst(down))?);
-            (up, down, None)
-        }
-    };
+    let (up, down, member) = two_ways(cli, &start)?;
     let link = cli.slow_link();
     let conditions = Arc::new(Conditions::new(InForce {
         faults: Way::BOTH.map(|way| cli.faults(way)),
@@ -71,7 +48,14 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     };
     let reporter = start_reporter(cli, &passed, None, &up);
     let printer = printer(reporter.as_ref());
-    let (_, _registration) = go_live(cli, &start, adjuster.clone(), &passed, printer.clone())?;
+    let (_, _registration) = go_live(
+        cli,
+        &start,
+        adjuster.clone(),
+        &passed,
+        printer.clone(),
+        None,
+    )?;
     let shaping = proxy::Shaping {
         settings: Arc::new(Tuning(adjuster)),
         per_connection: cli.per_connection,

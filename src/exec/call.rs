@@ -1,0 +1,436 @@
+//! What a call handed to shape asks, read from its number and arguments
+//! (and, for vectors and message headers, from the caller's memory): the
+//! descriptor, which way bytes go, the caller's buffers, flags and
+//! address. Pure: memory is read through a function given, so that every
+//! form is tested without a process.
+
+use crate::faults::Way;
+use std::io;
+
+/// The most buffers of one vector read (the kernel's own limit, IOV_MAX).
+const MOST_BUFFERS: u64 = 1024;
+
+/// A call, as shape carries it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// Bytes between a socket and the caller's buffers.
+    Transfer(Transfer),
+    /// `sendfile` from a file to descriptor `out`.
+    SendFile {
+        out: i32,
+        from: i32,
+        offset_at: u64,
+        count: u64,
+    },
+    /// A call shape shapes only by paying for it and letting the kernel
+    /// carry it out: `sendmmsg`, `recvmmsg`, `splice`, and messages with
+    /// control data. `length` is what it may move at most, if known.
+    Coarse {
+        fd: i32,
+        way: Way,
+        length: Option<u64>,
+    },
+    /// Not a socket call after all (a positioned `preadv2`/`pwritev2`).
+    Other,
+}
+
+/// Bytes between socket `fd` and the caller's buffers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transfer {
+    pub fd: i32,
+    pub way: Way,
+    /// The caller's buffers, in order: (address, length).
+    pub buffers: Vec<(u64, u64)>,
+    /// The `MSG_*` flags given (none for read and write).
+    pub flags: i32,
+    pub name: Name,
+    /// Where to write the flags of a received message (`recvmsg`).
+    pub flags_at: Option<u64>,
+}
+
+impl Transfer {
+    /// The bytes the buffers hold.
+    pub fn length(&self) -> u64 {
+        self.buffers.iter().map(|&(_, len)| len).sum()
+    }
+}
+
+/// The peer's address of a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Name {
+    None,
+    /// Sent to this address (`sendto`, `sendmsg`): where, and its length.
+    To {
+        at: u64,
+        len: u32,
+    },
+    /// Received from: where to write it, the room there, and where its
+    /// length is written.
+    From {
+        at: u64,
+        room: u32,
+        len_at: u64,
+    },
+}
+
+/// The descriptor a call is on, if it is one shape looks at.
+pub fn descriptor(nr: i64, args: &[u64; 6]) -> Option<i32> {
+    HANDLED.contains(&nr).then_some(match nr {
+        // sendfile and splice: the descriptor written to.
+        libc::SYS_sendfile => args[0] as i32,
+        libc::SYS_splice => args[2] as i32,
+        _ => args[0] as i32,
+    })
+}
+
+const HANDLED: &[i64] = super::filter::HANDED;
+
+/// Reads the call `nr` with `args`, reading the caller's memory (vectors,
+/// message headers, address lengths) with `read`.
+pub fn decode(
+    nr: i64,
+    args: &[u64; 6],
+    read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+) -> io::Result<Call> {
+    let fd = args[0] as i32;
+    let single = |way, flags, name| {
+        Call::Transfer(Transfer {
+            fd,
+            way,
+            buffers: vec![(args[1], args[2])],
+            flags,
+            name,
+            flags_at: None,
+        })
+    };
+    Ok(match nr {
+        libc::SYS_write => single(Way::Up, 0, Name::None),
+        libc::SYS_read => single(Way::Down, 0, Name::None),
+        libc::SYS_sendto => {
+            let name = match args[4] {
+                0 => Name::None,
+                at => Name::To {
+                    at,
+                    len: args[5] as u32,
+                },
+            };
+            single(Way::Up, args[3] as i32, name)
+        }
+        libc::SYS_recvfrom => {
+            let name = match (args[4], args[5]) {
+                (0, _) | (_, 0) => Name::None,
+                (at, len_at) => Name::From {
+                    at,
+                    room: read_u32(read, len_at)?,
+                    len_at,
+                },
+            };
+            single(Way::Down, args[3] as i32, name)
+        }
+        libc::SYS_writev | libc::SYS_readv | libc::SYS_pwritev2 | libc::SYS_preadv2 => {
+            let positioned = matches!(nr, libc::SYS_pwritev2 | libc::SYS_preadv2);
+            // preadv2/pwritev2 at offset -1 use the file position, as
+            // readv/writev do; flags (RWF_*) other than none are not
+            // a socket's.
+            if positioned && (args[3] as i64 != -1 || args[5] != 0) {
+                return Ok(Call::Other);
+            }
+            let way = match nr {
+                libc::SYS_writev | libc::SYS_pwritev2 => Way::Up,
+                _ => Way::Down,
+            };
+            Call::Transfer(Transfer {
+                fd,
+                way,
+                buffers: vector(read, args[1], args[2])?,
+                flags: 0,
+                name: Name::None,
+                flags_at: None,
+            })
+        }
+        libc::SYS_sendmsg | libc::SYS_recvmsg => {
+            let way = match nr {
+                libc::SYS_sendmsg => Way::Up,
+                _ => Way::Down,
+            };
+            message(read, fd, way, args[1], args[2] as i32)?
+        }
+        libc::SYS_sendfile => Call::SendFile {
+            out: fd,
+            from: args[1] as i32,
+            offset_at: args[2],
+            count: args[3],
+        },
+        libc::SYS_sendmmsg => Call::Coarse {
+            fd,
+            way: Way::Up,
+            length: None,
+        },
+        libc::SYS_recvmmsg => Call::Coarse {
+            fd,
+            way: Way::Down,
+            length: None,
+        },
+        libc::SYS_splice => Call::Coarse {
+            fd: args[2] as i32,
+            way: Way::Up,
+            length: Some(args[4]),
+        },
+        _ => Call::Other,
+    })
+}
+
+/// The u32 at `at`.
+fn read_u32(read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>, at: u64) -> io::Result<u32> {
+    let mut bytes = [0; 4];
+    read(at, &mut bytes)?;
+    Ok(u32::from_ne_bytes(bytes))
+}
+
+/// The u64 at `at`.
+fn read_u64(read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>, at: u64) -> io::Result<u64> {
+    let mut bytes = [0; 8];
+    read(at, &mut bytes)?;
+    Ok(u64::from_ne_bytes(bytes))
+}
+
+/// The `count` buffers of the iovec array at `at`.
+fn vector(
+    read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+    at: u64,
+    count: u64,
+) -> io::Result<Vec<(u64, u64)>> {
+    if count > MOST_BUFFERS {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut raw = vec![0u8; count as usize * 16];
+    read(at, &mut raw)?;
+    Ok(raw
+        .chunks_exact(16)
+        .map(|iov| {
+            let base = u64::from_ne_bytes(iov[..8].try_into().unwrap_or_default());
+            let len = u64::from_ne_bytes(iov[8..].try_into().unwrap_or_default());
+            (base, len)
+        })
+        .collect())
+}
+
+/// Offsets in `struct msghdr` on a 64-bit machine.
+const MSG_NAME: u64 = 0;
+const MSG_NAMELEN: u64 = 8;
+const MSG_IOV: u64 = 16;
+const MSG_IOVLEN: u64 = 24;
+const MSG_CONTROLLEN: u64 = 40;
+const MSG_FLAGS: u64 = 48;
+
+/// A `sendmsg` or `recvmsg` with the header at `at`.
+fn message(
+    read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+    fd: i32,
+    way: Way,
+    at: u64,
+    flags: i32,
+) -> io::Result<Call> {
+    let control = read_u64(read, at + MSG_CONTROLLEN)?;
+    let (iov, iov_len) = (
+        read_u64(read, at + MSG_IOV)?,
+        read_u64(read, at + MSG_IOVLEN)?,
+    );
+    let buffers = vector(read, iov, iov_len)?;
+    if control != 0 {
+        let length = buffers.iter().map(|&(_, len)| len).sum();
+        return Ok(Call::Coarse {
+            fd,
+            way,
+            length: Some(length),
+        });
+    }
+    let name_at = read_u64(read, at + MSG_NAME)?;
+    let name_len = read_u32(read, at + MSG_NAMELEN)?;
+    let name = match (name_at, way) {
+        (0, _) => Name::None,
+        (_, Way::Up) => Name::To {
+            at: name_at,
+            len: name_len,
+        },
+        (_, Way::Down) => Name::From {
+            at: name_at,
+            room: name_len,
+            len_at: at + MSG_NAMELEN,
+        },
+    };
+    Ok(Call::Transfer(Transfer {
+        fd,
+        way,
+        buffers,
+        flags,
+        name,
+        flags_at: (way == Way::Down).then_some(at + MSG_FLAGS),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller's memory: bytes from address 0x1000 on.
+    struct Memory(Vec<u8>);
+
+    impl Memory {
+        const BASE: u64 = 0x1000;
+
+        fn put(&mut self, bytes: &[u8]) -> u64 {
+            let at = Self::BASE + self.0.len() as u64;
+            self.0.extend_from_slice(bytes);
+            at
+        }
+
+        fn reader(&self) -> impl FnMut(u64, &mut [u8]) -> io::Result<()> + '_ {
+            move |at, into: &mut [u8]| {
+                let from = (at - Self::BASE) as usize;
+                let bytes = self
+                    .0
+                    .get(from..from + into.len())
+                    .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+                into.copy_from_slice(bytes);
+                Ok(())
+            }
+        }
+    }
+
+    fn iovec(base: u64, len: u64) -> Vec<u8> {
+        [base.to_ne_bytes(), len.to_ne_bytes()].concat()
+    }
+
+    #[test]
+    fn writes_and_reads_are_one_buffer() {
+        let memory = Memory(Vec::new());
+        let call = decode(
+            libc::SYS_write,
+            &[7, 0x5000, 100, 0, 0, 0],
+            &mut memory.reader(),
+        )
+        .unwrap();
+        let Call::Transfer(transfer) = call else {
+            panic!("{call:?}")
+        };
+        assert_eq!(
+            (transfer.fd, transfer.way, transfer.buffers, transfer.name),
+            (7, Way::Up, vec![(0x5000, 100)], Name::None)
+        );
+    }
+
+    #[test]
+    fn recvfrom_reads_the_room_for_the_address() {
+        let mut memory = Memory(Vec::new());
+        let len_at = memory.put(&16u32.to_ne_bytes());
+        let args = [3, 0x5000, 64, libc::MSG_DONTWAIT as u64, 0x6000, len_at];
+        let Call::Transfer(transfer) =
+            decode(libc::SYS_recvfrom, &args, &mut memory.reader()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            transfer.name,
+            Name::From {
+                at: 0x6000,
+                room: 16,
+                len_at
+            }
+        );
+        assert_eq!(transfer.flags, libc::MSG_DONTWAIT);
+    }
+
+    #[test]
+    fn vectors_and_messages_read_their_buffers() {
+        let mut memory = Memory(Vec::new());
+        let iov = memory.put(&[iovec(0x7000, 10), iovec(0x8000, 20)].concat());
+        let Call::Transfer(transfer) = decode(
+            libc::SYS_writev,
+            &[4, iov, 2, 0, 0, 0],
+            &mut memory.reader(),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(transfer.length(), 30);
+
+        let header = [
+            0x9000u64.to_ne_bytes().to_vec(),
+            (16u64).to_ne_bytes().to_vec(),
+            iov.to_ne_bytes().to_vec(),
+            2u64.to_ne_bytes().to_vec(),
+            0u64.to_ne_bytes().to_vec(),
+            0u64.to_ne_bytes().to_vec(),
+            0u64.to_ne_bytes().to_vec(),
+        ]
+        .concat();
+        let msg = memory.put(&header);
+        let Call::Transfer(received) = decode(
+            libc::SYS_recvmsg,
+            &[4, msg, 0, 0, 0, 0],
+            &mut memory.reader(),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(received.buffers, vec![(0x7000, 10), (0x8000, 20)]);
+        assert_eq!(
+            received.name,
+            Name::From {
+                at: 0x9000,
+                room: 16,
+                len_at: msg + 8
+            }
+        );
+        assert_eq!(received.flags_at, Some(msg + 48));
+
+        let mut with_control = header.clone();
+        with_control[40..48].copy_from_slice(&24u64.to_ne_bytes());
+        let msg = memory.put(&with_control);
+        assert_eq!(
+            decode(
+                libc::SYS_sendmsg,
+                &[4, msg, 0, 0, 0, 0],
+                &mut memory.reader()
+            )
+            .unwrap(),
+            Call::Coarse {
+                fd: 4,
+                way: Way::Up,
+                length: Some(30)
+            }
+        );
+    }
+
+    #[test]
+    fn positioned_vectors_are_not_socket_calls() {
+        let memory = Memory(Vec::new());
+        let at_offset = [4, 0x1000, 1, 512, 0, 0];
+        assert_eq!(
+            decode(libc::SYS_pwritev2, &at_offset, &mut memory.reader()).unwrap(),
+            Call::Other
+        );
+    }
+
+    #[test]
+    fn a_vector_too_long_or_unreadable_fails() {
+        let memory = Memory(Vec::new());
+        assert!(
+            decode(
+                libc::SYS_readv,
+                &[4, 0x1000, 5000, 0, 0, 0],
+                &mut memory.reader()
+            )
+            .is_err()
+        );
+        assert!(
+            decode(
+                libc::SYS_readv,
+                &[4, 0x1000, 2, 0, 0, 0],
+                &mut memory.reader()
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,496 @@
+//! The kernel calls of `--exec` that no safe wrapper offers: starting the
+//! command under a seccomp filter whose listener shape holds, the
+//! listener's ioctls, taking a descriptor from the command
+//! (`pidfd_getfd`), and reading and writing its memory
+//! (`process_vm_readv`, `process_vm_writev`). Every `unsafe` of `--exec`
+//! is in this file, each with why it is sound.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// A child started under the filter: its pid, a pidfd for it, the
+/// filter's listener, and the read end of the pipe on which the child
+/// writes the errno of a failed `execve` (it closes on success).
+pub struct Spawned {
+    pub pid: i32,
+    pub pidfd: OwnedFd,
+    pub listener: OwnedFd,
+    pub exec_failed: OwnedFd,
+}
+
+/// Which step of starting the command failed, and how.
+#[derive(Debug)]
+pub struct SetupFailed {
+    pub step: &'static str,
+    pub err: io::Error,
+}
+
+/// A pipe, both ends closed on exec.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is two ints, as pipe2 writes; on success both are new
+    // descriptors that nothing else owns.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by no one else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Starts `path` with `argv` and `envp` under `filter`, whose calls that
+/// return USER_NOTIF are handed to the listener returned. The child sets
+/// `no_new_privs` (which needs no privilege), installs the filter, puts
+/// its listener where the parent can take it (in place of the write end
+/// of a pipe the parent waits on, so that the parent knows when), waits
+/// until the parent has taken it, then runs the command.
+pub fn spawn(
+    path: &CStr,
+    argv: &[CString],
+    envp: &[CString],
+    filter: &[libc::sock_filter],
+) -> Result<Spawned, SetupFailed> {
+    let fail = |step| move |err| SetupFailed { step, err };
+    let (ready_r, ready_w) = pipe().map_err(fail("pipe"))?;
+    let (go_r, go_w) = pipe().map_err(fail("pipe"))?;
+    let (failed_r, failed_w) = pipe().map_err(fail("pipe"))?;
+    // Everything the child needs is made before the fork: after it, the
+    // child may only make async-signal-safe calls.
+    let argv_ptrs: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_ptrs: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    let (ready_r_fd, ready_w_fd) = (ready_r.as_raw_fd(), ready_w.as_raw_fd());
+    let (go_r_fd, go_w_fd) = (go_r.as_raw_fd(), go_w.as_raw_fd());
+    let (failed_r_fd, failed_w_fd) = (failed_r.as_raw_fd(), failed_w.as_raw_fd());
+    // SAFETY: the child runs only the async-signal-safe calls of
+    // `child_runs`, on memory made before the fork, and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(SetupFailed {
+            step: "fork",
+            err: io::Error::last_os_error(),
+        });
+    }
+    if pid == 0 {
+        // SAFETY: in the child, see above.
+        unsafe {
+            child_runs(
+                [ready_r_fd, go_w_fd, failed_r_fd],
+                ready_w_fd,
+                go_r_fd,
+                failed_w_fd,
+                &program,
+                path,
+                &argv_ptrs,
+                &envp_ptrs,
+            )
+        }
+    }
+    drop((ready_w, go_r, failed_w));
+    // SAFETY: a pid of our own child, which we reap only through it.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let reap = |err: io::Error, step| {
+        // SAFETY: kill and waitpid on our own child, which is then gone.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        SetupFailed { step, err }
+    };
+    if pidfd < 0 {
+        return Err(reap(io::Error::last_os_error(), "pidfd_open"));
+    }
+    // SAFETY: just made, owned by no one else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    // The child writes an errno here if it could not install the filter;
+    // an end without one means the listener is in place.
+    let mut said = [0u8; 8];
+    let n = loop {
+        match rustix::io::read(&ready_r, &mut said) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => break other.map_err(io::Error::from),
+        }
+    };
+    match n {
+        Ok(0) => {}
+        Ok(_) => {
+            let errno = i32::from_ne_bytes(said[..4].try_into().unwrap_or_default());
+            let step = match said[4] {
+                0 => "prctl(PR_SET_NO_NEW_PRIVS)",
+                _ => "seccomp(SECCOMP_SET_MODE_FILTER)",
+            };
+            return Err(reap(io::Error::from_raw_os_error(errno), step));
+        }
+        Err(err) => return Err(reap(err, "read")),
+    }
+    let listener =
+        take_descriptor(pidfd.as_fd_ref(), ready_w_fd).map_err(|err| reap(err, "pidfd_getfd"))?;
+    // The child goes on once its copy of the go pipe has no writer.
+    drop(go_w);
+    Ok(Spawned {
+        pid,
+        pidfd,
+        listener,
+        exec_failed: failed_r,
+    })
+}
+
+/// Shorthand for borrowing an owned descriptor.
+trait AsFdRef {
+    fn as_fd_ref(&self) -> BorrowedFd<'_>;
+}
+
+impl AsFdRef for OwnedFd {
+    fn as_fd_ref(&self) -> BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self)
+    }
+}
+
+/// The child's side of [`spawn`]. Only async-signal-safe calls: it runs
+/// between fork and exec in a copy of a process that has threads.
+///
+/// # Safety
+///
+/// Only in the child of a fork; the pointers must stay valid (they do:
+/// the child's copy of the parent's memory is never freed).
+#[allow(clippy::too_many_arguments)]
+unsafe fn child_runs(
+    close: [RawFd; 3],
+    ready_w: RawFd,
+    go_r: RawFd,
+    failed_w: RawFd,
+    program: &libc::sock_fprog,
+    path: &CStr,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+) -> ! {
+    // SAFETY (the whole body): plain system calls on descriptors and memory
+    // of this process, all async-signal-safe.
+    unsafe {
+        for fd in close {
+            libc::close(fd);
+        }
+        // What shape's own runtime changed is put back as a command expects
+        // it: no signal blocked, SIGPIPE not ignored.
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let tell = |step: u8| {
+            let errno = *libc::__errno_location();
+            let mut said = [0u8; 8];
+            said[..4].copy_from_slice(&errno.to_ne_bytes());
+            said[4] = step;
+            libc::write(ready_w, said.as_ptr().cast(), said.len());
+            libc::_exit(127);
+        };
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            tell(0);
+        }
+        let flags =
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+        let listener = libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            program as *const libc::sock_fprog,
+        );
+        if listener < 0 {
+            tell(1);
+        }
+        // From here, the filter's calls wait for shape: none are made until
+        // shape holds the listener. dup3 closes the pipe's write end (the
+        // parent sees its end) and puts the listener in its place.
+        libc::dup3(listener as RawFd, ready_w, libc::O_CLOEXEC);
+        libc::close(listener as RawFd);
+        let mut wait = libc::pollfd {
+            fd: go_r,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        while libc::poll(&mut wait, 1, -1) < 0 {}
+        libc::close(go_r);
+        libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        // This write is shape's to answer, which it now can.
+        let errno = *libc::__errno_location();
+        libc::write(failed_w, errno.to_ne_bytes().as_ptr().cast(), 4);
+        libc::_exit(if errno == libc::ENOENT { 127 } else { 126 });
+    }
+}
+
+/// A copy, in this process, of descriptor `fd` of the process of `pidfd`.
+pub fn take_descriptor(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd returns a new descriptor or -1.
+    let taken = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if taken < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(taken as RawFd) })
+}
+
+/// A pidfd for thread (or process) `tid`: the thread's own where the
+/// kernel has them (6.9), else its process's.
+pub fn open_pidfd(tid: u32) -> io::Result<OwnedFd> {
+    const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
+    // SAFETY: pidfd_open returns a new descriptor or -1.
+    let mut fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
+    if fd < 0 {
+        let tgid = thread_group(tid)?;
+        // SAFETY: as above.
+        fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
+    }
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The process that thread `tid` belongs to.
+fn thread_group(tid: u32) -> io::Result<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|value| value.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no Tgid"))
+}
+
+/// Sends `signal` to the process of `pidfd`.
+pub fn signal_process(pidfd: BorrowedFd<'_>, signal: i32) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal with no siginfo.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A call the filter handed to shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Notification {
+    pub id: u64,
+    /// The thread that made it.
+    pub tid: u32,
+    pub nr: i64,
+    pub args: [u64; 6],
+}
+
+/// How a call is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The kernel carries it out as made.
+    Continue,
+    /// It returns this (a count).
+    Value(i64),
+    /// It fails with this errno.
+    Error(i32),
+}
+
+/// Waits for the next call (the listener is readable when one waits).
+pub fn receive(listener: BorrowedFd<'_>) -> io::Result<Notification> {
+    // SAFETY: an all-zero seccomp_notif is valid, as the ioctl requires.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: the ioctl writes one seccomp_notif into `notif`.
+        let r = unsafe {
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut notif as *mut libc::seccomp_notif,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    Ok(Notification {
+        id: notif.id,
+        tid: notif.pid,
+        nr: i64::from(notif.data.nr),
+        args: notif.data.args,
+    })
+}
+
+/// Answers call `id`. Fails with ENOENT if the caller is gone (killed).
+pub fn answer(listener: BorrowedFd<'_>, id: u64, answer: Answer) -> io::Result<()> {
+    let (val, error, flags) = match answer {
+        Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+        Answer::Value(n) => (n, 0, 0),
+        Answer::Error(errno) => (0, -errno, 0),
+    };
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error,
+        flags,
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_resp.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &mut resp as *mut libc::seccomp_notif_resp,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// True if call `id` still waits for its answer: its caller has not been
+/// killed. What was read from the caller's memory is only trusted after.
+pub fn still_waiting(listener: BorrowedFd<'_>, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: the ioctl reads one u64.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &mut id as *mut u64,
+        ) == 0
+    }
+}
+
+/// Reads `buffer.len()` bytes of thread `tid`'s memory at `address`;
+/// returns how many it could.
+pub fn read_memory(tid: u32, address: u64, buffer: &mut [u8]) -> io::Result<usize> {
+    if buffer.is_empty() {
+        return Ok(0);
+    }
+    let local = libc::iovec {
+        iov_base: buffer.as_mut_ptr().cast(),
+        iov_len: buffer.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: address as *mut libc::c_void,
+        iov_len: buffer.len(),
+    };
+    // SAFETY: `local` is our own buffer, of its length; the remote side
+    // is checked by the kernel, which fails with EFAULT if it is not
+    // the caller's.
+    let n = unsafe { libc::process_vm_readv(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Writes `data` into thread `tid`'s memory at `address`; returns how
+/// many bytes it could.
+pub fn write_memory(tid: u32, address: u64, data: &[u8]) -> io::Result<usize> {
+    if data.is_empty() {
+        return Ok(0);
+    }
+    let local = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: address as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: as for `read_memory`; the kernel only reads `local`.
+    let n = unsafe { libc::process_vm_writev(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The BPF instruction `code` with constant `k`.
+pub fn statement(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+/// The BPF jump `code` on `k`, `jt` instructions on if true, `jf` if false.
+pub fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// Sends `data` on socket `fd`, to the address of raw bytes `name` if
+/// any (as the caller gave it), with `flags`.
+pub fn send_to(fd: BorrowedFd<'_>, data: &[u8], name: &[u8], flags: i32) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    if !name.is_empty() {
+        message.msg_name = name.as_ptr() as *mut libc::c_void;
+        message.msg_namelen = name.len() as libc::socklen_t;
+    }
+    // SAFETY: every pointer in `message` is to memory of ours, of the
+    // length given; the kernel only reads it.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &message, flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Receives into `buffer` from socket `fd` with `flags`, and the sender's
+/// address into `name`. Returns the count the call returned (with
+/// MSG_TRUNC, a datagram's whole length) and the address's length.
+pub fn receive_from(
+    fd: BorrowedFd<'_>,
+    buffer: &mut [u8],
+    name: &mut [u8],
+    flags: i32,
+) -> io::Result<(usize, usize)> {
+    let mut iov = libc::iovec {
+        iov_base: buffer.as_mut_ptr().cast(),
+        iov_len: buffer.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_name = name.as_mut_ptr().cast();
+    message.msg_namelen = name.len() as libc::socklen_t;
+    // SAFETY: every pointer in `message` is to memory of ours, of the
+    // length given.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut message, flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((n as usize, message.msg_namelen as usize))
+}

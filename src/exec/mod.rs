@@ -1,0 +1,196 @@
+//! `--exec COMMAND`: runs a command with every byte that it and all its
+//! descendants send or receive on IP sockets paid for from shape's
+//! buckets, without root and for any binary (static ones, and programs
+//! that call the kernel directly, included). A seccomp filter hands the
+//! command's socket calls to shape (`filter.rs`); the supervisor
+//! (`supervisor.rs`) carries them out, paced, on its own copies of the
+//! sockets (`sockets.rs`). The kernel calls are in `kernel.rs`; what a
+//! call asks is read by `call.rs`.
+
+mod call;
+mod filter;
+mod kernel;
+mod sockets;
+mod supervisor;
+
+pub use supervisor::{Ended, Ways};
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Why a command was not run, as a shell tells it.
+#[derive(Debug, thiserror::Error)]
+pub enum NotRun {
+    /// 127: no such command.
+    #[error("{0}: command not found")]
+    NotFound(String),
+    /// 126: found, but it cannot be run.
+    #[error("{0}: {1}")]
+    CannotRun(String, String),
+    /// Status 1: this system cannot shape a command.
+    #[error(
+        "--exec needs seccomp user notification with killable waits (Linux 5.19 or later) and \
+         pidfd_getfd (5.6): {step} failed: {err}"
+    )]
+    Unsupported { step: &'static str, err: io::Error },
+}
+
+impl NotRun {
+    /// The exit status a shell would give.
+    pub fn status(&self) -> i32 {
+        match self {
+            NotRun::NotFound(_) => 127,
+            NotRun::CannotRun(..) => 126,
+            NotRun::Unsupported { .. } => 1,
+        }
+    }
+}
+
+/// A command started under the filter, not yet supervised.
+pub struct Started {
+    pid: i32,
+    spawned: kernel::Spawned,
+}
+
+impl Started {
+    /// The command's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+}
+
+/// Starts `command` (a program and its arguments) under the filter.
+pub fn start(command: &[OsString]) -> Result<Started, NotRun> {
+    let name = command.first().map(OsString::as_os_str).unwrap_or_default();
+    let shown = name.to_string_lossy().into_owned();
+    let path = find(name).map_err(|err| match err.kind() {
+        io::ErrorKind::NotFound => NotRun::NotFound(shown.clone()),
+        _ => NotRun::CannotRun(shown.clone(), crate::message::one_line(&err)),
+    })?;
+    let c = |text: &OsStr| {
+        CString::new(text.as_bytes())
+            .map_err(|_| NotRun::CannotRun(shown.clone(), "contains a NUL byte".into()))
+    };
+    let path = c(path.as_os_str())?;
+    let argv = command
+        .iter()
+        .map(|arg| c(arg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let envp = std::env::vars_os()
+        .map(|(key, value)| {
+            let mut pair = key;
+            pair.push("=");
+            pair.push(value);
+            c(&pair)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let spawned = kernel::spawn(&path, &argv, &envp, &filter::program()).map_err(|failed| {
+        NotRun::Unsupported {
+            step: failed.step,
+            err: failed.err,
+        }
+    })?;
+    Ok(Started {
+        pid: spawned.pid,
+        spawned,
+    })
+}
+
+/// Answers the started command's socket calls, paying from `ways`, until
+/// it ends; `on_change` is given a function to call whenever the
+/// buckets' settings change. Returns how it ended, or why it could not
+/// be run after all (its exec failed).
+pub fn supervise(
+    started: Started,
+    ways: &Ways,
+    on_change: impl FnOnce(Box<dyn Fn() + Send>),
+    shown: &str,
+) -> io::Result<Result<Ended, NotRun>> {
+    let kernel::Spawned {
+        pid,
+        pidfd,
+        listener,
+        exec_failed,
+    } = started.spawned;
+    let (mut supervisor, waker) = supervisor::Supervisor::new(listener, pid, pidfd, ways)?;
+    on_change(Box::new(move || {
+        let _ = waker.wake();
+    }));
+    let ended = supervisor.run()?;
+    // The child wrote execve's errno here if it failed; on success the
+    // pipe closed unwritten.
+    let mut said = [0u8; 4];
+    if let Ok(4) = rustix::io::read(&exec_failed, &mut said) {
+        let err = io::Error::from_raw_os_error(i32::from_ne_bytes(said));
+        let why = crate::message::one_line(&err);
+        return Ok(Err(match err.kind() {
+            io::ErrorKind::NotFound => NotRun::NotFound(shown.into()),
+            _ => NotRun::CannotRun(shown.into(), why),
+        }));
+    }
+    Ok(Ok(ended))
+}
+
+/// Where `name` is run from: itself if it has a slash, else the first
+/// executable of that name on PATH, as a shell looks. A name found only
+/// without permission to run it fails with that.
+fn find(name: &OsStr) -> io::Result<PathBuf> {
+    if name.is_empty() {
+        return Err(io::ErrorKind::NotFound.into());
+    }
+    if name.as_bytes().contains(&b'/') {
+        return runnable(Path::new(name)).map(|()| name.into());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut refused = None;
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(name);
+        match runnable(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => refused = refused.or(Some(err)),
+        }
+    }
+    Err(refused.unwrap_or_else(|| io::ErrorKind::NotFound.into()))
+}
+
+/// Whether `path` is a file that may be run.
+fn runnable(path: &Path) -> io::Result<()> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    if meta.permissions().mode() & 0o111 == 0
+        || rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_err()
+    {
+        return Err(io::Error::from_raw_os_error(libc::EACCES));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_found_as_a_shell_finds_them() {
+        assert!(find(OsStr::new("sh")).unwrap().ends_with("sh"));
+        assert_eq!(
+            find(OsStr::new("no-such-command-anywhere"))
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::NotFound
+        );
+        assert_eq!(
+            find(OsStr::new("/etc/passwd")).unwrap_err().raw_os_error(),
+            Some(libc::EACCES)
+        );
+        assert_eq!(
+            find(OsStr::new("/")).unwrap_err().raw_os_error(),
+            Some(libc::EISDIR)
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! Which of the command's descriptors are shaped: IP sockets (TCP and
+//! UDP, IPv4 and IPv6, loopback included). A descriptor is first told
+//! apart by what /proc says it is, which is all a file or pipe costs; a
+//! socket is asked its family and type once, remembered by its inode,
+//! and given send and receive buffers that follow the rate. Also keeps
+//! the pidfds of the command's threads, through which its sockets are
+//! taken.
+
+use super::kernel::{open_pidfd, take_descriptor};
+use rustix::net::{AddressFamily, SocketType, sockopt};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// What a descriptor is, as far as shaping goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A file, pipe, Unix socket or anything else: never shaped.
+    Unshaped,
+    /// A TCP (or other stream) IP socket: bytes.
+    Stream,
+    /// A UDP (or other datagram) IP socket: whole datagrams.
+    Datagram,
+}
+
+/// The most sockets and threads remembered; past it, all are forgotten
+/// and learnt again (a lookup costs microseconds).
+const MOST_REMEMBERED: usize = 4096;
+
+/// What is known of the command's sockets and threads.
+#[derive(Default)]
+pub struct Sockets {
+    kinds: HashMap<(u64, u64), Kind>,
+    pidfds: HashMap<u32, OwnedFd>,
+}
+
+impl Sockets {
+    /// What descriptor `fd` of thread `tid` is. A socket seen for the
+    /// first time gets buffers of `buffer` bytes each way, if given.
+    pub fn kind(&mut self, tid: u32, fd: i32, buffer: Option<usize>) -> Kind {
+        let Ok(stat) = rustix::fs::stat(format!("/proc/{tid}/fd/{fd}")) else {
+            return Kind::Unshaped;
+        };
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Socket {
+            return Kind::Unshaped;
+        }
+        let key = (stat.st_dev, stat.st_ino);
+        if let Some(&kind) = self.kinds.get(&key) {
+            return kind;
+        }
+        let Ok(socket) = self.take(tid, fd) else {
+            return Kind::Unshaped;
+        };
+        let kind = socket_kind(socket.as_fd());
+        if let (Some(bytes), true) = (buffer, kind != Kind::Unshaped) {
+            let _ = sockopt::set_socket_send_buffer_size(&socket, bytes);
+            let _ = sockopt::set_socket_recv_buffer_size(&socket, bytes);
+        }
+        if self.kinds.len() >= MOST_REMEMBERED {
+            self.kinds.clear();
+        }
+        self.kinds.insert(key, kind);
+        kind
+    }
+
+    /// A copy of descriptor `fd` of thread `tid`'s process.
+    pub fn take(&mut self, tid: u32, fd: i32) -> io::Result<OwnedFd> {
+        let taken = take_descriptor(self.pidfd(tid)?, fd);
+        match taken {
+            // A pidfd of a thread that ended, whose number is now another's.
+            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => {
+                self.pidfds.remove(&tid);
+                take_descriptor(self.pidfd(tid)?, fd)
+            }
+            other => other,
+        }
+    }
+
+    /// A pidfd for thread `tid`.
+    pub fn pidfd(&mut self, tid: u32) -> io::Result<BorrowedFd<'_>> {
+        if !self.pidfds.contains_key(&tid) {
+            if self.pidfds.len() >= MOST_REMEMBERED {
+                self.pidfds.clear();
+            }
+            self.pidfds.insert(tid, open_pidfd(tid)?);
+        }
+        Ok(self.pidfds[&tid].as_fd())
+    }
+}
+
+/// What `socket` is: an IP socket's kind, else unshaped.
+fn socket_kind(socket: BorrowedFd<'_>) -> Kind {
+    let ip = matches!(
+        sockopt::socket_domain(socket),
+        Ok(AddressFamily::INET | AddressFamily::INET6)
+    );
+    match sockopt::socket_type(socket) {
+        Ok(SocketType::STREAM) if ip => Kind::Stream,
+        Ok(SocketType::DGRAM) if ip => Kind::Datagram,
+        _ => Kind::Unshaped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn ip_sockets_are_shaped_and_the_rest_are_not() {
+        let tid = std::process::id();
+        let mut sockets = Sockets::default();
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp = std::net::UdpSocket::bind("[::1]:0")
+            .or_else(|_| std::net::UdpSocket::bind("127.0.0.1:0"))
+            .unwrap();
+        let (unix, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        let file = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(sockets.kind(tid, tcp.as_raw_fd(), None), Kind::Stream);
+        assert_eq!(sockets.kind(tid, udp.as_raw_fd(), None), Kind::Datagram);
+        assert_eq!(sockets.kind(tid, unix.as_raw_fd(), None), Kind::Unshaped);
+        assert_eq!(sockets.kind(tid, file.as_raw_fd(), None), Kind::Unshaped);
+        assert_eq!(sockets.kind(tid, 100_000, None), Kind::Unshaped);
+        // Remembered by inode: asked again, the answer is the same.
+        assert_eq!(sockets.kind(tid, tcp.as_raw_fd(), None), Kind::Stream);
+    }
+}

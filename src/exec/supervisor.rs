@@ -1,0 +1,757 @@
+//! The supervisor: one mio loop that answers the command's socket calls,
+//! paying for each from the bucket of its way. A call on an IP socket is
+//! held until the socket is ready and its tokens are covered, then
+//! carried out by shape on its own copy of the socket, at most a chunk
+//! (2.5 ms of the rate) at a time, and answered with the count, as a
+//! short read or write. A datagram is paid for whole and never split. A
+//! receive is peeked, copied to the caller, answered, and only then
+//! consumed, so that no byte is lost or read twice. Any other call is let
+//! through at once. A held call never blocks the loop: a slow socket
+//! holds up only its own caller.
+
+use super::call::{self, Call, Name, Transfer};
+use super::kernel::{self, Answer, Notification};
+use super::sockets::{Kind, Sockets};
+use crate::bucket::Bucket;
+use crate::chunk::chunk_size;
+use crate::faults::Way;
+use crate::throughput::Throughput;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use rustix::event::{PollFd, PollFlags};
+use shape_bucket::{Clock, Limit, Reservation};
+use slab::Slab;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+const LISTENER: Token = Token(0);
+const CHANGED: Token = Token(1);
+const CHILD: Token = Token(2);
+const FIRST_CALL: usize = 3;
+
+/// How often a held call looks whether its thread has a signal to
+/// handle: the call is then answered EINTR, as a blocking call would be.
+const SIGNAL_LOOK: Duration = Duration::from_millis(50);
+
+/// The most of an address read from or written to the caller.
+const MOST_NAME: usize = 128;
+
+/// The largest datagram (UDP's payload limit, over IPv6 jumbograms aside).
+const MOST_DATAGRAM: usize = 65_536;
+
+/// The buckets and counts of the two ways, in the order of [`Way`]: up is
+/// what the command sends, down what it receives.
+pub struct Ways {
+    pub buckets: [Arc<Bucket>; 2],
+    pub passed: [Arc<Throughput>; 2],
+}
+
+/// A call held until it can be carried out.
+struct Held {
+    notification: Notification,
+    socket: OwnedFd,
+    kind: Kind,
+    call: Call,
+    /// The socket's file status says non-blocking, or the call does.
+    nonblocking: bool,
+    /// The tokens reserved, and how many.
+    paid: Option<(Reservation, u64)>,
+    /// What a receive found waiting, before it is consumed.
+    peeked: Option<Peeked>,
+    /// When its tokens are covered, if it waits for them.
+    wake_at: Option<u64>,
+    /// Whether poll watches its socket.
+    watched: bool,
+}
+
+/// A receive's bytes, seen but not yet consumed.
+struct Peeked {
+    data: Vec<u8>,
+    /// What the receive returned: with MSG_TRUNC, a datagram's length.
+    whole: usize,
+    name: Vec<u8>,
+}
+
+/// Where a held call stands after a step.
+enum Step {
+    /// Still waiting: for tokens, or for its socket.
+    Wait,
+    /// To be answered so.
+    Done(Answer),
+    /// Answered already.
+    Answered,
+}
+
+/// How the command ended.
+pub struct Ended {
+    /// Its wait status, as the shell reads it: the exit code, or 128+N
+    /// for signal N.
+    pub code: i32,
+    /// Processes it started still run (and are no longer shaped).
+    pub outlived: bool,
+}
+
+/// The loop and its state.
+pub struct Supervisor<'a> {
+    listener: OwnedFd,
+    child: (i32, OwnedFd),
+    poll: Poll,
+    events: Events,
+    ways: &'a Ways,
+    sockets: Sockets,
+    held: Slab<Held>,
+    scratch: Vec<u8>,
+    /// When held calls were last looked at for signals.
+    signals_looked: u64,
+}
+
+impl<'a> Supervisor<'a> {
+    /// A supervisor for the command `pid` (with `pidfd`), answering the
+    /// calls of `listener`, paying from `ways`. Returns it and a waker
+    /// to call when the buckets' settings change.
+    pub fn new(
+        listener: OwnedFd,
+        pid: i32,
+        pidfd: OwnedFd,
+        ways: &'a Ways,
+    ) -> io::Result<(Supervisor<'a>, Arc<Waker>)> {
+        let poll = Poll::new()?;
+        let registry = poll.registry();
+        registry.register(
+            &mut SourceFd(&listener.as_raw_fd()),
+            LISTENER,
+            Interest::READABLE,
+        )?;
+        registry.register(&mut SourceFd(&pidfd.as_raw_fd()), CHILD, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(registry, CHANGED)?);
+        Ok((
+            Supervisor {
+                listener,
+                child: (pid, pidfd),
+                poll,
+                events: Events::with_capacity(256),
+                ways,
+                sockets: Sockets::default(),
+                held: Slab::new(),
+                scratch: Vec::new(),
+                signals_looked: 0,
+            },
+            waker,
+        ))
+    }
+
+    /// Answers calls until the command ends.
+    pub fn run(&mut self) -> io::Result<Ended> {
+        loop {
+            let timeout = self.timeout();
+            match self.poll.poll(&mut self.events, timeout) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            }
+            let mut ready = Vec::new();
+            let (mut calls, mut changed, mut child) = (false, false, false);
+            for event in &self.events {
+                match event.token() {
+                    LISTENER => calls = true,
+                    CHANGED => changed = true,
+                    CHILD => child = true,
+                    Token(n) => ready.push(n - FIRST_CALL),
+                }
+            }
+            if calls {
+                self.take_calls()?;
+            }
+            let now = self.now();
+            for (key, held) in &self.held {
+                let due = held.wake_at.is_some_and(|t| changed || t <= now);
+                if due {
+                    ready.push(key);
+                }
+            }
+            ready.sort_unstable();
+            ready.dedup();
+            for key in ready {
+                self.step(key);
+            }
+            self.interrupt_signalled();
+            if child && let Some(code) = self.reap()? {
+                return Ok(Ended {
+                    code,
+                    outlived: self.outlived(),
+                });
+            }
+        }
+    }
+
+    /// The clock of the buckets.
+    fn now(&self) -> u64 {
+        self.ways.buckets[0].clock().now()
+    }
+
+    /// How long poll may sleep: until the first held call's tokens are
+    /// covered, and no longer than [`SIGNAL_LOOK`] while calls are held.
+    fn timeout(&self) -> Option<Duration> {
+        if self.held.is_empty() {
+            return None;
+        }
+        let now = self.now();
+        let first = self.held.iter().filter_map(|(_, h)| h.wake_at).min();
+        let until = first.map(|t| Duration::from_nanos(t.saturating_sub(now)));
+        Some(until.map_or(SIGNAL_LOOK, |d| d.min(SIGNAL_LOOK)))
+    }
+
+    /// Takes every call waiting on the listener.
+    fn take_calls(&mut self) -> io::Result<()> {
+        loop {
+            let mut look = [PollFd::new(&self.listener, PollFlags::IN)];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            match rustix::event::poll(&mut look, Some(&zero)) {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(err) => return Err(err.into()),
+            }
+            if !look[0].revents().contains(PollFlags::IN) {
+                // Hung up: no process is left under the filter.
+                return Ok(());
+            }
+            match kernel::receive(self.listener.as_fd()) {
+                Ok(notification) => self.take(notification),
+                // The caller was killed before it could be received.
+                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Answers `notification` at once, or holds it and takes its first
+    /// step.
+    fn take(&mut self, notification: Notification) {
+        let Notification { tid, nr, args, .. } = notification;
+        let Some(fd) = call::descriptor(nr, &args) else {
+            return self.answer(&notification, Answer::Continue);
+        };
+        let buffer = buffer_for(&self.ways.buckets);
+        let kind = self.sockets.kind(tid, fd, buffer);
+        if kind == Kind::Unshaped {
+            return self.answer(&notification, Answer::Continue);
+        }
+        let mut read = |at, into: &mut [u8]| read_exactly(tid, at, into);
+        let (call, socket) = match call::decode(nr, &args, &mut read) {
+            Ok(Call::Other) | Err(_) => return self.answer(&notification, Answer::Continue),
+            Ok(call) => match self.sockets.take(tid, fd) {
+                Ok(socket) => (call, socket),
+                Err(_) => return self.answer(&notification, Answer::Continue),
+            },
+        };
+        let flags = match &call {
+            Call::Transfer(transfer) => transfer.flags,
+            _ => 0,
+        };
+        let nonblocking = flags & libc::MSG_DONTWAIT != 0
+            || rustix::fs::fcntl_getfl(&socket)
+                .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
+        let key = self.held.insert(Held {
+            notification,
+            socket,
+            kind,
+            call,
+            nonblocking,
+            paid: None,
+            peeked: None,
+            wake_at: None,
+            watched: false,
+        });
+        self.step(key);
+    }
+
+    /// Answers `notification`; a caller killed meanwhile needs none.
+    fn answer(&self, notification: &Notification, answer: Answer) {
+        let _ = kernel::answer(self.listener.as_fd(), notification.id, answer);
+    }
+
+    /// Takes held call `key` as far as it can go, and lets it go once
+    /// answered.
+    fn step(&mut self, key: usize) {
+        let Some(held) = self.held.get(key) else {
+            return;
+        };
+        let step = match &held.call {
+            Call::Transfer(transfer) if transfer.way == Way::Up => self.send(key),
+            Call::Transfer(_) => self.receive(key),
+            Call::SendFile { .. } => self.send_file(key),
+            Call::Coarse { .. } => self.coarse(key),
+            Call::Other => Step::Done(Answer::Continue),
+        };
+        match step {
+            Step::Wait => {}
+            Step::Done(answer) => {
+                let held = self.release(key);
+                self.answer(&held.notification, answer);
+            }
+            Step::Answered => {
+                self.release(key);
+            }
+        }
+    }
+
+    /// Lets held call `key` go.
+    fn release(&mut self, key: usize) -> Held {
+        let held = self.held.remove(key);
+        if held.watched {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&held.socket.as_raw_fd()));
+        }
+        held
+    }
+
+    /// Watches held call `key`'s socket for `interest`.
+    fn watch(&mut self, key: usize, interest: Interest) -> Step {
+        let held = &mut self.held[key];
+        let fd = held.socket.as_raw_fd();
+        let registry = self.poll.registry();
+        let token = Token(key + FIRST_CALL);
+        let watched = match held.watched {
+            true => registry.reregister(&mut SourceFd(&fd), token, interest),
+            false => registry.register(&mut SourceFd(&fd), token, interest),
+        };
+        match watched {
+            Ok(()) => {
+                held.watched = true;
+                Step::Wait
+            }
+            Err(err) => Step::Done(Answer::Error(errno(&err))),
+        }
+    }
+
+    /// Reserves `amount` tokens of `way` for held call `key` (once), and
+    /// says whether they are covered; if not, when they will be is noted.
+    fn pay(&mut self, key: usize, way: Way, amount: u64) -> bool {
+        let bucket = &self.ways.buckets[way as usize];
+        let held = &mut self.held[key];
+        let (reservation, _) = held
+            .paid
+            .get_or_insert_with(|| (bucket.reserve(amount), amount));
+        held.wake_at = bucket.deadline(reservation);
+        held.wake_at.is_none()
+    }
+
+    /// Returns what held call `key` reserved beyond `used`.
+    fn refund(&mut self, key: usize, way: Way, used: u64) {
+        let bucket = &self.ways.buckets[way as usize];
+        if let Some((mut reservation, amount)) = self.held[key].paid.take() {
+            bucket.give_back(&mut reservation, amount.saturating_sub(used));
+        }
+    }
+
+    /// The most bytes a stream call of `way` moves at once: one chunk.
+    fn chunk(&self, way: Way) -> u64 {
+        let bucket = &self.ways.buckets[way as usize];
+        chunk_size(bucket.limit(), bucket.burst()) as u64
+    }
+
+    /// A send, write or vector write: paid for, then sent by shape.
+    fn send(&mut self, key: usize) -> Step {
+        let held = &self.held[key];
+        let Call::Transfer(transfer) = &held.call else {
+            return Step::Done(Answer::Continue);
+        };
+        let total = transfer.length();
+        if total == 0 {
+            return Step::Done(Answer::Continue);
+        }
+        let amount = match held.kind {
+            Kind::Datagram => total,
+            _ => total.min(self.chunk(Way::Up)),
+        };
+        if !self.pay(key, Way::Up, amount) {
+            return Step::Wait;
+        }
+        let held = &self.held[key];
+        let Call::Transfer(transfer) = &held.call else {
+            return Step::Done(Answer::Continue);
+        };
+        let tid = held.notification.tid;
+        let data = gather(tid, &transfer.buffers, amount as usize);
+        let name = match transfer.name {
+            Name::To { at, len } => {
+                let mut name = vec![0; (len as usize).min(MOST_NAME)];
+                read_exactly(tid, at, &mut name).map(|()| name)
+            }
+            _ => Ok(Vec::new()),
+        };
+        let (data, name) = match (data, name) {
+            (Ok(data), Ok(name)) => (data, name),
+            (Err(err), _) | (_, Err(err)) => {
+                self.refund(key, Way::Up, 0);
+                return Step::Done(Answer::Error(errno(&err)));
+            }
+        };
+        let flags = transfer.flags;
+        if !kernel::still_waiting(self.listener.as_fd(), held.notification.id) {
+            // Killed while it waited: what it asked to send goes nowhere.
+            self.refund(key, Way::Up, 0);
+            return Step::Answered;
+        }
+        let sent = kernel::send_to(
+            held.socket.as_fd(),
+            &data,
+            &name,
+            flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        );
+        self.sent(key, sent, flags & libc::MSG_NOSIGNAL == 0)
+    }
+
+    /// The answer to held call `key` that sent `sent` (raising SIGPIPE on
+    /// a broken connection if `pipe_signal`), or waits to send again.
+    fn sent(&mut self, key: usize, sent: io::Result<usize>, pipe_signal: bool) -> Step {
+        match sent {
+            Ok(n) => {
+                self.refund(key, Way::Up, n as u64);
+                self.ways.passed[Way::Up as usize].add(n as u64);
+                Step::Done(Answer::Value(n as i64))
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if self.held[key].nonblocking {
+                    self.refund(key, Way::Up, 0);
+                    return Step::Done(Answer::Error(libc::EAGAIN));
+                }
+                self.watch(key, Interest::WRITABLE)
+            }
+            Err(err) => {
+                self.refund(key, Way::Up, 0);
+                if pipe_signal && err.raw_os_error() == Some(libc::EPIPE) {
+                    let tid = self.held[key].notification.tid;
+                    if let Ok(pidfd) = self.sockets.pidfd(tid) {
+                        let _ = kernel::signal_process(pidfd, libc::SIGPIPE);
+                    }
+                }
+                Step::Done(Answer::Error(errno(&err)))
+            }
+        }
+    }
+
+    /// A receive, read or vector read: what is there is peeked, paid for,
+    /// copied to the caller, answered, and only then consumed.
+    fn receive(&mut self, key: usize) -> Step {
+        let chunk = self.chunk(Way::Down) as usize;
+        let held = &mut self.held[key];
+        let Call::Transfer(transfer) = &held.call else {
+            return Step::Done(Answer::Continue);
+        };
+        let flags = transfer.flags;
+        if held.peeked.is_none() {
+            let room = transfer.length() as usize;
+            if room == 0 {
+                return Step::Done(Answer::Continue);
+            }
+            let peek = libc::MSG_PEEK | libc::MSG_DONTWAIT | (flags & libc::MSG_OOB);
+            let (size, peek) = match held.kind {
+                Kind::Datagram => (room.min(MOST_DATAGRAM), peek | libc::MSG_TRUNC),
+                _ => (room.min(chunk), peek),
+            };
+            let mut data = vec![0; size];
+            let mut name = [0u8; MOST_NAME];
+            match kernel::receive_from(held.socket.as_fd(), &mut data, &mut name, peek) {
+                Ok((0, _)) if held.kind == Kind::Stream => return Step::Done(Answer::Value(0)),
+                Ok((n, name_len)) => {
+                    data.truncate(n.min(size));
+                    held.peeked = Some(Peeked {
+                        data,
+                        whole: n,
+                        name: name[..name_len.min(MOST_NAME)].to_vec(),
+                    });
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    if held.nonblocking {
+                        return Step::Done(Answer::Error(libc::EAGAIN));
+                    }
+                    return self.watch(key, Interest::READABLE);
+                }
+                Err(err) => return Step::Done(Answer::Error(errno(&err))),
+            }
+        }
+        let held = &self.held[key];
+        let Some(peeked) = &held.peeked else {
+            return Step::Wait;
+        };
+        let cost = match (flags & libc::MSG_PEEK != 0, held.kind) {
+            (true, _) => 0,
+            (false, Kind::Datagram) => peeked.whole,
+            (false, _) => peeked.data.len(),
+        };
+        if !self.pay(key, Way::Down, cost as u64) {
+            return Step::Wait;
+        }
+        let held = &self.held[key];
+        let (Call::Transfer(transfer), Some(peeked)) = (&held.call, &held.peeked) else {
+            return Step::Done(Answer::Continue);
+        };
+        let tid = held.notification.tid;
+        let truncated = held.kind == Kind::Datagram && peeked.whole > peeked.data.len();
+        if let Err(err) = deliver(tid, transfer, peeked, truncated) {
+            self.refund(key, Way::Down, 0);
+            return Step::Done(Answer::Error(errno(&err)));
+        }
+        let returned = match truncated && flags & libc::MSG_TRUNC != 0 {
+            true => peeked.whole,
+            false => peeked.data.len(),
+        };
+        let id = held.notification.id;
+        if kernel::answer(self.listener.as_fd(), id, Answer::Value(returned as i64)).is_err() {
+            // Killed meanwhile: nothing was taken from the socket.
+            self.refund(key, Way::Down, 0);
+            return Step::Answered;
+        }
+        let got = peeked.data.len();
+        if flags & libc::MSG_PEEK == 0 {
+            let consume = match held.kind {
+                Kind::Datagram => 0,
+                _ => got,
+            };
+            self.scratch.resize(consume.max(self.scratch.len()), 0);
+            let mut name = [0u8; MOST_NAME];
+            let _ = kernel::receive_from(
+                held.socket.as_fd(),
+                &mut self.scratch[..consume],
+                &mut name,
+                libc::MSG_DONTWAIT | (flags & libc::MSG_OOB),
+            );
+            self.ways.passed[Way::Down as usize].add(got as u64);
+        }
+        Step::Answered
+    }
+
+    /// `sendfile` into a socket: the file is read at its offset, sent by
+    /// shape, and the offset moved by what was sent.
+    fn send_file(&mut self, key: usize) -> Step {
+        let Call::SendFile {
+            from,
+            offset_at,
+            count,
+            ..
+        } = self.held[key].call
+        else {
+            return Step::Done(Answer::Continue);
+        };
+        if count == 0 {
+            return Step::Done(Answer::Continue);
+        }
+        let amount = count.min(self.chunk(Way::Up));
+        if !self.pay(key, Way::Up, amount) {
+            return Step::Wait;
+        }
+        let tid = self.held[key].notification.tid;
+        let read = self.sockets.take(tid, from).and_then(|file| {
+            let offset = match offset_at {
+                0 => rustix::fs::seek(&file, rustix::fs::SeekFrom::Current(0))?,
+                at => {
+                    let mut bytes = [0; 8];
+                    read_exactly(tid, at, &mut bytes)?;
+                    u64::from_ne_bytes(bytes)
+                }
+            };
+            let mut data = vec![0; amount as usize];
+            let n = rustix::io::pread(&file, &mut data, offset)?;
+            data.truncate(n);
+            Ok((file, offset, data))
+        });
+        let (file, offset, data) = match read {
+            Ok(read) => read,
+            Err(err) => {
+                self.refund(key, Way::Up, 0);
+                return Step::Done(Answer::Error(errno(&err)));
+            }
+        };
+        if data.is_empty() {
+            self.refund(key, Way::Up, 0);
+            return Step::Done(Answer::Value(0));
+        }
+        let sent = kernel::send_to(
+            self.held[key].socket.as_fd(),
+            &data,
+            &[],
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        );
+        if let Ok(n) = &sent {
+            let moved = offset + *n as u64;
+            let _ = match offset_at {
+                0 => rustix::fs::seek(&file, rustix::fs::SeekFrom::Start(moved))
+                    .map(drop)
+                    .map_err(io::Error::from),
+                at => write_exactly(tid, at, &moved.to_ne_bytes()),
+            };
+        }
+        self.sent(key, sent, true)
+    }
+
+    /// A call shape cannot carry out itself: paid for (a receive, for
+    /// what is waiting), then let through.
+    fn coarse(&mut self, key: usize) -> Step {
+        let Call::Coarse { way, length, .. } = self.held[key].call else {
+            return Step::Done(Answer::Continue);
+        };
+        let amount = match way {
+            Way::Up => length.unwrap_or(0),
+            Way::Down => {
+                let waiting = rustix::io::ioctl_fionread(&self.held[key].socket).unwrap_or(0);
+                length.map_or(waiting, |length| length.min(waiting))
+            }
+        };
+        if !self.pay(key, way, amount) {
+            return Step::Wait;
+        }
+        self.ways.passed[way as usize].add(amount);
+        Step::Done(Answer::Continue)
+    }
+
+    /// Answers EINTR to held calls whose thread has a signal to handle,
+    /// as the kernel would end a blocking call, so that the command's
+    /// handlers (Ctrl-C in Python, say) run.
+    fn interrupt_signalled(&mut self) {
+        let now = self.now();
+        if self.held.is_empty() || now < self.signals_looked + SIGNAL_LOOK.as_nanos() as u64 {
+            return;
+        }
+        self.signals_looked = now;
+        let signalled: Vec<usize> = self
+            .held
+            .iter()
+            .filter(|(_, held)| has_signal_to_handle(held.notification.tid))
+            .map(|(key, _)| key)
+            .collect();
+        for key in signalled {
+            let way = match &self.held[key].call {
+                Call::Transfer(Transfer { way, .. }) | Call::Coarse { way, .. } => *way,
+                _ => Way::Up,
+            };
+            self.refund(key, way, 0);
+            let held = self.release(key);
+            self.answer(&held.notification, Answer::Error(libc::EINTR));
+        }
+    }
+
+    /// The command's status, if it has ended (it is then reaped).
+    fn reap(&mut self) -> io::Result<Option<i32>> {
+        let pid = rustix::process::Pid::from_raw(self.child.0);
+        let status = rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG)?;
+        Ok(status.and_then(|(_, status)| {
+            status
+                .exit_status()
+                .or_else(|| status.terminating_signal().map(|signal| 128 + signal))
+        }))
+    }
+
+    /// Whether processes the command started still run under the filter:
+    /// the listener hangs up once none does.
+    fn outlived(&self) -> bool {
+        let mut look = [PollFd::new(&self.listener, PollFlags::empty())];
+        let wait = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 100_000_000,
+        };
+        let _ = rustix::event::poll(&mut look, Some(&wait));
+        !look[0].revents().contains(PollFlags::HUP)
+    }
+}
+
+/// Send and receive buffers for shaped sockets: about 100 ms of the
+/// slower way's rate, so that the wire follows the bucket and a download
+/// is not read ahead by megabytes; none without a limit.
+fn buffer_for(buckets: &[Arc<Bucket>; 2]) -> Option<usize> {
+    let rates = buckets.iter().filter_map(|bucket| match bucket.limit() {
+        Limit::Rate(rate) => Some(rate.bytes_per_sec()),
+        Limit::Unlimited => None,
+    });
+    let slowest = rates.fold(None, |least: Option<f64>, rate| {
+        Some(least.map_or(rate, |least| least.min(rate)))
+    })?;
+    Some((slowest * 0.1).clamp(4096.0, 64.0 * 1024.0 * 1024.0) as usize)
+}
+
+/// The errno of `err`, EIO if it has none.
+fn errno(err: &io::Error) -> i32 {
+    err.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Reads all of `into` from thread `tid`'s memory at `at`, or fails with
+/// EFAULT.
+fn read_exactly(tid: u32, at: u64, into: &mut [u8]) -> io::Result<()> {
+    match kernel::read_memory(tid, at, into)? {
+        n if n == into.len() => Ok(()),
+        _ => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+    }
+}
+
+/// Writes all of `data` into thread `tid`'s memory at `at`, or fails with
+/// EFAULT.
+fn write_exactly(tid: u32, at: u64, data: &[u8]) -> io::Result<()> {
+    match kernel::write_memory(tid, at, data)? {
+        n if n == data.len() => Ok(()),
+        _ => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+    }
+}
+
+/// The first `amount` bytes of the caller's `buffers`.
+fn gather(tid: u32, buffers: &[(u64, u64)], amount: usize) -> io::Result<Vec<u8>> {
+    let mut data = vec![0; amount];
+    let mut filled = 0;
+    for &(at, len) in buffers {
+        if filled == amount {
+            break;
+        }
+        let take = (len as usize).min(amount - filled);
+        read_exactly(tid, at, &mut data[filled..filled + take])?;
+        filled += take;
+    }
+    Ok(data)
+}
+
+/// Copies a receive's peeked bytes into the caller's buffers, and its
+/// sender's address and the message's flags where the call asked.
+fn deliver(tid: u32, transfer: &Transfer, peeked: &Peeked, truncated: bool) -> io::Result<()> {
+    let mut rest = &peeked.data[..];
+    for &(at, len) in &transfer.buffers {
+        if rest.is_empty() {
+            break;
+        }
+        let take = (len as usize).min(rest.len());
+        write_exactly(tid, at, &rest[..take])?;
+        rest = &rest[take..];
+    }
+    if let Name::From { at, room, len_at } = transfer.name {
+        let fits = peeked.name.len().min(room as usize);
+        write_exactly(tid, at, &peeked.name[..fits])?;
+        write_exactly(tid, len_at, &(peeked.name.len() as u32).to_ne_bytes())?;
+    }
+    if let Some(at) = transfer.flags_at {
+        let flags = if truncated { libc::MSG_TRUNC } else { 0 };
+        write_exactly(tid, at, &flags.to_ne_bytes())?;
+    }
+    Ok(())
+}
+
+/// Whether thread `tid` has a pending signal that it neither blocks nor
+/// ignores, and catches: one its handler should run for now.
+fn has_signal_to_handle(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return false;
+    };
+    let mask = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|value| u64::from_str_radix(value.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = mask("SigPnd:") | mask("ShdPnd:");
+    pending & !mask("SigBlk:") & mask("SigCgt:") != 0
+}

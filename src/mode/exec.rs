@@ -1,0 +1,156 @@
+//! `--exec` mode: runs a command with its own traffic shaped, up and down
+//! paid from the buckets of two ways as a proxy's are, with a copy's live
+//! controls (`--remote`, `--rate-file`, `--schedule`, SIGUSR1, progress),
+//! and ends with the command's own status.
+
+use super::UsageError;
+use super::live::{Start, go_live, printer, start_reporter, two_ways};
+use crate::cli::Cli;
+use crate::control::Adjuster;
+use crate::counting::Counting;
+use crate::exec::{self, Ended, NotRun, Ways};
+use crate::exit::Exit;
+use crate::faults::Way;
+use crate::progress::Printer;
+use crate::throughput::{Passed, Throughput};
+use shape_bucket::Limit;
+use shape_bucket::units::{human_bytes, human_rate};
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
+
+/// Runs `command` shaped, until it ends.
+pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
+    if let Some(flag) = not_for_a_command(cli) {
+        return Err(UsageError(format!("{flag} does not apply to --exec")).into());
+    }
+    let start = Start::of(cli)?;
+    let (up, down, member) = two_ways(cli, &start)?;
+    let adjuster = Arc::new(Adjuster::over(
+        vec![up.clone(), down.clone()],
+        Counting::Bytes,
+        start.burst.is_some(),
+    ));
+    let passed_up = Arc::new(Throughput::since(Instant::now()));
+    let passed_down = Arc::new(Throughput::since(Instant::now()));
+    let passed = Passed::Ways {
+        up: passed_up.clone(),
+        down: passed_down.clone(),
+    };
+    let reporter = start_reporter(cli, &passed, None, &up);
+    let printer = printer(reporter.as_ref());
+    // Signals are passed on from the start; until the command has a pid
+    // there is no one to pass them to, and they are dropped.
+    let target = Arc::new(AtomicI32::new(0));
+    let pass_on = {
+        let target = target.clone();
+        Box::new(move |signal: i32| {
+            let pid = target.load(Ordering::Acquire);
+            if pid > 0
+                && let (Some(pid), Some(signal)) = (
+                    rustix::process::Pid::from_raw(pid),
+                    rustix::process::Signal::from_named_raw(signal),
+                )
+            {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+        })
+    };
+    let (started_at, _registration) = go_live(
+        cli,
+        &start,
+        adjuster.clone(),
+        &passed,
+        printer.clone(),
+        Some(pass_on),
+    )?;
+    let shown = command
+        .first()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let started = match exec::start(command) {
+        Ok(started) => started,
+        Err(not_run) => return Ok(refused(&not_run)),
+    };
+    target.store(started.pid(), Ordering::Release);
+    let ways = Ways {
+        buckets: [up.clone(), down],
+        passed: [passed_up, passed_down],
+    };
+    let on_change = |notify| adjuster.on_change(notify);
+    let ended = exec::supervise(started, &ways, on_change, &shown)?;
+    drop(member);
+    let Ended { code, outlived } = match ended {
+        Ok(ended) => ended,
+        Err(not_run) => return Ok(refused(&not_run)),
+    };
+    drop(reporter);
+    if outlived && !cli.quiet {
+        printer.line(&format!(
+            "shape: {shown} ended; processes it started still run, no longer shaped"
+        ));
+    }
+    if cli.stats {
+        say_stats(&printer, &ways, started_at);
+    }
+    Ok(Exit::Command(code.clamp(0, 255) as u8))
+}
+
+/// The status and line of a command that was not run.
+fn refused(not_run: &NotRun) -> Exit {
+    eprintln!("shape: {not_run}");
+    Exit::Command(not_run.status() as u8)
+}
+
+/// The `--stats` line of a command: what it sent and received, each
+/// with its average and the limit of its way.
+fn say_stats(printer: &Printer, ways: &Ways, started: Instant) {
+    let seconds = started.elapsed().as_secs_f64();
+    let way = |way: Way| {
+        let bytes = ways.passed[way as usize].total();
+        let average = if seconds > 0.0 {
+            bytes as f64 / seconds
+        } else {
+            0.0
+        };
+        let limit = match ways.buckets[way as usize].limit() {
+            Limit::Unlimited => "no limit".to_string(),
+            limit => format!("limit {}", Counting::Bytes.show_limit(limit)),
+        };
+        format!(
+            "{bytes} bytes ({}), average {}/s, {limit}",
+            human_bytes(bytes),
+            human_rate(average)
+        )
+    };
+    printer.line(&format!(
+        "shape: sent {}; received {}; in {seconds:.3} s",
+        way(Way::Up),
+        way(Way::Down)
+    ));
+}
+
+/// The first flag given that means nothing to a command's traffic.
+fn not_for_a_command(cli: &Cli) -> Option<&'static str> {
+    let shared = cli.share.is_some();
+    [
+        (shared && cli.rate_up.is_some(), "--rate-up with --share"),
+        (
+            shared && cli.rate_down.is_some(),
+            "--rate-down with --share",
+        ),
+        (cli.per_connection, "--per-connection"),
+        (cli.stop_after.is_some(), "--stop-after"),
+        (cli.size.is_some(), "--size"),
+        (cli.lines, "--lines"),
+        (cli.null, "--null"),
+        (cli.delay.is_some(), "--delay"),
+        (
+            !cli.fault_changes().is_empty(),
+            "a fault (--drop, --stall-after, …)",
+        ),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}
