@@ -41,7 +41,9 @@ pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<
     match command {
         // An empty command is clap's to refuse, as a missing value.
         Some(command) if !command.is_empty() => {
-            own.pop();
+            // clap sees the program's name alone, so that what --exec
+            // conflicts with is refused as for any flag.
+            own.push(command[0].clone());
             let mut cli = Cli::try_parse_from(own)?;
             cli.exec = Some(command);
             Ok(cli)

@@ -286,6 +286,23 @@ pub fn signal_process(pidfd: BorrowedFd<'_>, signal: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Asks the kernel to run the command and shape on one CPU in turn
+/// when a call is handed over and answered (Linux 6.6), as a call does
+/// in one process: a handover between two CPUs cost about 80 µs on a
+/// virtual machine, against 4 µs on one. Older kernels refuse; calls
+/// then cost more, and work the same.
+pub fn wake_on_one_cpu(listener: BorrowedFd<'_>) -> bool {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+    // SAFETY: the ioctl takes its flags by value.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        ) == 0
+    }
+}
+
 /// A call the filter handed to shape.
 #[derive(Debug, Clone, Copy)]
 pub struct Notification {

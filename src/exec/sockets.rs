@@ -30,13 +30,16 @@ const MOST_REMEMBERED: usize = 4096;
 /// What is known of the command's sockets and threads.
 #[derive(Default)]
 pub struct Sockets {
-    kinds: HashMap<(u64, u64), Kind>,
+    /// By socket inode: what it is, and the buffers it was given.
+    kinds: HashMap<(u64, u64), (Kind, Option<usize>)>,
     pidfds: HashMap<u32, OwnedFd>,
 }
 
 impl Sockets {
-    /// What descriptor `fd` of thread `tid` is. A socket seen for the
-    /// first time gets buffers of `buffer` bytes each way, if given.
+    /// What descriptor `fd` of thread `tid` is. A shaped socket is given
+    /// buffers of `buffer` bytes each way, if given, when first seen and
+    /// again whenever that changes by more than half (the rate changed):
+    /// buffers sized for a slow rate would hold a fast one back.
     pub fn kind(&mut self, tid: u32, fd: i32, buffer: Option<usize>) -> Kind {
         let Ok(stat) = rustix::fs::stat(format!("/proc/{tid}/fd/{fd}")) else {
             return Kind::Unshaped;
@@ -45,13 +48,16 @@ impl Sockets {
             return Kind::Unshaped;
         }
         let key = (stat.st_dev, stat.st_ino);
-        if let Some(&kind) = self.kinds.get(&key) {
+        let known = self.kinds.get(&key).copied();
+        if let Some((kind, sized)) = known
+            && (kind == Kind::Unshaped || !resize(sized, buffer))
+        {
             return kind;
         }
         let Ok(socket) = self.take(tid, fd) else {
             return Kind::Unshaped;
         };
-        let kind = socket_kind(socket.as_fd());
+        let kind = known.map_or_else(|| socket_kind(socket.as_fd()), |(kind, _)| kind);
         if let (Some(bytes), true) = (buffer, kind != Kind::Unshaped) {
             let _ = sockopt::set_socket_send_buffer_size(&socket, bytes);
             let _ = sockopt::set_socket_recv_buffer_size(&socket, bytes);
@@ -59,7 +65,7 @@ impl Sockets {
         if self.kinds.len() >= MOST_REMEMBERED {
             self.kinds.clear();
         }
-        self.kinds.insert(key, kind);
+        self.kinds.insert(key, (kind, buffer));
         kind
     }
 
@@ -88,6 +94,16 @@ impl Sockets {
     }
 }
 
+/// Whether buffers of `sized` should become `wanted`: when they differ
+/// by more than half.
+fn resize(sized: Option<usize>, wanted: Option<usize>) -> bool {
+    match (sized, wanted) {
+        (Some(sized), Some(wanted)) => wanted > sized * 3 / 2 || wanted < sized / 2,
+        (None, Some(_)) => true,
+        (_, None) => false,
+    }
+}
+
 /// What `socket` is: an IP socket's kind, else unshaped.
 fn socket_kind(socket: BorrowedFd<'_>) -> Kind {
     let ip = matches!(
@@ -105,6 +121,15 @@ fn socket_kind(socket: BorrowedFd<'_>) -> Kind {
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn buffers_follow_the_rate_when_it_changes_by_more_than_half() {
+        assert!(resize(None, Some(10_000)));
+        assert!(!resize(Some(10_000), Some(14_000)));
+        assert!(resize(Some(10_000), Some(16_000)));
+        assert!(resize(Some(10_000), Some(4_000)));
+        assert!(!resize(Some(10_000), None));
+    }
 
     #[test]
     fn ip_sockets_are_shaped_and_the_rest_are_not() {

@@ -117,6 +117,7 @@ impl<'a> Supervisor<'a> {
         pidfd: OwnedFd,
         ways: &'a Ways,
     ) -> io::Result<(Supervisor<'a>, Arc<Waker>)> {
+        kernel::wake_on_one_cpu(listener.as_fd());
         let poll = Poll::new()?;
         let registry = poll.registry();
         registry.register(
@@ -674,7 +675,7 @@ fn buffer_for(buckets: &[Arc<Bucket>; 2]) -> Option<usize> {
     let slowest = rates.fold(None, |least: Option<f64>, rate| {
         Some(least.map_or(rate, |least| least.min(rate)))
     })?;
-    Some((slowest * 0.1).clamp(4096.0, 64.0 * 1024.0 * 1024.0) as usize)
+    Some((slowest * 0.1).clamp(16.0 * 1024.0, 64.0 * 1024.0 * 1024.0) as usize)
 }
 
 /// The errno of `err`, EIO if it has none.

@@ -435,6 +435,17 @@ pub fn where_it_says(child: &mut Child, prefix: &str) -> (String, Arc<Mutex<Stri
         .strip_prefix(prefix)
         .unwrap_or_else(|| panic!("shape did not say {prefix:?}: {first:?}"))
         .to_string();
+    (said, collect_lines(lines))
+}
+
+/// What `child` says on standard error, collected as it comes on a
+/// thread of its own.
+pub fn said_by(child: &mut Child) -> Arc<Mutex<String>> {
+    collect_lines(std::io::BufReader::new(child.stderr.take().unwrap()))
+}
+
+/// The lines of `lines`, collected as they come on a thread of their own.
+fn collect_lines(lines: impl std::io::BufRead + Send + 'static) -> Arc<Mutex<String>> {
     let stderr = Arc::new(Mutex::new(String::new()));
     {
         let stderr = stderr.clone();
@@ -446,7 +457,7 @@ pub fn where_it_says(child: &mut Child, prefix: &str) -> (String, Arc<Mutex<Stri
             }
         });
     }
-    (said, stderr)
+    stderr
 }
 
 impl Listening {

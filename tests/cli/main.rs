@@ -6,6 +6,7 @@ mod container;
 mod counting;
 mod damage;
 mod exactness;
+mod exec;
 mod failures;
 mod faults;
 mod fleet;

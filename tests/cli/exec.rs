@@ -1,0 +1,488 @@
+//! `--exec`: real programs (curl, wget, a static Go client, Python, Node,
+//! a shell that forks, a UDP sender) talking to servers on loopback, with
+//! their traffic shaped; exit statuses, signals, files left alone, and
+//! the live controls. Timing is loose: a shaped transfer can never be
+//! faster than its tokens allow (the lower bound is exact, less the
+//! burst), and on a busy machine may be slower.
+
+use crate::harness::{
+    Runtime, Scratch, installed, random_bytes, said_by, send_signal, shape, skipped,
+    wait_until_said,
+};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// 512 KiB/s, the rate most tests here shape at.
+const RATE: f64 = 512.0 * 1024.0;
+
+/// A web server on loopback: GET gives `body`; PUT and POST keep theirs.
+struct Web {
+    address: String,
+    received: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Web {
+    fn start(body: Vec<u8>) -> Web {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (body, kept) = (Arc::new(body), received.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (body, kept) = (body.clone(), kept.clone());
+                std::thread::spawn(move || serve_one(stream, &body, &kept));
+            }
+        });
+        Web { address, received }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/blob", self.address)
+    }
+}
+
+/// Answers one request on `stream`.
+fn serve_one(stream: TcpStream, body: &[u8], kept: &Mutex<Vec<Vec<u8>>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let mut request = String::new();
+    if reader.read_line(&mut request).unwrap_or(0) == 0 {
+        return;
+    }
+    let mut length = 0usize;
+    let mut expect_continue = false;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(value) = lower.strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("expect: 100-continue") {
+            expect_continue = true;
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    if request.starts_with("GET") {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = writer.write_all(head.as_bytes());
+        let _ = writer.write_all(body);
+        return;
+    }
+    if expect_continue {
+        let _ = writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let mut got = vec![0; length];
+    if reader.read_exact(&mut got).is_ok() {
+        kept.lock().unwrap().push(got);
+    }
+    let _ = writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+/// Runs `command` to its end, and how long it took.
+fn timed(mut command: Command) -> (Output, Duration) {
+    let start = Instant::now();
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    (output, start.elapsed())
+}
+
+/// Checks that `bytes` took `took` at [`RATE`]: no less than the tokens
+/// allow (less the default burst of 100 ms, and a little for the clock),
+/// and not many times more.
+fn at_the_rate(what: &str, bytes: usize, took: Duration) {
+    let least = (bytes as f64 / RATE - 0.1) * 0.97;
+    let most = bytes as f64 / RATE * 2.0 + 5.0;
+    let took = took.as_secs_f64();
+    assert!(
+        took >= least && took <= most,
+        "{what}: {bytes} bytes took {took:.2}s; at {RATE} B/s that is {least:.2}s to {most:.2}s"
+    );
+}
+
+/// `shape --rate 512KiB --exec ARGS`.
+fn shaped(args: &[&str]) -> Command {
+    let mut command = shape(["--rate", "512KiB", "--exec"]);
+    command.args(args);
+    command
+}
+
+#[test]
+fn curl_and_wget_download_and_upload_at_the_rate_with_every_byte_intact() {
+    if !installed("curl") || !installed("wget") {
+        return;
+    }
+    let body = random_bytes(1_000_000, 35);
+    let web = Web::start(body.clone());
+    let scratch = Scratch::new("exec-curl");
+    let got = scratch.path().join("got");
+    let got = got.to_str().unwrap();
+
+    let (output, took) = timed(shaped(&["curl", "-sS", "-o", got, &web.url()]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        std::fs::read(got).unwrap() == body,
+        "curl's download changed"
+    );
+    at_the_rate("curl's download", body.len(), took);
+
+    let (output, took) = timed(shaped(&["wget", "-q", "-O", got, &web.url()]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        std::fs::read(got).unwrap() == body,
+        "wget's download changed"
+    );
+    at_the_rate("wget's download", body.len(), took);
+
+    let sent = scratch.file("sent", &body);
+    let url = web.url();
+    let (output, took) = timed(shaped(&["curl", "-sS", "-T", sent.to_str().unwrap(), &url]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        web.received.lock().unwrap().first() == Some(&body),
+        "curl's upload changed"
+    );
+    at_the_rate("curl's upload", body.len(), took);
+}
+
+#[test]
+fn a_static_go_client_that_calls_the_kernel_itself_is_shaped() {
+    if !installed("go") || !installed("file") {
+        return;
+    }
+    let scratch = Scratch::new("exec-go");
+    let source = scratch.file(
+        "main.go",
+        br#"package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+)
+
+func main() {
+	resp, err := http.Get(os.Args[1])
+	if err != nil {
+		os.Exit(1)
+	}
+	if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
+		os.Exit(1)
+	}
+}
+"#,
+    );
+    let binary = scratch.path().join("getter");
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .env("CGO_ENABLED", "0")
+        .env("GO111MODULE", "off")
+        .env("GOCACHE", scratch.path().join("cache"))
+        .env("GOPATH", scratch.path().join("gopath"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let kind = Command::new("file").arg(&binary).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&kind.stdout).contains("statically linked"),
+        "{kind:?}"
+    );
+    let body = random_bytes(1_000_000, 36);
+    let web = Web::start(body.clone());
+    let (output, took) = timed(shaped(&[binary.to_str().unwrap(), &web.url()]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout == body, "the Go client's download changed");
+    at_the_rate("a static Go client", body.len(), took);
+}
+
+#[test]
+fn python_requests_downloads_and_socket_sendfile_uploads_at_the_rate() {
+    let python = "target/clients/venv/bin/python";
+    let has_requests = Command::new(python)
+        .args(["-c", "import requests"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !has_requests {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no requests in target/clients/venv: tests/clients/setup installs it"
+        );
+        skipped("requests is not installed (run tests/clients/setup)");
+        return;
+    }
+    let body = random_bytes(1_000_000, 37);
+    let web = Web::start(body.clone());
+    let fetch = "import requests, sys; sys.stdout.buffer.write(requests.get(sys.argv[1]).content)";
+    let (output, took) = timed(shaped(&[python, "-c", fetch, &web.url()]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout == body, "requests' download changed");
+    at_the_rate("requests", body.len(), took);
+
+    // socket.sendfile uses sendfile(2) on the socket.
+    let scratch = Scratch::new("exec-sendfile");
+    let sent = scratch.file("sent", &body);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let receiver = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).unwrap();
+        got
+    });
+    let upload = "import socket, sys, os\n\
+                  s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  f = open(sys.argv[2], 'rb')\n\
+                  n = s.sendfile(f)\n\
+                  assert f.tell() == os.path.getsize(sys.argv[2]), f.tell()\n\
+                  s.close()";
+    let port = address.port().to_string();
+    let (output, took) = timed(shaped(&[
+        "python3",
+        "-c",
+        upload,
+        &port,
+        sent.to_str().unwrap(),
+    ]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        receiver.join().unwrap() == body,
+        "sendfile's upload changed"
+    );
+    at_the_rate("socket.sendfile", body.len(), took);
+}
+
+#[test]
+fn node_with_non_blocking_sockets_and_epoll_is_shaped() {
+    if !installed("node") {
+        return;
+    }
+    let body = random_bytes(1_000_000, 38);
+    let web = Web::start(body.clone());
+    let script = "const http = require('http'); const chunks = [];\n\
+                  http.get(process.argv[1], r => { r.on('data', d => chunks.push(d));\n\
+                  r.on('end', () => process.stdout.write(Buffer.concat(chunks))); });";
+    let (output, took) = timed(shaped(&["node", "-e", script, &web.url()]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout == body, "node's download changed");
+    at_the_rate("node", body.len(), took);
+}
+
+#[test]
+fn a_script_that_forks_twenty_curls_four_at_a_time_shares_one_limit() {
+    if !installed("curl") {
+        return;
+    }
+    let body = random_bytes(100_000, 39);
+    let web = Web::start(body.clone());
+    let scratch = Scratch::new("exec-forks");
+    let script = format!(
+        "seq 1 20 | xargs -P 4 -I N curl -sS -o '{}/page.N' '{}'",
+        scratch.path().display(),
+        web.url()
+    );
+    let (output, took) = timed(shaped(&["sh", "-c", &script]));
+    assert!(output.status.success(), "{output:?}");
+    for n in 1..=20 {
+        let page = std::fs::read(scratch.path().join(format!("page.{n}"))).unwrap();
+        assert!(page == body, "page {n} changed");
+    }
+    at_the_rate("20 curls", 20 * body.len(), took);
+}
+
+#[test]
+fn udp_datagrams_are_paid_for_whole_and_never_split() {
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = receiver.local_addr().unwrap().port().to_string();
+    // 40 datagrams of 1,000 bytes at 10,000 B/s: about 4 s, less the
+    // burst of 100 ms.
+    let send = "import socket, sys\n\
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                for i in range(40):\n    s.sendto(bytes([i]) * 1000, ('127.0.0.1', int(sys.argv[1])))";
+    let mut command = shape([
+        "--rate", "10000", "--stats", "--exec", "python3", "-c", send, &port,
+    ]);
+    let start = Instant::now();
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    let took = start.elapsed().as_secs_f64();
+    assert!(output.status.success(), "{output:?}");
+    let mut buffer = [0u8; 2000];
+    for i in 0..40u8 {
+        let n = receiver.recv(&mut buffer).unwrap();
+        assert_eq!(n, 1000, "datagram {i} was split");
+        assert!(buffer[..n].iter().all(|&b| b == i), "datagram {i} changed");
+    }
+    assert!(
+        (3.7..15.0).contains(&took),
+        "40,000 bytes at 10,000 B/s took {took:.2}s"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("sent 40000 bytes"), "{stderr}");
+}
+
+#[test]
+fn the_status_is_the_commands_and_a_command_that_cannot_run_says_why() {
+    let status = |args: &[&str]| {
+        let mut command = shape(["--exec"]);
+        command.args(args);
+        let output = command.stdin(Stdio::null()).output().unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    assert_eq!(status(&["sh", "-c", "exit 7"]).0, Some(7));
+    assert_eq!(status(&["sh", "-c", "kill -TERM $$"]).0, Some(143));
+    let (code, said) = status(&["no-such-command-anywhere"]);
+    assert_eq!(code, Some(127));
+    assert_eq!(said, "shape: no-such-command-anywhere: command not found\n");
+    let (code, said) = status(&["/etc/passwd"]);
+    assert_eq!(code, Some(126));
+    assert!(said.contains("/etc/passwd: Permission denied"), "{said}");
+    // Flags after --exec are the command's own.
+    assert_eq!(status(&["sh", "-c", "exit 3", "--rate", "x"]).0, Some(3));
+}
+
+#[test]
+fn exec_with_inputs_or_a_listener_is_a_usage_error() {
+    for args in [
+        vec!["somefile", "--exec", "true"],
+        vec!["--listen", "127.0.0.1:0", "--exec", "true"],
+        vec!["--lines", "--exec", "true"],
+    ] {
+        let output = shape(args.clone()).stdin(Stdio::null()).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn sigterm_sent_to_shape_reaches_the_command_which_ends_it() {
+    let mut child = shape(["--exec", "sleep", "30"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(child.id(), rustix::process::Signal::TERM);
+    let start = Instant::now();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn a_daemonised_grandchild_does_not_keep_shape_and_is_named() {
+    let start = Instant::now();
+    let output = shape(["--exec", "sh", "-c", "sleep 5 >/dev/null 2>&1 & exit 0"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(4));
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("processes it started still run, no longer shaped"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn files_and_pipes_are_never_shaped() {
+    let scratch = Scratch::new("exec-files");
+    let out = scratch.path().join("out");
+    // At 1 KB/s, 20 MiB would take six hours if shaped.
+    let script = format!(
+        "dd if=/dev/zero of='{}' bs=1M count=20 status=none && cat '{}' | wc -c",
+        out.display(),
+        out.display()
+    );
+    let start = Instant::now();
+    let output = shape(["--rate", "1KB", "--exec", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "20971520");
+    assert!(start.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn a_running_exec_is_changed_by_remote_and_reports_on_sigusr1() {
+    if !installed("curl") {
+        return;
+    }
+    let runtime = Runtime::new("exec-remote");
+    let body = random_bytes(2_000_000, 40);
+    let web = Web::start(body.clone());
+    let scratch = Scratch::new("exec-remote-out");
+    let got = scratch.path().join("got");
+    // 2 MB at 100 KB/s would take 20 s; at 10 MiB/s it takes no time.
+    let mut command = runtime.shape(["--rate", "100KB", "--exec", "curl", "-sS", "-o"]);
+    command.arg(&got).arg(web.url());
+    let mut child = command
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    runtime.wait_registered(pid);
+    let said = said_by(&mut child);
+    std::thread::sleep(Duration::from_millis(500));
+    send_signal(pid, rustix::process::Signal::USR1);
+    wait_until_said(&said, "down");
+    let remote = runtime.remote(pid, ["--rate", "10MiB"]);
+    assert!(remote.status.success(), "{}", remote.stderr);
+    let start = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?} after the change",
+        start.elapsed()
+    );
+    assert!(std::fs::read(&got).unwrap() == body);
+}
+
+#[test]
+fn two_execs_on_one_share_hold_its_total() {
+    if !installed("curl") {
+        return;
+    }
+    let runtime = Runtime::new("exec-share");
+    let body = random_bytes(1_000_000, 41);
+    let web = Web::start(body.clone());
+    let scratch = Scratch::new("exec-share-out");
+    let start = Instant::now();
+    let children: Vec<_> = (0..2)
+        .map(|n| {
+            let mut command = runtime.shape(["--share", "backups", "--rate", "512KiB", "--exec"]);
+            command
+                .args(["curl", "-sS", "-o"])
+                .arg(scratch.path().join(format!("got.{n}")))
+                .arg(web.url());
+            command.stdin(Stdio::null()).spawn().unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    at_the_rate("two on one share", 2 * body.len(), start.elapsed());
+    for n in 0..2 {
+        assert!(std::fs::read(scratch.path().join(format!("got.{n}"))).unwrap() == body);
+    }
+}
