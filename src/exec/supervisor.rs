@@ -4,8 +4,10 @@
 //! carried out by shape on its own copy of the socket, at most a chunk
 //! (2.5 ms of the rate) at a time, and answered with the count, as a
 //! short read or write. A datagram is paid for whole and never split. A
-//! receive is peeked, copied to the caller, answered, and only then
-//! consumed, so that no byte is lost or read twice. Any other call is let
+//! receive is peeked, copied to the caller, and consumed only once the
+//! caller is known to still wait for its answer (killed callers are
+//! left their bytes), then answered: no byte is lost or read twice, and
+//! the caller never finds in the socket what it was already given. Any other call is let
 //! through at once. A held call never blocks the loop: a slow socket
 //! holds up only its own caller.
 
@@ -507,11 +509,13 @@ impl<'a> Supervisor<'a> {
             false => peeked.data.len(),
         };
         let id = held.notification.id;
-        if kernel::answer(self.listener.as_fd(), id, Answer::Value(returned as i64)).is_err() {
-            // Killed meanwhile: nothing was taken from the socket.
+        if !kernel::still_waiting(self.listener.as_fd(), id) {
+            // Killed meanwhile: nothing is taken from the socket.
             self.refund(key, Way::Down, 0);
             return Step::Answered;
         }
+        // Consumed before the answer: once answered, the caller may poll
+        // the socket at once, and must not find there what it was given.
         let got = peeked.data.len();
         if flags & libc::MSG_PEEK == 0 {
             let consume = match held.kind {
@@ -528,7 +532,7 @@ impl<'a> Supervisor<'a> {
             );
             self.ways.passed[Way::Down as usize].add(got as u64);
         }
-        Step::Answered
+        Step::Done(Answer::Value(returned as i64))
     }
 
     /// `sendfile` into a socket: the file is read at its offset, sent by

@@ -486,3 +486,126 @@ fn two_execs_on_one_share_hold_its_total() {
         assert!(std::fs::read(scratch.path().join(format!("got.{n}"))).unwrap() == body);
     }
 }
+
+/// sshd on a loopback port of its own, with a host key and a user key
+/// made for the test; ended when dropped.
+struct Sshd {
+    child: std::process::Child,
+    port: u16,
+    key: std::path::PathBuf,
+}
+
+impl Sshd {
+    /// Starts one in `scratch`, or says why it cannot here.
+    fn start(scratch: &Scratch) -> Result<Sshd, String> {
+        let keygen = |name: &str| {
+            let made = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(scratch.path().join(name))
+                .output()
+                .map_err(|err| err.to_string())?;
+            made.status
+                .success()
+                .then_some(())
+                .ok_or_else(|| format!("ssh-keygen failed: {made:?}"))
+        };
+        keygen("host")?;
+        keygen("user")?;
+        let port = crate::serve::free_port();
+        let path = |name: &str| scratch.path().join(name).display().to_string();
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+             StrictModes no\nUsePAM no\nPidFile none\nPermitRootLogin prohibit-password\n",
+            path("host"),
+            path("user.pub"),
+        );
+        let config = scratch.file("sshd_config", config.as_bytes());
+        // sshd run as root wants its privilege separation directory.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|err| format!("/usr/sbin/sshd: {err}"))?;
+        let sshd = Sshd {
+            child,
+            port,
+            key: scratch.path().join("user"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err("sshd did not listen".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(sshd)
+    }
+
+    /// The ssh command that reaches it, for rsync's -e.
+    fn ssh(&self) -> String {
+        format!(
+            "ssh -p {} -i {} -o BatchMode=yes -o StrictHostKeyChecking=no \
+             -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            self.port,
+            self.key.display()
+        )
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn rsync_over_ssh_to_a_local_sshd_is_shaped_both_ways() {
+    if !installed("rsync") || !installed("ssh") {
+        return;
+    }
+    let scratch = Scratch::new("exec-ssh");
+    let sshd = match Sshd::start(&scratch) {
+        Ok(sshd) => sshd,
+        Err(why) => {
+            assert!(std::env::var_os("CI").is_none(), "{why}");
+            skipped(&why);
+            return;
+        }
+    };
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    let body = random_bytes(1_000_000, 42);
+    let source = scratch.file("source", &body);
+    let there = format!(
+        "{}@127.0.0.1:{}",
+        user.trim(),
+        scratch.path().join("there").display()
+    );
+    let (output, took) = timed(shaped(&[
+        "rsync",
+        "-a",
+        "-e",
+        &sshd.ssh(),
+        source.to_str().unwrap(),
+        &there,
+    ]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(std::fs::read(scratch.path().join("there")).unwrap() == body);
+    at_the_rate("rsync's upload", body.len(), took);
+
+    let back = scratch.path().join("back");
+    let (output, took) = timed(shaped(&[
+        "rsync",
+        "-a",
+        "-e",
+        &sshd.ssh(),
+        &there,
+        back.to_str().unwrap(),
+    ]));
+    assert!(output.status.success(), "{output:?}");
+    assert!(std::fs::read(&back).unwrap() == body);
+    at_the_rate("rsync's download", body.len(), took);
+}
