@@ -11,11 +11,12 @@ complete -c shape -s i -l interval -d 'How often progress is shown' -r
 complete -c shape -l rate-file -d 'Read the rate (and burst) from FILE, and again on SIGHUP' -r -F
 complete -c shape -l schedule -d 'Follow a timetable of rates' -r
 complete -c shape -l listen -d 'Read from a connection on ADDR (with --connect: be a proxy)' -r
+complete -c shape -l exec -d 'Run COMMAND with its own traffic shaped, children included' -r -f -a "(__fish_complete_command)"
 complete -c shape -l serve -d 'Serve toxiproxy\'s HTTP API, as a drop-in toxiproxy server' -r
 complete -c shape -l config -d 'With --serve: the proxies of FILE, made at start' -r -F
 complete -c shape -l serve-allow-origin -d 'With --serve: let a browser UI from ORIGIN drive the API' -r
-complete -c shape -l rate-up -d 'Proxy: the rate from clients to the server (default: --rate)' -r
-complete -c shape -l rate-down -d 'Proxy: the rate from the server to clients (default: --rate)' -r
+complete -c shape -l rate-up -d 'Proxy or --exec: the rate from clients to the server, or of what the command sends (default: --rate)' -r
+complete -c shape -l rate-down -d 'Proxy or --exec: the rate from the server to clients, or of what the command receives (default: --rate)' -r
 complete -c shape -l connect -d 'Write to a connection to ADDR' -r
 complete -c shape -l connect-timeout -d 'How long --connect keeps trying each address (default 10s)' -r
 complete -c shape -l delay -d 'Hold every byte this long: a slow link' -r

@@ -116,6 +116,8 @@ const SYNOPSIS: &str = r#".SH SYNOPSIS
 .br
 \fBshape\fR \fB\-\-share\fR \fINAME\fR|\fIURL\fR \fB\-\-status\fR | \fB\-\-reset\fR
 .br
+\fBshape\fR [\fB\-r\fR \fIRATE\fR] [\fB\-\-rate\-up\fR \fIRATE\fR] [\fB\-\-rate\-down\fR \fIRATE\fR] [\fIOPTIONS\fR] \fB\-\-exec\fR \fICOMMAND\fR [\fIARG\fR]...
+.br
 \fBshape\fR \fB\-\-serve\fR [\fIADDR\fR] [\fB\-\-config\fR \fIFILE\fR] [\fB\-\-seed\fR \fIN\fR] [\fB\-\-serve\-allow\-origin\fR \fIORIGIN\fR]... [\fB\-\-serve\-allow\-unix\fR] [\fB\-q\fR]
 "#;
 
@@ -157,6 +159,20 @@ Pace a crawl and print a summary at the end.
 .TP
 \fBshape \-r 100k \-\-progress json 2> progress.log < in > out\fR
 Record progress as JSON lines for a script.
+.SH SHAPING A PROGRAM
+\fBshape\fR [\fIoptions\fR] \fB\-\-exec\fR \fICOMMAND\fR [\fIARG\fR...] runs \fICOMMAND\fR with every byte that it and all its descendants send or receive on IP sockets (TCP and UDP, IPv4 and IPv6, loopback included) paid for from shape's bucket; everything after \fB\-\-exec\fR is the command's.
+\fB\-\-rate\fR limits each way, \fB\-\-rate\-up\fR (what the command sends) and \fB\-\-rate\-down\fR (what it receives) set them apart; \fB\-\-burst\fR, \fB\-\-share\fR, \fB\-\-schedule\fR, \fB\-\-rate\-file\fR, \fB\-\-remote\fR, SIGUSR1, progress and \fB\-q\fR work as for a copy, and \fB\-\-stats\fR shows up and down apart.
+Unix sockets, pipes and files are never shaped.
+It works for any binary, static ones included, and needs no root: a seccomp filter hands the command's socket calls to shape, which carries each out on its own copy of the socket a chunk at a time and answers with the count (a short read or write); a datagram is paid for whole.
+It needs Linux 5.19 or later; without it shape says so and exits 1 without running the command. \fBio_uring_setup\fR fails with ENOSYS, so that programs use plain calls; 32-bit programs are ended rather than run unshaped.
+\fBsplice\fR into a socket, \fBsendmmsg\fR, \fBrecvmmsg\fR and messages with control data are paid for and let through whole.
+The exit status is the command's (128+N for signal N, 127 if it is not found, 126 if it cannot be run); SIGINT, SIGTERM and SIGHUP sent to shape reach it; when it ends, shape ends, and says so if processes it started still run.
+.TP
+\fBshape \-\-rate 5MiB \-\-exec rsync \-a /data backup:/data\fR
+A backup over ssh at 5 MiB/s.
+.TP
+\fBshape \-\-rate 200k \-\-stats \-\-exec ./crawl.sh\fR
+A crawl that forks curl for each page: one limit for all.
 .SH SOCKETS AND SLOW LINKS
 \fB\-\-listen\fR \fIADDR\fR reads one accepted connection instead of standard input; \fB\-\-connect\fR \fIADDR\fR writes to a connection instead of standard output, and at the end shuts down its sending side and waits for the peer to close.
 Listening, shape says where on standard error (\fBshape: listening on 127.0.0.1:41234\fR) unless \fB\-q\fR is given; port 0 takes any free port.
@@ -282,6 +298,8 @@ The reader downstream went away; shape was ended by SIGPIPE, as cat and pv are.
 .TP
 \fB130\fR
 Interrupted with Ctrl\-C (SIGINT); 143 for SIGTERM.
+.PP
+With \fB\-\-exec\fR, the command's own status.
 .SH SEE ALSO
 \fBpv\fR(1), \fBcstream\fR(1), \fBmbuffer\fR(1), \fBtc\-tbf\fR(8), \fBtc\-netem\fR(8), \fBtrickle\fR(1)
 "#;
@@ -301,6 +319,7 @@ mod tests {
             ".SH OPTIONS",
             ".SH EXAMPLES",
             ".SH SOCKETS AND SLOW LINKS",
+            ".SH SHAPING A PROGRAM",
             ".SH RECORDS",
             ".SH ACROSS MACHINES",
             ".SH FAULTS",

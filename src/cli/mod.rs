@@ -62,6 +62,7 @@ Examples:
   shape --schedule \"0s=1MiB, 30s=100k\" < in > out   # a link that degrades
   shape --listen :8080 --connect localhost:80 --rate 1MiB --delay 50ms   # a slow link
   cat urls.txt | shape --lines --rate 2 | xargs -n1 curl -sO   # two pages a second
+  shape --rate 5MiB --exec rsync -a /data backup:/data   # a program's own traffic
 
 Units: K M G T and KiB MiB GiB TiB are powers of 1024; KB MB GB TB are
 powers of 1000; kbit Mbit Gbit and kbps Mbps Gbps are bits per second,
@@ -76,7 +77,7 @@ SIGTERM stop it (what was written stays written).
 Exit status: 0 success, 1 an input or output failed (or --remote found no
 shape, or no answer), 2 bad usage, 3 --reset-after struck, 141 (SIGPIPE)
 when the reader downstream went away, 130 on Ctrl-C (SIGINT), 143 on
-SIGTERM.";
+SIGTERM; with --exec, the command's own.";
 
 /// What `-h` ends with: where to read more.
 const MORE: &str = "'shape --help' says more of each option, with examples, units, signals and \
