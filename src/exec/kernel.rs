@@ -315,7 +315,7 @@ pub struct Notification {
 
 /// How a call is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub enum Response {
     /// The kernel carries it out as made.
     Continue,
     /// It returns this (a count).
@@ -354,11 +354,11 @@ pub fn receive(listener: BorrowedFd<'_>) -> io::Result<Notification> {
 }
 
 /// Answers call `id`. Fails with ENOENT if the caller is gone (killed).
-pub fn answer(listener: BorrowedFd<'_>, id: u64, answer: Answer) -> io::Result<()> {
-    let (val, error, flags) = match answer {
-        Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
-        Answer::Value(n) => (n, 0, 0),
-        Answer::Error(errno) => (0, -errno, 0),
+pub fn respond(listener: BorrowedFd<'_>, id: u64, response: Response) -> io::Result<()> {
+    let (val, error, flags) = match response {
+        Response::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+        Response::Value(n) => (n, 0, 0),
+        Response::Error(errno) => (0, -errno, 0),
     };
     let mut resp = libc::seccomp_notif_resp {
         id,

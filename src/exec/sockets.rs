@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// What a descriptor is, as far as shaping goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum SocketKind {
     /// A file, pipe, Unix socket or anything else: never shaped.
     Unshaped,
     /// A TCP (or other stream) IP socket: bytes.
@@ -31,7 +31,7 @@ const MOST_REMEMBERED: usize = 4096;
 #[derive(Default)]
 pub struct Sockets {
     /// By socket inode: what it is, and the buffers it was given.
-    kinds: HashMap<(u64, u64), (Kind, Option<usize>)>,
+    kinds: HashMap<(u64, u64), (SocketKind, Option<usize>)>,
     pidfds: HashMap<u32, OwnedFd>,
 }
 
@@ -40,25 +40,25 @@ impl Sockets {
     /// buffers of `buffer` bytes each way, if given, when first seen and
     /// again whenever that changes by more than half (the rate changed):
     /// buffers sized for a slow rate would hold a fast one back.
-    pub fn kind(&mut self, tid: u32, fd: i32, buffer: Option<usize>) -> Kind {
+    pub fn kind(&mut self, tid: u32, fd: i32, buffer: Option<usize>) -> SocketKind {
         let Ok(stat) = rustix::fs::stat(format!("/proc/{tid}/fd/{fd}")) else {
-            return Kind::Unshaped;
+            return SocketKind::Unshaped;
         };
         if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Socket {
-            return Kind::Unshaped;
+            return SocketKind::Unshaped;
         }
         let key = (stat.st_dev, stat.st_ino);
         let known = self.kinds.get(&key).copied();
         if let Some((kind, sized)) = known
-            && (kind == Kind::Unshaped || !resize(sized, buffer))
+            && (kind == SocketKind::Unshaped || !resize(sized, buffer))
         {
             return kind;
         }
         let Ok(socket) = self.take(tid, fd) else {
-            return Kind::Unshaped;
+            return SocketKind::Unshaped;
         };
         let kind = known.map_or_else(|| socket_kind(socket.as_fd()), |(kind, _)| kind);
-        if let (Some(bytes), true) = (buffer, kind != Kind::Unshaped) {
+        if let (Some(bytes), true) = (buffer, kind != SocketKind::Unshaped) {
             let _ = sockopt::set_socket_send_buffer_size(&socket, bytes);
             let _ = sockopt::set_socket_recv_buffer_size(&socket, bytes);
         }
@@ -105,15 +105,15 @@ fn resize(sized: Option<usize>, wanted: Option<usize>) -> bool {
 }
 
 /// What `socket` is: an IP socket's kind, else unshaped.
-fn socket_kind(socket: BorrowedFd<'_>) -> Kind {
+fn socket_kind(socket: BorrowedFd<'_>) -> SocketKind {
     let ip = matches!(
         sockopt::socket_domain(socket),
         Ok(AddressFamily::INET | AddressFamily::INET6)
     );
     match sockopt::socket_type(socket) {
-        Ok(SocketType::STREAM) if ip => Kind::Stream,
-        Ok(SocketType::DGRAM) if ip => Kind::Datagram,
-        _ => Kind::Unshaped,
+        Ok(SocketType::STREAM) if ip => SocketKind::Stream,
+        Ok(SocketType::DGRAM) if ip => SocketKind::Datagram,
+        _ => SocketKind::Unshaped,
     }
 }
 
@@ -141,12 +141,21 @@ mod tests {
             .unwrap();
         let (unix, _) = std::os::unix::net::UnixStream::pair().unwrap();
         let file = std::fs::File::open("/dev/null").unwrap();
-        assert_eq!(sockets.kind(tid, tcp.as_raw_fd(), None), Kind::Stream);
-        assert_eq!(sockets.kind(tid, udp.as_raw_fd(), None), Kind::Datagram);
-        assert_eq!(sockets.kind(tid, unix.as_raw_fd(), None), Kind::Unshaped);
-        assert_eq!(sockets.kind(tid, file.as_raw_fd(), None), Kind::Unshaped);
-        assert_eq!(sockets.kind(tid, 100_000, None), Kind::Unshaped);
+        assert_eq!(sockets.kind(tid, tcp.as_raw_fd(), None), SocketKind::Stream);
+        assert_eq!(
+            sockets.kind(tid, udp.as_raw_fd(), None),
+            SocketKind::Datagram
+        );
+        assert_eq!(
+            sockets.kind(tid, unix.as_raw_fd(), None),
+            SocketKind::Unshaped
+        );
+        assert_eq!(
+            sockets.kind(tid, file.as_raw_fd(), None),
+            SocketKind::Unshaped
+        );
+        assert_eq!(sockets.kind(tid, 100_000, None), SocketKind::Unshaped);
         // Remembered by inode: asked again, the answer is the same.
-        assert_eq!(sockets.kind(tid, tcp.as_raw_fd(), None), Kind::Stream);
+        assert_eq!(sockets.kind(tid, tcp.as_raw_fd(), None), SocketKind::Stream);
     }
 }

@@ -12,8 +12,8 @@
 //! holds up only its own caller.
 
 use super::call::{self, Call, Name, Transfer};
-use super::kernel::{self, Answer, Notification};
-use super::sockets::{Kind, Sockets};
+use super::kernel::{self, Notification, Response};
+use super::sockets::{SocketKind, Sockets};
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::faults::Way;
@@ -51,10 +51,10 @@ pub struct Ways {
 }
 
 /// A call held until it can be carried out.
-struct Held {
+struct HeldCall {
     notification: Notification,
     socket: OwnedFd,
-    kind: Kind,
+    kind: SocketKind,
     call: Call,
     /// The socket's file status says non-blocking, or the call does.
     nonblocking: bool,
@@ -77,11 +77,11 @@ struct Peeked {
 }
 
 /// Where a held call stands after a step.
-enum Step {
+enum Progress {
     /// Still waiting: for tokens, or for its socket.
     Wait,
     /// To be answered so.
-    Done(Answer),
+    Done(Response),
     /// Answered already.
     Answered,
 }
@@ -103,7 +103,7 @@ pub struct Supervisor<'a> {
     events: Events,
     ways: &'a Ways,
     sockets: Sockets,
-    held: Slab<Held>,
+    held: Slab<HeldCall>,
     scratch: Vec<u8>,
     /// When held calls were last looked at for signals.
     signals_looked: u64,
@@ -238,19 +238,19 @@ impl<'a> Supervisor<'a> {
     fn take(&mut self, notification: Notification) {
         let Notification { tid, nr, args, .. } = notification;
         let Some(fd) = call::descriptor(nr, &args) else {
-            return self.answer(&notification, Answer::Continue);
+            return self.respond(&notification, Response::Continue);
         };
         let buffer = buffer_for(&self.ways.buckets);
         let kind = self.sockets.kind(tid, fd, buffer);
-        if kind == Kind::Unshaped {
-            return self.answer(&notification, Answer::Continue);
+        if kind == SocketKind::Unshaped {
+            return self.respond(&notification, Response::Continue);
         }
         let mut read = |at, into: &mut [u8]| read_exactly(tid, at, into);
         let (call, socket) = match call::decode(nr, &args, &mut read) {
-            Ok(Call::Other) | Err(_) => return self.answer(&notification, Answer::Continue),
+            Ok(Call::Other) | Err(_) => return self.respond(&notification, Response::Continue),
             Ok(call) => match self.sockets.take(tid, fd) {
                 Ok(socket) => (call, socket),
-                Err(_) => return self.answer(&notification, Answer::Continue),
+                Err(_) => return self.respond(&notification, Response::Continue),
             },
         };
         let flags = match &call {
@@ -260,7 +260,7 @@ impl<'a> Supervisor<'a> {
         let nonblocking = flags & libc::MSG_DONTWAIT != 0
             || rustix::fs::fcntl_getfl(&socket)
                 .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
-        let key = self.held.insert(Held {
+        let key = self.held.insert(HeldCall {
             notification,
             socket,
             kind,
@@ -275,8 +275,8 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Answers `notification`; a caller killed meanwhile needs none.
-    fn answer(&self, notification: &Notification, answer: Answer) {
-        let _ = kernel::answer(self.listener.as_fd(), notification.id, answer);
+    fn respond(&self, notification: &Notification, response: Response) {
+        let _ = kernel::respond(self.listener.as_fd(), notification.id, response);
     }
 
     /// Takes held call `key` as far as it can go, and lets it go once
@@ -290,22 +290,22 @@ impl<'a> Supervisor<'a> {
             Call::Transfer(_) => self.receive(key),
             Call::SendFile { .. } => self.send_file(key),
             Call::Coarse { .. } => self.coarse(key),
-            Call::Other => Step::Done(Answer::Continue),
+            Call::Other => Progress::Done(Response::Continue),
         };
         match step {
-            Step::Wait => {}
-            Step::Done(answer) => {
+            Progress::Wait => {}
+            Progress::Done(answer) => {
                 let held = self.release(key);
-                self.answer(&held.notification, answer);
+                self.respond(&held.notification, answer);
             }
-            Step::Answered => {
+            Progress::Answered => {
                 self.release(key);
             }
         }
     }
 
     /// Lets held call `key` go.
-    fn release(&mut self, key: usize) -> Held {
+    fn release(&mut self, key: usize) -> HeldCall {
         let held = self.held.remove(key);
         if held.watched {
             let _ = self
@@ -317,7 +317,7 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Watches held call `key`'s socket for `interest`.
-    fn watch(&mut self, key: usize, interest: Interest) -> Step {
+    fn watch(&mut self, key: usize, interest: Interest) -> Progress {
         let held = &mut self.held[key];
         let fd = held.socket.as_raw_fd();
         let registry = self.poll.registry();
@@ -329,9 +329,9 @@ impl<'a> Supervisor<'a> {
         match watched {
             Ok(()) => {
                 held.watched = true;
-                Step::Wait
+                Progress::Wait
             }
-            Err(err) => Step::Done(Answer::Error(errno(&err))),
+            Err(err) => Progress::Done(Response::Error(errno(&err))),
         }
     }
 
@@ -362,25 +362,25 @@ impl<'a> Supervisor<'a> {
     }
 
     /// A send, write or vector write: paid for, then sent by shape.
-    fn send(&mut self, key: usize) -> Step {
+    fn send(&mut self, key: usize) -> Progress {
         let held = &self.held[key];
         let Call::Transfer(transfer) = &held.call else {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         };
         let total = transfer.length();
         if total == 0 {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         }
         let amount = match held.kind {
-            Kind::Datagram => total,
+            SocketKind::Datagram => total,
             _ => total.min(self.chunk(Way::Up)),
         };
         if !self.pay(key, Way::Up, amount) {
-            return Step::Wait;
+            return Progress::Wait;
         }
         let held = &self.held[key];
         let Call::Transfer(transfer) = &held.call else {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         };
         let tid = held.notification.tid;
         let data = gather(tid, &transfer.buffers, amount as usize);
@@ -395,14 +395,14 @@ impl<'a> Supervisor<'a> {
             (Ok(data), Ok(name)) => (data, name),
             (Err(err), _) | (_, Err(err)) => {
                 self.refund(key, Way::Up, 0);
-                return Step::Done(Answer::Error(errno(&err)));
+                return Progress::Done(Response::Error(errno(&err)));
             }
         };
         let flags = transfer.flags;
         if !kernel::still_waiting(self.listener.as_fd(), held.notification.id) {
             // Killed while it waited: what it asked to send goes nowhere.
             self.refund(key, Way::Up, 0);
-            return Step::Answered;
+            return Progress::Answered;
         }
         let sent = kernel::send_to(
             held.socket.as_fd(),
@@ -415,17 +415,17 @@ impl<'a> Supervisor<'a> {
 
     /// The answer to held call `key` that sent `sent` (raising SIGPIPE on
     /// a broken connection if `pipe_signal`), or waits to send again.
-    fn sent(&mut self, key: usize, sent: io::Result<usize>, pipe_signal: bool) -> Step {
+    fn sent(&mut self, key: usize, sent: io::Result<usize>, pipe_signal: bool) -> Progress {
         match sent {
             Ok(n) => {
                 self.refund(key, Way::Up, n as u64);
                 self.ways.passed[Way::Up as usize].add(n as u64);
-                Step::Done(Answer::Value(n as i64))
+                Progress::Done(Response::Value(n as i64))
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
                 if self.held[key].nonblocking {
                     self.refund(key, Way::Up, 0);
-                    return Step::Done(Answer::Error(libc::EAGAIN));
+                    return Progress::Done(Response::Error(libc::EAGAIN));
                 }
                 self.watch(key, Interest::WRITABLE)
             }
@@ -437,34 +437,36 @@ impl<'a> Supervisor<'a> {
                         let _ = kernel::signal_process(pidfd, libc::SIGPIPE);
                     }
                 }
-                Step::Done(Answer::Error(errno(&err)))
+                Progress::Done(Response::Error(errno(&err)))
             }
         }
     }
 
     /// A receive, read or vector read: what is there is peeked, paid for,
-    /// copied to the caller, answered, and only then consumed.
-    fn receive(&mut self, key: usize) -> Step {
+    /// copied to the caller, consumed, and answered.
+    fn receive(&mut self, key: usize) -> Progress {
         let chunk = self.chunk(Way::Down) as usize;
         let held = &mut self.held[key];
         let Call::Transfer(transfer) = &held.call else {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         };
         let flags = transfer.flags;
         if held.peeked.is_none() {
             let room = transfer.length() as usize;
             if room == 0 {
-                return Step::Done(Answer::Continue);
+                return Progress::Done(Response::Continue);
             }
             let peek = libc::MSG_PEEK | libc::MSG_DONTWAIT | (flags & libc::MSG_OOB);
             let (size, peek) = match held.kind {
-                Kind::Datagram => (room.min(MOST_DATAGRAM), peek | libc::MSG_TRUNC),
+                SocketKind::Datagram => (room.min(MOST_DATAGRAM), peek | libc::MSG_TRUNC),
                 _ => (room.min(chunk), peek),
             };
             let mut data = vec![0; size];
             let mut name = [0u8; MOST_NAME];
             match kernel::receive_from(held.socket.as_fd(), &mut data, &mut name, peek) {
-                Ok((0, _)) if held.kind == Kind::Stream => return Step::Done(Answer::Value(0)),
+                Ok((0, _)) if held.kind == SocketKind::Stream => {
+                    return Progress::Done(Response::Value(0));
+                }
                 Ok((n, name_len)) => {
                     data.truncate(n.min(size));
                     held.peeked = Some(Peeked {
@@ -475,34 +477,34 @@ impl<'a> Supervisor<'a> {
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
                     if held.nonblocking {
-                        return Step::Done(Answer::Error(libc::EAGAIN));
+                        return Progress::Done(Response::Error(libc::EAGAIN));
                     }
                     return self.watch(key, Interest::READABLE);
                 }
-                Err(err) => return Step::Done(Answer::Error(errno(&err))),
+                Err(err) => return Progress::Done(Response::Error(errno(&err))),
             }
         }
         let held = &self.held[key];
         let Some(peeked) = &held.peeked else {
-            return Step::Wait;
+            return Progress::Wait;
         };
         let cost = match (flags & libc::MSG_PEEK != 0, held.kind) {
             (true, _) => 0,
-            (false, Kind::Datagram) => peeked.whole,
+            (false, SocketKind::Datagram) => peeked.whole,
             (false, _) => peeked.data.len(),
         };
         if !self.pay(key, Way::Down, cost as u64) {
-            return Step::Wait;
+            return Progress::Wait;
         }
         let held = &self.held[key];
         let (Call::Transfer(transfer), Some(peeked)) = (&held.call, &held.peeked) else {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         };
         let tid = held.notification.tid;
-        let truncated = held.kind == Kind::Datagram && peeked.whole > peeked.data.len();
+        let truncated = held.kind == SocketKind::Datagram && peeked.whole > peeked.data.len();
         if let Err(err) = deliver(tid, transfer, peeked, truncated) {
             self.refund(key, Way::Down, 0);
-            return Step::Done(Answer::Error(errno(&err)));
+            return Progress::Done(Response::Error(errno(&err)));
         }
         let returned = match truncated && flags & libc::MSG_TRUNC != 0 {
             true => peeked.whole,
@@ -512,14 +514,14 @@ impl<'a> Supervisor<'a> {
         if !kernel::still_waiting(self.listener.as_fd(), id) {
             // Killed meanwhile: nothing is taken from the socket.
             self.refund(key, Way::Down, 0);
-            return Step::Answered;
+            return Progress::Answered;
         }
         // Consumed before the answer: once answered, the caller may poll
         // the socket at once, and must not find there what it was given.
         let got = peeked.data.len();
         if flags & libc::MSG_PEEK == 0 {
             let consume = match held.kind {
-                Kind::Datagram => 0,
+                SocketKind::Datagram => 0,
                 _ => got,
             };
             self.scratch.resize(consume.max(self.scratch.len()), 0);
@@ -532,12 +534,12 @@ impl<'a> Supervisor<'a> {
             );
             self.ways.passed[Way::Down as usize].add(got as u64);
         }
-        Step::Done(Answer::Value(returned as i64))
+        Progress::Done(Response::Value(returned as i64))
     }
 
     /// `sendfile` into a socket: the file is read at its offset, sent by
     /// shape, and the offset moved by what was sent.
-    fn send_file(&mut self, key: usize) -> Step {
+    fn send_file(&mut self, key: usize) -> Progress {
         let Call::SendFile {
             from,
             offset_at,
@@ -545,14 +547,14 @@ impl<'a> Supervisor<'a> {
             ..
         } = self.held[key].call
         else {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         };
         if count == 0 {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         }
         let amount = count.min(self.chunk(Way::Up));
         if !self.pay(key, Way::Up, amount) {
-            return Step::Wait;
+            return Progress::Wait;
         }
         let tid = self.held[key].notification.tid;
         let read = self.sockets.take(tid, from).and_then(|file| {
@@ -573,12 +575,12 @@ impl<'a> Supervisor<'a> {
             Ok(read) => read,
             Err(err) => {
                 self.refund(key, Way::Up, 0);
-                return Step::Done(Answer::Error(errno(&err)));
+                return Progress::Done(Response::Error(errno(&err)));
             }
         };
         if data.is_empty() {
             self.refund(key, Way::Up, 0);
-            return Step::Done(Answer::Value(0));
+            return Progress::Done(Response::Value(0));
         }
         let sent = kernel::send_to(
             self.held[key].socket.as_fd(),
@@ -600,9 +602,9 @@ impl<'a> Supervisor<'a> {
 
     /// A call shape cannot carry out itself: paid for (a receive, for
     /// what is waiting), then let through.
-    fn coarse(&mut self, key: usize) -> Step {
+    fn coarse(&mut self, key: usize) -> Progress {
         let Call::Coarse { way, length, .. } = self.held[key].call else {
-            return Step::Done(Answer::Continue);
+            return Progress::Done(Response::Continue);
         };
         let amount = match way {
             Way::Up => length.unwrap_or(0),
@@ -612,10 +614,10 @@ impl<'a> Supervisor<'a> {
             }
         };
         if !self.pay(key, way, amount) {
-            return Step::Wait;
+            return Progress::Wait;
         }
         self.ways.passed[way as usize].add(amount);
-        Step::Done(Answer::Continue)
+        Progress::Done(Response::Continue)
     }
 
     /// Answers EINTR to held calls whose thread has a signal to handle,
@@ -640,7 +642,7 @@ impl<'a> Supervisor<'a> {
             };
             self.refund(key, way, 0);
             let held = self.release(key);
-            self.answer(&held.notification, Answer::Error(libc::EINTR));
+            self.respond(&held.notification, Response::Error(libc::EINTR));
         }
     }
 
