@@ -6,6 +6,7 @@
 //! shares.
 
 use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
+use std::io;
 use std::ops::Deref;
 use std::sync::atomic::AtomicU32;
 
@@ -82,4 +83,26 @@ fn own_filled(limit: Limit, burst: u64, fill: Fill) -> Result<Bucket, InvalidBur
         Cell::Own(Box::new(cell)),
         MonotonicClock,
     ))
+}
+
+/// Calls `wake` whenever `bucket`'s settings change, on a
+/// thread asleep on its generation (a futex, reached from any process).
+pub fn watch_for_changes(
+    bucket: std::sync::Arc<Bucket>,
+    wake: impl Fn() + Send + 'static,
+) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("settings-watch".into())
+        .spawn(move || {
+            let mut seen = bucket.generation();
+            loop {
+                bucket.sleep_until_changed(seen);
+                let now = bucket.generation();
+                if now != seen {
+                    seen = now;
+                    wake();
+                }
+            }
+        })?;
+    Ok(())
 }

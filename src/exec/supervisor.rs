@@ -129,6 +129,18 @@ impl<'a> Supervisor<'a> {
         )?;
         registry.register(&mut SourceFd(&pidfd.as_raw_fd()), CHILD, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(registry, CHANGED)?);
+        // A share's bucket changes in other processes too (a fleet's with
+        // each lease): a thread asleep on each bucket's generation wakes
+        // the loop, which times its held calls anew.
+        for (at, bucket) in ways.buckets.iter().enumerate() {
+            if ways.buckets[..at].iter().any(|b| Arc::ptr_eq(b, bucket)) {
+                continue;
+            }
+            let waker = waker.clone();
+            crate::bucket::watch_for_changes(bucket.clone(), move || {
+                let _ = waker.wake();
+            })?;
+        }
         Ok((
             Supervisor {
                 listener,
@@ -167,9 +179,15 @@ impl<'a> Supervisor<'a> {
             if calls {
                 self.take_calls()?;
             }
+            // Deadlines are timed anew on a change, and whenever poll
+            // timed out: a bucket changed elsewhere without a word (a
+            // share's) is then followed within SIGNAL_LOOK.
+            let timed_out = self.events.is_empty();
             let now = self.now();
             for (key, held) in &self.held {
-                let due = held.wake_at.is_some_and(|t| changed || t <= now);
+                let due = held
+                    .wake_at
+                    .is_some_and(|t| changed || timed_out || t <= now);
                 if due {
                     ready.push(key);
                 }

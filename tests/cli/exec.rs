@@ -19,13 +19,13 @@ use std::time::{Duration, Instant};
 const RATE: f64 = 512.0 * 1024.0;
 
 /// A web server on loopback: GET gives `body`; PUT and POST keep theirs.
-struct Web {
+pub struct Web {
     address: String,
     received: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
 impl Web {
-    fn start(body: Vec<u8>) -> Web {
+    pub fn start(body: Vec<u8>) -> Web {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -39,7 +39,7 @@ impl Web {
         Web { address, received }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://{}/blob", self.address)
     }
 }
@@ -90,7 +90,7 @@ fn serve_one(stream: TcpStream, body: &[u8], kept: &Mutex<Vec<Vec<u8>>>) {
 }
 
 /// Runs `command` to its end, and how long it took.
-fn timed(mut command: Command) -> (Output, Duration) {
+pub fn timed(mut command: Command) -> (Output, Duration) {
     let start = Instant::now();
     let output = command.stdin(Stdio::null()).output().unwrap();
     (output, start.elapsed())
@@ -99,7 +99,7 @@ fn timed(mut command: Command) -> (Output, Duration) {
 /// Checks that `bytes` took `took` at [`RATE`]: no less than the tokens
 /// allow (less the default burst of 100 ms, and a little for the clock),
 /// and not many times more.
-fn at_the_rate(what: &str, bytes: usize, took: Duration) {
+pub fn at_the_rate(what: &str, bytes: usize, took: Duration) {
     let least = (bytes as f64 / RATE - 0.1) * 0.97;
     let most = bytes as f64 / RATE * 2.0 + 5.0;
     let took = took.as_secs_f64();

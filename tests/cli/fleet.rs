@@ -563,3 +563,35 @@ fn a_server_that_is_not_redis_and_a_redis_user_without_rights_are_said_plainly()
     assert_says(&refused.stderr, "NOPERM");
     assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
 }
+
+#[test]
+fn two_execs_on_a_fleet_share_hold_its_total() {
+    if !installed("curl") {
+        return;
+    }
+    let Some(redis) = Redis::start("fleet-exec", &[]) else {
+        return;
+    };
+    let body = random_bytes(1_000_000, 43);
+    let web = crate::exec::Web::start(body.clone());
+    let scratch = Scratch::new("fleet-exec-out");
+    let share = redis.share("downloads");
+    let start = Instant::now();
+    let children: Vec<_> = (0..2)
+        .map(|n| {
+            let mut command = shape(["--share", &share, "--rate", "512KiB", "--exec"]);
+            command
+                .args(["curl", "-sS", "-o"])
+                .arg(scratch.path().join(format!("got.{n}")))
+                .arg(web.url());
+            command.stdin(Stdio::null()).spawn().unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    crate::exec::at_the_rate("two on a fleet's share", 2 * body.len(), start.elapsed());
+    for n in 0..2 {
+        assert!(std::fs::read(scratch.path().join(format!("got.{n}"))).unwrap() == body);
+    }
+}

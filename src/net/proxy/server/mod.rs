@@ -214,7 +214,7 @@ impl<'a> EventLoop<'a> {
         if self.watched.iter().any(|b| Arc::ptr_eq(b, &bucket)) {
             return Ok(());
         }
-        watch_for_changes(bucket.clone(), self.wake_on_change())?;
+        crate::bucket::watch_for_changes(bucket.clone(), self.wake_on_change())?;
         self.watched.push(bucket);
         Ok(())
     }
@@ -498,23 +498,4 @@ impl<'a> EventLoop<'a> {
         let _ = self.poll.registry().deregister(connection.client.source());
         let _ = self.poll.registry().deregister(connection.server.source());
     }
-}
-
-/// Wakes the loop with `wake` whenever `bucket`'s settings change, on a
-/// thread asleep on its generation (a futex, reached from any process).
-fn watch_for_changes(bucket: Arc<Bucket>, wake: impl Fn() + Send + 'static) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name("settings-watch".into())
-        .spawn(move || {
-            let mut seen = bucket.generation();
-            loop {
-                bucket.sleep_until_changed(seen);
-                let now = bucket.generation();
-                if now != seen {
-                    seen = now;
-                    wake();
-                }
-            }
-        })?;
-    Ok(())
 }
