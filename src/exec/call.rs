@@ -164,7 +164,7 @@ pub fn decode(
         libc::SYS_sendmmsg => Call::Coarse {
             fd,
             way: Way::Up,
-            length: None,
+            length: Some(messages_length(read, args[1], args[2])?),
         },
         libc::SYS_recvmmsg => Call::Coarse {
             fd,
@@ -222,6 +222,32 @@ const MSG_IOV: u64 = 16;
 const MSG_IOVLEN: u64 = 24;
 const MSG_CONTROLLEN: u64 = 40;
 const MSG_FLAGS: u64 = 48;
+
+/// The size of `struct mmsghdr` on a 64-bit machine: a `msghdr` and the
+/// length sent, padded.
+const MMSGHDR: u64 = 64;
+
+/// The bytes of the `count` messages of the `mmsghdr` array at `at`
+/// (`sendmmsg`).
+fn messages_length(
+    read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+    at: u64,
+    count: u64,
+) -> io::Result<u64> {
+    let mut length = 0;
+    for n in 0..count.min(MOST_BUFFERS) {
+        let header = at + n * MMSGHDR;
+        let (iov, iov_len) = (
+            read_u64(read, header + MSG_IOV)?,
+            read_u64(read, header + MSG_IOVLEN)?,
+        );
+        length += vector(read, iov, iov_len)?
+            .iter()
+            .map(|&(_, len)| len)
+            .sum::<u64>();
+    }
+    Ok(length)
+}
 
 /// A `sendmsg` or `recvmsg` with the header at `at`.
 fn message(
@@ -399,6 +425,32 @@ mod tests {
                 fd: 4,
                 way: Way::Up,
                 length: Some(30)
+            }
+        );
+    }
+
+    #[test]
+    fn sendmmsg_is_paid_for_every_message() {
+        let mut memory = Memory(Vec::new());
+        let iov = memory.put(&[iovec(0x7000, 10), iovec(0x8000, 20)].concat());
+        let header = |count: u64| {
+            let mut header = vec![0u8; 64];
+            header[16..24].copy_from_slice(&iov.to_ne_bytes());
+            header[24..32].copy_from_slice(&count.to_ne_bytes());
+            header
+        };
+        let messages = memory.put(&[header(2), header(1)].concat());
+        assert_eq!(
+            decode(
+                libc::SYS_sendmmsg,
+                &[4, messages, 2, 0, 0, 0],
+                &mut memory.reader()
+            )
+            .unwrap(),
+            Call::Coarse {
+                fd: 4,
+                way: Way::Up,
+                length: Some(40)
             }
         );
     }

@@ -259,12 +259,26 @@ impl<'a> Supervisor<'a> {
             return self.respond(&notification, Response::Continue);
         };
         let buffer = buffer_for(&self.ways.buckets);
-        let kind = self.sockets.kind(tid, fd, buffer);
+        let (mut fd, mut kind) = (fd, self.sockets.kind(tid, fd, buffer));
+        let mut spliced_in = false;
+        if kind == SocketKind::Unshaped && nr == libc::SYS_splice {
+            // splice out of a socket (into a pipe) is a receive.
+            (fd, spliced_in) = (args[0] as i32, true);
+            kind = self.sockets.kind(tid, fd, buffer);
+        }
         if kind == SocketKind::Unshaped {
             return self.respond(&notification, Response::Continue);
         }
         let mut read = |at, into: &mut [u8]| read_exactly(tid, at, into);
-        let (call, socket) = match call::decode(nr, &args, &mut read) {
+        let decoded = match spliced_in {
+            true => Ok(Call::Coarse {
+                fd,
+                way: Way::Down,
+                length: Some(args[4]),
+            }),
+            false => call::decode(nr, &args, &mut read),
+        };
+        let (call, socket) = match decoded {
             Ok(Call::Other) | Err(_) => return self.respond(&notification, Response::Continue),
             Ok(call) => match self.sockets.take(tid, fd) {
                 Ok(socket) => (call, socket),

@@ -609,3 +609,51 @@ fn rsync_over_ssh_to_a_local_sshd_is_shaped_both_ways() {
     assert!(std::fs::read(&back).unwrap() == body);
     at_the_rate("rsync's download", body.len(), took);
 }
+
+#[test]
+fn splice_out_of_a_socket_and_sendmsg_are_paid_for() {
+    // 200,000 bytes at 100,000 B/s: spliced from a socket into a pipe,
+    // each call paid for what is waiting, then let through.
+    let body = random_bytes(200_000, 44);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let sender = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.write_all(&body).unwrap();
+    });
+    let splice = "import os, socket, sys\n\
+                  s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  r, w = os.pipe()\n\
+                  got = 0\n\
+                  while True:\n\
+                  \x20   n = os.splice(s.fileno(), w, 65536)\n\
+                  \x20   if n == 0: break\n\
+                  \x20   got += len(os.read(r, n))\n\
+                  print(got)";
+    let mut command = shape([
+        "--rate", "100000", "--burst", "10000", "--exec", "python3", "-c", splice, &port,
+    ]);
+    let (output, took) = timed(command);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "200000");
+    assert!(
+        took.as_secs_f64() > 1.7,
+        "200,000 spliced bytes took {took:?}"
+    );
+    sender.join().unwrap();
+
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = receiver.local_addr().unwrap().port().to_string();
+    // 20 datagrams of 1,000 bytes by sendmsg (sendmmsg's reading is
+    // tested beside the code: Python has no call for it).
+    let send = "import socket, sys\n\
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                s.connect(('127.0.0.1', int(sys.argv[1])))\n\
+                for i in range(20): s.sendmsg([b'x' * 1000])";
+    command = shape([
+        "--rate", "10000", "--burst", "1000", "--exec", "python3", "-c", send, &port,
+    ]);
+    let (output, took) = timed(command);
+    assert!(output.status.success(), "{output:?}");
+    assert!(took.as_secs_f64() > 1.7, "20,000 bytes took {took:?}");
+}
