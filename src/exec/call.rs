@@ -30,6 +30,25 @@ pub enum Call {
         way: Way,
         length: Option<u64>,
     },
+    /// `socket` of an IP family: made by shape, placed high.
+    Socket {
+        domain: i32,
+        kind: i32,
+        protocol: i32,
+    },
+    /// `accept` or `accept4` on `fd`: the new socket placed high, its
+    /// peer's address written where the call asks.
+    Accept {
+        fd: i32,
+        name_at: u64,
+        len_at: u64,
+        flags: i32,
+    },
+    /// `dup` or `fcntl(F_DUPFD)` of `fd`: a copy at the lowest free
+    /// descriptor of `least` or more (shape keeps it high).
+    Dup { fd: i32, least: i32, cloexec: bool },
+    /// `dup2` or `dup3` of `fd` to descriptor `to`, as asked.
+    DupTo { fd: i32, to: i32 },
     /// Not a socket call after all (a positioned `preadv2`/`pwritev2`).
     Other,
 }
@@ -73,17 +92,17 @@ pub enum Name {
     },
 }
 
-/// The descriptor a call is on, if it is one shape looks at.
+/// The descriptor a call is on, if it is one shape looks at (`socket`
+/// is on none).
 pub fn descriptor(nr: i64, args: &[u64; 6]) -> Option<i32> {
-    HANDLED.contains(&nr).then_some(match nr {
-        // sendfile and splice: the descriptor written to.
-        libc::SYS_sendfile => args[0] as i32,
-        libc::SYS_splice => args[2] as i32,
-        _ => args[0] as i32,
-    })
+    match nr {
+        libc::SYS_socket => None,
+        // splice: the descriptor written to.
+        libc::SYS_splice => Some(args[2] as i32),
+        _ if super::filter::handed().any(|handed| handed == nr) => Some(args[0] as i32),
+        _ => None,
+    }
 }
-
-const HANDLED: &[i64] = super::filter::HANDED;
 
 /// Reads the call `nr` with `args`, reading the caller's memory (vectors,
 /// message headers, address lengths) with `read`.
@@ -170,6 +189,42 @@ pub fn decode(
             fd,
             way: Way::Down,
             length: None,
+        },
+        libc::SYS_socket => Call::Socket {
+            domain: args[0] as i32,
+            kind: args[1] as i32,
+            protocol: args[2] as i32,
+        },
+        libc::SYS_accept | libc::SYS_accept4 => Call::Accept {
+            fd,
+            name_at: args[1],
+            len_at: args[2],
+            flags: match nr {
+                libc::SYS_accept4 => args[3] as i32,
+                _ => 0,
+            },
+        },
+        libc::SYS_dup => Call::Dup {
+            fd,
+            least: 0,
+            cloexec: false,
+        },
+        libc::SYS_fcntl => match args[1] as i32 {
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => Call::Dup {
+                fd,
+                least: args[2] as i32,
+                cloexec: args[1] as i32 == libc::F_DUPFD_CLOEXEC,
+            },
+            _ => Call::Other,
+        },
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_dup2 => Call::DupTo {
+            fd,
+            to: args[1] as i32,
+        },
+        libc::SYS_dup3 => Call::DupTo {
+            fd,
+            to: args[1] as i32,
         },
         libc::SYS_splice => Call::Coarse {
             fd: args[2] as i32,

@@ -1,31 +1,63 @@
-//! The seccomp filter `--exec` puts on the command: every call that can
-//! move bytes on a socket is handed to shape (which answers at once for
-//! anything that is not an IP socket), io_uring is refused so that
-//! programs fall back to plain calls, calls of another architecture
-//! (32-bit programs) end the process rather than pass unshaped, and
-//! everything else runs untouched. A few BPF instructions from `libc`'s
-//! constants: no libseccomp.
+//! The seccomp filter `--exec` puts on the command. IP sockets are made
+//! (and accepted, and duplicated) by shape and placed at descriptors of
+//! `base` or more, so that the filter can tell them by number: reads and
+//! writes on lower descriptors (files, pipes, the terminal) run untouched
+//! and cost nothing, those on higher ones are handed to shape, as is
+//! every call that exists only for sockets (send, receive, accept).
+//! io_uring is refused so that programs fall back to plain calls; calls
+//! of another architecture (32-bit programs) end the process rather than
+//! pass unshaped. A few BPF instructions from `libc`'s constants: no
+//! libseccomp.
 
 use super::kernel::{jump, statement};
 
-/// The calls handed to shape. On x86-64 and aarch64, `send` and `recv`
-/// are `sendto` and `recvfrom`.
-pub const HANDED: &[i64] = &[
-    libc::SYS_read,
-    libc::SYS_write,
-    libc::SYS_readv,
-    libc::SYS_writev,
-    libc::SYS_preadv2,
-    libc::SYS_pwritev2,
+/// Calls that exist only for sockets: always handed to shape.
+const SOCKET_CALLS: &[i64] = &[
     libc::SYS_sendto,
     libc::SYS_recvfrom,
     libc::SYS_sendmsg,
     libc::SYS_recvmsg,
     libc::SYS_sendmmsg,
     libc::SYS_recvmmsg,
-    libc::SYS_sendfile,
-    libc::SYS_splice,
+    libc::SYS_accept,
+    libc::SYS_accept4,
 ];
+
+/// Calls on any descriptor: handed to shape when it is `base` or more.
+#[cfg(target_arch = "x86_64")]
+const ON_A_DESCRIPTOR: &[i64] = &[
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_preadv2,
+    libc::SYS_pwritev2,
+    libc::SYS_sendfile,
+    libc::SYS_dup,
+    libc::SYS_dup2,
+    libc::SYS_dup3,
+];
+#[cfg(target_arch = "aarch64")]
+const ON_A_DESCRIPTOR: &[i64] = &[
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_preadv2,
+    libc::SYS_pwritev2,
+    libc::SYS_sendfile,
+    libc::SYS_dup,
+    libc::SYS_dup3,
+];
+
+/// Every call the filter may hand to shape.
+pub fn handed() -> impl Iterator<Item = i64> {
+    SOCKET_CALLS.iter().chain(ON_A_DESCRIPTOR).copied().chain([
+        libc::SYS_splice,
+        libc::SYS_fcntl,
+        libc::SYS_socket,
+    ])
+}
 
 /// This machine's architecture, as seccomp names it.
 #[cfg(target_arch = "x86_64")]
@@ -40,37 +72,88 @@ const X32_BIT: u32 = 0x4000_0000;
 #[cfg(target_arch = "aarch64")]
 const X32_BIT: u32 = u32::MAX;
 
-/// Offsets in `struct seccomp_data`.
+/// Offsets in `struct seccomp_data`: the call's number, the
+/// architecture, and the low half of each argument (little-endian).
 const NR: u32 = 0;
 const ARCH_AT: u32 = 4;
+const fn arg(n: u32) -> u32 {
+    16 + 8 * n
+}
 
-/// The filter's program.
-pub fn program() -> Vec<libc::sock_filter> {
-    let ld = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
-    let jeq = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
-    let jge = libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K;
-    let ret = libc::BPF_RET | libc::BPF_K;
+const LD: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+const JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
+const JGE: u32 = libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K;
+const RET: u32 = libc::BPF_RET | libc::BPF_K;
+
+/// The filter's program, for sockets placed at `base` or more.
+pub fn program(base: u32) -> Vec<libc::sock_filter> {
+    let notify = statement(RET, libc::SECCOMP_RET_USER_NOTIF);
+    let allow = statement(RET, libc::SECCOMP_RET_ALLOW);
     let mut program = vec![
-        statement(ld, ARCH_AT),
-        jump(jeq, ARCH, 1, 0),
-        statement(ret, libc::SECCOMP_RET_KILL_PROCESS),
-        statement(ld, NR),
-        jump(jge, X32_BIT, 0, 1),
-        statement(ret, libc::SECCOMP_RET_KILL_PROCESS),
-        jump(jeq, libc::SYS_io_uring_setup as u32, 0, 1),
-        statement(
-            ret,
-            libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
-        ),
+        statement(LD, ARCH_AT),
+        jump(JEQ, ARCH, 1, 0),
+        statement(RET, libc::SECCOMP_RET_KILL_PROCESS),
+        statement(LD, NR),
+        jump(JGE, X32_BIT, 0, 1),
+        statement(RET, libc::SECCOMP_RET_KILL_PROCESS),
     ];
-    // Each handed call jumps to the last instruction but one, USER_NOTIF.
-    let count = HANDED.len();
-    for (at, &nr) in HANDED.iter().enumerate() {
-        let to_notify = (count - at) as u8;
-        program.push(jump(jeq, nr as u32, to_notify, 0));
+    // Each rule: if the number matches, a block that returns; else past it.
+    let mut rule = |nr: i64, block: Vec<libc::sock_filter>| {
+        program.push(jump(JEQ, nr as u32, 0, block.len() as u8));
+        program.extend(block);
+    };
+    rule(
+        libc::SYS_io_uring_setup,
+        vec![statement(
+            RET,
+            libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
+        )],
+    );
+    for &nr in SOCKET_CALLS {
+        rule(nr, vec![notify]);
     }
-    program.push(statement(ret, libc::SECCOMP_RET_ALLOW));
-    program.push(statement(ret, libc::SECCOMP_RET_USER_NOTIF));
+    // The descriptor in argument 0 is `base` or more.
+    let high = vec![statement(LD, arg(0)), jump(JGE, base, 0, 1), notify, allow];
+    for &nr in ON_A_DESCRIPTOR {
+        rule(nr, high.clone());
+    }
+    // splice: from (argument 0) or to (argument 2) a high descriptor.
+    rule(
+        libc::SYS_splice,
+        vec![
+            statement(LD, arg(0)),
+            jump(JGE, base, 2, 0),
+            statement(LD, arg(2)),
+            jump(JGE, base, 0, 1),
+            notify,
+            allow,
+        ],
+    );
+    // fcntl's F_DUPFD and F_DUPFD_CLOEXEC of a high descriptor.
+    rule(
+        libc::SYS_fcntl,
+        vec![
+            statement(LD, arg(0)),
+            jump(JGE, base, 0, 4),
+            statement(LD, arg(1)),
+            jump(JEQ, libc::F_DUPFD as u32, 1, 0),
+            jump(JEQ, libc::F_DUPFD_CLOEXEC as u32, 0, 1),
+            notify,
+            allow,
+        ],
+    );
+    // socket() of an IP family, which shape makes.
+    rule(
+        libc::SYS_socket,
+        vec![
+            statement(LD, arg(0)),
+            jump(JEQ, libc::AF_INET as u32, 1, 0),
+            jump(JEQ, libc::AF_INET6 as u32, 0, 1),
+            notify,
+            allow,
+        ],
+    );
+    program.push(allow);
     program
 }
 
@@ -79,7 +162,7 @@ mod tests {
     use super::*;
 
     /// Runs `program` on a call, as the kernel's BPF would.
-    fn run(program: &[libc::sock_filter], arch: u32, nr: u32) -> u32 {
+    fn run(program: &[libc::sock_filter], arch: u32, nr: i64, args: [u32; 6]) -> u32 {
         let mut pc = 0;
         let mut a = 0u32;
         loop {
@@ -88,9 +171,9 @@ mod tests {
             match code & 0x07 {
                 0x00 => {
                     a = match ins.k {
-                        NR => nr,
+                        NR => nr as u32,
                         ARCH_AT => arch,
-                        other => panic!("loads offset {other}"),
+                        at => args[((at - 16) / 8) as usize],
                     };
                     pc += 1;
                 }
@@ -108,30 +191,57 @@ mod tests {
         }
     }
 
+    const NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
+    const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+
     #[test]
-    fn socket_calls_are_handed_to_shape_and_the_rest_run() {
-        let program = program();
-        for &nr in HANDED {
-            assert_eq!(
-                run(&program, ARCH, nr as u32),
-                libc::SECCOMP_RET_USER_NOTIF,
-                "{nr}"
-            );
+    fn high_descriptors_and_socket_calls_are_handed_to_shape_and_the_rest_run() {
+        let program = program(512);
+        let on = |nr, args| run(&program, ARCH, nr, args);
+        for &nr in SOCKET_CALLS {
+            assert_eq!(on(nr, [3, 0, 0, 0, 0, 0]), NOTIFY, "{nr}");
         }
+        for &nr in ON_A_DESCRIPTOR {
+            assert_eq!(on(nr, [512, 0, 0, 0, 0, 0]), NOTIFY, "{nr}");
+            assert_eq!(on(nr, [511, 0, 0, 0, 0, 0]), ALLOW, "{nr}");
+            assert_eq!(on(nr, [1, 0, 0, 0, 0, 0]), ALLOW, "{nr}");
+        }
+        assert_eq!(on(libc::SYS_splice, [600, 0, 4, 0, 0, 0]), NOTIFY);
+        assert_eq!(on(libc::SYS_splice, [4, 0, 600, 0, 0, 0]), NOTIFY);
+        assert_eq!(on(libc::SYS_splice, [4, 0, 5, 0, 0, 0]), ALLOW);
+        let dupfd = libc::F_DUPFD as u32;
+        let cloexec = libc::F_DUPFD_CLOEXEC as u32;
+        assert_eq!(on(libc::SYS_fcntl, [600, dupfd, 0, 0, 0, 0]), NOTIFY);
+        assert_eq!(on(libc::SYS_fcntl, [600, cloexec, 0, 0, 0, 0]), NOTIFY);
+        assert_eq!(
+            on(libc::SYS_fcntl, [600, libc::F_GETFL as u32, 0, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(on(libc::SYS_fcntl, [5, dupfd, 0, 0, 0, 0]), ALLOW);
+        let inet = libc::AF_INET as u32;
+        assert_eq!(on(libc::SYS_socket, [inet, 1, 0, 0, 0, 0]), NOTIFY);
+        assert_eq!(
+            on(libc::SYS_socket, [libc::AF_INET6 as u32, 2, 0, 0, 0, 0]),
+            NOTIFY
+        );
+        assert_eq!(
+            on(libc::SYS_socket, [libc::AF_UNIX as u32, 1, 0, 0, 0, 0]),
+            ALLOW
+        );
         for nr in [
             libc::SYS_openat,
             libc::SYS_close,
             libc::SYS_execve,
             libc::SYS_connect,
         ] {
-            assert_eq!(run(&program, ARCH, nr as u32), libc::SECCOMP_RET_ALLOW);
+            assert_eq!(on(nr, [600, 0, 0, 0, 0, 0]), ALLOW);
         }
         assert_eq!(
-            run(&program, ARCH, libc::SYS_io_uring_setup as u32),
+            on(libc::SYS_io_uring_setup, [0; 6]),
             libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
         );
         assert_eq!(
-            run(&program, 0x4000_0003, libc::SYS_write as u32),
+            run(&program, 0x4000_0003, libc::SYS_write, [0; 6]),
             libc::SECCOMP_RET_KILL_PROCESS
         );
     }

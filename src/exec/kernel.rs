@@ -511,3 +511,74 @@ pub fn receive_from(
     }
     Ok((n as usize, message.msg_namelen as usize))
 }
+
+/// Puts a copy of `fd` into the process of call `id`, at descriptor `at`
+/// if given (which must be free), else at its lowest free one, closed on
+/// exec if `cloexec`, and answers the call with its number (Linux 5.14).
+pub fn place(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    at: Option<u32>,
+    cloexec: bool,
+) -> io::Result<i32> {
+    let mut flags = libc::SECCOMP_ADDFD_FLAG_SEND as u32;
+    if at.is_some() {
+        flags |= libc::SECCOMP_ADDFD_FLAG_SETFD as u32;
+    }
+    let mut addfd = libc::seccomp_notif_addfd {
+        id,
+        flags,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: at.unwrap_or(0),
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_addfd.
+    let placed = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &mut addfd as *mut libc::seccomp_notif_addfd,
+        )
+    };
+    if placed < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(placed)
+}
+
+/// A new socket, as `socket(domain, kind, protocol)` makes it.
+pub fn socket(domain: i32, kind: i32, protocol: i32) -> io::Result<OwnedFd> {
+    // SAFETY: socket returns a new descriptor or -1.
+    let fd = unsafe { libc::socket(domain, kind, protocol) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A connection accepted on `listener` (which must not block: see the
+/// caller) with `accept4`'s `flags`, and its peer's address into `name`,
+/// whose length is returned.
+pub fn accept(
+    listener: BorrowedFd<'_>,
+    name: &mut [u8],
+    flags: i32,
+) -> io::Result<(OwnedFd, usize)> {
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: `name` is ours, of the length given.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            name.as_mut_ptr().cast(),
+            &mut len,
+            flags,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by no one else.
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, len as usize))
+}

@@ -53,6 +53,8 @@ impl NotRun {
 pub struct Started {
     pid: i32,
     spawned: kernel::Spawned,
+    /// The least descriptor of its IP sockets.
+    base: u32,
 }
 
 impl Started {
@@ -87,7 +89,8 @@ pub fn start(command: &[OsString]) -> Result<Started, NotRun> {
             c(&pair)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let spawned = kernel::spawn(&path, &argv, &envp, &filter::program()).map_err(|failed| {
+    let base = base();
+    let spawned = kernel::spawn(&path, &argv, &envp, &filter::program(base)).map_err(|failed| {
         NotRun::Unsupported {
             step: failed.step,
             err: failed.err,
@@ -96,7 +99,18 @@ pub fn start(command: &[OsString]) -> Result<Started, NotRun> {
     Ok(Started {
         pid: spawned.pid,
         spawned,
+        base,
     })
+}
+
+/// The least descriptor of the command's IP sockets: 512, or half the
+/// limit of open files if that is less, so that sockets fit below the
+/// limit and below 1024 (for programs that use select).
+fn base() -> u32 {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    (limit / 2).clamp(16, 512) as u32
 }
 
 /// Answers the started command's socket calls, paying from `ways`, until
@@ -108,6 +122,7 @@ pub fn supervise(
     ways: &Ways,
     on_change: impl FnOnce(Box<dyn Fn() + Send>),
     shown: &str,
+    say: Box<dyn Fn(&str)>,
 ) -> io::Result<Result<Ended, NotRun>> {
     let kernel::Spawned {
         pid,
@@ -115,7 +130,8 @@ pub fn supervise(
         listener,
         exec_failed,
     } = started.spawned;
-    let (mut supervisor, waker) = supervisor::Supervisor::new(listener, pid, pidfd, ways)?;
+    let (mut supervisor, waker) =
+        supervisor::Supervisor::new(listener, (pid, pidfd), started.base, ways, say)?;
     on_change(Box::new(move || {
         let _ = waker.wake();
     }));

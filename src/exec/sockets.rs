@@ -69,6 +69,24 @@ impl Sockets {
         kind
     }
 
+    /// Takes note of `socket`, made or accepted by shape for the command,
+    /// and gives it buffers of `buffer` bytes each way, if given.
+    pub fn adopt(&mut self, socket: BorrowedFd<'_>, buffer: Option<usize>) -> SocketKind {
+        let kind = socket_kind(socket);
+        if let (Some(bytes), true) = (buffer, kind != SocketKind::Unshaped) {
+            let _ = sockopt::set_socket_send_buffer_size(socket, bytes);
+            let _ = sockopt::set_socket_recv_buffer_size(socket, bytes);
+        }
+        if let Ok(stat) = rustix::fs::fstat(socket) {
+            if self.kinds.len() >= MOST_REMEMBERED {
+                self.kinds.clear();
+            }
+            self.kinds
+                .insert((stat.st_dev, stat.st_ino), (kind, buffer));
+        }
+        kind
+    }
+
     /// A copy of descriptor `fd` of thread `tid`'s process.
     pub fn take(&mut self, tid: u32, fd: i32) -> io::Result<OwnedFd> {
         let taken = take_descriptor(self.pidfd(tid)?, fd);
@@ -105,7 +123,7 @@ fn resize(sized: Option<usize>, wanted: Option<usize>) -> bool {
 }
 
 /// What `socket` is: an IP socket's kind, else unshaped.
-fn socket_kind(socket: BorrowedFd<'_>) -> SocketKind {
+pub fn socket_kind(socket: BorrowedFd<'_>) -> SocketKind {
     let ip = matches!(
         sockopt::socket_domain(socket),
         Ok(AddressFamily::INET | AddressFamily::INET6)

@@ -23,8 +23,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use rustix::event::{PollFd, PollFlags};
 use shape_bucket::{Clock, Limit, Reservation};
 use slab::Slab;
+use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,6 +108,14 @@ pub struct Supervisor<'a> {
     scratch: Vec<u8>,
     /// When held calls were last looked at for signals.
     signals_looked: u64,
+    /// The least descriptor of the command's IP sockets.
+    base: u32,
+    /// Says a line (not with -q).
+    say: Box<dyn Fn(&str)>,
+    /// What was said already, said once.
+    said: HashSet<&'static str>,
+    /// This process's network namespace.
+    own_net: Option<u64>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -115,9 +124,10 @@ impl<'a> Supervisor<'a> {
     /// to call when the buckets' settings change.
     pub fn new(
         listener: OwnedFd,
-        pid: i32,
-        pidfd: OwnedFd,
+        (pid, pidfd): (i32, OwnedFd),
+        base: u32,
         ways: &'a Ways,
+        say: Box<dyn Fn(&str)>,
     ) -> io::Result<(Supervisor<'a>, Arc<Waker>)> {
         kernel::wake_on_one_cpu(listener.as_fd());
         let poll = Poll::new()?;
@@ -141,6 +151,19 @@ impl<'a> Supervisor<'a> {
                 let _ = waker.wake();
             })?;
         }
+        let inherited = [
+            rustix::stdio::stdin(),
+            rustix::stdio::stdout(),
+            rustix::stdio::stderr(),
+        ]
+        .into_iter()
+        .position(is_ip_socket);
+        if let Some(fd) = inherited {
+            say(&format!(
+                "shape: the command's descriptor {fd} is an IP socket it was given: its reads \
+                 and writes there are not shaped (its sends and receives are)"
+            ));
+        }
         Ok((
             Supervisor {
                 listener,
@@ -152,6 +175,10 @@ impl<'a> Supervisor<'a> {
                 held: Slab::new(),
                 scratch: Vec::new(),
                 signals_looked: 0,
+                base,
+                say,
+                said: HashSet::new(),
+                own_net: net_namespace("self"),
             },
             waker,
         ))
@@ -255,6 +282,9 @@ impl<'a> Supervisor<'a> {
     /// step.
     fn take(&mut self, notification: Notification) {
         let Notification { tid, nr, args, .. } = notification;
+        if nr == libc::SYS_socket {
+            return self.make_socket(&notification);
+        }
         let Some(fd) = call::descriptor(nr, &args) else {
             return self.respond(&notification, Response::Continue);
         };
@@ -280,11 +310,28 @@ impl<'a> Supervisor<'a> {
         };
         let (call, socket) = match decoded {
             Ok(Call::Other) | Err(_) => return self.respond(&notification, Response::Continue),
+            Ok(Call::DupTo { to, .. }) => {
+                if to < self.base as i32 {
+                    self.say_once(
+                        "moved",
+                        &format!(
+                            "shape: a process of the command moved a socket to descriptor {to}: \
+                             its reads and writes there are not shaped (its sends and \
+                             receives are)"
+                        ),
+                    );
+                }
+                return self.respond(&notification, Response::Continue);
+            }
             Ok(call) => match self.sockets.take(tid, fd) {
                 Ok(socket) => (call, socket),
                 Err(_) => return self.respond(&notification, Response::Continue),
             },
         };
+        if let Call::Dup { least, cloexec, .. } = call {
+            let least = (least.max(0) as u32).max(self.base);
+            return self.place_socket(&notification, socket, least, cloexec);
+        }
         let flags = match &call {
             Call::Transfer(transfer) => transfer.flags,
             _ => 0,
@@ -322,7 +369,10 @@ impl<'a> Supervisor<'a> {
             Call::Transfer(_) => self.receive(key),
             Call::SendFile { .. } => self.send_file(key),
             Call::Coarse { .. } => self.coarse(key),
-            Call::Other => Progress::Done(Response::Continue),
+            Call::Accept { .. } => self.accept(key),
+            Call::Socket { .. } | Call::Dup { .. } | Call::DupTo { .. } | Call::Other => {
+                Progress::Done(Response::Continue)
+            }
         };
         match step {
             Progress::Wait => {}
@@ -652,6 +702,132 @@ impl<'a> Supervisor<'a> {
         Progress::Done(Response::Continue)
     }
 
+    /// Says `line` once per run for `what`.
+    fn say_once(&mut self, what: &'static str, line: &str) {
+        if self.said.insert(what) {
+            (self.say)(line);
+        }
+    }
+
+    /// Makes the IP socket a `socket` call asks for and places it high,
+    /// where the filter hands its reads and writes to shape; in another
+    /// network namespace, the kernel makes it, and only its sends and
+    /// receives are shaped.
+    fn make_socket(&mut self, notification: &Notification) {
+        let Notification { tid, args, .. } = *notification;
+        if self.own_net.is_none() || net_namespace(&tid.to_string()) != self.own_net {
+            self.say_once(
+                "namespace",
+                "shape: a process of the command made a socket in another network namespace: \
+                 its reads and writes are not shaped (its sends and receives are)",
+            );
+            return self.respond(notification, Response::Continue);
+        }
+        let (domain, kind, protocol) = (args[0] as i32, args[1] as i32, args[2] as i32);
+        match kernel::socket(domain, kind, protocol) {
+            Ok(socket) => {
+                let cloexec = kind & libc::SOCK_CLOEXEC != 0;
+                self.place_socket(notification, socket, self.base, cloexec);
+            }
+            Err(err) => self.respond(notification, Response::Error(errno(&err))),
+        }
+    }
+
+    /// Gives `socket` to the caller of `notification` at its lowest free
+    /// descriptor of `least` or more, and answers with it; where its limit
+    /// of open files leaves no room there, at its lowest free one, said
+    /// once.
+    fn place_socket(
+        &mut self,
+        notification: &Notification,
+        socket: OwnedFd,
+        least: u32,
+        cloexec: bool,
+    ) {
+        let buffer = buffer_for(&self.ways.buckets);
+        self.sockets.adopt(socket.as_fd(), buffer);
+        let listener = self.listener.as_fd();
+        let id = notification.id;
+        let at = free_descriptor(notification.tid, least);
+        let placed = at
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EMFILE))
+            .and_then(|at| kernel::place(listener, id, socket.as_fd(), Some(at), cloexec));
+        match placed {
+            Ok(_) => {}
+            // Killed meanwhile.
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(_) => {
+                let low = kernel::place(listener, id, socket.as_fd(), None, cloexec);
+                match low {
+                    Ok(fd) => self.say_once(
+                        "limit",
+                        &format!(
+                            "shape: a process of the command has no room for sockets at \
+                             descriptor {least} or above (its limit of open files): its socket \
+                             at {fd} is shaped only in its sends and receives, not its reads and \
+                             writes; raise the limit (ulimit -n)"
+                        ),
+                    ),
+                    Err(err) => self.respond(notification, Response::Error(errno(&err))),
+                }
+            }
+        }
+    }
+
+    /// An `accept`: the connection is accepted by shape, which never
+    /// waits in the call (the listener is made non-blocking for it if it
+    /// is not), and placed high; a caller that would block waits held.
+    fn accept(&mut self, key: usize) -> Progress {
+        let held = &self.held[key];
+        let Call::Accept {
+            name_at,
+            len_at,
+            flags,
+            ..
+        } = held.call
+        else {
+            return Progress::Done(Response::Continue);
+        };
+        let listener = held.socket.as_fd();
+        let status = rustix::fs::fcntl_getfl(listener).unwrap_or(rustix::fs::OFlags::NONBLOCK);
+        let blocking = !status.contains(rustix::fs::OFlags::NONBLOCK);
+        if blocking {
+            let _ = rustix::fs::fcntl_setfl(listener, status | rustix::fs::OFlags::NONBLOCK);
+        }
+        let mut name = [0u8; MOST_NAME];
+        let accepted = kernel::accept(listener, &mut name, flags);
+        if blocking {
+            let _ = rustix::fs::fcntl_setfl(listener, status);
+        }
+        match accepted {
+            Ok((connection, name_len)) => {
+                let tid = held.notification.tid;
+                if name_at != 0 && len_at != 0 {
+                    let mut room = [0u8; 4];
+                    let written = read_exactly(tid, len_at, &mut room).and_then(|()| {
+                        let fits = name_len.min(u32::from_ne_bytes(room) as usize);
+                        write_exactly(tid, name_at, &name[..fits])?;
+                        write_exactly(tid, len_at, &(name_len as u32).to_ne_bytes())
+                    });
+                    if let Err(err) = written {
+                        return Progress::Done(Response::Error(errno(&err)));
+                    }
+                }
+                let notification = held.notification;
+                let cloexec = flags & libc::SOCK_CLOEXEC != 0;
+                self.place_socket(&notification, connection, self.base, cloexec);
+                Progress::Answered
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if held.nonblocking {
+                    return Progress::Done(Response::Error(libc::EAGAIN));
+                }
+                self.watch(key, Interest::READABLE)
+            }
+            Err(err) => Progress::Done(Response::Error(errno(&err))),
+        }
+    }
+
     /// Answers EINTR to held calls whose thread has a signal to handle,
     /// as the kernel would end a blocking call, so that the command's
     /// handlers (Ctrl-C in Python, say) run.
@@ -776,6 +952,28 @@ fn deliver(tid: u32, transfer: &Transfer, peeked: &Peeked, truncated: bool) -> i
         write_exactly(tid, at, &flags.to_ne_bytes())?;
     }
     Ok(())
+}
+
+/// The lowest descriptor of `least` or more that thread `tid`'s process
+/// has free, if its table can be read.
+fn free_descriptor(tid: u32, least: u32) -> Option<u32> {
+    let open: HashSet<u32> = std::fs::read_dir(format!("/proc/{tid}/fd"))
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    (least..).find(|fd| !open.contains(fd))
+}
+
+/// The network namespace of process `pid` ("self" for this one).
+fn net_namespace(pid: &str) -> Option<u64> {
+    rustix::fs::stat(format!("/proc/{pid}/ns/net"))
+        .ok()
+        .map(|stat| stat.st_ino)
+}
+
+/// Whether `fd` of this process is an IP socket.
+pub fn is_ip_socket(fd: BorrowedFd<'_>) -> bool {
+    super::sockets::socket_kind(fd) != SocketKind::Unshaped
 }
 
 /// Whether thread `tid` has a pending signal that it neither blocks nor

@@ -79,7 +79,14 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         passed: [passed_up, passed_down],
     };
     let on_change = |notify| adjuster.on_change(notify);
-    let ended = exec::supervise(started, &ways, on_change, &shown)?;
+    let say: Box<dyn Fn(&str)> = match cli.quiet {
+        true => Box::new(|_: &str| {}),
+        false => {
+            let printer = printer.clone();
+            Box::new(move |line: &str| printer.line(line))
+        }
+    };
+    let ended = exec::supervise(started, &ways, on_change, &shown, say)?;
     drop(member);
     let Ended { code, outlived } = match ended {
         Ok(ended) => ended,
