@@ -86,7 +86,7 @@ _shape() {
                     return 0
                     ;;
                 --exec)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -c "${cur}"))
                     return 0
                     ;;
                 --serve)

@@ -32,8 +32,19 @@ fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
             return Ok(());
         }
     };
-    clap_complete::generate(shell, &mut command(), "shape", out);
-    Ok(())
+    if shell != Shell::Bash {
+        clap_complete::generate(shell, &mut command(), "shape", out);
+        return Ok(());
+    }
+    // clap's bash script completes every value hint as a file; --exec's
+    // value is a command, as bash's own `compgen -c` completes it.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command(), "shape", &mut script);
+    let script = String::from_utf8_lossy(&script).replace(
+        "                --exec)\n                    COMPREPLY=($(compgen -f \"${cur}\"))",
+        "                --exec)\n                    COMPREPLY=($(compgen -c \"${cur}\"))",
+    );
+    out.write_all(script.as_bytes())
 }
 
 fn write_man(out: &mut dyn Write) -> io::Result<()> {
@@ -308,6 +319,12 @@ With \fB\-\-exec\fR, the command's own status.
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bash_completes_a_command_after_exec() {
+        let script = String::from_utf8(render(Generated::Bash)).unwrap();
+        assert!(script.contains("--exec)\n                    COMPREPLY=($(compgen -c"));
+    }
 
     #[test]
     fn the_man_page_has_the_hand_written_sections() {
