@@ -417,16 +417,18 @@ impl<'a> Supervisor<'a> {
         }
     }
 
-    /// Reserves `amount` tokens of `way` for held call `key` (once), and
-    /// says whether they are covered; if not, when they will be is noted.
-    fn pay(&mut self, key: usize, way: Way, amount: u64) -> bool {
+    /// Reserves `amount` tokens of `way` for held call `key` (once: a
+    /// call that waits keeps what it first reserved, though the rate and
+    /// so the chunk change), and returns how many are reserved once they
+    /// are covered; until then, when they will be is noted.
+    fn pay(&mut self, key: usize, way: Way, amount: u64) -> Option<u64> {
         let bucket = &self.ways.buckets[way as usize];
         let held = &mut self.held[key];
-        let (reservation, _) = held
+        let (reservation, reserved) = held
             .paid
             .get_or_insert_with(|| (bucket.reserve(amount), amount));
         held.wake_at = bucket.deadline(reservation);
-        held.wake_at.is_none()
+        held.wake_at.is_none().then_some(*reserved)
     }
 
     /// Returns what held call `key` reserved beyond `used`.
@@ -457,9 +459,9 @@ impl<'a> Supervisor<'a> {
             SocketKind::Datagram => total,
             _ => total.min(self.chunk(Way::Up)),
         };
-        if !self.pay(key, Way::Up, amount) {
+        let Some(amount) = self.pay(key, Way::Up, amount) else {
             return Progress::Wait;
-        }
+        };
         let held = &self.held[key];
         let Call::Transfer(transfer) = &held.call else {
             return Progress::Done(Response::Continue);
@@ -575,7 +577,7 @@ impl<'a> Supervisor<'a> {
             (false, SocketKind::Datagram) => peeked.whole,
             (false, _) => peeked.data.len(),
         };
-        if !self.pay(key, Way::Down, cost as u64) {
+        if self.pay(key, Way::Down, cost as u64).is_none() {
             return Progress::Wait;
         }
         let held = &self.held[key];
@@ -634,10 +636,9 @@ impl<'a> Supervisor<'a> {
         if count == 0 {
             return Progress::Done(Response::Continue);
         }
-        let amount = count.min(self.chunk(Way::Up));
-        if !self.pay(key, Way::Up, amount) {
+        let Some(amount) = self.pay(key, Way::Up, count.min(self.chunk(Way::Up))) else {
             return Progress::Wait;
-        }
+        };
         let tid = self.held[key].notification.tid;
         let read = self.sockets.take(tid, from).and_then(|file| {
             let offset = match offset_at {
@@ -695,9 +696,9 @@ impl<'a> Supervisor<'a> {
                 length.map_or(waiting, |length| length.min(waiting))
             }
         };
-        if !self.pay(key, way, amount) {
+        let Some(amount) = self.pay(key, way, amount) else {
             return Progress::Wait;
-        }
+        };
         self.ways.passed[way as usize].add(amount);
         Progress::Done(Response::Continue)
     }
