@@ -722,3 +722,63 @@ fn a_socket_moved_to_standard_input_is_said_to_be_unshaped_there() {
         "{stderr}"
     );
 }
+
+/// Runs `shape ARGS` with `call` (a system call's number) refused with
+/// EPERM by a seccomp filter of the test's own, put on shape before it
+/// starts (as a container's profile would), through Python's ctypes.
+fn shape_without(call: i64, args: &[&str]) -> Output {
+    let refuse = "import ctypes, os, struct, sys\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  call = int(sys.argv[1])\n\
+                  ld, jeq, ret = 0x20, 0x15, 0x06\n\
+                  program = struct.pack('HBBI', ld, 0, 0, 0)\n\
+                  program += struct.pack('HBBI', jeq, 0, 1, call)\n\
+                  program += struct.pack('HBBI', ret, 0, 0, 0x00050000 | 1)\n\
+                  program += struct.pack('HBBI', ret, 0, 0, 0x7fff0000)\n\
+                  buffer = ctypes.create_string_buffer(program)\n\
+                  fprog = struct.pack('HxxxxxxQ', 4, ctypes.addressof(buffer))\n\
+                  fbuffer = ctypes.create_string_buffer(fprog)\n\
+                  assert libc.prctl(38, 1, 0, 0, 0) == 0\n\
+                  assert libc.syscall(int(sys.argv[2]), 1, 0, fbuffer) == 0, ctypes.get_errno()\n\
+                  os.execv(sys.argv[3], sys.argv[3:])";
+    let seccomp = libc::SYS_seccomp.to_string();
+    let mut command = Command::new("python3");
+    command
+        .args([
+            "-c",
+            refuse,
+            &call.to_string(),
+            &seccomp,
+            env!("CARGO_BIN_EXE_shape"),
+        ])
+        .args(args);
+    command.stdin(Stdio::null()).output().unwrap()
+}
+
+#[test]
+fn where_the_kernel_refuses_what_exec_needs_shape_says_so_and_runs_nothing() {
+    let scratch = Scratch::new("exec-refused");
+    let ran = scratch.path().join("ran");
+    let touch = format!("touch '{}'", ran.display());
+    for (call, step) in [
+        (
+            libc::SYS_pidfd_getfd,
+            "pidfd_getfd failed: Operation not permitted",
+        ),
+        (
+            libc::SYS_seccomp,
+            "seccomp(SECCOMP_SET_MODE_FILTER) failed: Operation not permitted",
+        ),
+    ] {
+        let output = shape_without(call, &["--exec", "sh", "-c", &touch]);
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("--exec needs seccomp user notification"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(step), "{stderr}");
+        assert!(!ran.exists(), "the command ran unshaped");
+    }
+}
