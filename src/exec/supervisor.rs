@@ -993,3 +993,50 @@ fn has_signal_to_handle(tid: u32) -> bool {
     let pending = mask("SigPnd:") | mask("ShdPnd:");
     pending & !mask("SigBlk:") & mask("SigCgt:") != 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(limit: Limit) -> Arc<Bucket> {
+        Arc::new(crate::bucket::own(limit, 1 << 20).unwrap())
+    }
+
+    #[test]
+    fn buffers_hold_a_tenth_of_a_second_of_the_slower_way_within_bounds() {
+        let rate = |bytes| Limit::per_second(bytes);
+        assert_eq!(
+            buffer_for(&[bucket(rate(1 << 20)), bucket(rate(10 << 20))]),
+            Some(104_857)
+        );
+        assert_eq!(
+            buffer_for(&[bucket(Limit::Unlimited), bucket(rate(10 << 20))]),
+            Some(1_048_576)
+        );
+        // Never below 16 KiB, nor above 64 MiB.
+        assert_eq!(
+            buffer_for(&[bucket(rate(1000)), bucket(rate(1000))]),
+            Some(16 * 1024)
+        );
+        assert_eq!(
+            buffer_for(&[bucket(rate(1 << 40)), bucket(Limit::Unlimited)]),
+            Some(64 << 20)
+        );
+        assert_eq!(
+            buffer_for(&[bucket(Limit::Unlimited), bucket(Limit::Unlimited)]),
+            None
+        );
+    }
+
+    #[test]
+    fn the_lowest_free_descriptor_at_or_above_the_base_is_found() {
+        let tid = std::process::id();
+        let held: Vec<std::fs::File> = (0..3)
+            .map(|_| std::fs::File::open("/dev/null").unwrap())
+            .collect();
+        let taken: Vec<u32> = held.iter().map(|f| f.as_raw_fd() as u32).collect();
+        let least = taken[0];
+        let free = free_descriptor(tid, least).unwrap();
+        assert!(free >= least && !taken.contains(&free));
+    }
+}
