@@ -782,3 +782,43 @@ fn where_the_kernel_refuses_what_exec_needs_shape_says_so_and_runs_nothing() {
         assert!(!ran.exists(), "the command ran unshaped");
     }
 }
+
+#[test]
+fn a_signal_the_command_handles_ends_a_call_shape_holds() {
+    // A server that accepts and never sends: the command's recv is held
+    // by shape until its SIGUSR1 handler must run.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    let _keep = std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().take(1).collect();
+        std::thread::sleep(Duration::from_secs(30));
+        drop(held);
+    });
+    let wait = "import signal, socket, sys\n\
+                class Woken(Exception): pass\n\
+                def woken(*_): raise Woken()\n\
+                signal.signal(signal.SIGUSR1, woken)\n\
+                s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                print('waiting', flush=True)\n\
+                try:\n\
+                \x20   s.recv(100)\n\
+                except Woken:\n\
+                \x20   print('woken', flush=True)";
+    let mut child = shape(["--rate", "1MiB", "--exec", "python3", "-c", wait, &port])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "waiting");
+    // The command is shape's only child.
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+    let python: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    send_signal(python, rustix::process::Signal::USR1);
+    assert_eq!(lines.next().unwrap().unwrap(), "woken");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(child.wait().unwrap().success());
+}
