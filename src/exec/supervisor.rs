@@ -312,14 +312,7 @@ impl<'a> Supervisor<'a> {
             Ok(Call::Other) | Err(_) => return self.respond(&notification, Response::Continue),
             Ok(Call::DupTo { to, .. }) => {
                 if to < self.base as i32 {
-                    self.say_once(
-                        "moved",
-                        &format!(
-                            "shape: a process of the command moved a socket to descriptor {to}: \
-                             its reads and writes there are not shaped (its sends and \
-                             receives are)"
-                        ),
-                    );
+                    self.say_moved(to);
                 }
                 return self.respond(&notification, Response::Continue);
             }
@@ -329,8 +322,15 @@ impl<'a> Supervisor<'a> {
             },
         };
         if let Call::Dup { least, cloexec, .. } = call {
-            let least = (least.max(0) as u32).max(self.base);
-            return self.place_socket(&notification, socket, least, cloexec);
+            // `close(0); dup(socket)` puts a socket on standard input, as
+            // inetd's children expect: that is honoured (and said), other
+            // copies are kept high.
+            let least = least.max(0) as u32;
+            if let Some(stdio @ 0..=2) = free_descriptor(tid, least) {
+                self.say_moved(stdio as i32);
+                return self.respond(&notification, Response::Continue);
+            }
+            return self.place_socket(&notification, socket, least.max(self.base), cloexec);
         }
         let flags = match &call {
             Call::Transfer(transfer) => transfer.flags,
@@ -708,6 +708,17 @@ impl<'a> Supervisor<'a> {
         if self.said.insert(what) {
             (self.say)(line);
         }
+    }
+
+    /// Says, once, that a socket was put at low descriptor `to`.
+    fn say_moved(&mut self, to: i32) {
+        self.say_once(
+            "moved",
+            &format!(
+                "shape: a process of the command moved a socket to descriptor {to}: its reads \
+                 and writes there are not shaped (its sends and receives are)"
+            ),
+        );
     }
 
     /// Makes the IP socket a `socket` call asks for and places it high,

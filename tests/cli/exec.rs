@@ -699,28 +699,37 @@ fn a_server_under_exec_is_shaped_and_sockets_stay_shaped_when_duplicated() {
 
 #[test]
 fn a_socket_moved_to_standard_input_is_said_to_be_unshaped_there() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        let _ = stream.write_all(b"hello\n");
-    });
-    let moved = "import os, socket, sys\n\
-                 s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
-                 os.dup2(s.fileno(), 0)\n\
-                 print(os.read(0, 100).decode().strip())";
-    let output = shape(["--exec", "python3", "-c", moved, &port])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "hello");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr
-            .contains("moved a socket to descriptor 0: its reads and writes there are not shaped"),
-        "{stderr}"
-    );
+    // By dup2, and by the older way, closing 0 and dup'ing onto it.
+    for moving in [
+        "os.dup2(s.fileno(), 0)",
+        "os.close(0); assert os.dup(s.fileno()) == 0",
+    ] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port().to_string();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let _ = stream.write_all(b"hello\n");
+        });
+        let moved = format!(
+            "import os, socket, sys\n\
+             s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+             {moving}\n\
+             print(os.read(0, 100).decode().strip())"
+        );
+        let output = shape(["--exec", "python3", "-c", &moved, &port])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{moving}: {output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "hello");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(
+                "moved a socket to descriptor 0: its reads and writes there are not shaped"
+            ),
+            "{moving}: {stderr}"
+        );
+    }
 }
 
 /// Runs `shape ARGS` with `call` (a system call's number) refused with
