@@ -1,13 +1,15 @@
 //! The kernel calls of `--exec` that no safe wrapper offers: starting the
 //! command under a seccomp filter whose listener shape holds, the
-//! listener's ioctls, taking a descriptor from the command
-//! (`pidfd_getfd`), and reading and writing its memory
-//! (`process_vm_readv`, `process_vm_writev`). Every `unsafe` of `--exec`
-//! is in this file, each with why it is sound.
+//! listener's ioctls (receiving a call, answering it, placing a socket in
+//! the caller), taking a descriptor from the command (`pidfd_getfd`),
+//! reading and writing its memory (`process_vm_readv`,
+//! `process_vm_writev`), and the socket calls shape makes for it with raw
+//! addresses. Every `unsafe` of `--exec` is in this file, each with why
+//! it is sound.
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// A child started under the filter: its pid, a pidfd for it, the
 /// filter's listener, and the read end of the pipe on which the child
@@ -135,7 +137,7 @@ pub fn spawn(
         Err(err) => return Err(reap(err, "read")),
     }
     let listener =
-        take_descriptor(pidfd.as_fd_ref(), ready_w_fd).map_err(|err| reap(err, "pidfd_getfd"))?;
+        take_descriptor(pidfd.as_fd(), ready_w_fd).map_err(|err| reap(err, "pidfd_getfd"))?;
     // The child goes on once its copy of the go pipe has no writer.
     drop(go_w);
     Ok(Spawned {
@@ -144,17 +146,6 @@ pub fn spawn(
         listener,
         exec_failed: failed_r,
     })
-}
-
-/// Shorthand for borrowing an owned descriptor.
-trait AsFdRef {
-    fn as_fd_ref(&self) -> BorrowedFd<'_>;
-}
-
-impl AsFdRef for OwnedFd {
-    fn as_fd_ref(&self) -> BorrowedFd<'_> {
-        std::os::fd::AsFd::as_fd(self)
-    }
 }
 
 /// The child's side of [`spawn`]. Only async-signal-safe calls: it runs
@@ -222,7 +213,7 @@ unsafe fn child_runs(
         while libc::poll(&mut wait, 1, -1) < 0 {}
         libc::close(go_r);
         libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        // This write is shape's to answer, which it now can.
+        // A pipe of a low descriptor: the filter lets this write through.
         let errno = *libc::__errno_location();
         libc::write(failed_w, errno.to_ne_bytes().as_ptr().cast(), 4);
         libc::_exit(if errno == libc::ENOENT { 127 } else { 126 });
