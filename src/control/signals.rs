@@ -2,10 +2,11 @@
 //! SIGUSR1 prints a status line, SIGUSR2 serves control messages, and
 //! SIGINT and SIGTERM end shape with the signal's own status after it has
 //! tidied up; under `--exec`, SIGINT, SIGTERM and SIGHUP are passed on to
-//! the command instead, which ends shape by ending. They are received on a thread of their own through
-//! signal-hook: nothing but signal-hook's own safe handler runs in signal
-//! context, and the copy loop never sees a handler (interrupted system
-//! calls are restarted or retried, so no byte is lost or repeated).
+//! the command instead, which ends shape by ending. They are received on
+//! a thread of their own through signal-hook: nothing but signal-hook's
+//! own safe handler runs in signal context, and the copy loop never sees
+//! a handler (interrupted system calls are restarted or retried, so no
+//! byte is lost or repeated).
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::SignalsInfo;

@@ -1,15 +1,18 @@
 //! The supervisor: one mio loop that answers the command's socket calls,
-//! paying for each from the bucket of its way. A call on an IP socket is
-//! held until the socket is ready and its tokens are covered, then
-//! carried out by shape on its own copy of the socket, at most a chunk
-//! (2.5 ms of the rate) at a time, and answered with the count, as a
-//! short read or write. A datagram is paid for whole and never split. A
-//! receive is peeked, copied to the caller, and consumed only once the
-//! caller is known to still wait for its answer (killed callers are
-//! left their bytes), then answered: no byte is lost or read twice, and
-//! the caller never finds in the socket what it was already given. Any other call is let
-//! through at once. A held call never blocks the loop: a slow socket
-//! holds up only its own caller.
+//! paying for each from the bucket of its way. It makes, accepts and
+//! copies the command's IP sockets itself, and places them at the base
+//! descriptor or above, where the filter hands over their reads and
+//! writes. A call on an IP socket is held until the socket is ready and
+//! its tokens are covered, then carried out by shape on its own copy of
+//! the socket, at most a chunk (2.5 ms of the rate) at a time, and
+//! answered with the count, as a short read or write. A datagram is paid
+//! for whole and never split. A receive is peeked, copied to the caller,
+//! and consumed only once the caller is known to still wait for its
+//! answer (killed callers are left their bytes), then answered: no byte
+//! is lost or read twice, and the caller never finds in the socket what
+//! it was already given. Any other call is let through at once. A held
+//! call never blocks the loop: a slow socket holds up only its own
+//! caller.
 
 use super::call::{self, Call, Name, Transfer};
 use super::kernel::{self, Notification, Response};
