@@ -30,6 +30,14 @@ pub enum Call {
         way: Way,
         length: Option<u64>,
     },
+    /// `splice` out of socket `fd` into pipe `pipe`: a receive, of at
+    /// most `length`, as `flags` (SPLICE_F_*) ask.
+    SpliceOut {
+        fd: i32,
+        pipe: i32,
+        length: u64,
+        flags: u32,
+    },
     /// `socket` of an IP family: made by shape, placed high.
     Socket {
         domain: i32,

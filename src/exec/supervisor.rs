@@ -28,7 +28,7 @@ use shape_bucket::{Clock, Limit, Reservation};
 use slab::Slab;
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,8 +68,10 @@ struct HeldCall {
     peeked: Option<Peeked>,
     /// When its tokens are covered, if it waits for them.
     wake_at: Option<u64>,
-    /// Whether poll watches its socket.
-    watched: bool,
+    /// Another descriptor it moves bytes to (a splice's pipe).
+    other: Option<OwnedFd>,
+    /// The descriptor poll watches for it, if any.
+    watched: Option<RawFd>,
 }
 
 /// A receive's bytes, seen but not yet consumed.
@@ -304,11 +306,14 @@ impl<'a> Supervisor<'a> {
         }
         let mut read = |at, into: &mut [u8]| read_exactly(tid, at, into);
         let decoded = match spliced_in {
-            true => Ok(Call::Coarse {
+            // Offsets are the pipe's and the socket's: neither has one.
+            true if args[1] == 0 && args[3] == 0 => Ok(Call::SpliceOut {
                 fd,
-                way: Way::Down,
-                length: Some(args[4]),
+                pipe: args[2] as i32,
+                length: args[4],
+                flags: args[5] as u32,
             }),
+            true => Ok(Call::Other),
             false => call::decode(nr, &args, &mut read),
         };
         let (call, socket) = match decoded {
@@ -339,6 +344,12 @@ impl<'a> Supervisor<'a> {
             Call::Transfer(transfer) => transfer.flags,
             _ => 0,
         };
+        let flags = match &call {
+            Call::SpliceOut { flags, .. } if flags & libc::SPLICE_F_NONBLOCK != 0 => {
+                libc::MSG_DONTWAIT
+            }
+            _ => flags,
+        };
         let nonblocking = flags & libc::MSG_DONTWAIT != 0
             || rustix::fs::fcntl_getfl(&socket)
                 .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
@@ -351,7 +362,8 @@ impl<'a> Supervisor<'a> {
             paid: None,
             peeked: None,
             wake_at: None,
-            watched: false,
+            other: None,
+            watched: None,
         });
         self.step(key);
     }
@@ -373,6 +385,7 @@ impl<'a> Supervisor<'a> {
             Call::SendFile { .. } => self.send_file(key),
             Call::Coarse { .. } => self.coarse(key),
             Call::Accept { .. } => self.accept(key),
+            Call::SpliceOut { .. } => self.splice_out(key),
             Call::Socket { .. } | Call::Dup { .. } | Call::DupTo { .. } | Call::Other => {
                 Progress::Done(Response::Continue)
             }
@@ -392,28 +405,35 @@ impl<'a> Supervisor<'a> {
     /// Lets held call `key` go.
     fn release(&mut self, key: usize) -> HeldCall {
         let held = self.held.remove(key);
-        if held.watched {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&held.socket.as_raw_fd()));
+        if let Some(fd) = held.watched {
+            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
         }
         held
     }
 
     /// Watches held call `key`'s socket for `interest`.
     fn watch(&mut self, key: usize, interest: Interest) -> Progress {
+        let fd = self.held[key].socket.as_raw_fd();
+        self.watch_fd(key, fd, interest)
+    }
+
+    /// Watches `fd` of held call `key` (its socket, or the other
+    /// descriptor it moves bytes to) for `interest`.
+    fn watch_fd(&mut self, key: usize, fd: RawFd, interest: Interest) -> Progress {
         let held = &mut self.held[key];
-        let fd = held.socket.as_raw_fd();
         let registry = self.poll.registry();
         let token = Token(key + FIRST_CALL);
+        if let Some(old) = held.watched.filter(|&old| old != fd) {
+            let _ = registry.deregister(&mut SourceFd(&old));
+            held.watched = None;
+        }
         let watched = match held.watched {
-            true => registry.reregister(&mut SourceFd(&fd), token, interest),
-            false => registry.register(&mut SourceFd(&fd), token, interest),
+            Some(_) => registry.reregister(&mut SourceFd(&fd), token, interest),
+            None => registry.register(&mut SourceFd(&fd), token, interest),
         };
         match watched {
             Ok(()) => {
-                held.watched = true;
+                held.watched = Some(fd);
                 Progress::Wait
             }
             Err(err) => Progress::Done(Response::Error(errno(&err))),
@@ -686,6 +706,85 @@ impl<'a> Supervisor<'a> {
         self.sent(key, sent, true)
     }
 
+    /// `splice` out of a socket into a pipe: what is waiting (a chunk at
+    /// most) is peeked, paid for, and spliced by shape into the caller's
+    /// pipe, exactly as much as was paid for.
+    fn splice_out(&mut self, key: usize) -> Progress {
+        let chunk = self.chunk(Way::Down) as usize;
+        let held = &mut self.held[key];
+        let Call::SpliceOut { pipe, length, .. } = held.call else {
+            return Progress::Done(Response::Continue);
+        };
+        if length == 0 {
+            return Progress::Done(Response::Continue);
+        }
+        if held.peeked.is_none() {
+            let mut data = vec![0; (length as usize).min(chunk)];
+            let mut name = [0u8; MOST_NAME];
+            let peek = libc::MSG_PEEK | libc::MSG_DONTWAIT;
+            match kernel::receive_from(held.socket.as_fd(), &mut data, &mut name, peek) {
+                Ok((0, _)) => return Progress::Done(Response::Value(0)),
+                Ok((n, _)) => {
+                    data.truncate(n);
+                    held.peeked = Some(Peeked {
+                        data,
+                        whole: n,
+                        name: Vec::new(),
+                    });
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    if held.nonblocking {
+                        return Progress::Done(Response::Error(libc::EAGAIN));
+                    }
+                    return self.watch(key, Interest::READABLE);
+                }
+                Err(err) => return Progress::Done(Response::Error(errno(&err))),
+            }
+        }
+        let waiting = held.peeked.as_ref().map_or(0, |peeked| peeked.whole) as u64;
+        let Some(paid) = self.pay(key, Way::Down, waiting) else {
+            return Progress::Wait;
+        };
+        let tid = self.held[key].notification.tid;
+        if self.held[key].other.is_none() {
+            match self.sockets.take(tid, pipe) {
+                Ok(taken) => self.held[key].other = Some(taken),
+                Err(err) => {
+                    self.refund(key, Way::Down, 0);
+                    return Progress::Done(Response::Error(errno(&err)));
+                }
+            }
+        }
+        let held = &self.held[key];
+        let Some(into) = &held.other else {
+            return Progress::Done(Response::Error(libc::EBADF));
+        };
+        let moved = rustix::pipe::splice(
+            held.socket.as_fd(),
+            None,
+            into.as_fd(),
+            None,
+            paid as usize,
+            rustix::pipe::SpliceFlags::NONBLOCK,
+        );
+        match moved {
+            Ok(n) => {
+                self.refund(key, Way::Down, n as u64);
+                self.ways.passed[Way::Down as usize].add(n as u64);
+                Progress::Done(Response::Value(n as i64))
+            }
+            // The pipe is full: a caller that would block waits for room.
+            Err(rustix::io::Errno::AGAIN) if !self.held[key].nonblocking => {
+                let fd = into.as_raw_fd();
+                self.watch_fd(key, fd, Interest::WRITABLE)
+            }
+            Err(err) => {
+                self.refund(key, Way::Down, 0);
+                Progress::Done(Response::Error(err.raw_os_error()))
+            }
+        }
+    }
+
     /// A call shape cannot carry out itself: paid for (a receive, for
     /// what is waiting), then let through.
     fn coarse(&mut self, key: usize) -> Progress {
@@ -861,6 +960,7 @@ impl<'a> Supervisor<'a> {
         for key in signalled {
             let way = match &self.held[key].call {
                 Call::Transfer(Transfer { way, .. }) | Call::Coarse { way, .. } => *way,
+                Call::SpliceOut { .. } => Way::Down,
                 _ => Way::Up,
             };
             self.refund(key, way, 0);

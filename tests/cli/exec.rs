@@ -635,11 +635,8 @@ fn splice_out_of_a_socket_and_sendmsg_are_paid_for() {
     let (output, took) = timed(command);
     assert!(output.status.success(), "{output:?}");
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "200000");
-    // Coarse: each call is paid for what was waiting when it came, and
-    // more may have arrived by the time the kernel carries it out, so the
-    // rate is only roughly held; unshaped, this takes a few milliseconds.
     assert!(
-        took.as_secs_f64() > 0.5,
+        took.as_secs_f64() > 1.7,
         "200,000 spliced bytes took {took:?}"
     );
     sender.join().unwrap();
