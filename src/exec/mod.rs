@@ -3,9 +3,11 @@
 //! buckets, without root and for any binary (static ones, and programs
 //! that call the kernel directly, included). A seccomp filter hands the
 //! command's socket calls to shape (`filter.rs`); the supervisor
-//! (`supervisor.rs`) carries them out, paced, on its own copies of the
-//! sockets (`sockets.rs`). The kernel calls are in `kernel.rs`; what a
-//! call asks is read by `call.rs`.
+//! (`supervisor/`) makes the command's IP sockets, places them where the
+//! filter knows them, and carries their calls out, paced, on its own
+//! copies of them (`sockets.rs` tells which descriptors are shaped). The
+//! kernel calls are in `kernel.rs`; what a call asks is read by
+//! `call.rs`.
 
 mod call;
 mod filter;
