@@ -805,8 +805,8 @@ fn a_signal_the_command_handles_ends_a_call_shape_holds() {
                 def woken(*_): raise Woken()\n\
                 signal.signal(signal.SIGUSR1, woken)\n\
                 s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
-                print('waiting', flush=True)\n\
                 try:\n\
+                \x20   print('waiting', flush=True)\n\
                 \x20   s.recv(100)\n\
                 except Woken:\n\
                 \x20   print('woken', flush=True)";
