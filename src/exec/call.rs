@@ -243,6 +243,21 @@ pub fn decode(
     })
 }
 
+/// A `splice` with `args` whose source (argument 0) is a shaped socket:
+/// a receive into the pipe it writes to. Offsets are for files: given
+/// one, it is no splice out of a socket.
+pub fn splice_out(args: &[u64; 6]) -> Call {
+    if args[1] != 0 || args[3] != 0 {
+        return Call::Other;
+    }
+    Call::SpliceOut {
+        fd: args[0] as i32,
+        pipe: args[2] as i32,
+        length: args[4],
+        flags: args[5] as u32,
+    }
+}
+
 /// The u32 at `at`.
 fn read_u32(read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>, at: u64) -> io::Result<u32> {
     let mut bytes = [0; 4];
@@ -516,6 +531,20 @@ mod tests {
                 length: Some(40)
             }
         );
+    }
+
+    #[test]
+    fn a_splice_out_of_a_socket_is_a_receive_into_its_pipe() {
+        assert_eq!(
+            splice_out(&[600, 0, 4, 0, 65536, 2]),
+            Call::SpliceOut {
+                fd: 600,
+                pipe: 4,
+                length: 65536,
+                flags: 2
+            }
+        );
+        assert_eq!(splice_out(&[600, 0x1000, 4, 0, 65536, 0]), Call::Other);
     }
 
     #[test]

@@ -24,20 +24,6 @@ const SOCKET_CALLS: &[i64] = &[
 ];
 
 /// Calls on any descriptor: handed to shape when it is `base` or more.
-#[cfg(target_arch = "x86_64")]
-const ON_A_DESCRIPTOR: &[i64] = &[
-    libc::SYS_read,
-    libc::SYS_write,
-    libc::SYS_readv,
-    libc::SYS_writev,
-    libc::SYS_preadv2,
-    libc::SYS_pwritev2,
-    libc::SYS_sendfile,
-    libc::SYS_dup,
-    libc::SYS_dup2,
-    libc::SYS_dup3,
-];
-#[cfg(target_arch = "aarch64")]
 const ON_A_DESCRIPTOR: &[i64] = &[
     libc::SYS_read,
     libc::SYS_write,
@@ -50,13 +36,24 @@ const ON_A_DESCRIPTOR: &[i64] = &[
     libc::SYS_dup3,
 ];
 
+/// dup2, which aarch64 does without (its C library calls dup3).
+#[cfg(target_arch = "x86_64")]
+const DUP2: &[i64] = &[libc::SYS_dup2];
+#[cfg(target_arch = "aarch64")]
+const DUP2: &[i64] = &[];
+
+/// The calls on any descriptor, dup2 included where it exists.
+fn on_a_descriptor() -> impl Iterator<Item = i64> {
+    ON_A_DESCRIPTOR.iter().chain(DUP2).copied()
+}
+
 /// Every call the filter may hand to shape.
 pub fn handed() -> impl Iterator<Item = i64> {
-    SOCKET_CALLS.iter().chain(ON_A_DESCRIPTOR).copied().chain([
-        libc::SYS_splice,
-        libc::SYS_fcntl,
-        libc::SYS_socket,
-    ])
+    SOCKET_CALLS
+        .iter()
+        .copied()
+        .chain(on_a_descriptor())
+        .chain([libc::SYS_splice, libc::SYS_fcntl, libc::SYS_socket])
 }
 
 /// This machine's architecture, as seccomp names it.
@@ -114,7 +111,7 @@ pub fn program(base: u32) -> Vec<libc::sock_filter> {
     }
     // The descriptor in argument 0 is `base` or more.
     let high = vec![statement(LD, arg(0)), jump(JGE, base, 0, 1), notify, allow];
-    for &nr in ON_A_DESCRIPTOR {
+    for nr in on_a_descriptor() {
         rule(nr, high.clone());
     }
     // splice: from (argument 0) or to (argument 2) a high descriptor.
@@ -195,13 +192,25 @@ mod tests {
     const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
 
     #[test]
+    fn every_call_the_program_hands_over_is_one_shape_knows() {
+        let program = program(512);
+        let inet = libc::AF_INET as u32;
+        let dupfd = libc::F_DUPFD as u32;
+        for nr in 0..512 {
+            let handed = run(&program, ARCH, nr, [inet, dupfd, 600, 0, 0, 0]) == NOTIFY
+                || run(&program, ARCH, nr, [600, dupfd, 600, 0, 0, 0]) == NOTIFY;
+            assert_eq!(handed, super::handed().any(|known| known == nr), "{nr}");
+        }
+    }
+
+    #[test]
     fn high_descriptors_and_socket_calls_are_handed_to_shape_and_the_rest_run() {
         let program = program(512);
         let on = |nr, args| run(&program, ARCH, nr, args);
         for &nr in SOCKET_CALLS {
             assert_eq!(on(nr, [3, 0, 0, 0, 0, 0]), NOTIFY, "{nr}");
         }
-        for &nr in ON_A_DESCRIPTOR {
+        for nr in on_a_descriptor() {
             assert_eq!(on(nr, [512, 0, 0, 0, 0, 0]), NOTIFY, "{nr}");
             assert_eq!(on(nr, [511, 0, 0, 0, 0, 0]), ALLOW, "{nr}");
             assert_eq!(on(nr, [1, 0, 0, 0, 0, 0]), ALLOW, "{nr}");

@@ -388,43 +388,47 @@ pub fn still_waiting(listener: BorrowedFd<'_>, id: u64) -> bool {
 /// Reads `buffer.len()` bytes of thread `tid`'s memory at `address`;
 /// returns how many it could.
 pub fn read_memory(tid: u32, address: u64, buffer: &mut [u8]) -> io::Result<usize> {
-    if buffer.is_empty() {
-        return Ok(0);
-    }
     let local = libc::iovec {
         iov_base: buffer.as_mut_ptr().cast(),
         iov_len: buffer.len(),
     };
-    let remote = libc::iovec {
-        iov_base: address as *mut libc::c_void,
-        iov_len: buffer.len(),
-    };
-    // SAFETY: `local` is our own buffer, of its length; the remote side
-    // is checked by the kernel, which fails with EFAULT if it is not
-    // the caller's.
-    let n = unsafe { libc::process_vm_readv(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(n as usize)
+    across(tid, address, local, libc::process_vm_readv)
 }
 
 /// Writes `data` into thread `tid`'s memory at `address`; returns how
 /// many bytes it could.
 pub fn write_memory(tid: u32, address: u64, data: &[u8]) -> io::Result<usize> {
-    if data.is_empty() {
-        return Ok(0);
-    }
     let local = libc::iovec {
         iov_base: data.as_ptr() as *mut libc::c_void,
         iov_len: data.len(),
     };
+    across(tid, address, local, libc::process_vm_writev)
+}
+
+/// The signature of `process_vm_readv` and `process_vm_writev`.
+type ProcessVm = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> isize;
+
+/// Moves `local` to or from thread `tid`'s memory at `address` with
+/// `call`, one of the two above.
+fn across(tid: u32, address: u64, local: libc::iovec, call: ProcessVm) -> io::Result<usize> {
+    if local.iov_len == 0 {
+        return Ok(0);
+    }
     let remote = libc::iovec {
         iov_base: address as *mut libc::c_void,
-        iov_len: data.len(),
+        iov_len: local.iov_len,
     };
-    // SAFETY: as for `read_memory`; the kernel only reads `local`.
-    let n = unsafe { libc::process_vm_writev(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    // SAFETY: `local` is memory of ours, of its length (only read when
+    // writing the caller's); the remote side is checked by the kernel,
+    // which fails with EFAULT if it is not the caller's.
+    let n = unsafe { call(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }

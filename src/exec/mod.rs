@@ -53,7 +53,6 @@ impl NotRun {
 
 /// A command started under the filter, not yet supervised.
 pub struct Started {
-    pid: i32,
     spawned: kernel::Spawned,
     /// The least descriptor of its IP sockets.
     base: u32,
@@ -62,7 +61,7 @@ pub struct Started {
 impl Started {
     /// The command's process id.
     pub fn pid(&self) -> i32 {
-        self.pid
+        self.spawned.pid
     }
 }
 
@@ -98,11 +97,7 @@ pub fn start(command: &[OsString]) -> Result<Started, NotRun> {
             err: failed.err,
         }
     })?;
-    Ok(Started {
-        pid: spawned.pid,
-        spawned,
-        base,
-    })
+    Ok(Started { spawned, base })
 }
 
 /// The least descriptor of the command's IP sockets: 512, or half the

@@ -140,13 +140,7 @@ fn say_stats(printer: &Printer, ways: &Ways, started: Instant) {
 
 /// The first flag given that means nothing to a command's traffic.
 fn not_for_a_command(cli: &Cli) -> Option<&'static str> {
-    let shared = cli.share.is_some();
     [
-        (shared && cli.rate_up.is_some(), "--rate-up with --share"),
-        (
-            shared && cli.rate_down.is_some(),
-            "--rate-down with --share",
-        ),
         (cli.per_connection, "--per-connection"),
         (cli.stop_after.is_some(), "--stop-after"),
         (cli.size.is_some(), "--size"),

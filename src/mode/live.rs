@@ -204,13 +204,23 @@ pub fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<f
 
 /// The buckets of the two ways of a proxy or a command (up, down), and
 /// the membership to keep while spending from a fleet's share: on a
-/// share, both ways spend from its one bucket; else each has its own,
-/// at `--rate-up` and `--rate-down` if given, else at the run's limit.
+/// share, both ways spend from its one bucket (so `--rate-up` and
+/// `--rate-down` are usage errors there); else each has its own, at
+/// `--rate-up` and `--rate-down` if given, else at the run's limit.
 pub fn two_ways(
     cli: &Cli,
     start: &Start,
 ) -> anyhow::Result<(Arc<Bucket>, Arc<Bucket>, Option<fleet::Member>)> {
     if cli.share.is_some() {
+        if let Some(flag) = [(&cli.rate_up, "--rate-up"), (&cli.rate_down, "--rate-down")]
+            .into_iter()
+            .find_map(|(given, flag)| given.as_ref().map(|_| flag))
+        {
+            return Err(UsageError(format!(
+                "{flag} with --share does not apply: on a share both ways spend from its one bucket"
+            ))
+            .into());
+        }
         let (bucket, member) = bucket(cli, start)?;
         return Ok((bucket.clone(), bucket, member));
     }

@@ -84,11 +84,6 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
 fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
     let shared = cli.share.is_some();
     [
-        (shared && cli.rate_up.is_some(), "--rate-up with --share"),
-        (
-            shared && cli.rate_down.is_some(),
-            "--rate-down with --share",
-        ),
         (
             shared && cli.per_connection,
             "--per-connection with --share",

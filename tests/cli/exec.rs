@@ -464,13 +464,22 @@ fn two_execs_on_one_share_hold_its_total() {
         return;
     }
     let runtime = Runtime::new("exec-share");
+    two_downloads_on_one_share("two on one share", || {
+        runtime.shape(["--share", "backups", "--rate", "512KiB", "--exec"])
+    });
+}
+
+/// Two curls, each under `shape --exec` made by `shaped` (on a share at
+/// 512 KiB/s), download 1 MB at once: together at the share's rate, each
+/// intact.
+pub fn two_downloads_on_one_share(what: &str, shaped: impl Fn() -> Command) {
     let body = random_bytes(1_000_000, 41);
     let web = Web::start(body.clone());
     let scratch = Scratch::new("exec-share-out");
     let start = Instant::now();
     let children: Vec<_> = (0..2)
         .map(|n| {
-            let mut command = runtime.shape(["--share", "backups", "--rate", "512KiB", "--exec"]);
+            let mut command = shaped();
             command
                 .args(["curl", "-sS", "-o"])
                 .arg(scratch.path().join(format!("got.{n}")))
@@ -481,7 +490,7 @@ fn two_execs_on_one_share_hold_its_total() {
     for mut child in children {
         assert!(child.wait().unwrap().success());
     }
-    at_the_rate("two on one share", 2 * body.len(), start.elapsed());
+    at_the_rate(what, 2 * body.len(), start.elapsed());
     for n in 0..2 {
         assert!(std::fs::read(scratch.path().join(format!("got.{n}"))).unwrap() == body);
     }

@@ -572,26 +572,8 @@ fn two_execs_on_a_fleet_share_hold_its_total() {
     let Some(redis) = Redis::start("fleet-exec", &[]) else {
         return;
     };
-    let body = random_bytes(1_000_000, 43);
-    let web = crate::exec::Web::start(body.clone());
-    let scratch = Scratch::new("fleet-exec-out");
     let share = redis.share("downloads");
-    let start = Instant::now();
-    let children: Vec<_> = (0..2)
-        .map(|n| {
-            let mut command = shape(["--share", &share, "--rate", "512KiB", "--exec"]);
-            command
-                .args(["curl", "-sS", "-o"])
-                .arg(scratch.path().join(format!("got.{n}")))
-                .arg(web.url());
-            command.stdin(Stdio::null()).spawn().unwrap()
-        })
-        .collect();
-    for mut child in children {
-        assert!(child.wait().unwrap().success());
-    }
-    crate::exec::at_the_rate("two on a fleet's share", 2 * body.len(), start.elapsed());
-    for n in 0..2 {
-        assert!(std::fs::read(scratch.path().join(format!("got.{n}"))).unwrap() == body);
-    }
+    crate::exec::two_downloads_on_one_share("two on a fleet's share", || {
+        shape(["--share", &share, "--rate", "512KiB", "--exec"])
+    });
 }

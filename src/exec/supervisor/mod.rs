@@ -312,14 +312,7 @@ impl<'a> Supervisor<'a> {
         }
         let mut read = |at, into: &mut [u8]| read_exactly(tid, at, into);
         let decoded = match spliced_in {
-            // Offsets are the pipe's and the socket's: neither has one.
-            true if args[1] == 0 && args[3] == 0 => Ok(Call::SpliceOut {
-                fd,
-                pipe: args[2] as i32,
-                length: args[4],
-                flags: args[5] as u32,
-            }),
-            true => Ok(Call::Other),
+            true => Ok(call::splice_out(&args)),
             false => call::decode(nr, &args, &mut read),
         };
         let (call, socket) = match decoded {
