@@ -286,8 +286,10 @@ fn a_script_that_forks_twenty_curls_four_at_a_time_shares_one_limit() {
     let body = random_bytes(100_000, 39);
     let web = Web::start(body.clone());
     let scratch = Scratch::new("exec-forks");
+    // xargs puts the number wherever `{}` stands: a letter would also be
+    // replaced inside the scratch directory's random name.
     let script = format!(
-        "seq 1 20 | xargs -P 4 -I N curl -sS -o '{}/page.N' '{}'",
+        "seq 1 20 | xargs -P 4 -I {{}} curl -sS -o '{}/page.{{}}' '{}'",
         scratch.path().display(),
         web.url()
     );
