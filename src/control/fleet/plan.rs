@@ -49,10 +49,9 @@ pub struct Held {
 const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000_000_000;
 
-/// A lease lasts this long at the member's part, at least.
+/// A lease lasts this long at the member's part, at least, and longer on
+/// a share of many members, as Redis says.
 pub const LEASE_TIME: u64 = 100 * MS;
-/// How often a member that needs no tokens asks for the share's settings.
-pub const POLL: u64 = 100 * MS;
 /// The local bucket's rate over the member's part: room to catch up.
 const HEADROOM: f64 = 1.05;
 /// The local bucket's burst, in time at its rate.
@@ -66,6 +65,13 @@ const MARGIN: u64 = 20 * MS;
 /// The first and the longest pause before trying Redis again.
 const FIRST_BACKOFF: u64 = 25 * MS;
 const MOST_BACKOFF: u64 = 250 * MS;
+/// A member given less than its part asks again after this share of a
+/// lease time (within [`FIRST_BACKOFF`] and [`LONGEST_RETRY`]): its part
+/// comes free as the others' stretches end.
+const SHORT_RETRY: u64 = 10;
+const LONGEST_RETRY: u64 = SECOND;
+/// A slope under this share of the part counts as short of it.
+const SHORT: f64 = 0.95;
 /// A member spending at least this share of its bucket's rate is held
 /// back by it, and asks for as much as it can get.
 const SATURATED: f64 = 0.9;
@@ -148,6 +154,9 @@ pub struct Leases {
     /// This member's part of the rate, tokens a second, as last heard.
     part: f64,
     members: u64,
+    /// How long a lease lasts on the share, as last heard: longer as
+    /// members are more.
+    share_lease: u64,
     /// The local bucket's grants when the leases below began.
     base: u64,
     /// Tokens of leases that are wholly spendable.
@@ -191,6 +200,7 @@ impl Leases {
             held,
             part: 0.0,
             members: 1,
+            share_lease: LEASE_TIME,
             base: granted,
             spendable: 0,
             ramps: VecDeque::new(),
@@ -291,12 +301,16 @@ impl Leases {
         self.held = answer.held;
         self.members = answer.members.max(1);
         self.part = answer.part as f64;
-        if answer.granted == 0 && self.want_more {
-            // No room on the share for now: asked again a little later.
-            self.not_before = now + FIRST_BACKOFF;
+        self.share_lease = (answer.lease_time.as_nanos() as u64).max(LEASE_TIME);
+        let short = (answer.slope as f64) < self.part * SHORT;
+        if self.want_more && (answer.granted == 0 || short) {
+            // No room on the share for its part for now: asked again when
+            // some more may have come free.
+            let retry = (self.share_lease / SHORT_RETRY).clamp(FIRST_BACKOFF, LONGEST_RETRY);
+            self.not_before = now + retry;
         }
         if answer.granted > 0 {
-            let slope = match answer.part {
+            let slope = match answer.slope {
                 0 => f64::MAX,
                 slope => slope as f64,
             };
@@ -407,11 +421,15 @@ impl Leases {
         if now < self.not_before {
             want = 0;
         }
-        // Without a lease to ask for, it asks for the settings every
-        // POLL while idle; a member that spends hears them with each lease,
-        // and a poll in flight would hold up the lease it needs next.
+        // Without a lease to ask for, it asks for the settings once a
+        // lease time while idle; a member that spends hears them with each
+        // lease, and a poll in flight would hold up the lease it needs next.
         let spending = local.granted != self.paced_from.0;
-        if want == 0 && !self.fresh && self.up() && (spending || now < self.heard + POLL) {
+        if want == 0
+            && !self.fresh
+            && self.up()
+            && (spending || now < self.heard + self.lease_time())
+        {
             return None;
         }
         self.want_more = want > 0;
@@ -455,7 +473,7 @@ impl Leases {
     fn surplus(&self, local: Local) -> f64 {
         let spent = local.granted.wrapping_sub(self.base);
         let held = i128::from(self.leased()) - i128::from(spent);
-        let horizon = self.round_trip.likely() + MARGIN + LEASE_TIME / 2;
+        let horizon = self.round_trip.likely() + MARGIN + self.lease_time() / 2;
         held as f64 - self.local_rate() * horizon as f64 / SECOND as f64
     }
 
@@ -474,19 +492,18 @@ impl Leases {
         now.saturating_add((surplus / self.local_rate() * SECOND as f64) as u64)
     }
 
-    /// A lease: [`LEASE_TIME`] or two round trips at the member's part,
-    /// whichever is longer, and at least one unit and a hundredth of a
-    /// second of the share.
+    /// A lease: a lease time at the member's part, and at least one unit
+    /// and a hundredth of a second of the share.
     fn lease_size(&self, rate: f64) -> u64 {
         let time = self.lease_time() as f64 / SECOND as f64;
         let least = (rate * 0.01).max(self.unit as f64);
         (self.part() * time).max(least).min(4e12) as u64
     }
 
-    /// How long a lease lasts at the member's part: [`LEASE_TIME`] or two
-    /// round trips, whichever is longer.
+    /// How long a lease lasts at the member's part: the share's lease time
+    /// or two round trips, whichever is longer.
     fn lease_time(&self) -> u64 {
-        LEASE_TIME.max(2 * self.round_trip.likely())
+        self.share_lease.max(2 * self.round_trip.likely())
     }
 
     /// What this member would spend, tokens a second: as much as it gets
@@ -605,7 +622,7 @@ impl Leases {
         }
         match self.health {
             Health::Down { retry, .. } => retry,
-            Health::Up => (self.heard + POLL).max(now),
+            Health::Up => (self.heard + self.lease_time()).max(now),
         }
     }
 

@@ -1,13 +1,23 @@
 //! A fleet's share as Redis keeps it, and the atomic scripts that change
-//! it. The keys of share NAME are `shape:{NAME}:settings` (a hash: rate in
-//! tokens a second, 0 for unlimited; burst; paused; what is counted; a
-//! generation bumped by every change; whether the burst follows the
-//! rate), `:leases` (each member's stretch in force: its slope in tokens
-//! a second and when it ends, in microseconds of Redis's own clock),
-//! `:members` (who leased lately), `:demand` (what each member would
-//! spend, tokens a second) and `:granted` (tokens leased in all, for
-//! `--status`).
-//! The braces keep them in one slot of a Redis Cluster.
+//! it. The keys of share NAME are:
+//! - `shape:{NAME}:settings`, a hash: rate in tokens a second, 0 for
+//!   unlimited; burst; paused; what is counted; a generation bumped by
+//!   every change; whether the burst follows the rate. Beside them, what
+//!   the share adds up, kept as each call changes it: tokens leased in all
+//!   (for `--status`), the slopes counted now, the members, and those
+//!   content with less than an even split (their count and demand).
+//! - `:member`, a hash: each member's record (its demand, whether it is
+//!   counted as content, and its stretches in force: slopes in tokens a
+//!   second and ends in microseconds of Redis's own clock).
+//! - `:deadline`, a sorted set: when each member is forgotten unless it
+//!   calls again.
+//! - `:changes`, a sorted set: when each member's counted slope next
+//!   falls.
+//!
+//! The braces keep them in one slot of a Redis Cluster. No call reads
+//! every member: the sorted sets bring each forgotten member and each
+//! ended stretch up once, so a call costs the same on a share of ten
+//! members and of ten thousand.
 //!
 //! The scripts read the time with `TIME` and return only durations, so
 //! the clients' clocks never matter; every number in them is an integer
@@ -27,13 +37,17 @@ use std::time::Duration;
 pub const PATIENCE: Duration = Duration::from_secs(1);
 /// How long a share's keys outlive their last use: a day.
 const KEEP_MS: u64 = 86_400_000;
-/// A lease whose first tokens are further off than this is not reserved:
-/// the client asks again.
+/// A lease whose first tokens are further off than this, or than two
+/// lease times, is not reserved: the client asks again.
 const FARTHEST_LEAD_US: u64 = 2_000_000;
-/// Members not seen for this long have left.
-const MEMBER_TIMEOUT_US: u64 = 3_000_000;
-/// Members not seen for this long claim no part of the rate.
-const DEMAND_WINDOW_US: u64 = 1_000_000;
+/// A member that has not called for two of its lease times and this is
+/// forgotten: it claims no part of the rate.
+const GRACE_US: u64 = 1_000_000;
+/// The share's lease time grows by this for every member, so that the
+/// members together call about 200 times a second however many they are.
+pub const PER_MEMBER_US: u64 = 5_000;
+/// The shortest lease time, for a share of 20 members or fewer.
+const LEAST_LEASE_US: u64 = 100_000;
 
 /// Grants a lease of tokens and notes the caller as a member with its
 /// demand. Creates the share with the caller's settings if it does not
@@ -50,9 +64,19 @@ const DEMAND_WINDOW_US: u64 = 1_000_000;
 /// what all members may spend by any time never exceeds the rate times
 /// the time plus the burst, however their calls interleave.
 ///
+/// The lease time grows with the members (by [`PER_MEMBER_US`] each), so
+/// that a share sees about the same number of calls a second whatever
+/// its size; with leases over a second, a little of the rate (1%, or two
+/// members' parts if less) is kept out of the parts, so that a member
+/// that joins finds its part free at once rather than when the others'
+/// long stretches end. A member given less than its part gets a short
+/// stretch, so that its next lease, at a larger slope, is not far off.
+///
 /// Returns granted, lead (us until the first granted token may be spent;
 /// negative if some may be spent already), generation, rate, burst,
-/// paused, counting, members, slope, follows; granted is -1 if the share
+/// paused, counting, members, slope, follows, part (the member's fair
+/// part, which the slope falls short of when the others' stretches leave
+/// no room) and the share's lease time in us; granted is -1 if the share
 /// counts something else than the caller, -2 if its settings cannot be
 /// read.
 const LEASE: &str = include_str!("scripts/lease.lua");
@@ -253,7 +277,7 @@ fn rustls_error_in(err: &redis::RedisError) -> Option<&rustls::Error> {
 /// A connection to the Redis that holds a share.
 pub struct Store {
     connection: Link,
-    keys: [String; 5],
+    keys: [String; 4],
     lease: Script,
     give_back: Script,
     update: Script,
@@ -277,10 +301,9 @@ impl Store {
             connection,
             keys: [
                 key("settings"),
-                key("leases"),
-                key("members"),
-                key("granted"),
-                key("demand"),
+                key("member"),
+                key("deadline"),
+                key("changes"),
             ],
             lease: Script::new(LEASE),
             give_back: Script::new(GIVE_BACK),
@@ -355,21 +378,21 @@ impl Store {
         StoreError::Unreadable(self.keys[0].clone())
     }
 
-    /// Shapes that leased in the last few seconds.
+    /// Shapes on the share: those not yet forgotten.
     pub fn members(&mut self) -> Result<u64, StoreError> {
         let now = self.now_us()?;
-        let since = now.saturating_sub(MEMBER_TIMEOUT_US);
         Ok(redis::cmd("ZCOUNT")
             .arg(&self.keys[2])
-            .arg(since)
+            .arg(now)
             .arg("+inf")
             .query(&mut self.connection)?)
     }
 
     /// Tokens leased in all, by every member ever.
     pub fn granted(&mut self) -> Result<u64, StoreError> {
-        let granted: Option<i64> = redis::cmd("GET")
-            .arg(&self.keys[3])
+        let granted: Option<i64> = redis::cmd("HGET")
+            .arg(&self.keys[0])
+            .arg("granted")
             .query(&mut self.connection)?;
         Ok(granted.unwrap_or(0).max(0) as u64)
     }
@@ -387,13 +410,14 @@ impl Store {
             .arg(start.counting.code())
             .arg(KEEP_MS)
             .arg(FARTHEST_LEAD_US)
-            .arg(MEMBER_TIMEOUT_US)
+            .arg(GRACE_US)
             .arg(u64::from(start.paused))
             .arg(start.generation)
             .arg(u64::from(start.follows))
             .arg(ask.demand)
-            .arg(DEMAND_WINDOW_US)
+            .arg(PER_MEMBER_US)
             .arg(ask.lasting.as_micros() as u64)
+            .arg(LEAST_LEASE_US)
             .invoke(&mut self.connection)?;
         let [
             granted,
@@ -404,8 +428,10 @@ impl Store {
             paused,
             counting,
             members,
-            part,
+            slope,
             follows,
+            part,
+            lease_us,
         ] = reply[..]
         else {
             return Err(self.unreadable());
@@ -433,7 +459,9 @@ impl Store {
             lead: lead.saturating_mul(1000),
             held,
             members: field(members)?,
+            slope: field(slope)?,
             part: field(part)?,
+            lease_time: Duration::from_micros(field(lease_us)?),
         })
     }
 
@@ -504,10 +532,15 @@ impl Store {
         self.connection.nodes()
     }
 
-    /// Removes the share, whatever it holds.
+    /// Removes the share, whatever it holds, and what earlier versions
+    /// kept for it.
     pub fn remove(&mut self) -> Result<bool, StoreError> {
+        let base = self.keys[0].trim_end_matches("settings");
+        let earlier =
+            ["leases", "members", "granted", "demand"].map(|part| format!("{base}{part}"));
         let removed: u64 = redis::cmd("DEL")
             .arg(&self.keys[..])
+            .arg(&earlier[..])
             .query(&mut self.connection)?;
         Ok(removed > 0)
     }

@@ -27,8 +27,13 @@ pub struct LeaseReply {
     pub held: Held,
     /// Shapes on the share, this one among them.
     pub members: u64,
-    /// This member's part of the rate, in tokens a second.
+    /// The slope of the lease granted, tokens a second: this member's
+    /// part, or less while the others' stretches leave no room for it.
+    pub slope: u64,
+    /// This member's fair part of the rate, in tokens a second.
     pub part: u64,
+    /// How long a lease lasts on this share: longer as members are more.
+    pub lease_time: std::time::Duration,
 }
 
 /// Why Redis could not serve a call.

@@ -32,7 +32,9 @@ fn answer(granted: u64, lead_ms: i64, part: u64) -> Event {
         lead: lead_ms * MS as i64,
         held: held(1),
         members: 4,
+        slope: part,
         part,
+        lease_time: std::time::Duration::from_nanos(LEASE_TIME),
     })
 }
 
@@ -207,7 +209,9 @@ fn settings_heard_are_what_a_member_would_start_the_share_again_with() {
             lead: 0,
             held: changed,
             members: 4,
+            slope: RATE / 2,
             part: RATE / 2,
+            lease_time: std::time::Duration::from_nanos(LEASE_TIME),
         }),
     );
     let local = (RATE / 2) as f64 * HEADROOM;
@@ -248,9 +252,12 @@ fn what_is_unused_is_what_was_leased_less_what_was_spent() {
 fn an_idle_member_asks_only_for_the_settings_and_claims_little_of_the_rate() {
     let (mut plan, _) = leased(Fallback::Last, 200_000, -100);
     // In its first second its pace is not known: it claims all it can get.
-    let poll = plan.step(10 * MS + POLL, idle(0), Event::Tick).ask.unwrap();
+    let poll = plan
+        .step(10 * MS + LEASE_TIME, idle(0), Event::Tick)
+        .ask
+        .unwrap();
     assert_eq!((poll.want, poll.demand), (0, INSATIABLE));
-    let _ = plan.step(20 * MS + POLL, idle(0), answer(0, 0, RATE / 4));
+    let _ = plan.step(20 * MS + LEASE_TIME, idle(0), answer(0, 0, RATE / 4));
     let poll = plan
         .step(WARM_UP + 20 * MS, idle(0), Event::Tick)
         .ask
@@ -361,12 +368,16 @@ mod fleet {
             let mut held = held(1);
             held.limit = Limit::per_second(self.rate);
             held.burst = self.burst;
+            let members = self.demand.len() as u64;
+            let lease_us = (members * crate::control::fleet::store::PER_MEMBER_US).max(100_000);
             LeaseReply {
                 granted,
                 lead,
                 held,
-                members: self.demand.len() as u64,
-                part: slope,
+                members,
+                slope,
+                part: part as u64,
+                lease_time: std::time::Duration::from_micros(lease_us),
             }
         }
     }
