@@ -21,6 +21,8 @@ mod link;
 mod member;
 mod plan;
 mod store;
+#[cfg(test)]
+mod swarm;
 mod url;
 
 pub use member::Member;

@@ -294,34 +294,100 @@ fn a_member_held_back_by_its_bucket_asks_for_as_much_as_it_can_get() {
     assert_eq!(ask.demand, (210_000.0 / 1.11 * 1.25) as u64);
 }
 
+/// Redis's answer on a share of many members: a lease of `granted` tokens
+/// at `slope`, of a fair `part`, on a share whose leases last `lease_ms`.
+fn on_a_large_share(granted: u64, slope: u64, part: u64, lease_ms: u64) -> Event {
+    Event::Answered(LeaseReply {
+        granted,
+        lead: -100 * MS as i64,
+        held: held(1),
+        members: 1000,
+        slope,
+        part,
+        lease_time: std::time::Duration::from_millis(lease_ms),
+    })
+}
+
+#[test]
+fn leases_last_as_long_as_redis_says_and_an_idle_member_asks_that_seldom() {
+    let part = RATE / 100;
+    let mut plan = Leases::new(held(1), Fallback::Last, 0, 0);
+    let _ = plan.step(0, idle(0), Event::Tick);
+    let answered = plan.step(MS, idle(0), on_a_large_share(part * 5, part, part, 5000));
+    assert_eq!(answered.ask, None, "five seconds at its part in hand");
+    // Idle, it asks for the settings once a lease time, not ten times a
+    // second.
+    for at in [100 * MS, SECOND, 4 * SECOND] {
+        assert_eq!(plan.step(at, idle(0), Event::Tick).ask, None, "at {at}");
+    }
+    let poll = plan
+        .step(MS + 5 * SECOND, idle(0), Event::Tick)
+        .ask
+        .unwrap();
+    assert_eq!((poll.want, poll.lasting.as_secs()), (0, 5));
+    // Having spent four seconds' worth, it asks for five more seconds at
+    // its part.
+    let _ = plan.step(6 * SECOND, idle(0), on_a_large_share(0, part, part, 5000));
+    let ask = plan
+        .step(6 * SECOND + MS, idle(part * 4), Event::Tick)
+        .ask
+        .unwrap();
+    assert_eq!(ask.want, part * 5);
+}
+
+#[test]
+fn a_member_given_less_than_its_part_asks_again_a_tenth_of_a_lease_later() {
+    let part = RATE / 1000;
+    let mut plan = Leases::new(held(1), Fallback::Last, 0, 0);
+    let _ = plan.step(0, idle(0), Event::Tick);
+    // No room for its part yet: a short stretch at a tenth of it.
+    let short = part / 10;
+    let _ = plan.step(MS, idle(0), on_a_large_share(short / 5, short, part, 2000));
+    assert_eq!(plan.step(100 * MS, idle(short / 5), Event::Tick).ask, None);
+    let ask = plan.step(MS + 200 * MS, idle(short / 5), Event::Tick).ask;
+    assert!(ask.is_some_and(|ask| ask.want > 0), "{ask:?}");
+}
+
 /// Several members and Redis on made-up times: the scripts' arithmetic in
 /// Rust, the network as a delay each way, each local bucket as tokens that
 /// flow in at its rate, and a reader that takes every token there is.
 mod fleet {
     use super::*;
-
-    /// A member's stretches as Redis keeps them: the one running, and the
-    /// one after it (slope, start, end) in nanoseconds.
-    #[derive(Default, Clone, Copy)]
-    struct Stretches {
-        running: (u64, u64),
-        next: (u64, u64, u64),
-    }
+    use crate::control::fleet::store::PER_MEMBER_US;
 
     struct Redis {
         rate: u64,
         burst: u64,
         demand: Vec<u64>,
-        stretches: Vec<Stretches>,
+        /// Each member's stretches not yet ended: slope and end, in
+        /// nanoseconds.
+        stretches: Vec<Vec<(u64, u64)>>,
+        calls: u64,
     }
 
     impl Redis {
+        /// What member `id` counts for at `now`: the largest slope among
+        /// its stretches not yet ended.
+        fn counts(&self, id: usize, now: u64) -> u64 {
+            let running = self.stretches[id].iter().filter(|(_, end)| *end > now);
+            running.map(|(slope, _)| *slope).max().unwrap_or(0)
+        }
+
         /// The lease script for member `id` at `now`.
         fn lease(&mut self, id: usize, now: u64, ask: &Ask) -> LeaseReply {
+            self.calls += 1;
             self.demand[id] = ask.demand;
+            let members = self.demand.len() as u64;
+            let lease = (members * PER_MEMBER_US * 1000).max(LEASE_TIME);
+            let lasting = lease.max(ask.lasting.as_nanos() as u64);
+            let reserve = if lease > SECOND {
+                (2.0 / members as f64).min(0.01)
+            } else {
+                0.0
+            };
             let mut sorted = self.demand.clone();
             sorted.sort_unstable();
-            let (mut part, mut left) = (ask.demand as f64, self.rate as f64);
+            let (mut part, mut left) = (ask.demand as f64, self.rate as f64 * (1.0 - reserve));
             for (i, &d) in sorted.iter().enumerate() {
                 let even = left / (sorted.len() - i) as f64;
                 if d as f64 >= even {
@@ -332,44 +398,34 @@ mod fleet {
             }
             let others: u64 = (0..self.stretches.len())
                 .filter(|&other| other != id)
-                .map(|other| {
-                    let s = self.stretches[other];
-                    let running = if s.running.1 > now { s.running.0 } else { 0 };
-                    if s.next.2 > now {
-                        running.max(s.next.0)
-                    } else {
-                        0
-                    }
-                })
+                .map(|other| self.counts(other, now))
                 .sum();
             let slope = part.min((self.rate - others.min(self.rate)) as f64).floor() as u64;
             let (mut granted, mut lead) = (0, 0);
             if ask.want > 0 && slope >= 1 {
+                let stretch = if (slope as f64) < part * 0.95 {
+                    (lasting / 10).clamp(LEASE_TIME, SECOND).min(lasting)
+                } else {
+                    lasting
+                };
                 let want = ask
                     .want
-                    .min((slope as f64 * ask.lasting.as_secs_f64()) as u64)
+                    .min((slope as f64 * stretch as f64 / SECOND as f64) as u64)
                     .max(1);
-                let own = self.stretches[id];
-                let (running, ends) = if own.next.2 > now {
-                    (own.next.0, own.next.2)
-                } else {
-                    (0, 0)
-                };
-                let start = ends.max(now);
+                let own = &mut self.stretches[id];
+                own.retain(|(_, end)| *end > now);
+                let start = own.last().map_or(now, |(_, end)| (*end).max(now));
                 let cost = (want as f64 / slope as f64 * SECOND as f64).ceil() as u64;
                 let tau = self.burst * SECOND / self.rate;
                 lead = start as i64 - tau as i64 - now as i64;
-                self.stretches[id] = Stretches {
-                    running: (running, start),
-                    next: (slope, start, start + cost),
-                };
-                granted = want;
+                if lead <= (2 * SECOND).max(2 * lasting) as i64 {
+                    own.push((slope, start + cost));
+                    granted = want;
+                }
             }
             let mut held = held(1);
             held.limit = Limit::per_second(self.rate);
             held.burst = self.burst;
-            let members = self.demand.len() as u64;
-            let lease_us = (members * crate::control::fleet::store::PER_MEMBER_US).max(100_000);
             LeaseReply {
                 granted,
                 lead,
@@ -377,7 +433,7 @@ mod fleet {
                 members,
                 slope,
                 part: part as u64,
-                lease_time: std::time::Duration::from_micros(lease_us),
+                lease_time: std::time::Duration::from_nanos(lease),
             }
         }
     }
@@ -414,34 +470,51 @@ mod fleet {
         }
     }
 
+    /// What a run spent: each member's tokens from 4 s on (the last one
+    /// is the newcomer's, if there is one), the newcomer's tokens at each
+    /// millisecond from its joining, and the lease calls from 4 s on.
+    struct Spent {
+        members: Vec<u64>,
+        newcomer: Vec<u64>,
+        calls: u64,
+    }
+
     /// Runs `members` saturated members for `seconds` with `round_trip`
-    /// ms to Redis; returns what each spent from 4 s on.
-    fn run(members: usize, round_trip: u64, seconds: u64) -> Vec<u64> {
+    /// ms to Redis, and one more from `newcomer` s on, if given.
+    fn run(members: usize, round_trip: u64, seconds: u64, newcomer: Option<u64>) -> Spent {
+        let all = members + usize::from(newcomer.is_some());
         let mut redis = Redis {
             rate: RATE,
             burst: BURST,
             demand: vec![0; members],
-            stretches: vec![Stretches::default(); members],
+            stretches: vec![Vec::new(); all],
+            calls: 0,
         };
         let mut plans: Vec<Leases> = (0..members)
             .map(|_| Leases::new(held(1), Fallback::Block, 0, 0))
             .collect();
-        let mut locals: Vec<Local> = (0..members).map(|_| Local::default()).collect();
+        let mut locals: Vec<Local> = (0..all).map(|_| Local::default()).collect();
         // (delivered at, member, answer)
         let mut in_flight: Vec<(u64, usize, LeaseReply)> = Vec::new();
-        let mut from_4s = vec![0; members];
+        let mut from_4s = vec![0; all];
+        let mut calls_from_4s = 0;
+        let mut newcomer_spent = Vec::new();
         for tick in 0..seconds * 1000 {
             let now = tick * MS;
-            for id in 0..members {
+            if newcomer == Some(tick / 1000) && tick % 1000 == 0 {
+                plans.push(Leases::new(held(1), Fallback::Block, now, 0));
+                redis.demand.push(0);
+            }
+            let mut due: Vec<Vec<Event>> = vec![vec![Event::Tick]; plans.len()];
+            in_flight.retain(|(at, member, answer)| {
+                let arrived = *at <= now;
+                if arrived {
+                    due[*member].push(Event::Answered(*answer));
+                }
+                !arrived
+            });
+            for (id, events) in due.into_iter().enumerate() {
                 locals[id].tick(1.0);
-                let mut events = vec![Event::Tick];
-                in_flight.retain(|(at, member, answer)| {
-                    let due = *at <= now && *member == id;
-                    if due {
-                        events.push(Event::Answered(*answer));
-                    }
-                    !due
-                });
                 for event in events {
                     let step = plans[id].step(now, locals[id].seen(), event);
                     if let Some(setting) = step.set {
@@ -452,14 +525,22 @@ mod fleet {
                         in_flight.push((now + round_trip * MS, id, answer));
                     }
                 }
-                if tick == 4000 {
-                    from_4s[id] = locals[id].granted;
-                }
+            }
+            if plans.len() == all && newcomer.is_some() {
+                newcomer_spent.push(locals[members].granted);
+            }
+            if tick == 4000 {
+                from_4s = locals.iter().map(|local| local.granted).collect();
+                calls_from_4s = redis.calls;
             }
         }
-        (0..members)
-            .map(|id| locals[id].granted - from_4s[id])
-            .collect()
+        Spent {
+            members: (0..all)
+                .map(|id| locals[id].granted - from_4s[id])
+                .collect(),
+            newcomer: newcomer_spent,
+            calls: redis.calls - calls_from_4s,
+        }
     }
 
     /// Among what it catches: a poll for settings in flight holding up the
@@ -468,7 +549,7 @@ mod fleet {
     fn members_get_even_parts_of_an_exact_total_at_any_distance() {
         for round_trip in [0, 20, 50, 200] {
             for members in [2, 4] {
-                let spent = run(members, round_trip, 10);
+                let spent = run(members, round_trip, 10, None).members;
                 let total: u64 = spent.iter().sum();
                 let exact = RATE * 6;
                 let off = total as f64 / exact as f64 - 1.0;
@@ -485,5 +566,34 @@ mod fleet {
                 }
             }
         }
+    }
+
+    /// 250 members: leases of 1.25 s, so about 200 calls a second, and 1%
+    /// of the rate kept out of the parts, which a newcomer finds free.
+    #[test]
+    fn a_large_share_is_called_200_times_a_second_and_a_newcomer_gets_its_part_at_once() {
+        let members = 250;
+        let spent = run(members, 2, 14, Some(10));
+        let calls = spent.calls as f64 / 10.0;
+        assert!((150.0..230.0).contains(&calls), "{calls} calls a second");
+        // The old members, from 4 s to 10 s: within 2% of the share, and
+        // of each other.
+        let total: u64 = spent.members[..members].iter().sum();
+        let newcomers = spent.members[members];
+        let share = RATE as f64 * 10.0;
+        let off = (total + newcomers) as f64 / share - 1.0;
+        assert!(off.abs() < 0.02, "{off:+.4} of the share");
+        let even = total as f64 / members as f64;
+        for each in &spent.members[..members] {
+            assert!((*each as f64 / even - 1.0).abs() < 0.1, "{each} of {even}");
+        }
+        // The newcomer spends at 90% of its part over half a second within
+        // a second of joining.
+        let part = RATE as f64 / (members + 1) as f64 * 0.99;
+        let reached = (500..spent.newcomer.len()).find(|&ms| {
+            let pace = (spent.newcomer[ms] - spent.newcomer[ms - 500]) as f64 * 2.0;
+            pace >= 0.9 * part
+        });
+        assert!(reached.is_some_and(|ms| ms < 1000), "{reached:?} ms");
     }
 }

@@ -21,33 +21,40 @@ local n, satisfied, wanted = tonumber(s[8]) or 0, tonumber(s[9]) or 0, tonumber(
 -- Forgotten members and slopes ended are set right a few at a time:
 -- until then they count, which only ever holds back.
 local BATCH = 64
--- A member's record: demand, satisfied, member, and its stretches (the
--- slope of the one running, when it ends, the slope of the next one, when
--- that ends) with the slope they count for now.
+-- A member's record: its demand, whether it is counted as content and as
+-- a member, the slope it counts for now, then its stretches not yet
+-- ended, each as its slope and its end. They run one after another on
+-- the member's own timeline, and any of them may yet run: the member
+-- counts for the largest slope among them, which only ever falls.
 local function whole(x) return string.format('%.0f', x) end
 local function read(id)
   local r = redis.call('HGET', KEYS[2], id)
   local v = {}
   if r then for x in string.gmatch(r, '%d+') do v[#v + 1] = tonumber(x) end end
-  if #v ~= 8 then v = {0, 0, 0, 0, 0, 0, 0, 0} end
+  if #v < 4 or #v % 2 == 1 then v = {0, 0, 0, 0} end
   return v
 end
 local function write(id, v)
-  redis.call('HSET', KEYS[2], id, string.format('%.0f %d %d %.0f %.0f %.0f %.0f %.0f', unpack(v)))
+  local text = {}
+  for i = 1, #v do text[i] = whole(v[i]) end
+  redis.call('HSET', KEYS[2], id, table.concat(text, ' '))
 end
--- The slope a member's stretches count for at `at`: the larger of the two
--- while the first runs, then the second's; it only ever falls.
-local function counts(v, at)
-  if at < v[5] then return math.max(v[4], v[6]) elseif at < v[7] then return v[6] end
-  return 0
-end
+-- Forgets the stretches ended by now, counts the member for the largest
+-- slope left, and schedules the next look at the first end.
 local function recount(id, v)
-  local now_counts = counts(v, now)
-  committed = committed + now_counts - v[8]
-  v[8] = now_counts
-  if now < v[5] then redis.call('ZADD', KEYS[4], whole(v[5]), id)
-  elseif now < v[7] then redis.call('ZADD', KEYS[4], whole(v[7]), id)
-  else redis.call('ZREM', KEYS[4], id) end
+  local kept, most, first = {v[1], v[2], v[3], v[4]}, 0, nil
+  for i = 5, #v - 1, 2 do
+    if v[i + 1] > now then
+      kept[#kept + 1] = v[i]
+      kept[#kept + 1] = v[i + 1]
+      most = math.max(most, v[i])
+      if not first or v[i + 1] < first then first = v[i + 1] end
+    end
+  end
+  committed = committed + most - v[4]
+  kept[4] = most
+  if first then redis.call('ZADD', KEYS[4], whole(first), id) else redis.call('ZREM', KEYS[4], id) end
+  return kept
 end
 local function unclaim(v)
   if v[3] == 1 then
@@ -58,15 +65,14 @@ local function unclaim(v)
 end
 local id = ARGV[1]
 for _, other in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, BATCH)) do
-  local v = read(other)
-  recount(other, v)
-  if v[3] == 0 and v[8] == 0 then redis.call('HDEL', KEYS[2], other) else write(other, v) end
+  local v = recount(other, read(other))
+  if v[3] == 0 and v[4] == 0 then redis.call('HDEL', KEYS[2], other) else write(other, v) end
 end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, BATCH)
 for _, other in ipairs(gone) do
   local v = read(other)
   unclaim(v)
-  if v[8] == 0 then redis.call('HDEL', KEYS[2], other) else write(other, v) end
+  if v[4] == 0 then redis.call('HDEL', KEYS[2], other) else write(other, v) end
 end
 if #gone > 0 then redis.call('ZREM', KEYS[3], unpack(gone)) end
 if redis.call('ZCARD', KEYS[3]) == 0 then n, satisfied, wanted = 0, 0, 0 end
@@ -77,8 +83,8 @@ wanted = math.max(0, wanted)
 -- The caller's own record, as this call leaves it.
 local v = read(id)
 if not redis.call('ZSCORE', KEYS[3], id) then v[2], v[3] = 0, 0 end
-if not redis.call('ZSCORE', KEYS[4], id) then v[8] = 0 end
-recount(id, v)
+if not redis.call('ZSCORE', KEYS[4], id) then v[4] = 0 end
+v = recount(id, v)
 unclaim(v)
 n = n + 1
 v[3] = 1
@@ -101,7 +107,7 @@ if demand < (shared - wanted) / (n - satisfied) then
 end
 local part = demand
 if n > satisfied then part = math.min(demand, math.max(0, (shared - wanted) / (n - satisfied))) end
-local others = committed - v[8]
+local others = committed - v[4]
 local slope = math.floor(math.min(part, rate - others))
 local want, granted, lead = tonumber(ARGV[2]), 0, 0
 if counting ~= tonumber(ARGV[5]) then
@@ -116,15 +122,15 @@ elseif slope >= 1 then
   local stretch = lasting
   if slope < part * 0.95 then stretch = math.min(lasting, math.max(tonumber(ARGV[15]), math.min(lasting / 10, 1000000))) end
   want = math.min(want, math.max(1, math.floor(slope * stretch / 1000000)))
-  local running, ends = 0, 0
-  if v[7] > now then running, ends = v[6], v[7] end
-  local start = math.max(ends, now)
+  local start = now
+  if #v > 4 then start = math.max(now, v[#v]) end
   local cost = math.ceil(want * 1000000 / slope)
   local tau = math.floor(burst * 1000000 / rate)
   lead = start - tau - now
   if lead <= math.max(tonumber(ARGV[7]), 2 * lasting) then
-    v[4], v[5], v[6], v[7] = running, start, slope, start + cost
-    recount(id, v)
+    v[#v + 1] = slope
+    v[#v + 1] = start + cost
+    v = recount(id, v)
     granted = want
   end
 end
