@@ -1,14 +1,14 @@
 local unused = tonumber(ARGV[1])
 if unused > 0 then redis.call('HINCRBY', KEYS[1], 'granted', -unused) end
+local s = redis.call('HMGET', KEYS[1], 'committed', 'members', 'satisfied', 'satisfied_sum', 'epoch')
 local r = redis.call('HGET', KEYS[2], ARGV[2])
 local v = {}
 if r then for x in string.gmatch(r, '%d+') do v[#v + 1] = tonumber(x) end end
-if #v >= 4 then
-  local s = redis.call('HMGET', KEYS[1], 'committed', 'members', 'satisfied', 'satisfied_sum')
+if #v >= 5 and v[5] == tonumber(s[5]) then
   local committed, n = tonumber(s[1]) or 0, tonumber(s[2]) or 0
   local satisfied, wanted = tonumber(s[3]) or 0, tonumber(s[4]) or 0
-  if redis.call('ZSCORE', KEYS[4], ARGV[2]) then committed = committed - v[4] end
-  if redis.call('ZSCORE', KEYS[3], ARGV[2]) and v[3] == 1 then
+  committed = committed - v[4]
+  if v[3] == 1 then
     n = n - 1
     if v[2] == 1 then satisfied, wanted = satisfied - 1, wanted - v[1] end
   end
