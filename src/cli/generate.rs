@@ -269,7 +269,9 @@ A password may also come from \fBSHAPE_REDIS_PASSWORD\fR (for a Unix socket, onl
 .PP
 Each shape spends from a bucket of its own at its part of the rate (max-min fair over what every shape would spend), kept covered by leases: stretches of a timeline of its own at that part, granted by an atomic script on Redis's own clock.
 The parts in force never add up to more than the rate, so the fleet never passes more than the rate times the time plus the burst, however far away Redis is.
-A shape measures its round trip to Redis and asks for its next lease a round trip before it needs it; a lease lasts a tenth of a second or two round trips, whichever is longer.
+A shape measures its round trip to Redis and asks for its next lease a round trip before it needs it; a lease lasts a tenth of a second, 5 ms more for every shape on the share past 20 (so that a share sees about 200 calls a second however many shapes are on it: 5 s at 1,000), or two round trips, whichever is longer.
+A setting changed with \fB\-\-remote\fR reaches every shape within a lease.
+On a share whose leases last over a second, 1% of the rate (or two shapes' parts, if less) is kept out of the parts, so that a shape that joins finds its part free at once.
 Unused tokens are given back on exit if Redis takes them within 200 ms.
 A burst never set follows the rate, as on a single shape.
 .PP

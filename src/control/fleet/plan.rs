@@ -183,6 +183,8 @@ pub struct Leases {
     /// Until this time a member counts as wanting all it can get: its
     /// pace is not known yet.
     warming: u64,
+    /// The local bucket's grants at the last step.
+    stepped: u64,
 }
 
 impl Leases {
@@ -218,6 +220,7 @@ impl Leases {
             want_more: false,
             not_before: 0,
             warming: now + WARM_UP,
+            stepped: granted,
         }
     }
 
@@ -241,6 +244,7 @@ impl Leases {
             Event::Failed(trouble) => self.failed(now, trouble),
         };
         self.settle(now);
+        self.forfeit(now, local);
         let ask = self.ask(now, local);
         let (setting, mut wake) = self.gate(now, local);
         if !setting.paused {
@@ -367,6 +371,33 @@ impl Leases {
             }
             self.spendable += ramp.tokens;
             self.ramps.pop_front();
+        }
+    }
+
+    /// Drops what has been spendable for longer than the share's burst
+    /// allows and is still unspent, as a bucket drops tokens past its
+    /// capacity. Kept, it would be spent late, on top of the part, while
+    /// the other members spend theirs: a member that joined a share alone
+    /// and leased at the whole rate held a balance that it spent at its
+    /// bucket's 5% over its part for minutes, and the share passed its
+    /// rate by 1% over any window. Dropped when the member spends, as a
+    /// bucket's cap bites only then: an idle member keeps its leases, and
+    /// asks for none.
+    fn forfeit(&mut self, now: u64, local: Local) {
+        let spends = local.waiting || local.granted != self.stepped;
+        self.stepped = local.granted;
+        let Some(rate) = self.share_rate() else {
+            return;
+        };
+        if !spends {
+            return;
+        }
+        let ahead = self.held.burst as f64 / rate + LOCAL_BURST as f64 / SECOND as f64;
+        let most = (self.part() * HEADROOM * ahead) as i128;
+        let over = self.room(now, local) - most;
+        if over > 0 {
+            // Counted as spent: it is neither spendable nor given back.
+            self.base = self.base.wrapping_sub(over as u64);
         }
     }
 

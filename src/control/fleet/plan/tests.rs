@@ -241,6 +241,23 @@ fn leases_grow_with_the_round_trip_and_are_asked_for_one_round_trip_ahead() {
 }
 
 #[test]
+fn what_a_spending_member_let_lapse_past_the_share_burst_is_lost() {
+    // Two seconds at its part, spendable from 100 ms ago.
+    let (mut plan, _) = leased(Fallback::Last, RATE / 2, -100);
+    let spending = Local {
+        granted: 1000,
+        in_hand: 0,
+        waiting: true,
+    };
+    let _ = plan.step(3 * SECOND, spending, Event::Tick);
+    // What it may still spend is the share's burst in time (100 ms) and
+    // its bucket's own (20 ms), at its bucket's rate; the rest lapsed.
+    let most = RATE as f64 / 4.0 * HEADROOM * 0.12;
+    let unused = plan.unused(1000) as f64;
+    assert!((unused - most).abs() < 2.0, "{unused} of {most}");
+}
+
+#[test]
 fn what_is_unused_is_what_was_leased_less_what_was_spent() {
     let (mut plan, _) = leased(Fallback::Last, 200_000, 400);
     assert_eq!(plan.unused(50_000), 150_000);
