@@ -16,7 +16,13 @@
 //! Redis never lets the slopes in force add up to more than the rate, so
 //! the tokens all members can spend by time `t` never exceed
 //! `rate * t + burst`, however far away Redis is and whatever it does
-//! next.
+//! next. What a member leaves unspent past the share's burst lapses, as a
+//! bucket's tokens past its capacity, so that this holds over any window
+//! too, not only from the start.
+//!
+//! A lease lasts longer on a share of many members, as Redis says, so
+//! that the share sees about the same number of calls a second whatever
+//! its size; an idle member asks for the settings once a lease time.
 //!
 //! The plan pauses the local bucket when what it may still spend is in
 //! the bucket's hands already, and lets it go when more becomes
