@@ -4,6 +4,7 @@
 mod address;
 pub mod proxy;
 mod resources;
+pub mod udp;
 
 pub use address::{Address, Listening, finish, parse_connect, parse_timeout};
 pub use resources::{ACCEPT_PAUSE, deepen_backlog, out_of_resources};

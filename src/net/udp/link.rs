@@ -1,0 +1,301 @@
+//! One direction of a UDP link, as netem makes one, on whatever clock it
+//! is handed: datagrams arrive, and leave when the link says, whole or
+//! not at all, each with the tag it came with (the flow it belongs to). It reads no clock and does no I/O, so every rule here is
+//! tested exactly on made-up times.
+//!
+//! What a datagram goes through, in netem's order:
+//! 1. the MTU: one over it is dropped or cut to it;
+//! 2. loss ([`Loss`]): at random or in Gilbert-Elliott's bursts;
+//! 3. duplication: a copy follows it through everything below;
+//! 4. corruption: one bit flipped, chosen at random;
+//! 5. the queue: it waits for the link to be free, and one that does not
+//!    fit is dropped (the tail, or the oldest waiting, as asked);
+//! 6. the rate: it is sent whole, taking its size over the rate, never
+//!    split;
+//! 7. the delay, give or take the jitter (which reorders, unless asked
+//!    not to); a reordered one (netem's `reorder`) skips the delay.
+//!
+//! Every draw comes from a generator of its own kind, all seeded from one
+//! seed, so that a seed replays everything a link did.
+
+use super::loss::{Losing, Loss};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+const SECOND: u64 = 1_000_000_000;
+
+/// What the queue drops when a datagram does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueDrop {
+    /// The datagram that arrives (a router's tail drop).
+    #[default]
+    Tail,
+    /// The oldest waiting, as many as it takes.
+    Head,
+}
+
+/// What becomes of a datagram over the MTU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oversize {
+    Drop,
+    Cut,
+}
+
+/// How one direction of a link is impaired.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Impairment {
+    /// Units a second (bytes, or datagrams with `packets`); `None` is
+    /// unlimited.
+    pub rate: Option<f64>,
+    /// The rate and the queue count datagrams, not bytes.
+    pub packets: bool,
+    /// The most that waits for the link, in the rate's units.
+    pub queue: u64,
+    pub queue_drop: QueueDrop,
+    /// In nanoseconds.
+    pub delay: u64,
+    /// How far each datagram's delay may stray either way, evenly, in
+    /// nanoseconds.
+    pub jitter: u64,
+    /// Jitter never sends a datagram before one that came earlier.
+    pub keep_order: bool,
+    pub loss: Option<Loss>,
+    /// Probabilities, per datagram.
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub corrupt: f64,
+    pub mtu: Option<(usize, Oversize)>,
+}
+
+/// What a link did, in datagrams and bytes (as they arrived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    pub passed: (u64, u64),
+    pub lost: (u64, u64),
+    pub queue_full: (u64, u64),
+    pub duplicated: (u64, u64),
+    pub reordered: (u64, u64),
+    pub corrupted: (u64, u64),
+    pub cut: (u64, u64),
+    pub oversize: (u64, u64),
+}
+
+fn count(what: &mut (u64, u64), datagram: &[u8]) {
+    what.0 += 1;
+    what.1 += datagram.len() as u64;
+}
+
+/// A datagram and its tag.
+pub type Tagged = (u64, Vec<u8>);
+
+/// A datagram in the delay line, in the order it is due, then arrived.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Held {
+    due: u64,
+    order: u64,
+    datagram: Tagged,
+}
+
+/// The draws of each kind, each from a generator of its own.
+#[derive(Debug)]
+struct Draws {
+    duplicate: fastrand::Rng,
+    corrupt: fastrand::Rng,
+    reorder: fastrand::Rng,
+    jitter: fastrand::Rng,
+}
+
+/// One direction of a link.
+#[derive(Debug)]
+pub struct Link {
+    impairment: Impairment,
+    losing: Option<Losing>,
+    draws: Draws,
+    /// Datagrams waiting for the link, oldest first, and what they hold
+    /// in the rate's units.
+    waiting: VecDeque<Tagged>,
+    waiting_units: u64,
+    /// When the link is free to send the next one.
+    free_at: u64,
+    line: BinaryHeap<Reverse<Held>>,
+    /// The latest time due in the line, for `keep_order`.
+    last_due: u64,
+    arrived: u64,
+    tally: Tally,
+}
+
+impl Link {
+    /// A link impaired as `impairment` says, drawing from `seed`.
+    pub fn new(impairment: Impairment, seed: u64) -> Link {
+        let mut seeds = fastrand::Rng::with_seed(seed);
+        let losing = impairment.loss.map(|loss| Losing::new(loss, seeds.u64(..)));
+        let draws = Draws {
+            duplicate: fastrand::Rng::with_seed(seeds.u64(..)),
+            corrupt: fastrand::Rng::with_seed(seeds.u64(..)),
+            reorder: fastrand::Rng::with_seed(seeds.u64(..)),
+            jitter: fastrand::Rng::with_seed(seeds.u64(..)),
+        };
+        Link {
+            impairment,
+            losing,
+            draws,
+            waiting: VecDeque::new(),
+            waiting_units: 0,
+            free_at: 0,
+            line: BinaryHeap::new(),
+            last_due: 0,
+            arrived: 0,
+            tally: Tally::default(),
+        }
+    }
+
+    pub fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    /// Takes in `datagram`, tagged `tag`, arrived at `now`.
+    pub fn arrive(&mut self, now: u64, tag: u64, mut datagram: Vec<u8>) {
+        self.send(now);
+        if self.waiting.is_empty() {
+            // An idle link sends what comes at once.
+            self.free_at = self.free_at.max(now);
+        }
+        if let Some((mtu, oversize)) = self.impairment.mtu
+            && datagram.len() > mtu
+        {
+            match oversize {
+                Oversize::Drop => return count(&mut self.tally.oversize, &datagram),
+                Oversize::Cut => {
+                    count(&mut self.tally.cut, &datagram);
+                    datagram.truncate(mtu);
+                }
+            }
+        }
+        if self.losing.as_mut().is_some_and(Losing::loses) {
+            return count(&mut self.tally.lost, &datagram);
+        }
+        let copy = (self.impairment.duplicate > 0.0
+            && self.draws.duplicate.f64() < self.impairment.duplicate)
+            .then(|| datagram.clone());
+        if let Some(copy) = &copy {
+            count(&mut self.tally.duplicated, copy);
+        }
+        for mut datagram in std::iter::once(datagram).chain(copy) {
+            if self.impairment.corrupt > 0.0
+                && !datagram.is_empty()
+                && self.draws.corrupt.f64() < self.impairment.corrupt
+            {
+                let bit = self.draws.corrupt.usize(..datagram.len() * 8);
+                datagram[bit / 8] ^= 1 << (bit % 8);
+                count(&mut self.tally.corrupted, &datagram);
+            }
+            self.queue((tag, datagram));
+        }
+        self.send(now);
+    }
+
+    /// Puts `datagram` in the queue, or drops what the queue cannot hold.
+    fn queue(&mut self, datagram: Tagged) {
+        let units = self.units(&datagram.1);
+        let room = self.impairment.queue;
+        if self.impairment.rate.is_some() && self.waiting_units + units > room {
+            match self.impairment.queue_drop {
+                QueueDrop::Tail => return count(&mut self.tally.queue_full, &datagram.1),
+                QueueDrop::Head => {
+                    while self.waiting_units + units > room {
+                        let Some(oldest) = self.waiting.pop_front() else {
+                            return count(&mut self.tally.queue_full, &datagram.1);
+                        };
+                        self.waiting_units -= self.units(&oldest.1);
+                        count(&mut self.tally.queue_full, &oldest.1);
+                    }
+                }
+            }
+        }
+        self.waiting_units += units;
+        self.waiting.push_back(datagram);
+    }
+
+    fn units(&self, datagram: &[u8]) -> u64 {
+        if self.impairment.packets {
+            1
+        } else {
+            datagram.len() as u64
+        }
+    }
+
+    /// Sends what the link is free to send by `now` into the delay line:
+    /// each waiting datagram starts when the one before it is sent.
+    fn send(&mut self, now: u64) {
+        while let Some(datagram) = self.waiting.front() {
+            let start = self.free_at;
+            if start > now {
+                return;
+            }
+            let units = self.units(&datagram.1);
+            let sent = match self.impairment.rate {
+                Some(rate) => start + (units as f64 / rate * SECOND as f64).ceil() as u64,
+                None => start,
+            };
+            let datagram = self.waiting.pop_front().expect("looked at above");
+            self.waiting_units -= units;
+            self.free_at = sent;
+            self.delay(sent, datagram);
+        }
+    }
+
+    /// Puts a datagram sent at `sent` into the delay line.
+    fn delay(&mut self, sent: u64, datagram: Tagged) {
+        let impairment = &self.impairment;
+        let due = if impairment.reorder > 0.0 && self.draws.reorder.f64() < impairment.reorder {
+            count(&mut self.tally.reordered, &datagram.1);
+            sent
+        } else {
+            let jitter = impairment.jitter as i128;
+            let stray = if jitter > 0 {
+                self.draws.jitter.i64(-(jitter as i64)..=jitter as i64) as i128
+            } else {
+                0
+            };
+            let due = (sent as i128 + impairment.delay as i128 + stray).max(sent as i128) as u64;
+            if impairment.keep_order {
+                due.max(self.last_due)
+            } else {
+                due
+            }
+        };
+        self.last_due = self.last_due.max(due);
+        self.arrived += 1;
+        self.line.push(Reverse(Held {
+            due,
+            order: self.arrived,
+            datagram,
+        }));
+    }
+
+    /// The datagrams due by `now`, in the order they leave.
+    pub fn leave(&mut self, now: u64) -> Vec<Tagged> {
+        self.send(now);
+        let mut out = Vec::new();
+        while let Some(Reverse(held)) = self.line.peek() {
+            if held.due > now {
+                break;
+            }
+            let Reverse(held) = self.line.pop().expect("peeked");
+            count(&mut self.tally.passed, &held.datagram.1);
+            out.push(held.datagram);
+        }
+        out
+    }
+
+    /// When something is next due: a datagram leaving the line, or the
+    /// link free to send the next one waiting.
+    pub fn wake(&self) -> Option<u64> {
+        let line = self.line.peek().map(|Reverse(held)| held.due);
+        let queue = (!self.waiting.is_empty()).then_some(self.free_at);
+        line.into_iter().chain(queue).min()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,10 @@
+//! UDP links: datagrams passed between clients and an upstream through a
+//! link impaired as netem impairs one, in user space and seeded. One
+//! direction's link, on any clock, is [`link`]; how it loses datagrams,
+//! [`loss`].
+
+mod link;
+mod loss;
+
+pub use link::{Impairment, Link, Oversize, QueueDrop, Tally};
+pub use loss::Loss;
