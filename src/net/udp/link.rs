@@ -8,10 +8,12 @@
 //! 2. loss ([`Loss`]): at random or in Gilbert-Elliott's bursts;
 //! 3. duplication: a copy follows it through everything below;
 //! 4. corruption: one bit flipped, chosen at random;
-//! 5. the queue: it waits for the link to be free, and one that does not
-//!    fit is dropped (the tail, or the oldest waiting, as asked);
-//! 6. the rate: it is sent whole, taking its size over the rate, never
-//!    split;
+//! 5. the queue: it waits for its tokens, and one that does not fit is
+//!    dropped (the tail, or the oldest waiting, as asked);
+//! 6. the rate: shape's bucket, handed in (so shares, `--remote` and
+//!    schedules rule a datagram link as they rule a stream): each datagram
+//!    is paid for whole, the one at the head of the queue at a time, and
+//!    never split;
 //! 7. the delay, give or take the jitter (which reorders, unless asked
 //!    not to); a reordered one (netem's `reorder`) skips the delay.
 //!
@@ -19,10 +21,10 @@
 //! seed, so that a seed replays everything a link did.
 
 use super::loss::{Losing, Loss};
+use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-
-const SECOND: u64 = 1_000_000_000;
+use std::ops::Deref;
 
 /// What the queue drops when a datagram does not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,12 +46,9 @@ pub enum Oversize {
 /// How one direction of a link is impaired.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Impairment {
-    /// Units a second (bytes, or datagrams with `packets`); `None` is
-    /// unlimited.
-    pub rate: Option<f64>,
-    /// The rate and the queue count datagrams, not bytes.
+    /// The bucket and the queue count datagrams, not bytes.
     pub packets: bool,
-    /// The most that waits for the link, in the rate's units.
+    /// The most that waits for tokens, in the bucket's units.
     pub queue: u64,
     pub queue_drop: QueueDrop,
     /// In nanoseconds.
@@ -115,8 +114,9 @@ pub struct Link {
     /// in the rate's units.
     waiting: VecDeque<Tagged>,
     waiting_units: u64,
-    /// When the link is free to send the next one.
-    free_at: u64,
+    /// The tokens reserved for the head of the queue, and when they are
+    /// covered (`None`: they are).
+    paying: Option<(Reservation, Option<u64>)>,
     line: BinaryHeap<Reverse<Held>>,
     /// The latest time due in the line, for `keep_order`.
     last_due: u64,
@@ -141,7 +141,7 @@ impl Link {
             draws,
             waiting: VecDeque::new(),
             waiting_units: 0,
-            free_at: 0,
+            paying: None,
             line: BinaryHeap::new(),
             last_due: 0,
             arrived: 0,
@@ -153,13 +153,16 @@ impl Link {
         self.tally
     }
 
-    /// Takes in `datagram`, tagged `tag`, arrived at `now`.
-    pub fn arrive(&mut self, now: u64, tag: u64, mut datagram: Vec<u8>) {
-        self.send(now);
-        if self.waiting.is_empty() {
-            // An idle link sends what comes at once.
-            self.free_at = self.free_at.max(now);
-        }
+    /// Takes in `datagram`, tagged `tag`, arrived at `now`, to be paid
+    /// for from `bucket`.
+    pub fn arrive<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        bucket: &TokenBucket<C, S>,
+        now: u64,
+        tag: u64,
+        mut datagram: Vec<u8>,
+    ) {
+        self.send(bucket, now);
         if let Some((mtu, oversize)) = self.impairment.mtu
             && datagram.len() > mtu
         {
@@ -190,23 +193,33 @@ impl Link {
                 count(&mut self.tally.corrupted, &datagram);
             }
             self.queue((tag, datagram));
+            // Paid for at once if the bucket allows, before its copy
+            // comes.
+            self.send(bucket, now);
         }
-        self.send(now);
     }
 
     /// Puts `datagram` in the queue, or drops what the queue cannot hold.
     fn queue(&mut self, datagram: Tagged) {
         let units = self.units(&datagram.1);
         let room = self.impairment.queue;
-        if self.impairment.rate.is_some() && self.waiting_units + units > room {
+        // The head is being paid for: it waits on the link, not in the
+        // queue.
+        let head = self.waiting.front().map_or(0, |head| self.units(&head.1));
+        let queued = self.waiting_units - head;
+        if !self.waiting.is_empty() && queued + units > room {
             match self.impairment.queue_drop {
                 QueueDrop::Tail => return count(&mut self.tally.queue_full, &datagram.1),
                 QueueDrop::Head => {
-                    while self.waiting_units + units > room {
-                        let Some(oldest) = self.waiting.pop_front() else {
+                    let mut queued = queued;
+                    while queued + units > room {
+                        // The oldest waiting behind the head.
+                        let Some(oldest) = self.waiting.remove(1) else {
                             return count(&mut self.tally.queue_full, &datagram.1);
                         };
-                        self.waiting_units -= self.units(&oldest.1);
+                        let oldest_units = self.units(&oldest.1);
+                        queued -= oldest_units;
+                        self.waiting_units -= oldest_units;
                         count(&mut self.tally.queue_full, &oldest.1);
                     }
                 }
@@ -224,23 +237,26 @@ impl Link {
         }
     }
 
-    /// Sends what the link is free to send by `now` into the delay line:
-    /// each waiting datagram starts when the one before it is sent.
-    fn send(&mut self, now: u64) {
-        while let Some(datagram) = self.waiting.front() {
-            let start = self.free_at;
-            if start > now {
+    /// Sends into the delay line what is paid for by `now`, in turn: the
+    /// head of the queue is paid for once the one before it is.
+    fn send<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        bucket: &TokenBucket<C, S>,
+        now: u64,
+    ) {
+        while let Some(head) = self.waiting.front() {
+            let units = self.units(&head.1);
+            let (paid, due) = self
+                .paying
+                .get_or_insert_with(|| (bucket.reserve(units), None));
+            *due = bucket.deadline(paid).filter(|&t| t > now);
+            if due.is_some() {
                 return;
             }
-            let units = self.units(&datagram.1);
-            let sent = match self.impairment.rate {
-                Some(rate) => start + (units as f64 / rate * SECOND as f64).ceil() as u64,
-                None => start,
-            };
+            self.paying = None;
             let datagram = self.waiting.pop_front().expect("looked at above");
             self.waiting_units -= units;
-            self.free_at = sent;
-            self.delay(sent, datagram);
+            self.delay(now, datagram);
         }
     }
 
@@ -274,8 +290,12 @@ impl Link {
     }
 
     /// The datagrams due by `now`, in the order they leave.
-    pub fn leave(&mut self, now: u64) -> Vec<Tagged> {
-        self.send(now);
+    pub fn leave<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        bucket: &TokenBucket<C, S>,
+        now: u64,
+    ) -> Vec<Tagged> {
+        self.send(bucket, now);
         let mut out = Vec::new();
         while let Some(Reverse(held)) = self.line.peek() {
             if held.due > now {
@@ -289,10 +309,11 @@ impl Link {
     }
 
     /// When something is next due: a datagram leaving the line, or the
-    /// link free to send the next one waiting.
+    /// head of the queue paid for (at the rate in force when it was last
+    /// looked at: a change of rate calls for a look).
     pub fn wake(&self) -> Option<u64> {
         let line = self.line.peek().map(|Reverse(held)| held.due);
-        let queue = (!self.waiting.is_empty()).then_some(self.free_at);
+        let queue = self.paying.as_ref().and_then(|(_, due)| *due);
         line.into_iter().chain(queue).min()
     }
 }

@@ -2,8 +2,53 @@
 //! held within a tolerance over many datagrams.
 
 use super::*;
+use shape_bucket::{FakeClock, Fill, Limit};
+use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
+
+/// A link, the bucket it pays from and their clock.
+struct Bench {
+    clock: Arc<FakeClock>,
+    bucket: TokenBucket<Arc<FakeClock>>,
+    link: Link,
+}
+
+impl Bench {
+    /// A link paying from an empty bucket of `rate` units a second and a
+    /// burst of `burst` (`None`: unlimited).
+    fn new(impairment: Impairment, rate: Option<(u64, u64)>, seed: u64) -> Bench {
+        let clock = Arc::new(FakeClock::new(0));
+        let (limit, burst) = match rate {
+            Some((rate, burst)) => (Limit::per_second(rate), burst),
+            None => (Limit::Unlimited, 1),
+        };
+        let bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, clock.clone()).unwrap();
+        Bench {
+            clock,
+            bucket,
+            link: Link::new(impairment, seed),
+        }
+    }
+
+    fn arrive(&mut self, now: u64, tag: u64, datagram: Vec<u8>) {
+        self.clock.advance_to(now);
+        self.link.arrive(&self.bucket, now, tag, datagram);
+    }
+
+    fn leave(&mut self, now: u64) -> Vec<Tagged> {
+        self.clock.advance_to(now);
+        self.link.leave(&self.bucket, now)
+    }
+
+    fn wake(&self) -> Option<u64> {
+        self.link.wake()
+    }
+
+    fn tally(&self) -> Tally {
+        self.link.tally()
+    }
+}
 
 /// Datagram `i` of `size` bytes, its number in its first eight bytes.
 fn datagram(i: u64, size: usize) -> Vec<u8> {
@@ -19,7 +64,7 @@ fn number(datagram: &[u8]) -> u64 {
 
 /// Sends `count` datagrams of `size` bytes, one every `every` ns, and
 /// collects what leaves and when, stepping at every wake-up.
-fn run(link: &mut Link, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u8>)> {
+fn run(link: &mut Bench, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u8>)> {
     let mut left = Vec::new();
     let mut next = 0;
     let mut now = 0;
@@ -44,12 +89,12 @@ fn run(link: &mut Link, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u8
 fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
     // 1,000 B/s, datagrams of 100 B every 50 ms (2,000 B/s), a queue of
     // 3,000 B: each takes 100 ms on the link.
-    let mut link = Link::new(
+    let mut link = Bench::new(
         Impairment {
-            rate: Some(1000.0),
             queue: 3000,
             ..Impairment::default()
         },
+        Some((1000, 100)),
         1,
     );
     let left = run(&mut link, 200, 100, 50 * MS);
@@ -74,13 +119,13 @@ fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
 
 #[test]
 fn a_head_drop_loses_the_oldest_waiting() {
-    let mut link = Link::new(
+    let mut link = Bench::new(
         Impairment {
-            rate: Some(1000.0),
             queue: 300,
             queue_drop: QueueDrop::Head,
             ..Impairment::default()
         },
+        Some((1000, 100)),
         1,
     );
     // Ten at once: the first goes on the link, the queue keeps three, and
@@ -102,13 +147,13 @@ fn a_head_drop_loses_the_oldest_waiting() {
 #[test]
 fn packets_count_datagrams_whatever_their_size() {
     // 10 datagrams a second: sizes do not matter.
-    let mut link = Link::new(
+    let mut link = Bench::new(
         Impairment {
-            rate: Some(10.0),
             packets: true,
             queue: 100,
             ..Impairment::default()
         },
+        Some((10, 1)),
         1,
     );
     for (i, size) in [(0, 10), (1, 60_000), (2, 1)] {
@@ -139,7 +184,7 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
         jitter: 10 * MS,
         ..Impairment::default()
     };
-    let mut link = Link::new(impairment.clone(), 3);
+    let mut link = Bench::new(impairment.clone(), None, 3);
     let count = 100_000;
     let left = run(&mut link, count, 64, MS);
     assert_eq!(left.len() as u64, count);
@@ -166,11 +211,12 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
     let seen = overtaken(&left);
     assert!((seen / expected - 1.0).abs() < 0.02, "{seen} of {expected}");
     // Keeping the order, none does, and none leaves before its delay.
-    let mut kept = Link::new(
+    let mut kept = Bench::new(
         Impairment {
             keep_order: true,
             ..impairment
         },
+        None,
         3,
     );
     let left = run(&mut kept, count, 64, MS);
@@ -180,12 +226,13 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
 
 #[test]
 fn reordered_datagrams_skip_the_delay() {
-    let mut link = Link::new(
+    let mut link = Bench::new(
         Impairment {
             delay: 100 * MS,
             reorder: 0.25,
             ..Impairment::default()
         },
+        None,
         4,
     );
     let count = 100_000;
@@ -202,11 +249,12 @@ fn reordered_datagrams_skip_the_delay() {
 
 #[test]
 fn duplicates_follow_their_datagram_and_are_counted() {
-    let mut link = Link::new(
+    let mut link = Bench::new(
         Impairment {
             duplicate: 0.1,
             ..Impairment::default()
         },
+        None,
         5,
     );
     let count = 100_000;
@@ -224,12 +272,13 @@ fn duplicates_follow_their_datagram_and_are_counted() {
 
 #[test]
 fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
-    let mut link = Link::new(
+    let mut link = Bench::new(
         Impairment {
             corrupt: 1.0,
             mtu: Some((1000, Oversize::Cut)),
             ..Impairment::default()
         },
+        None,
         6,
     );
     link.arrive(0, 0, vec![0u8; 1500]);
@@ -239,11 +288,12 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
     assert_eq!(flipped, 1);
     assert_eq!(link.tally().cut, (1, 1500));
     assert_eq!(link.tally().corrupted.0, 1);
-    let mut dropping = Link::new(
+    let mut dropping = Bench::new(
         Impairment {
             mtu: Some((1000, Oversize::Drop)),
             ..Impairment::default()
         },
+        None,
         6,
     );
     dropping.arrive(0, 0, vec![0u8; 1001]);
@@ -255,7 +305,6 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
 #[test]
 fn a_seed_replays_everything_a_link_did() {
     let impairment = Impairment {
-        rate: Some(50_000.0),
         queue: 5_000,
         delay: 20 * MS,
         jitter: 5 * MS,
@@ -266,7 +315,7 @@ fn a_seed_replays_everything_a_link_did() {
         ..Impairment::default()
     };
     let replay = |seed| {
-        let mut link = Link::new(impairment.clone(), seed);
+        let mut link = Bench::new(impairment.clone(), Some((50_000, 1_000)), seed);
         let left = run(&mut link, 20_000, 200, MS / 2);
         (left, link.tally())
     };
