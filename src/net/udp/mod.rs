@@ -1,10 +1,12 @@
 //! UDP links: datagrams passed between clients and an upstream through a
 //! link impaired as netem impairs one, in user space and seeded. One
 //! direction's link, on any clock, is [`link`]; how it loses datagrams,
-//! [`loss`].
+//! [`loss`]; the proxy that carries flows through two of them, [`proxy`].
 
 mod link;
 mod loss;
+mod proxy;
 
 pub use link::{Impairment, Link, Oversize, QueueDrop, Tally};
 pub use loss::Loss;
+pub use proxy::{Proxy, Route};

@@ -1,0 +1,334 @@
+//! The datagram proxy (`--listen udp:ADDR --connect udp:ADDR`): each
+//! client address is a flow, with a socket of its own toward the
+//! upstream, so that replies find their way back to it. Datagrams each
+//! way go through that way's [`Link`], paid for from that way's bucket.
+//! One thread and one poll: it sleeps until a datagram comes, one is due
+//! to leave, or a flow's idle time may have run out.
+
+use super::link::{Impairment, Link, Tally};
+use crate::bucket::Bucket;
+use mio::net::UdpSocket;
+use mio::{Events, Interest, Poll, Token};
+use shape_bucket::{Clock, MonotonicClock};
+use slab::Slab;
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The largest datagram UDP carries over IPv4.
+pub const LARGEST: usize = 65_507;
+const LISTEN: Token = Token(usize::MAX);
+/// Flows are looked over for idleness this often at most.
+const IDLE_LOOK: u64 = 1_000_000_000;
+
+/// What a datagram proxy is asked to do.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub listen: SocketAddr,
+    pub upstream: SocketAddr,
+    /// A flow that sends and receives nothing for this long is forgotten.
+    pub idle: Duration,
+    /// Client to upstream, then upstream to client.
+    pub ways: [Impairment; 2],
+    pub seed: u64,
+}
+
+/// One client's flow.
+struct Flow {
+    client: SocketAddr,
+    socket: UdpSocket,
+    /// Its slab key and the generation it was made in: datagrams of a
+    /// flow forgotten never reach one that took its key.
+    tag: u64,
+    last: u64,
+}
+
+/// A datagram proxy, bound and ready to serve.
+pub struct Proxy {
+    route: Route,
+    poll: Poll,
+    listen: UdpSocket,
+    flows: Slab<Flow>,
+    by_client: HashMap<SocketAddr, usize>,
+    made: u64,
+    ways: [Link; 2],
+    buckets: [Arc<Bucket>; 2],
+    idle_looked: u64,
+    /// Datagrams the upstream refused (ICMP port unreachable), and
+    /// whether that was said.
+    refused: (u64, bool),
+    buffer: Vec<u8>,
+}
+
+impl Proxy {
+    /// Binds the listening socket.
+    pub fn bind(route: Route, buckets: [Arc<Bucket>; 2]) -> io::Result<Proxy> {
+        let poll = Poll::new()?;
+        let mut listen = UdpSocket::bind(route.listen)?;
+        poll.registry()
+            .register(&mut listen, LISTEN, Interest::READABLE)?;
+        let ways = [0, 1].map(|way| Link::new(route.ways[way].clone(), route.seed ^ way as u64));
+        Ok(Proxy {
+            route,
+            poll,
+            listen,
+            flows: Slab::new(),
+            by_client: HashMap::new(),
+            made: 0,
+            ways,
+            buckets,
+            idle_looked: 0,
+            refused: (0, false),
+            buffer: vec![0; LARGEST + 1],
+        })
+    }
+
+    /// Where it listens.
+    pub fn local(&self) -> io::Result<SocketAddr> {
+        self.listen.local_addr()
+    }
+
+    /// What each way did: client to upstream, then back.
+    pub fn tallies(&self) -> [Tally; 2] {
+        [self.ways[0].tally(), self.ways[1].tally()]
+    }
+
+    /// Serves until an error that ends it.
+    pub fn serve(&mut self) -> io::Result<()> {
+        let clock = MonotonicClock;
+        let mut events = Events::with_capacity(256);
+        loop {
+            let now = clock.now();
+            self.deliver(now);
+            self.forget_idle(now);
+            let wake = self.ways[0]
+                .wake()
+                .into_iter()
+                .chain(self.ways[1].wake())
+                .chain((!self.flows.is_empty()).then_some(self.idle_looked + IDLE_LOOK))
+                .min();
+            let timeout = wake.map(|at| Duration::from_nanos(at.saturating_sub(now)));
+            match self.poll.poll(&mut events, timeout) {
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                result => result?,
+            }
+            let now = clock.now();
+            for event in &events {
+                match event.token() {
+                    LISTEN => self.from_clients(now)?,
+                    Token(key) => self.from_upstream(key, now),
+                }
+            }
+        }
+    }
+
+    /// Takes in every datagram the clients sent.
+    fn from_clients(&mut self, now: u64) -> io::Result<()> {
+        loop {
+            let (n, client) = match self.listen.recv_from(&mut self.buffer) {
+                Ok(received) => received,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                // An ICMP error for a datagram sent to a client: its own
+                // trouble, not the proxy's.
+                Err(_) => continue,
+            };
+            let Some(key) = self.flow(client, now) else {
+                continue;
+            };
+            let datagram = self.buffer[..n].to_vec();
+            let tag = self.flows[key].tag;
+            self.ways[0].arrive(&self.buckets[0], now, tag, datagram);
+        }
+    }
+
+    /// The flow of `client`, made if it is new; `None` if no socket can be
+    /// had for it now.
+    fn flow(&mut self, client: SocketAddr, now: u64) -> Option<usize> {
+        if let Some(&key) = self.by_client.get(&client) {
+            self.flows[key].last = now;
+            return Some(key);
+        }
+        let any: SocketAddr = match self.route.upstream {
+            SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let mut socket = UdpSocket::bind(any).ok()?;
+        socket.connect(self.route.upstream).ok()?;
+        let entry = self.flows.vacant_entry();
+        let key = entry.key();
+        self.poll
+            .registry()
+            .register(&mut socket, Token(key), Interest::READABLE)
+            .ok()?;
+        self.made += 1;
+        entry.insert(Flow {
+            client,
+            socket,
+            tag: (self.made << 32) | key as u64,
+            last: now,
+        });
+        self.by_client.insert(client, key);
+        Some(key)
+    }
+
+    /// Takes in every datagram the upstream sent to flow `key`.
+    fn from_upstream(&mut self, key: usize, now: u64) {
+        loop {
+            let Some(flow) = self.flows.get_mut(key) else {
+                return;
+            };
+            match flow.socket.recv(&mut self.buffer) {
+                Ok(n) => {
+                    flow.last = now;
+                    let (tag, datagram) = (flow.tag, self.buffer[..n].to_vec());
+                    self.ways[1].arrive(&self.buckets[1], now, tag, datagram);
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.refused.0 += 1;
+                    if !self.refused.1 {
+                        self.refused.1 = true;
+                        eprintln!(
+                            "shape: {} refused a datagram (port unreachable); counted from now on, not said again",
+                            self.route.upstream
+                        );
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Sends every datagram due by `now` on its way.
+    fn deliver(&mut self, now: u64) {
+        for (tag, datagram) in self.ways[0].leave(&self.buckets[0], now) {
+            if let Some(flow) = self.flow_of(tag) {
+                let _ = flow.socket.send(&datagram);
+            }
+        }
+        for (tag, datagram) in self.ways[1].leave(&self.buckets[1], now) {
+            if let Some(flow) = self.flow_of(tag) {
+                let _ = self.listen.send_to(&datagram, flow.client);
+            }
+        }
+    }
+
+    fn flow_of(&self, tag: u64) -> Option<&Flow> {
+        let key = (tag & u64::from(u32::MAX)) as usize;
+        self.flows.get(key).filter(|flow| flow.tag == tag)
+    }
+
+    /// Forgets the flows idle for longer than the route allows, looking at
+    /// most once a second.
+    fn forget_idle(&mut self, now: u64) {
+        if now < self.idle_looked + IDLE_LOOK {
+            return;
+        }
+        self.idle_looked = now;
+        let idle = self.route.idle.as_nanos() as u64;
+        let gone: Vec<usize> = self
+            .flows
+            .iter()
+            .filter(|(_, flow)| now.saturating_sub(flow.last) >= idle)
+            .map(|(key, _)| key)
+            .collect();
+        for key in gone {
+            let mut flow = self.flows.remove(key);
+            let _ = self.poll.registry().deregister(&mut flow.socket);
+            self.by_client.remove(&flow.client);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::own_empty;
+    use shape_bucket::Limit;
+    use std::net::UdpSocket as StdSocket;
+    use std::time::Instant;
+
+    /// An upstream on loopback that echoes every datagram back.
+    fn echo() -> SocketAddr {
+        let socket = StdSocket::bind("127.0.0.1:0").unwrap();
+        let address = socket.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; LARGEST];
+            while let Ok((n, from)) = socket.recv_from(&mut buffer) {
+                let _ = socket.send_to(&buffer[..n], from);
+            }
+        });
+        address
+    }
+
+    fn proxy(ways: [Impairment; 2], limit: Limit) -> SocketAddr {
+        let route = Route {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            upstream: echo(),
+            idle: Duration::from_secs(120),
+            ways,
+            seed: 1,
+        };
+        let buckets = [0, 1].map(|_| Arc::new(own_empty(limit, 1000).unwrap()));
+        let mut proxy = Proxy::bind(route, buckets).unwrap();
+        let address = proxy.local().unwrap();
+        std::thread::spawn(move || proxy.serve());
+        address
+    }
+
+    #[test]
+    fn each_client_is_a_flow_and_replies_find_their_way_back_after_the_delay() {
+        let delayed = Impairment {
+            delay: 50_000_000,
+            ..Impairment::default()
+        };
+        let address = proxy([delayed.clone(), delayed], Limit::Unlimited);
+        let clients: Vec<StdSocket> = (0..3)
+            .map(|_| StdSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for (i, client) in clients.iter().enumerate() {
+            client
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let start = Instant::now();
+            client.send_to(&[i as u8; 100], address).unwrap();
+            let mut buffer = [0u8; 200];
+            let n = client.recv(&mut buffer).unwrap();
+            assert_eq!(&buffer[..n], &[i as u8; 100], "client {i}'s echo");
+            // 50 ms each way, and not many times that.
+            let took = start.elapsed();
+            assert!(took >= Duration::from_millis(100), "{took:?}");
+            assert!(took < Duration::from_secs(5), "{took:?}");
+        }
+    }
+
+    #[test]
+    fn a_rate_paces_datagrams_whole() {
+        // 10,000 B/s, a queue for all: 20 datagrams of 1,000 bytes take
+        // about two seconds to come back, each whole.
+        let paced = Impairment {
+            queue: 100_000,
+            ..Impairment::default()
+        };
+        let address = proxy([paced, Impairment::default()], Limit::per_second(10_000));
+        let client = StdSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let start = Instant::now();
+        for i in 0..20u8 {
+            client.send_to(&[i; 1000], address).unwrap();
+        }
+        let mut buffer = [0u8; 2000];
+        for i in 0..20u8 {
+            let n = client.recv(&mut buffer).unwrap();
+            assert_eq!(&buffer[..n], &[i; 1000][..], "datagram {i}");
+        }
+        let took = start.elapsed().as_secs_f64();
+        assert!((1.8..10.0).contains(&took), "{took:.2}s");
+    }
+}
