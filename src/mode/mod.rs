@@ -15,6 +15,7 @@ mod remote;
 mod serve;
 mod share;
 pub mod toxiproxy;
+mod udp;
 
 use crate::cli::{Cli, Generated, RemoteTarget};
 use crate::control::ShareName;
@@ -32,6 +33,12 @@ enum Mode<'a> {
         listen: &'a Address,
         connect: &'a Address,
     },
+    Datagrams {
+        listen: &'a Address,
+        connect: &'a Address,
+    },
+    /// A udp: address with a stream's.
+    Mixed,
     Serve(&'a Address),
     Exec(&'a [std::ffi::OsString]),
     Copy,
@@ -57,7 +64,12 @@ impl<'a> Mode<'a> {
         if let Some(command) = &cli.exec {
             return Mode::Exec(command);
         }
+        let udp = |address: &Option<Address>| matches!(address, Some(Address::Udp { .. }));
         match (&cli.listen, &cli.connect) {
+            (Some(listen), Some(connect)) if udp(&cli.listen) && udp(&cli.connect) => {
+                Mode::Datagrams { listen, connect }
+            }
+            _ if udp(&cli.listen) || udp(&cli.connect) => Mode::Mixed,
             (Some(listen), Some(connect)) => Mode::Proxy { listen, connect },
             _ => Mode::Copy,
         }
@@ -88,6 +100,12 @@ pub fn run(cli: &Cli) -> Exit {
         Mode::ShareStatus(name) => share::status(name),
         Mode::ShareReset(name) => share::reset(name),
         Mode::Proxy { listen, connect } => proxy::run(cli, listen, connect),
+        Mode::Datagrams { listen, connect } => udp::run(cli, listen, connect),
+        Mode::Mixed => Err(UsageError(
+            "a udp: address carries datagrams: --listen udp:ADDR goes with --connect udp:ADDR"
+                .into(),
+        )
+        .into()),
         Mode::Serve(address) => serve::run(cli, address),
         Mode::Exec(command) => exec::run(cli, command),
         Mode::Copy if cli.rate_up.is_some() || cli.rate_down.is_some() => Err(UsageError(

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-const EXAMPLES: &str =
-    "e.g. localhost:9000, :9000, 127.0.0.1:9000, [::1]:9000, unix:/tmp/shape.sock";
+const EXAMPLES: &str = "e.g. localhost:9000, :9000, 127.0.0.1:9000, [::1]:9000, \
+                        unix:/tmp/shape.sock, udp:127.0.0.1:5353";
 
 /// Where to listen or connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,12 +26,20 @@ pub enum Address {
     Tcp { host: String, port: u16 },
     /// A Unix socket path.
     Unix(PathBuf),
+    /// A UDP host and port (`udp:HOST:PORT`), for a datagram proxy.
+    Udp { host: String, port: u16 },
 }
 
 impl FromStr for Address {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
+        if let Some(udp) = text.strip_prefix("udp:") {
+            return match udp.parse()? {
+                Address::Tcp { host, port } => Ok(Address::Udp { host, port }),
+                _ => Err(format!("a udp address is udp:HOST:PORT ({EXAMPLES})")),
+            };
+        }
         if let Some(path) = text.strip_prefix("unix:") {
             return if path.is_empty() {
                 Err(format!("a unix address needs a path ({EXAMPLES})"))
@@ -72,6 +80,14 @@ impl FromStr for Address {
     }
 }
 
+/// The error of a UDP address where a stream's is wanted.
+fn datagrams_only() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "a udp: address carries datagrams: --listen udp:ADDR goes with --connect udp:ADDR",
+    )
+}
+
 /// Parses `--connect`: an address as for `--listen`, but port 0 (any
 /// port, which only listening can ask for) is refused.
 pub fn parse_connect(text: &str) -> Result<Address, String> {
@@ -89,6 +105,8 @@ impl fmt::Display for Address {
             Address::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
             Address::Tcp { host, port } => write!(f, "{host}:{port}"),
             Address::Unix(path) => write!(f, "unix:{}", path.display()),
+            Address::Udp { host, port } if host.contains(':') => write!(f, "udp:[{host}]:{port}"),
+            Address::Udp { host, port } => write!(f, "udp:{host}:{port}"),
         }
     }
 }
@@ -119,7 +137,23 @@ impl Address {
                 super::deepen_backlog(&listener)?;
                 Ok(Listening::Unix(listener, path.clone()))
             }
+            Address::Udp { .. } => Err(datagrams_only()),
         }
+    }
+
+    /// The socket address a UDP address names: to listen on, or the first
+    /// the resolver gives to send to.
+    pub fn datagram_address(&self, listening: bool) -> io::Result<SocketAddr> {
+        let Address::Udp { host, port } = self else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a udp: address",
+            ));
+        };
+        Self::resolve(host, *port, listening)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
     }
 
     /// Every socket address a TCP address names, to connect to, in the
@@ -155,6 +189,7 @@ impl Address {
                 Err(last)
             }
             Address::Unix(path) => Ok(File::from(OwnedFd::from(UnixStream::connect(path)?))),
+            Address::Udp { .. } => Err(datagrams_only()),
         }
     }
 }

@@ -153,6 +153,19 @@ impl Carrier for Proxies {
             .map_err(|err: String| failed(&format!("listen {}", proxy.listen), &err))?;
         let connect: Address = crate::net::parse_connect(&proxy.upstream)
             .map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
+        for (field, address, given) in [
+            ("listen", &listen, &proxy.listen),
+            ("upstream", &connect, &proxy.upstream),
+        ] {
+            if matches!(address, Address::Udp { .. }) {
+                return Err(ApiError::new(
+                    format!(
+                        "{field} {given}: the API makes TCP proxies; udp: is for the command line"
+                    ),
+                    400,
+                ));
+            }
+        }
         if !self.extras.allow_unix {
             for (field, address, given) in [
                 ("listen", &listen, &proxy.listen),
@@ -344,7 +357,7 @@ fn upstream_of(connect: &Address) -> Upstream {
             Ok(ip) => Upstream::Fixed(Arc::new([SocketAddr::new(ip, *port)])),
             Err(_) => Upstream::PerClient,
         },
-        Address::Unix(_) => Upstream::Fixed(Arc::new([])),
+        Address::Unix(_) | Address::Udp { .. } => Upstream::Fixed(Arc::new([])),
     }
 }
 

@@ -27,4 +27,5 @@ mod share;
 mod slow_link;
 mod timing;
 mod toxiproxy_cli;
+mod udp;
 mod usage;

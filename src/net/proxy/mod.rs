@@ -147,6 +147,12 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
     let upstream = match connect {
         Address::Tcp { .. } => Upstream::Fixed(connect.resolve_all()?.into()),
         Address::Unix(_) => Upstream::Fixed(Arc::new([])),
+        Address::Udp { .. } => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a udp: upstream needs a udp: listener",
+            ));
+        }
     };
     let (_, listen) = event_loop.open(
         listen.listen()?,

@@ -9,4 +9,4 @@ mod proxy;
 
 pub use link::{Impairment, Link, Oversize, QueueDrop, Tally};
 pub use loss::Loss;
-pub use proxy::{Proxy, Route};
+pub use proxy::{LARGEST, Proxy, Route};

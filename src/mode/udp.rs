@@ -1,0 +1,100 @@
+//! The datagram proxy mode (`--listen udp:ADDR --connect udp:ADDR`):
+//! binds, then carries every client's flow to the upstream and back until
+//! ended by a signal, each way through a link impaired as the flags say
+//! and paced by that way's bucket (`--rate`, `--rate-up`, `--rate-down`,
+//! a share).
+
+use super::UsageError;
+use super::live::{Start, two_ways};
+use crate::cli::Cli;
+use crate::exit::Exit;
+use crate::faults::Way;
+use crate::net::Address;
+use crate::net::udp::{Impairment, Loss, Proxy, Route};
+use anyhow::Context;
+use shape_bucket::Limit;
+use std::time::Duration;
+
+/// How long a flow that sends and receives nothing is kept: as long as
+/// Linux's conntrack keeps a UDP flow that has seen replies.
+const IDLE: Duration = Duration::from_secs(120);
+/// The queue holds this much of the rate when `--max-buffer` is not
+/// given, and never less than the largest datagram.
+const QUEUE_TIME: f64 = 0.1;
+
+/// Serves until the process is ended; returns only if it cannot serve.
+pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
+    if let Some(flag) = not_for_datagrams(cli) {
+        return Err(UsageError(format!("{flag} does not apply to datagrams (udp:)")).into());
+    }
+    let start = Start::of(cli)?;
+    let (up, down, member) = two_ways(cli, &start)?;
+    let link = cli.slow_link();
+    let ways = Way::BOTH.map(|way| {
+        let faults = cli.faults(way);
+        let limit = [&up, &down][way as usize].limit_and_burst().0;
+        Impairment {
+            queue: link.max_buffer.unwrap_or_else(|| queue(limit)),
+            delay: link.delay.as_nanos() as u64,
+            jitter: link.jitter.as_nanos() as u64,
+            loss: (faults.drop > 0.0).then_some(Loss::Random(faults.drop)),
+            corrupt: faults.corrupt,
+            ..Impairment::default()
+        }
+    });
+    let addresses = || -> std::io::Result<_> {
+        Ok((
+            listen.datagram_address(true)?,
+            connect.datagram_address(false)?,
+        ))
+    };
+    let (listening, upstream) = addresses().with_context(|| format!("{listen} to {connect}"))?;
+    let route = Route {
+        listen: listening,
+        upstream,
+        idle: IDLE,
+        ways,
+        seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
+    };
+    let mut proxy =
+        Proxy::bind(route, [up, down]).with_context(|| format!("listening on {listen}"))?;
+    if !cli.quiet {
+        eprintln!("shape: listening on udp:{}", proxy.local()?);
+    }
+    let served = proxy.serve();
+    drop(member);
+    served.with_context(|| format!("proxy from {listen} to {connect}"))?;
+    Ok(Exit::Success)
+}
+
+/// The queue for `limit`: a tenth of a second of it, and room for the
+/// largest datagram.
+fn queue(limit: Limit) -> u64 {
+    let time = match limit {
+        Limit::Unlimited => 0,
+        Limit::Rate(rate) => (rate.bytes_per_sec() * QUEUE_TIME) as u64,
+    };
+    time.max(crate::net::udp::LARGEST as u64)
+}
+
+/// The first flag given that means nothing to datagrams.
+fn not_for_datagrams(cli: &Cli) -> Option<&'static str> {
+    let faults = Way::BOTH.map(|way| cli.faults(way));
+    let any = |test: fn(&crate::faults::Faults) -> bool| faults.iter().any(test);
+    [
+        (any(|f| f.slice.is_some()), "--slice"),
+        (any(|f| !f.slow_close.is_zero()), "--slow-close"),
+        (any(|f| f.cut_after.is_some()), "--cut-after"),
+        (any(|f| f.stall_after.is_some()), "--stall-after"),
+        (any(|f| f.reset_after.is_some()), "--reset-after"),
+        (cli.per_connection, "--per-connection"),
+        (cli.stop_after.is_some(), "--stop-after"),
+        (cli.size.is_some(), "--size"),
+        (cli.stats, "--stats"),
+        (cli.connect_timeout.is_some(), "--connect-timeout"),
+        (cli.lines, "--lines"),
+        (cli.null, "--null"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}

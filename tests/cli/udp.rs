@@ -1,0 +1,119 @@
+//! The datagram proxy (`--listen udp:ADDR --connect udp:ADDR`) between a
+//! client and an echoing upstream, both on loopback.
+
+use crate::harness::*;
+use std::net::UdpSocket;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// An upstream that echoes every datagram back to whoever sent it.
+fn echo() -> String {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let address = format!("udp:{}", socket.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 65_536];
+        while let Ok((n, from)) = socket.recv_from(&mut buffer) {
+            let _ = socket.send_to(&buffer[..n], from);
+        }
+    });
+    address
+}
+
+fn link(args: &[&str]) -> Listening {
+    let mut command = shape(["--listen", "udp:127.0.0.1:0", "--connect", &echo()]);
+    command.args(args);
+    Listening::start(command, Stdio::null())
+}
+
+fn client() -> UdpSocket {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    socket
+}
+
+/// Sends `count` numbered datagrams through `link`, then collects the
+/// numbers that come back until none comes for a while.
+fn numbers_back(link: &Listening, count: u16) -> Vec<u16> {
+    let socket = client();
+    let to = link.address.strip_prefix("udp:").unwrap();
+    for i in 0..count {
+        socket.send_to(&i.to_be_bytes(), to).unwrap();
+        // Not so fast that loopback's own buffers drop any.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let mut back = Vec::new();
+    let mut buffer = [0u8; 16];
+    while let Ok(n) = socket.recv(&mut buffer) {
+        assert_eq!(n, 2);
+        back.push(u16::from_be_bytes([buffer[0], buffer[1]]));
+    }
+    back.sort_unstable();
+    back
+}
+
+#[test]
+fn each_client_gets_its_own_replies_after_the_delay_each_way() {
+    let link = link(&["--delay", "50ms"]);
+    let to = link.address.strip_prefix("udp:").unwrap().to_string();
+    let clients: Vec<UdpSocket> = (0..3).map(|_| client()).collect();
+    for (i, socket) in clients.iter().enumerate() {
+        let start = Instant::now();
+        socket.send_to(&[i as u8; 1000], &to).unwrap();
+        let mut buffer = [0u8; 2000];
+        let n = socket.recv(&mut buffer).unwrap();
+        assert_eq!(&buffer[..n], &[i as u8; 1000][..], "client {i}");
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(100), "{took:?}");
+    }
+}
+
+#[test]
+fn a_seed_drops_the_same_datagrams_every_run() {
+    let first = numbers_back(&link(&["--drop", "20%", "--seed", "11"]), 500);
+    let again = numbers_back(&link(&["--drop", "20%", "--seed", "11"]), 500);
+    assert_eq!(first, again);
+    // Dropped each way: 64% come back, give or take.
+    assert!((250..390).contains(&first.len()), "{} of 500", first.len());
+    let other = numbers_back(&link(&["--drop", "20%", "--seed", "12"]), 500);
+    assert_ne!(first, other);
+}
+
+#[test]
+fn a_rate_paces_whole_datagrams() {
+    // 20 datagrams of 1,000 bytes at 10,000 B/s: two seconds, each whole.
+    let link = link(&["--rate", "10000", "--burst", "1000"]);
+    let socket = client();
+    let to = link.address.strip_prefix("udp:").unwrap();
+    let start = Instant::now();
+    for i in 0..20u8 {
+        socket.send_to(&[i; 1000], to).unwrap();
+    }
+    let mut buffer = [0u8; 2000];
+    for i in 0..20u8 {
+        let n = socket.recv(&mut buffer).unwrap();
+        assert_eq!(&buffer[..n], &[i; 1000][..], "datagram {i}");
+    }
+    let took = start.elapsed().as_secs_f64();
+    assert!((1.8..12.0).contains(&took), "{took:.2}s");
+}
+
+#[test]
+fn udp_addresses_go_together_and_stream_faults_are_refused() {
+    assert_refused(
+        shape(["--listen", "udp:127.0.0.1:0", "--connect", "127.0.0.1:9"]),
+        "udp:",
+    );
+    assert_refused(
+        shape([
+            "--listen",
+            "udp:127.0.0.1:0",
+            "--connect",
+            "udp:127.0.0.1:9",
+            "--slice",
+            "10",
+        ]),
+        "--slice",
+    );
+}
