@@ -5,6 +5,7 @@
 
 pub mod generate;
 pub mod toxiproxy;
+mod udp;
 pub mod usage;
 mod values;
 
@@ -411,6 +412,10 @@ pub struct Cli {
     /// The fault flags, from the one table of faults.
     #[command(flatten, next_help_heading = "Slow links and faults")]
     pub fault_flags: FaultFlags,
+
+    /// What only a UDP link does.
+    #[command(flatten)]
+    pub udp: udp::UdpFlags,
 
     /// Proxy: do the faults to this fraction of connections.
     ///

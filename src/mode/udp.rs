@@ -5,14 +5,18 @@
 //! a share).
 
 use super::UsageError;
-use super::live::{Start, two_ways};
+use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use crate::cli::Cli;
+use crate::control::Adjuster;
+use crate::counting::Counting;
 use crate::exit::Exit;
 use crate::faults::Way;
 use crate::net::Address;
 use crate::net::udp::{Impairment, Loss, Proxy, Route};
+use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
 use shape_bucket::Limit;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a flow that sends and receives nothing is kept: as long as
@@ -33,13 +37,19 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let ways = Way::BOTH.map(|way| {
         let faults = cli.faults(way);
         let limit = [&up, &down][way as usize].limit_and_burst().0;
+        let udp = &cli.udp;
         Impairment {
+            packets: false,
             queue: link.max_buffer.unwrap_or_else(|| queue(limit)),
+            queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
             delay: link.delay.as_nanos() as u64,
             jitter: link.jitter.as_nanos() as u64,
+            keep_order: udp.jitter_keeps_order,
             loss: (faults.drop > 0.0).then_some(Loss::Random(faults.drop)),
+            duplicate: udp.duplicate.unwrap_or(0.0),
+            reorder: udp.reorder.unwrap_or(0.0),
             corrupt: faults.corrupt,
-            ..Impairment::default()
+            mtu: udp.mtu,
         }
     });
     let addresses = || -> std::io::Result<_> {
@@ -52,14 +62,31 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let route = Route {
         listen: listening,
         upstream,
-        idle: IDLE,
+        idle: cli.udp.udp_idle.unwrap_or(IDLE),
         ways,
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
     };
-    let mut proxy =
-        Proxy::bind(route, [up, down]).with_context(|| format!("listening on {listen}"))?;
+    let adjuster = Arc::new(Adjuster::over(
+        vec![up.clone(), down.clone()],
+        Counting::Bytes,
+        start.burst.is_some(),
+    ));
+    let (passed_up, passed_down) = (Arc::<Throughput>::default(), Arc::<Throughput>::default());
+    let passed = Passed::Ways {
+        up: passed_up.clone(),
+        down: passed_down.clone(),
+    };
+    let reporter = start_reporter(cli, &passed, None, &up);
+    let printer = printer(reporter.as_ref());
+    let mut proxy = Proxy::bind(route, [up, down], [passed_up, passed_down])
+        .with_context(|| format!("listening on {listen}"))?;
+    let waker = proxy.waker()?;
+    adjuster.on_change(Box::new(move || {
+        let _ = waker.wake();
+    }));
+    let (_, _registration) = go_live(cli, &start, adjuster, &passed, printer.clone(), None)?;
     if !cli.quiet {
-        eprintln!("shape: listening on udp:{}", proxy.local()?);
+        printer.line(&format!("shape: listening on udp:{}", proxy.local()?));
     }
     let served = proxy.serve();
     drop(member);

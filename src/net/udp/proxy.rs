@@ -7,8 +7,9 @@
 
 use super::link::{Impairment, Link, Tally};
 use crate::bucket::Bucket;
+use crate::throughput::Throughput;
 use mio::net::UdpSocket;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, MonotonicClock};
 use slab::Slab;
 use std::collections::HashMap;
@@ -20,6 +21,8 @@ use std::time::Duration;
 /// The largest datagram UDP carries over IPv4.
 pub const LARGEST: usize = 65_507;
 const LISTEN: Token = Token(usize::MAX);
+/// A change of the buckets' settings: deadlines are looked at again.
+const CHANGED: Token = Token(usize::MAX - 1);
 /// Flows are looked over for idleness this often at most.
 const IDLE_LOOK: u64 = 1_000_000_000;
 
@@ -55,6 +58,8 @@ pub struct Proxy {
     made: u64,
     ways: [Link; 2],
     buckets: [Arc<Bucket>; 2],
+    /// Bytes that left each way, for progress and SIGUSR1.
+    passed: [Arc<Throughput>; 2],
     idle_looked: u64,
     /// Datagrams the upstream refused (ICMP port unreachable), and
     /// whether that was said.
@@ -63,8 +68,13 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Binds the listening socket.
-    pub fn bind(route: Route, buckets: [Arc<Bucket>; 2]) -> io::Result<Proxy> {
+    /// Binds the listening socket; what leaves each way is counted in
+    /// `passed`.
+    pub fn bind(
+        route: Route,
+        buckets: [Arc<Bucket>; 2],
+        passed: [Arc<Throughput>; 2],
+    ) -> io::Result<Proxy> {
         let poll = Poll::new()?;
         let mut listen = UdpSocket::bind(route.listen)?;
         poll.registry()
@@ -79,10 +89,17 @@ impl Proxy {
             made: 0,
             ways,
             buckets,
+            passed,
             idle_looked: 0,
             refused: (0, false),
             buffer: vec![0; LARGEST + 1],
         })
+    }
+
+    /// What wakes the proxy when the buckets' settings change, so that a
+    /// datagram waiting for tokens is timed at the new rate.
+    pub fn waker(&self) -> io::Result<Waker> {
+        Waker::new(self.poll.registry(), CHANGED)
     }
 
     /// Where it listens.
@@ -118,6 +135,7 @@ impl Proxy {
             for event in &events {
                 match event.token() {
                     LISTEN => self.from_clients(now)?,
+                    CHANGED => {}
                     Token(key) => self.from_upstream(key, now),
                 }
             }
@@ -206,13 +224,17 @@ impl Proxy {
     /// Sends every datagram due by `now` on its way.
     fn deliver(&mut self, now: u64) {
         for (tag, datagram) in self.ways[0].leave(&self.buckets[0], now) {
-            if let Some(flow) = self.flow_of(tag) {
-                let _ = flow.socket.send(&datagram);
+            if let Some(flow) = self.flow_of(tag)
+                && flow.socket.send(&datagram).is_ok()
+            {
+                self.passed[0].add(datagram.len() as u64);
             }
         }
         for (tag, datagram) in self.ways[1].leave(&self.buckets[1], now) {
-            if let Some(flow) = self.flow_of(tag) {
-                let _ = self.listen.send_to(&datagram, flow.client);
+            if let Some(flow) = self.flow_of(tag)
+                && self.listen.send_to(&datagram, flow.client).is_ok()
+            {
+                self.passed[1].add(datagram.len() as u64);
             }
         }
     }
@@ -274,7 +296,8 @@ mod tests {
             seed: 1,
         };
         let buckets = [0, 1].map(|_| Arc::new(own_empty(limit, 1000).unwrap()));
-        let mut proxy = Proxy::bind(route, buckets).unwrap();
+        let passed = [0, 1].map(|_| Arc::new(Throughput::since(Instant::now())));
+        let mut proxy = Proxy::bind(route, buckets, passed).unwrap();
         let address = proxy.local().unwrap();
         std::thread::spawn(move || proxy.serve());
         address
