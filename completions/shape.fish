@@ -24,12 +24,18 @@ complete -c shape -l jitter -d 'With --delay: vary it by up to this much' -r
 complete -c shape -l max-buffer -d 'The most a slow link holds at once' -r
 complete -c shape -l slice -d 'Write in pieces of about SIZE bytes' -r
 complete -c shape -l slice-pause -d 'With --slice: the pause between two pieces' -r
-complete -c shape -l drop -d 'Lose blocks of the stream with probability PROB' -r
+complete -c shape -l drop -d 'Lose blocks of the stream (or datagrams) with probability PROB' -r
 complete -c shape -l corrupt -d 'Flip a bit of bytes with probability PROB' -r
 complete -c shape -l cut-after -d 'Forward exactly SIZE bytes, then close' -r
 complete -c shape -l slow-close -d 'Hold the close this long after the end of the data' -r
 complete -c shape -l stall-after -d 'After that much, forward nothing but stay open' -r
 complete -c shape -l reset-after -d 'After that much, reset (status 3)' -r
+complete -c shape -l udp-idle -d 'UDP: forget a flow idle this long (default 120s)' -r
+complete -c shape -l queue-drop -d 'UDP: which datagram a full queue drops (default tail)' -r -f -a "tail\t'The one that arrives, as a router does'
+head\t'The oldest waiting'"
+complete -c shape -l duplicate -d 'UDP: send this share of datagrams twice' -r
+complete -c shape -l reorder -d 'UDP: send this share of datagrams at once, skipping the delay' -r
+complete -c shape -l mtu -d 'UDP: drop datagrams over SIZE bytes, or cut them (SIZE:cut)' -r
 complete -c shape -l affect -d 'Proxy: do the faults to this fraction of connections' -r
 complete -c shape -l seed -d 'The seed of every random draw, to replay them' -r
 complete -c shape -l remote -d 'Change a running shape, or a share, instead of copying' -r
@@ -56,6 +62,7 @@ complete -c shape -s a
 complete -c shape -l serve-allow-unix -d 'With --serve: let proxies use Unix sockets'
 complete -c shape -l runtime-metrics -d 'With --serve: the process\'s metrics in /metrics too'
 complete -c shape -l per-connection -d 'Proxy: limits of each connection\'s own, not shared'
+complete -c shape -l jitter-keeps-order -d 'UDP: jitter never lets a datagram overtake an earlier one'
 complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
 complete -c shape -l reset -d 'With --share: remove the share, to start it afresh'
 complete -c shape -l pause -d 'With --remote: hold the data; nothing flows until --resume'

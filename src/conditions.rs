@@ -199,8 +199,8 @@ mod tests {
         };
         conditions.change(&retune);
         let now = watch.changed(&conditions).unwrap();
-        assert_eq!(now.faults(Way::Down).drop, 0.5);
-        assert_eq!(now.faults(Way::Up).drop, 0.0);
+        assert_eq!(now.faults(Way::Down).drop.rate(), 0.5);
+        assert_eq!(now.faults(Way::Up).drop.rate(), 0.0);
         assert_eq!(now.delay, Duration::from_millis(100));
         assert_eq!(watch.changed(&conditions), None);
         conditions.change(&Retune::default());

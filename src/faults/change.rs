@@ -9,7 +9,7 @@
 //! who carry faults out ([`Change::apply`]) all read it. Adding a fault is
 //! a row here, a field in [`Faults`], and the code that does it.
 
-use super::{Bytes, Directed, Faults, Probability, Slice, Span, Trigger, Way};
+use super::{Bytes, Directed, Faults, Loss, Probability, Slice, Span, Trigger, Way};
 use std::time::Duration;
 
 /// The table: for each fault, its help text and clap attributes, then
@@ -123,15 +123,19 @@ fault_table! {
     slice_pause ("slice-pause"): SlicePause(Span), ends: false,
         |faults, value| faults.slice_pause = span(value);
 
-    /// Lose blocks of the stream with probability PROB.
+    /// Lose blocks of the stream (or datagrams) with probability PROB.
     ///
     /// Lose each block of the stream (1 KiB, or 2.5 ms of data at the
-    /// starting rate if that is less) with probability PROB, '0.01' or
-    /// '1%': for tests of checksums and framing. The blocks and bytes lost
-    /// are said at the end.
-    #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
-    drop ("drop"): Drop(Probability), ends: false,
-        |faults, value| faults.drop = chance(value);
+    /// starting rate if that is less), or each datagram of a UDP link,
+    /// with probability PROB, '0.01' or '1%': for tests of checksums and
+    /// framing. 'gemodel:P,R[,1-H[,1-K]]' loses them in bursts, on netem's
+    /// Gilbert-Elliott model: the link turns bad with P, good again with R
+    /// (default 1-P), and loses with 1-H while bad (default 100%) and 1-K
+    /// while good (default 0). The blocks and bytes lost are said at the
+    /// end.
+    #[arg(long, value_name = "PROB|gemodel:P,R", allow_hyphen_values = true)]
+    drop ("drop"): Drop(Loss), ends: false,
+        |faults, value| faults.drop = value.unwrap_or_default();
 
     /// Flip a bit of bytes with probability PROB.
     ///
@@ -208,9 +212,9 @@ mod tests {
         let up = Change::all(&changes, Way::Up);
         let down = Change::all(&changes, Way::Down);
         assert_eq!(up.slice, None);
-        assert_eq!(up.drop, 0.0);
+        assert_eq!(up.drop.rate(), 0.0);
         assert_eq!(down.slice.map(|s| s.size), Some(7));
-        assert_eq!(down.drop, 0.01);
+        assert_eq!(down.drop.rate(), 0.01);
         assert_eq!(
             down.stall_after,
             Some(Trigger::After(Duration::from_secs(2)))

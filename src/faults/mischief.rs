@@ -1,7 +1,7 @@
 //! [`Mischief`]: the faults of one stream carried out, block by block,
 //! with a seeded generator per kind of fault, and tallied.
 
-use super::{Faults, Slice, Trigger};
+use super::{Faults, Losing, Slice, Trigger};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -40,7 +40,7 @@ impl Tally {
             1 => format!("1 {one}"),
             n => format!("{n} {one}s"),
         };
-        if faults.drop > 0.0 || self.dropped_blocks > 0 {
+        if faults.drop.rate() > 0.0 || self.dropped_blocks > 0 {
             said.push(format!(
                 "dropped {} ({})",
                 many(self.dropped_blocks, "block"),
@@ -57,7 +57,8 @@ impl Tally {
 /// The faults of one stream, carried out with generators of its own.
 pub struct Mischief {
     faults: Faults,
-    /// Whether each block is lost.
+    /// Whether each block is lost: the loss model's state, and its draws.
+    losing: Losing,
     drops: fastrand::Rng,
     /// Which bytes have a bit flipped, and which bit.
     flips: fastrand::Rng,
@@ -102,6 +103,7 @@ impl Mischief {
     pub fn new(faults: Faults, seed: u64, block: usize) -> Mischief {
         let mut seeds = fastrand::Rng::with_seed(seed);
         Mischief {
+            losing: Losing::new(faults.drop),
             faults,
             drops: seeds.fork(),
             flips: seeds.fork(),
@@ -182,6 +184,9 @@ impl Mischief {
             self.passed = 0;
             self.struck.stalled.store(false, Ordering::Relaxed);
         }
+        if faults.drop != self.faults.drop {
+            self.losing = Losing::new(faults.drop);
+        }
         self.faults = faults;
     }
 
@@ -211,8 +216,8 @@ impl Mischief {
     /// Decides whether `chunk`, at stream position `at`, is lost; if it
     /// passes, bits are flipped in place where corruption strikes.
     fn pass(&mut self, chunk: &mut [u8], at: u64) -> bool {
-        if self.faults.drop > 0.0 && at % self.block == 0 {
-            self.dropping = self.drops.f64() < self.faults.drop;
+        if self.faults.drop.rate() > 0.0 && at % self.block == 0 {
+            self.dropping = self.losing.loses(&mut self.drops);
             if self.dropping {
                 self.tally.dropped_blocks += 1;
             }
@@ -314,7 +319,7 @@ mod tests {
         let run = |seed| {
             let mut mischief = Mischief::new(
                 Faults {
-                    drop: 0.1,
+                    drop: crate::faults::Loss::Random(0.1),
                     corrupt: 0.01,
                     ..faults()
                 },
@@ -339,7 +344,7 @@ mod tests {
         let mut expected: Vec<u8> = Vec::new();
         let mut rng = Mischief::new(
             Faults {
-                drop: 0.1,
+                drop: crate::faults::Loss::Random(0.1),
                 corrupt: 0.01,
                 ..faults()
             },
@@ -361,7 +366,7 @@ mod tests {
         assert_eq!(flipped, tally.corrupted_bytes);
         assert_eq!(
             tally.line(&Faults {
-                drop: 0.1,
+                drop: crate::faults::Loss::Random(0.1),
                 corrupt: 0.01,
                 ..faults()
             }),

@@ -29,11 +29,13 @@
 
 mod change;
 mod directed;
+mod loss;
 mod mischief;
 mod schedule;
 
 pub use change::{Change, FaultFlags};
 pub use directed::{Bytes, Directed, Probability, Span, Way};
+pub use loss::{Losing, Loss};
 pub use mischief::{Mischief, ResetStruck, Struck, Tally};
 pub use schedule::Schedule;
 
@@ -57,8 +59,8 @@ pub fn drop_block(chunk: usize) -> usize {
 pub struct Faults {
     pub slice: Option<Slice>,
     pub slice_pause: Duration,
-    /// The chance that a block ([`drop_block`]) is lost.
-    pub drop: f64,
+    /// How blocks ([`drop_block`]) or datagrams are lost.
+    pub drop: Loss,
     /// The chance that a byte has a bit flipped.
     pub corrupt: f64,
     pub cut_after: Option<u64>,
@@ -72,7 +74,7 @@ impl Faults {
     /// so that bytes must go through shape's hands.
     pub fn alter(&self) -> bool {
         self.slice.is_some()
-            || self.drop > 0.0
+            || self.drop.rate() > 0.0
             || self.corrupt > 0.0
             || self.stall_after.is_some()
             || self.reset_after.is_some()
@@ -96,7 +98,10 @@ impl std::fmt::Display for Faults {
             }),
             (!self.slice_pause.is_zero())
                 .then(|| format!("slice-pause {}", time(self.slice_pause))),
-            (self.drop > 0.0).then(|| format!("drop {}", percent(self.drop))),
+            (self.drop.rate() > 0.0).then(|| match self.drop {
+                Loss::Random(chance) => format!("drop {}", percent(chance)),
+                model => format!("drop {model}"),
+            }),
             (self.corrupt > 0.0).then(|| format!("corrupt {}", percent(self.corrupt))),
             self.cut_after
                 .map(|bytes| format!("cut-after {bytes} bytes")),

@@ -12,7 +12,7 @@ use crate::counting::Counting;
 use crate::exit::Exit;
 use crate::faults::Way;
 use crate::net::Address;
-use crate::net::udp::{Impairment, Loss, Proxy, Route};
+use crate::net::udp::{Impairment, Proxy, Route};
 use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
 use shape_bucket::Limit;
@@ -45,7 +45,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             delay: link.delay.as_nanos() as u64,
             jitter: link.jitter.as_nanos() as u64,
             keep_order: udp.jitter_keeps_order,
-            loss: (faults.drop > 0.0).then_some(Loss::Random(faults.drop)),
+            loss: (faults.drop.rate() > 0.0).then_some(faults.drop),
             duplicate: udp.duplicate.unwrap_or(0.0),
             reorder: udp.reorder.unwrap_or(0.0),
             corrupt: faults.corrupt,

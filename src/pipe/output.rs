@@ -305,7 +305,7 @@ mod tests {
                 size: 50,
                 variation: 20,
             }),
-            drop: 0.2,
+            drop: crate::faults::Loss::Random(0.2),
             corrupt: 0.01,
             ..Faults::default()
         };
@@ -344,7 +344,7 @@ mod tests {
     #[test]
     fn a_lost_chunk_is_consumed_and_never_written() {
         let faults = Faults {
-            drop: 1.0,
+            drop: crate::faults::Loss::Random(1.0),
             ..Faults::default()
         };
         let mut mischief = Mischief::new(faults, 1, 1000);

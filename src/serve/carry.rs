@@ -86,7 +86,7 @@ pub fn effect(toxic: &Toxic) -> Effect {
             Effect::Faults(vec![Change::CutAfter(both(Bytes(given.bytes("bytes"))))])
         }
         Kind::Noop => Effect::Nothing,
-        Kind::Loss => Effect::Faults(vec![Change::Drop(both(Probability(
+        Kind::Loss => Effect::Faults(vec![Change::Drop(both(crate::faults::Loss::Random(
             given.probability("probability"),
         )))]),
         Kind::Corrupt => Effect::Faults(vec![Change::Corrupt(both(Probability(
@@ -189,7 +189,7 @@ mod tests {
         );
         assert_eq!(
             faults(effect(&toxic("loss", json!({"probability": 0.25})))).drop,
-            0.25
+            crate::faults::Loss::Random(0.25)
         );
         assert_eq!(
             faults(effect(&toxic("corrupt", json!({"probability": 0.5})))).corrupt,

@@ -20,7 +20,7 @@
 //! Every draw comes from a generator of its own kind, all seeded from one
 //! seed, so that a seed replays everything a link did.
 
-use super::loss::{Losing, Loss};
+use crate::faults::{Losing, Loss};
 use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -108,7 +108,7 @@ struct Draws {
 #[derive(Debug)]
 pub struct Link {
     impairment: Impairment,
-    losing: Option<Losing>,
+    losing: Option<(Losing, fastrand::Rng)>,
     draws: Draws,
     /// Datagrams waiting for the link, oldest first, and what they hold
     /// in the rate's units.
@@ -128,7 +128,9 @@ impl Link {
     /// A link impaired as `impairment` says, drawing from `seed`.
     pub fn new(impairment: Impairment, seed: u64) -> Link {
         let mut seeds = fastrand::Rng::with_seed(seed);
-        let losing = impairment.loss.map(|loss| Losing::new(loss, seeds.u64(..)));
+        let losing = impairment
+            .loss
+            .map(|loss| (Losing::new(loss), fastrand::Rng::with_seed(seeds.u64(..))));
         let draws = Draws {
             duplicate: fastrand::Rng::with_seed(seeds.u64(..)),
             corrupt: fastrand::Rng::with_seed(seeds.u64(..)),
@@ -174,7 +176,9 @@ impl Link {
                 }
             }
         }
-        if self.losing.as_mut().is_some_and(Losing::loses) {
+        if let Some((losing, draws)) = &mut self.losing
+            && losing.loses(draws)
+        {
             return count(&mut self.tally.lost, &datagram);
         }
         let copy = (self.impairment.duplicate > 0.0

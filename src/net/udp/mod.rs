@@ -4,9 +4,7 @@
 //! [`loss`]; the proxy that carries flows through two of them, [`proxy`].
 
 mod link;
-mod loss;
 mod proxy;
 
 pub use link::{Impairment, Link, Oversize, QueueDrop, Tally};
-pub use loss::Loss;
 pub use proxy::{LARGEST, Proxy, Route};

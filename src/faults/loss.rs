@@ -1,6 +1,7 @@
-//! Which datagrams a link loses: at random, each on its own, or in
-//! bursts on netem's Gilbert-Elliott model, from a generator of the
-//! link's own so that a seed replays every loss.
+//! What `--drop` loses, datagram by datagram or block by block: at
+//! random, each on its own, or in bursts on netem's Gilbert-Elliott
+//! model, drawn from a generator the caller owns so that a seed replays
+//! every loss.
 //!
 //! Gilbert-Elliott, as netem's `loss gemodel p [r [1-h [1-k]]]` takes it:
 //! a link is good or bad; it turns bad with probability `p` at each
@@ -10,9 +11,9 @@
 //! `(r (1-k) + p (1-h)) / (p + r)` of the datagrams, and with the
 //! defaults, in bursts of `1 / r` on average.
 
-use crate::faults::parse_probability;
+use super::parse_probability;
 
-/// How a link loses datagrams.
+/// How `--drop` loses what passes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Loss {
     /// Each datagram with this probability, on its own.
@@ -28,6 +29,42 @@ pub enum Loss {
         /// Loss while good (netem's `1-k`).
         good_loss: f64,
     },
+}
+
+impl Default for Loss {
+    fn default() -> Loss {
+        Loss::Random(0.0)
+    }
+}
+
+impl std::str::FromStr for Loss {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Loss, String> {
+        Loss::parse(text)
+    }
+}
+
+impl std::fmt::Display for Loss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let percent = |p: f64| format!("{}%", (p * 1e6).round() / 1e4);
+        match *self {
+            Loss::Random(p) => write!(f, "{}", percent(p)),
+            Loss::GilbertElliott {
+                p,
+                r,
+                bad_loss,
+                good_loss,
+            } => write!(
+                f,
+                "gemodel:{},{},{},{}",
+                percent(p),
+                percent(r),
+                percent(bad_loss),
+                percent(good_loss)
+            ),
+        }
+    }
 }
 
 impl Loss {
@@ -78,28 +115,24 @@ impl Loss {
     }
 }
 
-/// A loss model running: its state and its generator.
-#[derive(Debug, Clone)]
+/// A loss model running: the state of its link.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Losing {
     loss: Loss,
     bad: bool,
-    draws: fastrand::Rng,
 }
 
 impl Losing {
-    /// Starts `loss` good, drawing from `seed`.
-    pub fn new(loss: Loss, seed: u64) -> Losing {
-        Losing {
-            loss,
-            bad: false,
-            draws: fastrand::Rng::with_seed(seed),
-        }
+    /// Starts `loss` good.
+    pub fn new(loss: Loss) -> Losing {
+        Losing { loss, bad: false }
     }
 
-    /// Whether the next datagram is lost.
-    pub fn loses(&mut self) -> bool {
+    /// Whether the next datagram (or block) is lost, drawn from `draws`:
+    /// one draw at random, two on Gilbert-Elliott's model.
+    pub fn loses(&mut self, draws: &mut fastrand::Rng) -> bool {
         match self.loss {
-            Loss::Random(probability) => probability > 0.0 && self.draws.f64() < probability,
+            Loss::Random(probability) => probability > 0.0 && draws.f64() < probability,
             Loss::GilbertElliott {
                 p,
                 r,
@@ -109,9 +142,9 @@ impl Losing {
                 // As netem: the move is drawn first, the loss after it, at
                 // the state the datagram came in.
                 let loss = if self.bad { bad_loss } else { good_loss };
-                let turn = self.draws.f64();
+                let turn = draws.f64();
                 self.bad = if self.bad { turn >= r } else { turn < p };
-                self.draws.f64() < loss
+                draws.f64() < loss
             }
         }
     }
@@ -125,10 +158,10 @@ mod tests {
 
     /// The share lost and the mean run of losses over a million datagrams.
     fn measure(loss: Loss, seed: u64) -> (f64, f64) {
-        let mut losing = Losing::new(loss, seed);
+        let (mut losing, mut draws) = (Losing::new(loss), fastrand::Rng::with_seed(seed));
         let (mut lost, mut runs, mut in_run) = (0usize, 0usize, false);
         for _ in 0..DATAGRAMS {
-            let gone = losing.loses();
+            let gone = losing.loses(&mut draws);
             lost += usize::from(gone);
             runs += usize::from(gone && !in_run);
             in_run = gone;
@@ -174,8 +207,10 @@ mod tests {
     fn a_seed_replays_every_loss() {
         let loss = Loss::parse("gemodel:5%,30%").unwrap();
         let run = |seed| {
-            let mut losing = Losing::new(loss, seed);
-            (0..10_000).map(|_| losing.loses()).collect::<Vec<_>>()
+            let (mut losing, mut draws) = (Losing::new(loss), fastrand::Rng::with_seed(seed));
+            (0..10_000)
+                .map(|_| losing.loses(&mut draws))
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
         assert_ne!(run(7), run(8));
@@ -204,5 +239,7 @@ mod tests {
                 .contains("never change")
         );
         assert!(Loss::parse("gemodel:150%").is_err());
+        let model = Loss::parse("gemodel:1%,30%,100%,0%").unwrap();
+        assert_eq!(model.to_string().parse::<Loss>(), Ok(model));
     }
 }
