@@ -33,6 +33,8 @@ pub struct Adjuster {
     on_change: Mutex<Option<Box<dyn Fn() + Send>>>,
     /// The delay, jitter and faults that changes may also retune.
     conditions: Option<Arc<Conditions>>,
+    /// What the mode adds to a status line (a UDP link's datagrams).
+    report: Option<Box<dyn Fn() -> String + Send + Sync>>,
 }
 
 impl Adjuster {
@@ -51,12 +53,20 @@ impl Adjuster {
             burst_follows_rate: AtomicBool::new(!burst_was_set),
             on_change: Mutex::new(None),
             conditions: None,
+            report: None,
         }
     }
 
     /// The same adjuster, retuning `conditions` when a change asks.
     pub fn retuning(mut self, conditions: Arc<Conditions>) -> Adjuster {
         self.conditions = Some(conditions);
+        self
+    }
+
+    /// The same adjuster, with what `report` says at the end of every
+    /// status line.
+    pub fn reporting(mut self, report: Box<dyn Fn() -> String + Send + Sync>) -> Adjuster {
+        self.report = Some(report);
         self
     }
 
@@ -170,9 +180,13 @@ impl Adjuster {
     /// two directions if they differ.
     pub fn describe(&self) -> String {
         let of = |bucket| Settings::of(bucket, self.counting);
-        match self.buckets.as_slice() {
+        let settings = match self.buckets.as_slice() {
             [up, down] if of(up) != of(down) => format!("up {}; down {}", of(up), of(down)),
             _ => self.settings().to_string(),
+        };
+        match &self.report {
+            Some(report) => format!("{settings}; {}", report()),
+            None => settings,
         }
     }
 }

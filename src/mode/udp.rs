@@ -66,20 +66,31 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         ways,
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
     };
-    let adjuster = Arc::new(Adjuster::over(
-        vec![up.clone(), down.clone()],
-        Counting::Bytes,
-        start.burst.is_some(),
-    ));
     let (passed_up, passed_down) = (Arc::<Throughput>::default(), Arc::<Throughput>::default());
     let passed = Passed::Ways {
         up: passed_up.clone(),
         down: passed_down.clone(),
     };
+    let mut proxy = Proxy::bind(
+        route,
+        [up.clone(), down.clone()],
+        [passed_up.clone(), passed_down.clone()],
+    )
+    .with_context(|| format!("listening on {listen}"))?;
+    let tallies = proxy.tallies();
+    let adjuster = Arc::new(
+        Adjuster::over(
+            vec![up.clone(), down.clone()],
+            Counting::Bytes,
+            start.burst.is_some(),
+        )
+        .reporting(Box::new(move || {
+            let [up, down] = *crate::lock::lock(&tallies);
+            format!("up: {}; down: {}", up.describe(), down.describe())
+        })),
+    );
     let reporter = start_reporter(cli, &passed, None, &up);
     let printer = printer(reporter.as_ref());
-    let mut proxy = Proxy::bind(route, [up, down], [passed_up, passed_down])
-        .with_context(|| format!("listening on {listen}"))?;
     let waker = proxy.waker()?;
     adjuster.on_change(Box::new(move || {
         let _ = waker.wake();

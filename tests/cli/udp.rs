@@ -117,3 +117,20 @@ fn udp_addresses_go_together_and_stream_faults_are_refused() {
         "--slice",
     );
 }
+
+#[test]
+fn sigusr1_says_what_befell_the_datagrams_each_way() {
+    let link = link(&["--drop", "up:50%", "--seed", "5", "--duplicate", "10%"]);
+    let back = numbers_back(&link, 200);
+    assert!(!back.is_empty());
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(link.child.id() as i32).unwrap(),
+        rustix::process::Signal::USR1,
+    )
+    .unwrap();
+    let said = link.wait_for_stderr("datagrams passed");
+    let line = said.lines().find(|line| line.contains("up: ")).unwrap();
+    assert!(line.contains(" lost"), "{line}");
+    assert!(line.contains(" duplicated"), "{line}");
+    assert!(line.contains("down: "), "{line}");
+}

@@ -79,6 +79,33 @@ pub struct Tally {
     pub oversize: (u64, u64),
 }
 
+impl Tally {
+    /// In words: what passed, then what else befell datagrams, if
+    /// anything did.
+    pub fn describe(&self) -> String {
+        let mut said = vec![format!(
+            "{} datagram{} passed ({} bytes)",
+            self.passed.0,
+            if self.passed.0 == 1 { "" } else { "s" },
+            self.passed.1
+        )];
+        for (what, (count, _)) in [
+            ("lost", self.lost),
+            ("dropped by the full queue", self.queue_full),
+            ("duplicated", self.duplicated),
+            ("reordered", self.reordered),
+            ("corrupted", self.corrupted),
+            ("cut to the MTU", self.cut),
+            ("dropped over the MTU", self.oversize),
+        ] {
+            if count > 0 {
+                said.push(format!("{count} {what}"));
+            }
+        }
+        said.join(", ")
+    }
+}
+
 fn count(what: &mut (u64, u64), datagram: &[u8]) {
     what.0 += 1;
     what.1 += datagram.len() as u64;

@@ -6,5 +6,5 @@
 mod link;
 mod proxy;
 
-pub use link::{Impairment, Link, Oversize, QueueDrop, Tally};
+pub use link::{Impairment, Oversize, QueueDrop};
 pub use proxy::{LARGEST, Proxy, Route};

@@ -15,7 +15,7 @@ use slab::Slab;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The largest datagram UDP carries over IPv4.
@@ -60,6 +60,8 @@ pub struct Proxy {
     buckets: [Arc<Bucket>; 2],
     /// Bytes that left each way, for progress and SIGUSR1.
     passed: [Arc<Throughput>; 2],
+    /// What each way did, as of the last turn of the loop.
+    tallies: Arc<Mutex<[Tally; 2]>>,
     idle_looked: u64,
     /// Datagrams the upstream refused (ICMP port unreachable), and
     /// whether that was said.
@@ -90,6 +92,7 @@ impl Proxy {
             ways,
             buckets,
             passed,
+            tallies: Arc::default(),
             idle_looked: 0,
             refused: (0, false),
             buffer: vec![0; LARGEST + 1],
@@ -107,9 +110,10 @@ impl Proxy {
         self.listen.local_addr()
     }
 
-    /// What each way did: client to upstream, then back.
-    pub fn tallies(&self) -> [Tally; 2] {
-        [self.ways[0].tally(), self.ways[1].tally()]
+    /// What each way did (client to upstream, then back), kept up to
+    /// date as it serves.
+    pub fn tallies(&self) -> Arc<Mutex<[Tally; 2]>> {
+        self.tallies.clone()
     }
 
     /// Serves until an error that ends it.
@@ -120,6 +124,7 @@ impl Proxy {
             let now = clock.now();
             self.deliver(now);
             self.forget_idle(now);
+            *crate::lock::lock(&self.tallies) = [self.ways[0].tally(), self.ways[1].tally()];
             let wake = self.ways[0]
                 .wake()
                 .into_iter()
@@ -134,16 +139,16 @@ impl Proxy {
             let now = clock.now();
             for event in &events {
                 match event.token() {
-                    LISTEN => self.from_clients(now)?,
+                    LISTEN => self.take_from_clients(now)?,
                     CHANGED => {}
-                    Token(key) => self.from_upstream(key, now),
+                    Token(key) => self.take_from_upstream(key, now),
                 }
             }
         }
     }
 
     /// Takes in every datagram the clients sent.
-    fn from_clients(&mut self, now: u64) -> io::Result<()> {
+    fn take_from_clients(&mut self, now: u64) -> io::Result<()> {
         loop {
             let (n, client) = match self.listen.recv_from(&mut self.buffer) {
                 Ok(received) => received,
@@ -193,7 +198,7 @@ impl Proxy {
     }
 
     /// Takes in every datagram the upstream sent to flow `key`.
-    fn from_upstream(&mut self, key: usize, now: u64) {
+    fn take_from_upstream(&mut self, key: usize, now: u64) {
         loop {
             let Some(flow) = self.flows.get_mut(key) else {
                 return;
