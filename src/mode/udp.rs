@@ -36,11 +36,12 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let link = cli.slow_link();
     let ways = Way::BOTH.map(|way| {
         let faults = cli.faults(way);
-        let limit = [&up, &down][way as usize].limit_and_burst().0;
+        let (limit, burst) = [&up, &down][way as usize].limit_and_burst();
         let udp = &cli.udp;
         Impairment {
             packets: false,
             queue: link.max_buffer.unwrap_or_else(|| queue(limit)),
+            held_most: link.delays().then(|| link.capacity(limit, burst)),
             queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
             delay: link.delay.as_nanos() as u64,
             jitter: link.jitter.as_nanos() as u64,

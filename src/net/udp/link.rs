@@ -50,6 +50,9 @@ pub struct Impairment {
     pub packets: bool,
     /// The most that waits for tokens, in the bucket's units.
     pub queue: u64,
+    /// The most bytes held for the delay at once (`None`: no bound), so
+    /// that a flood into a long delay holds bounded memory.
+    pub held_most: Option<u64>,
     pub queue_drop: QueueDrop,
     /// In nanoseconds.
     pub delay: u64,
@@ -147,6 +150,8 @@ pub struct Link {
     line: BinaryHeap<Reverse<Held>>,
     /// The latest time due in the line, for `keep_order`.
     last_due: u64,
+    /// Bytes in the line.
+    held: u64,
     arrived: u64,
     tally: Tally,
 }
@@ -173,6 +178,7 @@ impl Link {
             paying: None,
             line: BinaryHeap::new(),
             last_due: 0,
+            held: 0,
             arrived: 0,
             tally: Tally::default(),
         }
@@ -294,6 +300,14 @@ impl Link {
     /// Puts a datagram sent at `sent` into the delay line.
     fn delay(&mut self, sent: u64, datagram: Tagged) {
         let impairment = &self.impairment;
+        let size = datagram.1.len() as u64;
+        if impairment
+            .held_most
+            .is_some_and(|most| self.held + size > most)
+        {
+            return count(&mut self.tally.queue_full, &datagram.1);
+        }
+        self.held += size;
         let due = if impairment.reorder > 0.0 && self.draws.reorder.f64() < impairment.reorder {
             count(&mut self.tally.reordered, &datagram.1);
             sent
@@ -333,6 +347,7 @@ impl Link {
                 break;
             }
             let Reverse(held) = self.line.pop().expect("peeked");
+            self.held -= held.datagram.1.len() as u64;
             count(&mut self.tally.passed, &held.datagram.1);
             out.push(held.datagram);
         }

@@ -23,6 +23,8 @@ pub const LARGEST: usize = 65_507;
 const LISTEN: Token = Token(usize::MAX);
 /// A change of the buckets' settings: deadlines are looked at again.
 const CHANGED: Token = Token(usize::MAX - 1);
+/// Errors in a row on the listening socket before it counts as broken.
+const MOST_ERRORS: u32 = 1024;
 /// Flows are looked over for idleness this often at most.
 const IDLE_LOOK: u64 = 1_000_000_000;
 
@@ -149,14 +151,22 @@ impl Proxy {
 
     /// Takes in every datagram the clients sent.
     fn take_from_clients(&mut self, now: u64) -> io::Result<()> {
+        let mut errors = 0;
         loop {
             let (n, client) = match self.listen.recv_from(&mut self.buffer) {
                 Ok(received) => received,
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                // An ICMP error for a datagram sent to a client: its own
-                // trouble, not the proxy's.
-                Err(_) => continue,
+                // An ICMP error for a datagram sent to a client is its own
+                // trouble, not the proxy's, and is gone once read; one that
+                // stays is the socket's, and ends the proxy.
+                Err(err) => {
+                    errors += 1;
+                    if errors > MOST_ERRORS {
+                        return Err(err);
+                    }
+                    continue;
+                }
             };
             let Some(key) = self.flow(client, now) else {
                 continue;

@@ -303,6 +303,27 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
 }
 
 #[test]
+fn a_flood_into_a_long_delay_holds_no_more_than_the_bound() {
+    let mut link = Bench::new(
+        Impairment {
+            delay: 1_000 * MS,
+            held_most: Some(10_000),
+            ..Impairment::default()
+        },
+        None,
+        7,
+    );
+    // 1,000 datagrams of 100 bytes in the first 100 ms: a hundred fit.
+    let left = run(&mut link, 1000, 100, MS / 10);
+    assert_eq!(left.len(), 100);
+    assert_eq!(link.tally().queue_full.0, 900);
+    assert!(
+        left.iter()
+            .all(|(at, d)| at - number(d) * MS / 10 == 1_000 * MS)
+    );
+}
+
+#[test]
 fn a_seed_replays_everything_a_link_did() {
     let impairment = Impairment {
         queue: 5_000,
