@@ -60,6 +60,14 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         ))
     };
     let (listening, upstream) = addresses().with_context(|| format!("{listen} to {connect}"))?;
+    // Said at start when anything is drawn, so that a run can be replayed.
+    let draws = ways.iter().any(|way| {
+        way.loss.is_some()
+            || way.jitter > 0
+            || way.duplicate > 0.0
+            || way.reorder > 0.0
+            || way.corrupt > 0.0
+    });
     let route = Route {
         listen: listening,
         upstream,
@@ -67,6 +75,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         ways,
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
     };
+    let seed = route.seed;
     let (passed_up, passed_down) = (Arc::<Throughput>::default(), Arc::<Throughput>::default());
     let passed = Passed::Ways {
         up: passed_up.clone(),
@@ -99,6 +108,9 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let (_, _registration) = go_live(cli, &start, adjuster, &passed, printer.clone(), None)?;
     if !cli.quiet {
         printer.line(&format!("shape: listening on udp:{}", proxy.local()?));
+        if draws {
+            printer.line(&format!("shape: seed {seed}"));
+        }
     }
     let served = proxy.serve();
     drop(member);
