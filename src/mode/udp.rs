@@ -7,6 +7,7 @@
 use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use crate::cli::Cli;
+use crate::conditions::{Conditions, Fixed, InForce};
 use crate::control::Adjuster;
 use crate::counting::Counting;
 use crate::exit::Exit;
@@ -88,12 +89,25 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     )
     .with_context(|| format!("listening on {listen}"))?;
     let tallies = proxy.tallies();
+    let conditions = Arc::new(Conditions::fixing(
+        InForce {
+            faults: Way::BOTH.map(|way| cli.faults(way)),
+            delay: link.delay,
+            jitter: link.jitter,
+        },
+        Fixed {
+            ends: Some("a UDP link has no stream to end or hold"),
+            ..Fixed::default()
+        },
+    ));
+    proxy.follow(conditions.clone());
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
             Counting::Bytes,
             start.burst.is_some(),
         )
+        .retuning(conditions)
         .reporting(Box::new(move || {
             let [up, down] = *crate::lock::lock(&tallies);
             format!("up: {}; down: {}", up.describe(), down.describe())

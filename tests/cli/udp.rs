@@ -134,3 +134,38 @@ fn sigusr1_says_what_befell_the_datagrams_each_way() {
     assert!(line.contains(" duplicated"), "{line}");
     assert!(line.contains("down: "), "{line}");
 }
+
+#[test]
+fn a_remote_change_of_the_delay_reaches_a_running_link() {
+    let runtime = Runtime::new("udp-remote");
+    let upstream = echo();
+    let command = runtime.shape([
+        "--listen",
+        "udp:127.0.0.1:0",
+        "--connect",
+        &upstream,
+        "--delay",
+        "10ms",
+    ]);
+    let link = Listening::start(command, Stdio::null());
+    let pid = link.child.id();
+    runtime.wait_registered(pid);
+    let to = link.address.strip_prefix("udp:").unwrap().to_string();
+    let socket = client();
+    let round_trip = |socket: &UdpSocket| {
+        let start = Instant::now();
+        socket.send_to(b"ping", &to).unwrap();
+        let mut buffer = [0u8; 16];
+        socket.recv(&mut buffer).unwrap();
+        start.elapsed()
+    };
+    assert!(round_trip(&socket) < Duration::from_millis(1000));
+    let answer = runtime.remote(pid, ["--delay", "300ms"]);
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    // 300 ms each way now.
+    let took = round_trip(&socket);
+    assert!(took >= Duration::from_millis(600), "{took:?}");
+    // A fault that ends a stream means nothing here, and is refused.
+    let refused = runtime.remote(pid, ["--cut-after", "1KiB"]);
+    assert_ne!(refused.code(), 0, "{}", refused.stderr);
+}

@@ -128,6 +128,7 @@ struct Held {
 /// The draws of each kind, each from a generator of its own.
 #[derive(Debug)]
 struct Draws {
+    loss: fastrand::Rng,
     duplicate: fastrand::Rng,
     corrupt: fastrand::Rng,
     reorder: fastrand::Rng,
@@ -138,7 +139,7 @@ struct Draws {
 #[derive(Debug)]
 pub struct Link {
     impairment: Impairment,
-    losing: Option<(Losing, fastrand::Rng)>,
+    losing: Option<Losing>,
     draws: Draws,
     /// Datagrams waiting for the link, oldest first, and what they hold
     /// in the rate's units.
@@ -160,10 +161,9 @@ impl Link {
     /// A link impaired as `impairment` says, drawing from `seed`.
     pub fn new(impairment: Impairment, seed: u64) -> Link {
         let mut seeds = fastrand::Rng::with_seed(seed);
-        let losing = impairment
-            .loss
-            .map(|loss| (Losing::new(loss), fastrand::Rng::with_seed(seeds.u64(..))));
+        let losing = impairment.loss.map(Losing::new);
         let draws = Draws {
+            loss: fastrand::Rng::with_seed(seeds.u64(..)),
             duplicate: fastrand::Rng::with_seed(seeds.u64(..)),
             corrupt: fastrand::Rng::with_seed(seeds.u64(..)),
             reorder: fastrand::Rng::with_seed(seeds.u64(..)),
@@ -182,6 +182,18 @@ impl Link {
             arrived: 0,
             tally: Tally::default(),
         }
+    }
+
+    /// Takes a change of the delay, the jitter, the loss or the
+    /// corruption from now on; datagrams already held keep their times.
+    pub fn retune(&mut self, delay: u64, jitter: u64, loss: Option<Loss>, corrupt: f64) {
+        if loss != self.impairment.loss {
+            self.losing = loss.map(Losing::new);
+        }
+        self.impairment.delay = delay;
+        self.impairment.jitter = jitter;
+        self.impairment.loss = loss;
+        self.impairment.corrupt = corrupt;
     }
 
     pub fn tally(&self) -> Tally {
@@ -209,8 +221,8 @@ impl Link {
                 }
             }
         }
-        if let Some((losing, draws)) = &mut self.losing
-            && losing.loses(draws)
+        if let Some(losing) = &mut self.losing
+            && losing.loses(&mut self.draws.loss)
         {
             return count(&mut self.tally.lost, &datagram);
         }

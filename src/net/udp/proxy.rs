@@ -7,6 +7,7 @@
 
 use super::link::{Impairment, Link, Tally};
 use crate::bucket::Bucket;
+use crate::conditions::{Conditions, Watch};
 use crate::throughput::Throughput;
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -64,6 +65,8 @@ pub struct Proxy {
     passed: [Arc<Throughput>; 2],
     /// What each way did, as of the last turn of the loop.
     tallies: Arc<Mutex<[Tally; 2]>>,
+    /// The delay, jitter and faults in force, which `--remote` changes.
+    conditions: Option<(Arc<Conditions>, Watch)>,
     idle_looked: u64,
     /// Datagrams the upstream refused (ICMP port unreachable), and
     /// whether that was said.
@@ -95,6 +98,7 @@ impl Proxy {
             buckets,
             passed,
             tallies: Arc::default(),
+            conditions: None,
             idle_looked: 0,
             refused: (0, false),
             buffer: vec![0; LARGEST + 1],
@@ -105,6 +109,14 @@ impl Proxy {
     /// datagram waiting for tokens is timed at the new rate.
     pub fn waker(&self) -> io::Result<Waker> {
         Waker::new(self.poll.registry(), CHANGED)
+    }
+
+    /// Follows `conditions` from now on: a change reaches both ways at
+    /// the next turn of the loop (the change wakes it).
+    pub fn follow(&mut self, conditions: Arc<Conditions>) {
+        let mut watch = Watch::default();
+        watch.now(&conditions);
+        self.conditions = Some((conditions, watch));
     }
 
     /// Where it listens.
@@ -124,6 +136,7 @@ impl Proxy {
         let mut events = Events::with_capacity(256);
         loop {
             let now = clock.now();
+            self.retune();
             self.deliver(now);
             self.forget_idle(now);
             *crate::lock::lock(&self.tallies) = [self.ways[0].tally(), self.ways[1].tally()];
@@ -233,6 +246,25 @@ impl Proxy {
                 }
                 Err(_) => return,
             }
+        }
+    }
+
+    /// Takes the conditions in force, if they changed.
+    fn retune(&mut self) {
+        let Some((conditions, watch)) = &mut self.conditions else {
+            return;
+        };
+        let Some(now) = watch.changed(conditions) else {
+            return;
+        };
+        for (link, faults) in self.ways.iter_mut().zip(now.faults) {
+            let loss = (faults.drop.rate() > 0.0).then_some(faults.drop);
+            link.retune(
+                now.delay.as_nanos() as u64,
+                now.jitter.as_nanos() as u64,
+                loss,
+                faults.corrupt,
+            );
         }
     }
 
