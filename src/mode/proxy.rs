@@ -81,7 +81,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
 
 /// The first flag given that means nothing to a proxy, which serves until
 /// it is ended and spends from buckets of its own.
-fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
+pub(super) fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
     let shared = cli.share.is_some();
     [
         (

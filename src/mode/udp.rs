@@ -142,7 +142,8 @@ fn queue(limit: Limit) -> u64 {
     time.max(crate::net::udp::LARGEST as u64)
 }
 
-/// The first flag given that means nothing to datagrams.
+/// The first flag given that means nothing to datagrams: a stream's
+/// faults, and what means nothing to any proxy.
 fn not_for_datagrams(cli: &Cli) -> Option<&'static str> {
     let faults = Way::BOTH.map(|way| cli.faults(way));
     let any = |test: fn(&crate::faults::Faults) -> bool| faults.iter().any(test);
@@ -153,13 +154,8 @@ fn not_for_datagrams(cli: &Cli) -> Option<&'static str> {
         (any(|f| f.stall_after.is_some()), "--stall-after"),
         (any(|f| f.reset_after.is_some()), "--reset-after"),
         (cli.per_connection, "--per-connection"),
-        (cli.stop_after.is_some(), "--stop-after"),
-        (cli.size.is_some(), "--size"),
-        (cli.stats, "--stats"),
-        (cli.connect_timeout.is_some(), "--connect-timeout"),
-        (cli.lines, "--lines"),
-        (cli.null, "--null"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))
+    .or_else(|| super::proxy::not_for_a_proxy(cli))
 }
