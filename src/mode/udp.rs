@@ -121,6 +121,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     }));
     let (_, _registration) = go_live(cli, &start, adjuster, &passed, printer.clone(), None)?;
     if !cli.quiet {
+        proxy.saying(printer.clone());
         printer.line(&format!("shape: listening on udp:{}", proxy.local()?));
         if draws {
             printer.line(&format!("shape: seed {seed}"));

@@ -169,3 +169,24 @@ fn a_remote_change_of_the_delay_reaches_a_running_link() {
     let refused = runtime.remote(pid, ["--cut-after", "1KiB"]);
     assert_ne!(refused.code(), 0, "{}", refused.stderr);
 }
+
+#[test]
+fn a_server_that_refuses_is_said_once_not_for_every_datagram() {
+    let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let upstream = format!("udp:{}", closed.local_addr().unwrap());
+    drop(closed);
+    let mut command = shape(["--listen", "udp:127.0.0.1:0", "--connect", &upstream]);
+    command.args(["--delay", "1ms"]);
+    let link = Listening::start(command, Stdio::null());
+    let socket = client();
+    let to = link.address.strip_prefix("udp:").unwrap();
+    for _ in 0..20 {
+        socket.send_to(b"anyone?", to).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    link.wait_for_stderr("refused a datagram");
+    // More refusals came after it: none is said again.
+    std::thread::sleep(Duration::from_millis(200));
+    let said = link.stderr();
+    assert_eq!(said.matches("refused").count(), 1, "{said}");
+}

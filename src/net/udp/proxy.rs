@@ -8,6 +8,7 @@
 use super::link::{Impairment, Link, Tally};
 use crate::bucket::Bucket;
 use crate::conditions::{Conditions, Watch};
+use crate::progress::Printer;
 use crate::throughput::Throughput;
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -67,6 +68,8 @@ pub struct Proxy {
     tallies: Arc<Mutex<[Tally; 2]>>,
     /// The delay, jitter and faults in force, which `--remote` changes.
     conditions: Option<(Arc<Conditions>, Watch)>,
+    /// Where lines for the user go; `None` when quiet.
+    say: Option<Printer>,
     idle_looked: u64,
     /// Datagrams the upstream refused (ICMP port unreachable), and
     /// whether that was said.
@@ -99,6 +102,7 @@ impl Proxy {
             passed,
             tallies: Arc::default(),
             conditions: None,
+            say: None,
             idle_looked: 0,
             refused: (0, false),
             buffer: vec![0; LARGEST + 1],
@@ -109,6 +113,12 @@ impl Proxy {
     /// datagram waiting for tokens is timed at the new rate.
     pub fn waker(&self) -> io::Result<Waker> {
         Waker::new(self.poll.registry(), CHANGED)
+    }
+
+    /// Says what it has to say (a server refusing datagrams) through
+    /// `say`; without it, it says nothing.
+    pub fn saying(&mut self, say: Printer) {
+        self.say = Some(say);
     }
 
     /// Follows `conditions` from now on: a change reaches both ways at
@@ -238,10 +248,12 @@ impl Proxy {
                     self.refused.0 += 1;
                     if !self.refused.1 {
                         self.refused.1 = true;
-                        eprintln!(
-                            "shape: {} refused a datagram (port unreachable); counted from now on, not said again",
-                            self.route.upstream
-                        );
+                        if let Some(say) = &self.say {
+                            say.line(&format!(
+                                "shape: {} refused a datagram (port unreachable); not said again",
+                                self.route.upstream
+                            ));
+                        }
                     }
                 }
                 Err(_) => return,
