@@ -93,6 +93,16 @@ pub fn run(cli: &Cli) -> Exit {
         return Exit::Usage;
     }
     let mode = Mode::of(cli);
+    if !matches!(
+        mode,
+        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_)
+    ) && let Some(flag) = cli.udp.first_given()
+    {
+        eprintln!(
+            "shape: {flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR)"
+        );
+        return Exit::Usage;
+    }
     let ran = match mode {
         Mode::Generate(what) => {
             return crate::exit::print_whole(&crate::cli::generate::render(what));
@@ -109,13 +119,6 @@ pub fn run(cli: &Cli) -> Exit {
         .into()),
         Mode::Serve(address) => serve::run(cli, address),
         Mode::Exec(command) => exec::run(cli, command),
-        _ if !matches!(mode, Mode::Datagrams { .. }) && cli.udp.first_given().is_some() => {
-            Err(UsageError(format!(
-                "{} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR)",
-                cli.udp.first_given().unwrap_or_default()
-            ))
-            .into())
-        }
         Mode::Copy if cli.rate_up.is_some() || cli.rate_down.is_some() => Err(UsageError(
             "--rate-up and --rate-down apply to a proxy (--listen with --connect) or --exec".into(),
         )

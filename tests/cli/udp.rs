@@ -116,6 +116,20 @@ fn udp_addresses_go_together_and_stream_faults_are_refused() {
         ]),
         "--slice",
     );
+    // A TCP proxy, a copy and --exec have no datagrams to duplicate.
+    assert_refused(
+        shape([
+            "--listen",
+            "127.0.0.1:0",
+            "--connect",
+            "127.0.0.1:9",
+            "--duplicate",
+            "1%",
+        ]),
+        "--duplicate",
+    );
+    assert_refused(shape(["--mtu", "1200"]), "--mtu");
+    assert_refused(shape(["--udp-idle", "5s", "--exec", "true"]), "--udp-idle");
 }
 
 #[test]

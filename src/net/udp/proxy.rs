@@ -71,9 +71,9 @@ pub struct Proxy {
     /// Where lines for the user go; `None` when quiet.
     say: Option<Printer>,
     idle_looked: u64,
-    /// Datagrams the upstream refused (ICMP port unreachable), and
-    /// whether that was said.
-    refused: (u64, bool),
+    /// Whether the upstream's refusing a datagram (ICMP port
+    /// unreachable) was said.
+    refused_said: bool,
     buffer: Vec<u8>,
 }
 
@@ -104,7 +104,7 @@ impl Proxy {
             conditions: None,
             say: None,
             idle_looked: 0,
-            refused: (0, false),
+            refused_said: false,
             buffer: vec![0; LARGEST + 1],
         })
     }
@@ -245,9 +245,8 @@ impl Proxy {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) if err.kind() == io::ErrorKind::ConnectionRefused => {
-                    self.refused.0 += 1;
-                    if !self.refused.1 {
-                        self.refused.1 = true;
+                    if !self.refused_said {
+                        self.refused_said = true;
                         if let Some(say) = &self.say {
                             say.line(&format!(
                                 "shape: {} refused a datagram (port unreachable); not said again",
