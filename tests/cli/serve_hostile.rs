@@ -357,9 +357,21 @@ fn running_out_of_descriptors_pauses_accepting_and_a_proxy_to_itself_unwinds() {
     drop(idle);
     still_serves(&server, &proxy, "the API out of descriptors");
 
-    // A proxy whose upstream is itself: each connection it makes is one
-    // more client, until descriptors run out; when the first client
-    // leaves, the chain unwinds.
+    // A proxy whose upstream is itself, twice: once as it is, and once
+    // with one more descriptor held by the API (an idle client), so that
+    // the chain ends once on a failed accept and once on a failed connect,
+    // whichever comes first as descriptors run out.
+    unwinds_a_proxy_to_itself(&server);
+    let _idle_api_client = TcpStream::connect(&server.api).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    unwinds_a_proxy_to_itself(&server);
+    still_serves(&server, &proxy, "a proxy to itself");
+}
+
+/// Makes a proxy whose upstream is itself, on `server`, and connects to
+/// it: each connection it makes is one more client, until descriptors
+/// run out. When the first client leaves, the chain must unwind.
+fn unwinds_a_proxy_to_itself(server: &Toxiproxy) {
     let port = free_port();
     let itself = format!("127.0.0.1:{port}");
     let made = server.call(
@@ -391,7 +403,6 @@ fn running_out_of_descriptors_pauses_accepting_and_a_proxy_to_itself_unwinds() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(server.call("DELETE", "/proxies/loop", None).0, 204);
-    still_serves(&server, &proxy, "a proxy to itself");
 }
 
 /// What process `pid`'s descriptors are, counted by kind (socket, pipe,

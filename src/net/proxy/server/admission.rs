@@ -13,6 +13,7 @@ use crate::net::{ACCEPT_PAUSE, Address, out_of_resources};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Token};
 use shape_bucket::Clock;
+use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -99,7 +100,7 @@ impl EventLoop<'_> {
                         let what = format!("accept on {listen}");
                         self.wait_for_resources(&what, &err);
                         if out_of_resources(&err) {
-                            self.shed(route);
+                            self.shed();
                         }
                     }
                 }
@@ -111,27 +112,56 @@ impl EventLoop<'_> {
         }
     }
 
-    /// Once a shortage of descriptors has lasted [`MOST_PARKED`] while a
-    /// route leads back to the loop, or [`MOST_SHORT`] in any case,
-    /// closes the next client waiting on `route`, accepted with the spare
-    /// descriptor: the chain of a proxy whose upstream is itself ends in
-    /// the backlog, holds every descriptor, and nothing else would free
-    /// one. Clients that wait briefly for ordinary connections to end are
-    /// left to wait.
-    fn shed(&mut self, route: usize) {
-        let lasted = self.stuck(self.shortage_since);
-        let Some(Route {
-            listener, listen, ..
-        }) = self.routes.get_mut(route)
-        else {
+    /// Once a shortage of descriptors has lasted [`MOST_PARKED`], closes
+    /// the next client waiting on a route that leads back to the loop,
+    /// accepted with the spare descriptor: the chain of a proxy whose
+    /// upstream is itself ends in that route's backlog, holds every
+    /// descriptor, and nothing else would free one. After [`MOST_SHORT`]
+    /// the next client of any route is closed. Clients that wait briefly
+    /// for ordinary connections to end are left to wait.
+    ///
+    /// Every route is tried, not only the one whose accept failed: out of
+    /// descriptors, accept fails on any listener, even one with nobody
+    /// waiting, and the first route tried is seldom the looping one.
+    fn shed(&mut self) {
+        let Some(since) = self.shortage_since else {
             return;
         };
-        if !lasted || self.spare.take().is_none() {
+        let lasted = Duration::from_nanos(self.clock.now().saturating_sub(since));
+        if lasted < MOST_PARKED {
             return;
         }
-        if let Ok((client, peer)) = listener.accept(listen) {
-            let err = io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
-            self.refuse(route, &client, &peer, &err);
+        let looping: HashSet<usize> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.looped)
+            .map(|(_, c)| c.route)
+            .collect();
+        let mut candidates: Vec<usize> = self
+            .routes
+            .iter()
+            .map(|(key, _)| key)
+            .filter(|key| lasted >= MOST_SHORT || looping.contains(key))
+            .collect();
+        candidates.sort_by_key(|key| !looping.contains(key));
+        if candidates.is_empty() {
+            return;
+        }
+        // Without a spare (reopening it failed last time), a descriptor
+        // freed since may still let one client in.
+        drop(self.spare.take());
+        for key in candidates {
+            let Some(Route {
+                listener, listen, ..
+            }) = self.routes.get_mut(key)
+            else {
+                continue;
+            };
+            if let Ok((client, peer)) = listener.accept(listen) {
+                let err = io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
+                self.refuse(key, &client, &peer, &err);
+                break;
+            }
         }
         self.spare = std::fs::File::open("/dev/null").ok();
     }
