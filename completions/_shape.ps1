@@ -81,6 +81,7 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--serve-allow-unix', '--serve-allow-unix', [CompletionResultType]::ParameterName, 'With --serve: let proxies use Unix sockets')
             [CompletionResult]::new('--runtime-metrics', '--runtime-metrics', [CompletionResultType]::ParameterName, 'With --serve: the process''s metrics in /metrics too')
             [CompletionResult]::new('--per-connection', '--per-connection', [CompletionResultType]::ParameterName, 'Proxy: limits of each connection''s own, not shared')
+            [CompletionResult]::new('--packets', '--packets', [CompletionResultType]::ParameterName, 'UDP: count datagrams, not bytes')
             [CompletionResult]::new('--jitter-keeps-order', '--jitter-keeps-order', [CompletionResultType]::ParameterName, 'UDP: jitter never lets a datagram overtake an earlier one')
             [CompletionResult]::new('--status', '--status', [CompletionResultType]::ParameterName, 'With --share: print the share''s settings and current use, and exit')
             [CompletionResult]::new('--reset', '--reset', [CompletionResultType]::ParameterName, 'With --share: remove the share, to start it afresh')

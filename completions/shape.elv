@@ -78,6 +78,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --serve-allow-unix 'With --serve: let proxies use Unix sockets'
             cand --runtime-metrics 'With --serve: the process''s metrics in /metrics too'
             cand --per-connection 'Proxy: limits of each connection''s own, not shared'
+            cand --packets 'UDP: count datagrams, not bytes'
             cand --jitter-keeps-order 'UDP: jitter never lets a datagram overtake an earlier one'
             cand --status 'With --share: print the share''s settings and current use, and exit'
             cand --reset 'With --share: remove the share, to start it afresh'

@@ -62,6 +62,7 @@ complete -c shape -s a
 complete -c shape -l serve-allow-unix -d 'With --serve: let proxies use Unix sockets'
 complete -c shape -l runtime-metrics -d 'With --serve: the process\'s metrics in /metrics too'
 complete -c shape -l per-connection -d 'Proxy: limits of each connection\'s own, not shared'
+complete -c shape -l packets -d 'UDP: count datagrams, not bytes'
 complete -c shape -l jitter-keeps-order -d 'UDP: jitter never lets a datagram overtake an earlier one'
 complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
 complete -c shape -l reset -d 'With --share: remove the share, to start it afresh'

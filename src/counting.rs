@@ -1,9 +1,9 @@
 //! What shape counts: bytes, or records (`--lines`: lines ending in a
-//! newline; `--null`: records ending in a NUL byte), what one of them is
-//! worth in the bucket's tokens, and how amounts and rates of them are read
-//! and shown.
+//! newline; `--null`: records ending in a NUL byte; `--packets`: a UDP
+//! link's datagrams), what one of them is worth in the bucket's tokens,
+//! and how amounts and rates of them are read and shown.
 //!
-//! A byte is one token. A record is [`TOKENS_PER_RECORD`] tokens, so that
+//! A byte is one token. A record (or datagram) is [`TOKENS_PER_RECORD`] tokens, so that
 //! the bucket, whose rates start at one token a second, paces records as
 //! exactly as bytes from one every 12 days to a hundred million a second:
 //! `30/min` is exactly 2^19 tokens a second.
@@ -56,6 +56,8 @@ pub enum Counting {
     Lines,
     /// Records ending in a NUL byte.
     Nul,
+    /// A UDP link's datagrams, whatever their size.
+    Datagrams,
 }
 
 impl Counting {
@@ -65,6 +67,7 @@ impl Counting {
             Counting::Bytes => None,
             Counting::Lines => Some(b'\n'),
             Counting::Nul => Some(0),
+            Counting::Datagrams => None,
         }
     }
 
@@ -74,6 +77,7 @@ impl Counting {
             Counting::Bytes => "byte",
             Counting::Lines => "line",
             Counting::Nul => "record",
+            Counting::Datagrams => "datagram",
         }
     }
 
@@ -83,6 +87,7 @@ impl Counting {
             Counting::Bytes => "bytes",
             Counting::Lines => "lines",
             Counting::Nul => "records",
+            Counting::Datagrams => "datagrams",
         }
     }
 
@@ -107,21 +112,27 @@ impl Counting {
             Counting::Bytes => 0,
             Counting::Lines => 1,
             Counting::Nul => 2,
+            Counting::Datagrams => 3,
         }
     }
 
     /// See [`Counting::code`].
     pub fn from_code(code: u32) -> Option<Counting> {
-        [Counting::Bytes, Counting::Lines, Counting::Nul]
-            .into_iter()
-            .find(|counting| counting.code() == code)
+        [
+            Counting::Bytes,
+            Counting::Lines,
+            Counting::Nul,
+            Counting::Datagrams,
+        ]
+        .into_iter()
+        .find(|counting| counting.code() == code)
     }
 
     /// Tokens one unit is worth.
     pub fn tokens_per_unit(self) -> u64 {
         match self {
             Counting::Bytes => 1,
-            Counting::Lines | Counting::Nul => TOKENS_PER_RECORD,
+            Counting::Lines | Counting::Nul | Counting::Datagrams => TOKENS_PER_RECORD,
         }
     }
 
@@ -279,7 +290,12 @@ mod tests {
             "30.00 lines/min"
         );
         assert_eq!(Counting::Lines.show_limit(Limit::Unlimited), "unlimited");
-        for counting in [Counting::Bytes, Counting::Lines, Counting::Nul] {
+        for counting in [
+            Counting::Bytes,
+            Counting::Lines,
+            Counting::Nul,
+            Counting::Datagrams,
+        ] {
             assert_eq!(Counting::from_code(counting.code()), Some(counting));
         }
     }

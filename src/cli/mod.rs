@@ -18,7 +18,7 @@ use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
 use clap::{Parser, ValueEnum};
 use shape_bucket::RateSpec;
-use shape_bucket::units::{Quantity, Size};
+use shape_bucket::units::Quantity;
 use std::path::PathBuf;
 use std::time::Duration;
 use values::{parse_burst, parse_interval, parse_max_buffer, parse_origin, parse_seed};
@@ -405,9 +405,11 @@ pub struct Cli {
     /// connection); while it is full, shape stops reading. Defaults to what
     /// flows at the rate during the delay and jitter, plus the burst: from
     /// 1 MiB to 64 MiB, and 64 MiB when unlimited. Without --delay, shape
-    /// holds one chunk of at most SIZE.
+    /// holds one chunk of at most SIZE. On a UDP link, the queue of
+    /// datagrams waiting for the rate (default 100ms of it); with
+    /// --packets, a number of datagrams.
     #[arg(long, value_name = "SIZE", value_parser = parse_max_buffer, allow_hyphen_values = true, help_heading = "Slow links and faults")]
-    pub max_buffer: Option<Size>,
+    pub max_buffer: Option<Quantity>,
 
     /// The fault flags, from the one table of faults.
     #[command(flatten, next_help_heading = "Slow links and faults")]
@@ -564,9 +566,10 @@ fn is_unit(word: &str) -> bool {
 impl Cli {
     /// What is counted: bytes, or records with --lines or --null.
     pub fn counting(&self) -> Counting {
-        match (self.lines, self.null) {
-            (true, _) => Counting::Lines,
-            (_, true) => Counting::Nul,
+        match (self.lines, self.null, self.udp.packets) {
+            (true, _, _) => Counting::Lines,
+            (_, true, _) => Counting::Nul,
+            (_, _, true) => Counting::Datagrams,
             _ => Counting::Bytes,
         }
     }
@@ -587,7 +590,9 @@ impl Cli {
         SlowLink {
             delay: self.delay.unwrap_or_default(),
             jitter: self.jitter.unwrap_or_default(),
-            max_buffer: self.max_buffer.map(Size::bytes),
+            max_buffer: self
+                .max_buffer
+                .map(|(Quantity::Plain(n) | Quantity::Bytes(n))| n),
         }
     }
 }
@@ -634,12 +639,17 @@ mod tests {
     }
 
     #[test]
-    fn lines_and_nul_records_are_counted_not_both() {
+    fn bytes_lines_nul_records_or_datagrams_one_at_a_time() {
         let counting = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.counting());
         assert_eq!(counting(&["shape"]).unwrap(), Counting::Bytes);
         assert_eq!(counting(&["shape", "-l"]).unwrap(), Counting::Lines);
         assert_eq!(counting(&["shape", "--null"]).unwrap(), Counting::Nul);
         assert_eq!(counting(&["shape", "-0"]).unwrap(), Counting::Nul);
+        assert_eq!(
+            counting(&["shape", "--packets"]).unwrap(),
+            Counting::Datagrams
+        );
+        assert!(counting(&["shape", "--packets", "--lines"]).is_err());
         assert!(counting(&["shape", "--lines", "--null"]).is_err());
     }
 }

@@ -53,6 +53,14 @@ pub struct UdpFlags {
     #[arg(long, value_name = "PROB", value_parser = parse_probability, requires = "delay", help_heading = "UDP links")]
     pub reorder: Option<f64>,
 
+    /// UDP: count datagrams, not bytes.
+    ///
+    /// UDP: the rate, burst and --max-buffer count datagrams, whatever
+    /// their size ('--rate 1000/s --packets'), as netem's limit counts
+    /// packets.
+    #[arg(long, conflicts_with_all = ["lines", "null"], help_heading = "UDP links")]
+    pub packets: bool,
+
     /// UDP: jitter never lets a datagram overtake an earlier one.
     #[arg(long, requires = "jitter", help_heading = "UDP links")]
     pub jitter_keeps_order: bool,
@@ -68,6 +76,7 @@ impl UdpFlags {
     pub fn first_given(&self) -> Option<&'static str> {
         [
             (self.udp_idle.is_some(), "--udp-idle"),
+            (self.packets, "--packets"),
             (self.queue_drop.is_some(), "--queue-drop"),
             (self.duplicate.is_some(), "--duplicate"),
             (self.reorder.is_some(), "--reorder"),

@@ -34,9 +34,14 @@ pub fn report(err: &clap::Error) -> Exit {
 fn counting_asked() -> Counting {
     let words: Vec<_> = std::env::args_os().skip(1).collect();
     let given = |names: &[&str]| words.iter().any(|word| names.iter().any(|n| word == n));
-    match (given(&["--lines", "-l"]), given(&["--null", "-0"])) {
-        (true, _) => Counting::Lines,
-        (_, true) => Counting::Nul,
+    match (
+        given(&["--lines", "-l"]),
+        given(&["--null", "-0"]),
+        given(&["--packets"]),
+    ) {
+        (true, _, _) => Counting::Lines,
+        (_, true, _) => Counting::Nul,
+        (_, _, true) => Counting::Datagrams,
         _ => Counting::Bytes,
     }
 }

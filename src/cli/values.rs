@@ -5,7 +5,7 @@ use super::RemoteTarget;
 use crate::counting::Written;
 use crate::duration::{self, Accepted};
 use shape_bucket::MAX_BURST;
-use shape_bucket::units::{Quantity, SIZE_EXAMPLES, Size};
+use shape_bucket::units::{Quantity, SIZE_EXAMPLES};
 use std::time::Duration;
 
 /// Parses `--interval`: a duration from 10ms to 1h, or plain seconds.
@@ -72,12 +72,17 @@ pub fn parse_burst(text: &str) -> Result<Written<Quantity>, String> {
     }
 }
 
-/// The largest buffer is a size of at least one byte.
-pub fn parse_max_buffer(text: &str) -> Result<Size, String> {
-    match text.parse::<Size>()? {
-        Size(0) => Err(format!("buffer must be at least 1 byte ({SIZE_EXAMPLES})")),
-        Size(bytes) if bytes > MAX_BURST => Err("buffer must be at most 4 EiB".into()),
-        size => Ok(size),
+/// The largest buffer is a size of at least one byte (or, for a UDP
+/// link's `--packets`, a count of at least one datagram).
+pub fn parse_max_buffer(text: &str) -> Result<Quantity, String> {
+    match text.parse::<Quantity>()? {
+        Quantity::Plain(0) | Quantity::Bytes(0) => {
+            Err(format!("buffer must be at least 1 byte ({SIZE_EXAMPLES})"))
+        }
+        Quantity::Plain(n) | Quantity::Bytes(n) if n > MAX_BURST => {
+            Err("buffer must be at most 4 EiB".into())
+        }
+        quantity => Ok(quantity),
     }
 }
 

@@ -199,12 +199,14 @@ impl Adjuster {
 /// (tokens that arrive while it is full are lost).
 pub fn default_burst(limit: Limit, counting: Counting) -> u64 {
     match (counting, limit) {
-        (Counting::Lines | Counting::Nul, Limit::Rate(rate)) => {
+        (Counting::Lines | Counting::Nul | Counting::Datagrams, Limit::Rate(rate)) => {
             let ten_ms = (rate.bytes_per_sec() / 100.0) as u64;
             let one = counting.tokens(1);
             one.max(ten_ms / one * one)
         }
-        (Counting::Lines | Counting::Nul, Limit::Unlimited) => counting.tokens(1),
+        (Counting::Lines | Counting::Nul | Counting::Datagrams, Limit::Unlimited) => {
+            counting.tokens(1)
+        }
         (Counting::Bytes, Limit::Unlimited) => 128 * 1024,
         (Counting::Bytes, Limit::Rate(rate)) => ((rate.bytes_per_sec() / 10.0) as u64).max(1),
     }

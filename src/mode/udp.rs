@@ -35,13 +35,25 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let start = Start::of(cli)?;
     let (up, down, member) = two_ways(cli, &start)?;
     let link = cli.slow_link();
+    let counting = cli.counting();
+    let queue_given = cli
+        .max_buffer
+        .map(|given| {
+            counting
+                .count(given)
+                .map(|n| counting.tokens(n))
+                .map_err(|why| {
+                    UsageError(format!("invalid value for '--max-buffer <SIZE>': {why}"))
+                })
+        })
+        .transpose()?;
     let ways = Way::BOTH.map(|way| {
         let faults = cli.faults(way);
         let (limit, burst) = [&up, &down][way as usize].limit_and_burst();
         let udp = &cli.udp;
         Impairment {
-            packets: false,
-            queue: link.max_buffer.unwrap_or_else(|| queue(limit)),
+            packets: counting == Counting::Datagrams,
+            queue: queue_given.unwrap_or_else(|| queue(limit, counting)),
             held_most: link.delays().then(|| link.capacity(limit, burst)),
             queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
             delay: link.delay.as_nanos() as u64,
@@ -104,7 +116,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
-            Counting::Bytes,
+            counting,
             start.burst.is_some(),
         )
         .retuning(conditions)
@@ -133,14 +145,18 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     Ok(Exit::Success)
 }
 
-/// The queue for `limit`: a tenth of a second of it, and room for the
-/// largest datagram.
-fn queue(limit: Limit) -> u64 {
+/// The queue for `limit`, in tokens: a tenth of a second of it, and room
+/// for the largest datagram (or, counting datagrams, for one).
+fn queue(limit: Limit, counting: Counting) -> u64 {
     let time = match limit {
         Limit::Unlimited => 0,
         Limit::Rate(rate) => (rate.bytes_per_sec() * QUEUE_TIME) as u64,
     };
-    time.max(crate::net::udp::LARGEST as u64)
+    let one = match counting {
+        Counting::Datagrams => counting.tokens(1),
+        _ => crate::net::udp::LARGEST as u64,
+    };
+    time.max(one)
 }
 
 /// The first flag given that means nothing to datagrams: a stream's

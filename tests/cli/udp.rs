@@ -100,6 +100,43 @@ fn a_rate_paces_whole_datagrams() {
 }
 
 #[test]
+fn packets_pace_datagrams_whatever_their_size_and_the_queue_counts_them() {
+    // 10 datagrams a second, a burst of one and a queue of five: of 20
+    // sent at once, big and small alike, the one paid at once, the one
+    // being paid for and the five queued pass; the rest are dropped.
+    let link = link(&["--rate", "10/s", "--packets", "--max-buffer", "5"]);
+    let socket = client();
+    let to = link.address.strip_prefix("udp:").unwrap();
+    let start = Instant::now();
+    for i in 0..20u8 {
+        let size = if i % 2 == 0 { 10 } else { 20_000 };
+        socket.send_to(&vec![i; size], to).unwrap();
+    }
+    let mut buffer = vec![0u8; 65_536];
+    let mut back = Vec::new();
+    while let Ok(n) = socket.recv(&mut buffer) {
+        back.push((buffer[0], n));
+    }
+    let last = start.elapsed().as_secs_f64() - 1.5;
+    let sizes = |i: u8| if i % 2 == 0 { 10 } else { 20_000 };
+    assert_eq!(back, (0..7).map(|i| (i, sizes(i))).collect::<Vec<_>>());
+    // Seven at ten a second, the first at once: 0.6 s, loosely.
+    assert!((0.5..8.0).contains(&last), "{last:.2}s");
+    assert_refused(
+        shape([
+            "--listen",
+            "udp:127.0.0.1:0",
+            "--connect",
+            "udp:127.0.0.1:9",
+            "--packets",
+            "--max-buffer",
+            "64KiB",
+        ]),
+        "--max-buffer",
+    );
+}
+
+#[test]
 fn udp_addresses_go_together_and_stream_faults_are_refused() {
     assert_refused(
         shape(["--listen", "udp:127.0.0.1:0", "--connect", "127.0.0.1:9"]),

@@ -118,7 +118,8 @@ pub(super) fn output(
             let (limit, burst) = bucket.limit_and_burst();
             chunk_size(limit, burst)
         }
-        Counting::Lines | Counting::Nul => MAX_CHUNK,
+        // Datagrams are a UDP link's, never a copy's.
+        Counting::Lines | Counting::Nul | Counting::Datagrams => MAX_CHUNK,
     });
     let faults = conditions.now().faults(Way::Down);
     // A copy that has faults, or may come to, looks at every write.

@@ -20,6 +20,7 @@
 //! Every draw comes from a generator of its own kind, all seeded from one
 //! seed, so that a seed replays everything a link did.
 
+use crate::counting::Counting;
 use crate::faults::{Losing, Loss};
 use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
 use std::cmp::Reverse;
@@ -46,7 +47,8 @@ pub enum Oversize {
 /// How one direction of a link is impaired.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Impairment {
-    /// The bucket and the queue count datagrams, not bytes.
+    /// The bucket and the queue count datagrams, not bytes: each is worth
+    /// a record's tokens.
     pub packets: bool,
     /// The most that waits for tokens, in the bucket's units.
     pub queue: u64,
@@ -280,7 +282,7 @@ impl Link {
 
     fn units(&self, datagram: &[u8]) -> u64 {
         if self.impairment.packets {
-            1
+            Counting::Datagrams.tokens_per_unit()
         } else {
             datagram.len() as u64
         }

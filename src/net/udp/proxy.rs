@@ -285,15 +285,24 @@ impl Proxy {
             if let Some(flow) = self.flow_of(tag)
                 && flow.socket.send(&datagram).is_ok()
             {
-                self.passed[0].add(datagram.len() as u64);
+                self.passed[0].add(self.counted(0, &datagram));
             }
         }
         for (tag, datagram) in self.ways[1].leave(&self.buckets[1], now) {
             if let Some(flow) = self.flow_of(tag)
                 && self.listen.send_to(&datagram, flow.client).is_ok()
             {
-                self.passed[1].add(datagram.len() as u64);
+                self.passed[1].add(self.counted(1, &datagram));
             }
+        }
+    }
+
+    /// What `datagram` counts for in way `way`'s progress: one, counting
+    /// datagrams, else its bytes.
+    fn counted(&self, way: usize, datagram: &[u8]) -> u64 {
+        match self.route.ways[way].packets {
+            true => 1,
+            false => datagram.len() as u64,
         }
     }
 

@@ -147,13 +147,14 @@ fn a_head_drop_loses_the_oldest_waiting() {
 #[test]
 fn packets_count_datagrams_whatever_their_size() {
     // 10 datagrams a second: sizes do not matter.
+    let one = Counting::Datagrams.tokens(1);
     let mut link = Bench::new(
         Impairment {
             packets: true,
-            queue: 100,
+            queue: 100 * one,
             ..Impairment::default()
         },
-        Some((10, 1)),
+        Some((10 * one, one)),
         1,
     );
     for (i, size) in [(0, 10), (1, 60_000), (2, 1)] {
