@@ -1,6 +1,8 @@
 //! The datagram proxy (`--listen udp:ADDR --connect udp:ADDR`) between a
 //! client and an echoing upstream, both on loopback.
 
+mod hostile;
+
 use crate::harness::*;
 use std::net::UdpSocket;
 use std::process::Stdio;

@@ -82,6 +82,9 @@ pub struct Tally {
     pub corrupted: (u64, u64),
     pub cut: (u64, u64),
     pub oversize: (u64, u64),
+    /// Dropped before the link: no socket could be had for a new
+    /// client's flow (the proxy counts these, not the link).
+    pub unflowed: (u64, u64),
 }
 
 impl Tally {
@@ -102,6 +105,7 @@ impl Tally {
             ("corrupted", self.corrupted),
             ("cut to the MTU", self.cut),
             ("dropped over the MTU", self.oversize),
+            ("dropped for want of a socket for their flow", self.unflowed),
         ] {
             if count > 0 {
                 said.push(format!("{count} {what}"));

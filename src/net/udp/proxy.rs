@@ -74,6 +74,11 @@ pub struct Proxy {
     /// Whether the upstream's refusing a datagram (ICMP port
     /// unreachable) was said.
     refused_said: bool,
+    /// Datagrams (and their bytes) of new clients dropped because no
+    /// socket could be had for their flow.
+    unflowed: (u64, u64),
+    /// Whether that shortage was said, since a flow was last made.
+    unflowed_said: bool,
     buffer: Vec<u8>,
 }
 
@@ -105,6 +110,8 @@ impl Proxy {
             say: None,
             idle_looked: 0,
             refused_said: false,
+            unflowed: (0, 0),
+            unflowed_said: false,
             buffer: vec![0; LARGEST + 1],
         })
     }
@@ -149,7 +156,9 @@ impl Proxy {
             self.retune();
             self.deliver(now);
             self.forget_idle(now);
-            *crate::lock::lock(&self.tallies) = [self.ways[0].tally(), self.ways[1].tally()];
+            let mut up = self.ways[0].tally();
+            up.unflowed = self.unflowed;
+            *crate::lock::lock(&self.tallies) = [up, self.ways[1].tally()];
             let wake = self.ways[0]
                 .wake()
                 .into_iter()
@@ -191,8 +200,14 @@ impl Proxy {
                     continue;
                 }
             };
-            let Some(key) = self.flow(client, now) else {
-                continue;
+            let key = match self.flow(client, now) {
+                Ok(key) => key,
+                Err(err) => {
+                    self.unflowed.0 += 1;
+                    self.unflowed.1 += n as u64;
+                    self.say_unflowed(client, &err);
+                    continue;
+                }
             };
             let datagram = self.buffer[..n].to_vec();
             let tag = self.flows[key].tag;
@@ -200,25 +215,41 @@ impl Proxy {
         }
     }
 
-    /// The flow of `client`, made if it is new; `None` if no socket can be
-    /// had for it now.
-    fn flow(&mut self, client: SocketAddr, now: u64) -> Option<usize> {
+    /// Says, once until a flow is made again, that the datagrams of new
+    /// clients such as `client` are dropped for want of a socket: a flood
+    /// from many addresses would otherwise say so for every datagram.
+    fn say_unflowed(&mut self, client: SocketAddr, err: &io::Error) {
+        if self.unflowed_said {
+            return;
+        }
+        self.unflowed_said = true;
+        if let Some(say) = &self.say {
+            say.line(&format!(
+                "shape: no socket for a new flow from {client} ({}): new clients' datagrams are dropped and counted until flows are forgotten",
+                crate::message::one_line(err)
+            ));
+        }
+    }
+
+    /// The flow of `client`, made if it is new; an error if no socket can
+    /// be had for it now (out of descriptors, most likely).
+    fn flow(&mut self, client: SocketAddr, now: u64) -> io::Result<usize> {
         if let Some(&key) = self.by_client.get(&client) {
             self.flows[key].last = now;
-            return Some(key);
+            return Ok(key);
         }
         let any: SocketAddr = match self.route.upstream {
             SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
             SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let mut socket = UdpSocket::bind(any).ok()?;
-        socket.connect(self.route.upstream).ok()?;
+        let mut socket = UdpSocket::bind(any)?;
+        socket.connect(self.route.upstream)?;
         let entry = self.flows.vacant_entry();
         let key = entry.key();
         self.poll
             .registry()
-            .register(&mut socket, Token(key), Interest::READABLE)
-            .ok()?;
+            .register(&mut socket, Token(key), Interest::READABLE)?;
+        self.unflowed_said = false;
         self.made += 1;
         entry.insert(Flow {
             client,
@@ -227,7 +258,7 @@ impl Proxy {
             last: now,
         });
         self.by_client.insert(client, key);
-        Some(key)
+        Ok(key)
     }
 
     /// Takes in every datagram the upstream sent to flow `key`.
