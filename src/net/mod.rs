@@ -2,6 +2,7 @@
 //! copy's input or output ([`address`]), and the shaping [`proxy`].
 
 mod address;
+pub(crate) mod alarm;
 pub mod proxy;
 mod resources;
 pub mod udp;

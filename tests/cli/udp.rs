@@ -1,7 +1,9 @@
 //! The datagram proxy (`--listen udp:ADDR --connect udp:ADDR`) between a
 //! client and an echoing upstream, both on loopback.
 
+mod dns;
 mod hostile;
+mod iperf;
 
 use crate::harness::*;
 use std::net::UdpSocket;

@@ -26,7 +26,6 @@
 //! connections (out of descriptors), new ones wait in the backlog and
 //! accepting is tried again after a pause, said once: the loop never spins.
 
-mod alarm;
 mod connection;
 mod resolver;
 pub mod rules;

@@ -8,15 +8,18 @@
 use super::link::{Impairment, Link, Tally};
 use crate::bucket::Bucket;
 use crate::conditions::{Conditions, Watch};
+use crate::net::alarm::Alarm;
 use crate::progress::Printer;
 use crate::throughput::Throughput;
 use mio::net::UdpSocket;
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, MonotonicClock};
 use slab::Slab;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +28,8 @@ pub const LARGEST: usize = 65_507;
 const LISTEN: Token = Token(usize::MAX);
 /// A change of the buckets' settings: deadlines are looked at again.
 const CHANGED: Token = Token(usize::MAX - 1);
+/// The alarm rang: a datagram is due.
+const ALARM: Token = Token(usize::MAX - 2);
 /// Errors in a row on the listening socket before it counts as broken.
 const MOST_ERRORS: u32 = 1024;
 /// Flows are looked over for idleness this often at most.
@@ -68,6 +73,10 @@ pub struct Proxy {
     tallies: Arc<Mutex<[Tally; 2]>>,
     /// The delay, jitter and faults in force, which `--remote` changes.
     conditions: Option<(Arc<Conditions>, Watch)>,
+    /// What wakes poll when a datagram is due, to the microsecond (poll's
+    /// own timeout counts milliseconds); `None` if the system gave none,
+    /// and then poll's timeout serves.
+    alarm: Option<Alarm>,
     /// Where lines for the user go; `None` when quiet.
     say: Option<Printer>,
     idle_looked: u64,
@@ -95,6 +104,12 @@ impl Proxy {
         poll.registry()
             .register(&mut listen, LISTEN, Interest::READABLE)?;
         let ways = [0, 1].map(|way| Link::new(route.ways[way].clone(), route.seed ^ way as u64));
+        let alarm = Alarm::new().ok().filter(|alarm| {
+            let fd = alarm.fd.as_raw_fd();
+            poll.registry()
+                .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)
+                .is_ok()
+        });
         Ok(Proxy {
             route,
             poll,
@@ -107,6 +122,7 @@ impl Proxy {
             passed,
             tallies: Arc::default(),
             conditions: None,
+            alarm,
             say: None,
             idle_looked: 0,
             refused_said: false,
@@ -165,7 +181,12 @@ impl Proxy {
                 .chain(self.ways[1].wake())
                 .chain((!self.flows.is_empty()).then_some(self.idle_looked + IDLE_LOOK))
                 .min();
-            let timeout = wake.map(|at| Duration::from_nanos(at.saturating_sub(now)));
+            let timeout = match wake {
+                Some(at) if at <= now => Some(Duration::ZERO),
+                Some(at) if self.alarm.as_mut().is_some_and(|alarm| alarm.ring_at(at)) => None,
+                Some(at) => Some(Duration::from_nanos(at - now)),
+                None => None,
+            };
             match self.poll.poll(&mut events, timeout) {
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 result => result?,
@@ -175,6 +196,11 @@ impl Proxy {
                 match event.token() {
                     LISTEN => self.take_from_clients(now)?,
                     CHANGED => {}
+                    ALARM => {
+                        if let Some(alarm) = &mut self.alarm {
+                            alarm.silence();
+                        }
+                    }
                     Token(key) => self.take_from_upstream(key, now),
                 }
             }

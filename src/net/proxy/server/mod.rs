@@ -10,7 +10,6 @@ mod admission;
 
 use admission::{Awaiting, Parked};
 
-use super::alarm::Alarm;
 use super::connection::{BUFFER, Connection, End, Failure, Seeds};
 use super::resolver::{Found, Resolver};
 use super::rules::Rules;
@@ -18,6 +17,7 @@ use super::stream::Listener;
 use crate::bucket::Bucket;
 use crate::faults::ResetStruck;
 use crate::message::one_line;
+use crate::net::alarm::Alarm;
 use crate::net::{Address, Listening};
 use crate::progress::Printer;
 use mio::unix::SourceFd;
