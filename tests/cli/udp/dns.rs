@@ -34,10 +34,11 @@ impl Dnsmasq {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let server = Dnsmasq { child, port };
         // Answered straight, once it listens.
         for _ in 0..50 {
             if dig(port, "ready.example.test", 1).answered == 1 {
-                return Dnsmasq { child, port };
+                return server;
             }
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -52,13 +52,13 @@ impl Report {
 /// a plain proxy on the same port, carries it.
 fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
     let server_port = free_port().to_string();
-    let server = Command::new("iperf3")
+    let mut server = Command::new("iperf3")
         .args(["-s", "-1", "-J", "-i", "0.5", "-p", &server_port])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let server_out = drain(server.stdout.unwrap());
+    let server_out = drain(server.stdout.take().unwrap());
     let port = free_port();
     let upstream = format!("127.0.0.1:{server_port}");
     let _control = Listening::start(
@@ -101,7 +101,13 @@ fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let client_run = client_run.expect("iperf3's client never ran to the end");
+    let Some(client_run) = client_run else {
+        let _ = server.kill();
+        let _ = server.wait();
+        panic!("iperf3's client never ran to the end");
+    };
+    // With -1, the server ends after one test.
+    let _ = server.wait();
     let pid = rustix::process::Pid::from_raw(datagrams.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::USR1).unwrap();
     let said = datagrams.wait_for_stderr("datagrams passed");
