@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The repository's `path`.
-fn ours(path: &str) -> PathBuf {
+pub fn ours(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
 /// True if `path` exists; if not, the test is skipped, except under CI.
-fn set_up(path: &Path) -> bool {
+pub fn set_up(path: &Path) -> bool {
     if path.exists() {
         return true;
     }

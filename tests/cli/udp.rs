@@ -4,6 +4,7 @@
 mod dns;
 mod hostile;
 mod iperf;
+mod quic;
 
 use crate::harness::*;
 use std::net::UdpSocket;
