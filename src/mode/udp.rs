@@ -13,19 +13,10 @@ use crate::counting::Counting;
 use crate::exit::Exit;
 use crate::faults::Way;
 use crate::net::Address;
-use crate::net::udp::{Impairment, Proxy, Route};
+use crate::net::udp::{IDLE, Impairment, Proxy, Route, default_queue};
 use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
-use shape_bucket::Limit;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long a flow that sends and receives nothing is kept: as long as
-/// Linux's conntrack keeps a UDP flow that has seen replies.
-const IDLE: Duration = Duration::from_secs(120);
-/// The queue holds this much of the rate when `--max-buffer` is not
-/// given, and never less than the largest datagram.
-const QUEUE_TIME: f64 = 0.1;
 
 /// Serves until the process is ended; returns only if it cannot serve.
 pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
@@ -53,7 +44,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         let udp = &cli.udp;
         Impairment {
             packets: counting == Counting::Datagrams,
-            queue: queue_given.unwrap_or_else(|| queue(limit, counting)),
+            queue: queue_given.unwrap_or_else(|| default_queue(limit, counting)),
             held_most: link.delays().then(|| link.capacity(limit, burst)),
             queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
             delay: link.delay.as_nanos() as u64,
@@ -64,6 +55,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             reorder: udp.reorder.unwrap_or(0.0),
             corrupt: faults.corrupt,
             mtu: udp.mtu,
+            flow_limit: None,
         }
     });
     let addresses = || -> std::io::Result<_> {
@@ -127,10 +119,8 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     );
     let reporter = start_reporter(cli, &passed, None, &up);
     let printer = printer(reporter.as_ref());
-    let waker = proxy.waker()?;
-    adjuster.on_change(Box::new(move || {
-        let _ = waker.wake();
-    }));
+    let handle = proxy.handle()?;
+    adjuster.on_change(Box::new(move || handle.wake()));
     let (_, _registration) = go_live(cli, &start, adjuster, &passed, printer.clone(), None)?;
     if !cli.quiet {
         proxy.saying(printer.clone());
@@ -143,20 +133,6 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     drop(member);
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
-}
-
-/// The queue for `limit`, in tokens: a tenth of a second of it, and room
-/// for the largest datagram (or, counting datagrams, for one).
-fn queue(limit: Limit, counting: Counting) -> u64 {
-    let time = match limit {
-        Limit::Unlimited => 0,
-        Limit::Rate(rate) => (rate.bytes_per_sec() * QUEUE_TIME) as u64,
-    };
-    let one = match counting {
-        Counting::Datagrams => counting.tokens(1),
-        _ => crate::net::udp::LARGEST as u64,
-    };
-    time.max(one)
 }
 
 /// The first flag given that means nothing to datagrams: a stream's

@@ -92,6 +92,9 @@ pub fn effect(toxic: &Toxic) -> Effect {
         Kind::Corrupt => Effect::Faults(vec![Change::Corrupt(both(Probability(
             given.probability("probability"),
         )))]),
+        // A datagram's alone: the model refuses them on a stream
+        // (`datagrams.rs` carries them out on a UDP link).
+        Kind::Duplicate | Kind::Reorder => Effect::Nothing,
     }
 }
 

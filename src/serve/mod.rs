@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod carry;
+mod datagrams;
 pub mod guard;
 pub mod http;
 pub mod model;
@@ -25,6 +26,7 @@ pub mod proxies;
 mod runtime;
 pub mod shaping;
 mod signals;
+mod status;
 pub mod toxics;
 
 use crate::message::one_line;
@@ -111,7 +113,12 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
         move || event_loop.stop()
     };
     let mut model = Model::default();
-    let mut proxies = Proxies::new(event_loop_handle.clone(), serving.extras);
+    let mut proxies = Proxies::new(
+        event_loop_handle.clone(),
+        serving.extras,
+        serving.seed,
+        serving.report.clone(),
+    );
     // Said once the server says where it serves, which comes first.
     let mut config_trouble = None;
     if let Some(file) = serving.config {

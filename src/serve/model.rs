@@ -84,6 +84,42 @@ fn as_toxiproxy_writes_it<S: serde::Serializer>(value: &f64, to: S) -> Result<S:
     }
 }
 
+/// What a proxy carries: streams (TCP, toxiproxy's only kind), or
+/// datagrams through a UDP link (a shape extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    /// As the API names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+
+    fn is_tcp(&self) -> bool {
+        *self == Protocol::Tcp
+    }
+
+    /// The protocol a request names, if it names one.
+    fn given(given: Option<&str>) -> Result<Option<Protocol>, ApiError> {
+        match given {
+            None => Ok(None),
+            Some("tcp") => Ok(Some(Protocol::Tcp)),
+            Some("udp") => Ok(Some(Protocol::Udp)),
+            Some(other) => Err(ApiError::bad_body(format!(
+                "protocol must be tcp or udp, not {other:?}"
+            ))),
+        }
+    }
+}
+
 /// A proxy as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Proxy {
@@ -92,6 +128,10 @@ pub struct Proxy {
     pub upstream: String,
     pub enabled: bool,
     pub toxics: Vec<Toxic>,
+    /// Shown only for a UDP proxy, so that a TCP proxy's JSON is
+    /// toxiproxy's own.
+    #[serde(skip_serializing_if = "Protocol::is_tcp")]
+    pub protocol: Protocol,
 }
 
 /// A proxy as a request gives it; unknown fields are ignored.
@@ -104,6 +144,8 @@ pub struct ProxyGiven {
     /// shape's own: toxics created with the proxy, before its first
     /// connection.
     pub toxics: Option<Vec<Map<String, Value>>>,
+    /// shape's own: `udp` for a UDP link; `tcp`, the default, otherwise.
+    pub protocol: Option<String>,
 }
 
 /// Every proxy, by name.
@@ -129,12 +171,14 @@ impl Model {
         if self.proxies.contains_key(&name) {
             return Err(ApiError::new("proxy already exists", 409));
         }
+        let protocol = Protocol::given(given.protocol.as_deref())?.unwrap_or_default();
         let mut proxy = Proxy {
             name: name.clone(),
             listen: given.listen.unwrap_or_else(|| DEFAULT_LISTEN.into()),
             upstream,
             enabled: given.enabled.unwrap_or(true),
             toxics: Vec::new(),
+            protocol,
         };
         for toxic in given.toxics.unwrap_or_default() {
             self.last_toxic += 1;
@@ -155,6 +199,12 @@ impl Model {
             .proxies
             .get_mut(name)
             .ok_or_else(ApiError::proxy_not_found)?;
+        if Protocol::given(given.protocol.as_deref())?.is_some_and(|p| p != proxy.protocol) {
+            return Err(ApiError::new(
+                "a proxy's protocol cannot change: delete it and make it anew",
+                400,
+            ));
+        }
         if let Some(listen) = given.listen {
             proxy.listen = listen;
         }
@@ -206,6 +256,7 @@ impl Model {
         given: &Map<String, Value>,
     ) -> Result<&Toxic, ApiError> {
         let (proxy, at) = self.toxic_at(proxy, toxic)?;
+        let protocol = proxy.protocol;
         let toxic = &mut proxy.toxics[at];
         toxic.revision += 1;
         if let Some(attributes) = attributes_given(given)? {
@@ -214,7 +265,9 @@ impl Model {
             toxic.attributes = merged;
         }
         if let Some(toxicity) = given.get("toxicity") {
-            toxic.toxicity = toxicity_of(toxicity)?;
+            let toxicity = toxicity_of(toxicity)?;
+            struck_whole(protocol, toxic.kind, toxicity)?;
+            toxic.toxicity = toxicity;
         }
         Ok(toxic)
     }
@@ -272,6 +325,16 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
     }
     let kind = text("type", "")?;
     let kind = Kind::named(&kind).ok_or_else(|| ApiError::new("invalid toxic type", 400))?;
+    if !kind.row().on.takes(proxy.protocol) {
+        return Err(ApiError::new(
+            format!(
+                "{} toxics do not apply to {} proxies",
+                kind.name(),
+                proxy.protocol.name()
+            ),
+            400,
+        ));
+    }
     let mut name = text("name", "")?;
     if name.is_empty() {
         name = format!("{}_{stream}", kind.name());
@@ -288,6 +351,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         .map(toxicity_of)
         .transpose()?
         .unwrap_or(1.0);
+    struck_whole(proxy.protocol, kind, toxicity)?;
     proxy.toxics.push(Toxic {
         id,
         revision: 0,
@@ -297,6 +361,25 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         stream,
         toxicity,
     });
+    Ok(())
+}
+
+/// Refuses a toxicity between 0 and 1 for a toxic that, on a UDP proxy,
+/// must strike every datagram or none: a datagram is not a connection,
+/// and a link has one latency, one bandwidth and one limit per flow. The
+/// toxics that draw for each datagram (loss, corrupt, duplicate,
+/// reorder) take any toxicity, as the share of datagrams they strike.
+fn struck_whole(protocol: Protocol, kind: Kind, toxicity: f64) -> Result<(), ApiError> {
+    let whole = matches!(kind, Kind::Latency | Kind::Bandwidth | Kind::LimitData);
+    if protocol == Protocol::Udp && whole && toxicity > 0.0 && toxicity < 1.0 {
+        return Err(ApiError::new(
+            format!(
+                "a {} toxic on a udp proxy strikes every datagram or none: its toxicity must be 0 or 1",
+                kind.name()
+            ),
+            400,
+        ));
+    }
     Ok(())
 }
 

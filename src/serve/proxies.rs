@@ -7,12 +7,15 @@
 //! so that wait is short even under load.
 
 use super::api::Carrier;
-use super::model::{ApiError, Model, Proxy};
+use super::datagrams;
+use super::model::{ApiError, Model, Protocol, Proxy};
 use super::shaping::{Counters, Effects, ToxicRules};
+use super::status::Status;
 use crate::bucket::Bucket;
 use crate::faults::Way;
 use crate::net::Address;
 use crate::net::proxy::{Command, Upstream};
+use crate::progress::Printer;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -63,6 +66,8 @@ impl Loop {
 struct Running {
     /// Its route on the loop, while enabled.
     route: Option<usize>,
+    /// A UDP proxy's link, on its own thread, while enabled.
+    datagrams: Option<datagrams::Running>,
     /// The bucket of each shared bandwidth, by toxic id.
     shared: Vec<(u64, Arc<Bucket>)>,
     /// Its toxics' effects, worked out once each.
@@ -90,39 +95,50 @@ pub struct Proxies {
     /// Each proxy's counters, for the status line, which is asked for
     /// from another thread.
     tallies: Arc<Mutex<BTreeMap<String, Counters>>>,
+    /// The seed of each UDP proxy's draws, drawn in turn from the
+    /// server's seed, as the loop draws each connection's.
+    seeds: fastrand::Rng,
+    /// Where UDP proxies say what they have to say; `None` when quiet.
+    say: Option<Printer>,
 }
 
 impl Proxies {
-    pub fn new(event_loop: Loop, extras: Extras) -> Proxies {
+    pub fn new(event_loop: Loop, extras: Extras, seed: u64, say: Option<Printer>) -> Proxies {
         Proxies {
             event_loop,
             running: BTreeMap::new(),
             extras,
             tallies: Arc::default(),
+            seeds: fastrand::Rng::with_seed(seed),
+            say,
         }
+    }
+
+    /// What is kept of `proxy`, made if it is new.
+    fn running(&mut self, proxy: &Proxy) -> &mut Running {
+        let tallies = &self.tallies;
+        self.running.entry(proxy.name.clone()).or_insert_with(|| {
+            let counters = Counters::default();
+            crate::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
+            Running {
+                route: None,
+                datagrams: None,
+                shared: Vec::new(),
+                effects: Effects::default(),
+                counters,
+            }
+        })
     }
 
     /// What says how the proxies are doing, from any thread.
     pub fn status(&self) -> Status {
-        Status {
-            tallies: self.tallies.clone(),
-        }
+        Status::over(self.tallies.clone())
     }
 
     /// The rules of `proxy`'s toxics, making or changing the buckets of
     /// its shared bandwidths.
     fn rules(&mut self, proxy: &Proxy) -> ToxicRules {
-        let tallies = &self.tallies;
-        let running = self.running.entry(proxy.name.clone()).or_insert_with(|| {
-            let counters = Counters::default();
-            crate::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
-            Running {
-                route: None,
-                shared: Vec::new(),
-                effects: Effects::default(),
-                counters,
-            }
-        });
+        let running = self.running(proxy);
         let kept = std::mem::take(&mut running.shared);
         let rules = ToxicRules::new(
             &proxy.toxics,
@@ -160,11 +176,14 @@ impl Carrier for Proxies {
             if matches!(address, Address::Udp { .. }) {
                 return Err(ApiError::new(
                     format!(
-                        "{field} {given}: the API makes TCP proxies; udp: is for the command line"
+                        "{field} {given}: a UDP proxy is made with \"protocol\": \"udp\" and host:port addresses"
                     ),
                     400,
                 ));
             }
+        }
+        if proxy.protocol == Protocol::Udp {
+            return self.start_datagrams(proxy, &listen, &connect);
         }
         if !self.extras.allow_unix {
             for (field, address, given) in [
@@ -208,6 +227,8 @@ impl Carrier for Proxies {
         let Some(running) = self.running.get_mut(name) else {
             return;
         };
+        // Dropped, it stops, and its sockets close.
+        running.datagrams = None;
         let Some(route) = running.route.take() else {
             return;
         };
@@ -222,6 +243,12 @@ impl Carrier for Proxies {
     }
 
     fn retune(&mut self, proxy: &Proxy) {
+        if proxy.protocol == Protocol::Udp {
+            if let Some(datagrams) = self.running(proxy).datagrams.as_ref() {
+                datagrams.retune(&proxy.toxics);
+            }
+            return;
+        }
         let rules = Box::new(self.rules(proxy));
         let Some(route) = self.running.get(&proxy.name).and_then(|r| r.route) else {
             return;
@@ -273,6 +300,53 @@ impl Carrier for Proxies {
     }
 }
 
+impl Proxies {
+    /// Starts UDP proxy `proxy` from `listen` to `connect` (host:port
+    /// addresses, taken as UDP's), on a thread of its own. Returns where
+    /// it listens.
+    fn start_datagrams(
+        &mut self,
+        proxy: &Proxy,
+        listen: &Address,
+        connect: &Address,
+    ) -> Result<String, ApiError> {
+        let as_udp = |address: &Address, field: &str, given: &str| match address {
+            Address::Tcp { host, port } => Ok(Address::Udp {
+                host: host.clone(),
+                port: *port,
+            }),
+            _ => Err(ApiError::new(
+                format!("{field} {given}: a UDP proxy takes host:port addresses"),
+                400,
+            )),
+        };
+        let listen = as_udp(listen, "listen", &proxy.listen)?;
+        let connect = as_udp(connect, "upstream", &proxy.upstream)?;
+        let failed = |field: &str, given: &str, err: &std::io::Error| {
+            ApiError::new(
+                format!("{field} {given}: {}", crate::message::one_line(err)),
+                500,
+            )
+        };
+        let addresses = (
+            listen
+                .datagram_address(true)
+                .map_err(|err| failed("listen", &proxy.listen, &err))?,
+            connect
+                .datagram_address(false)
+                .map_err(|err| failed("upstream", &proxy.upstream, &err))?,
+        );
+        let seed = self.seeds.u64(..);
+        let say = self.say.clone();
+        let running = self.running(proxy);
+        let (datagrams, bound) =
+            datagrams::Running::start(proxy, addresses, seed, &running.counters, say)
+                .map_err(|err| ApiError::new(bind_failed(&listen, &proxy.listen, &err), 500))?;
+        running.datagrams = Some(datagrams);
+        Ok(bound.to_string())
+    }
+}
+
 /// Why listening on `listen` (given as `given`) failed, in Go's words
 /// where the system refused the bind, as toxiproxy says it and tests
 /// match it: `listen tcp 127.0.0.1:3310: bind: address already in use`.
@@ -281,6 +355,10 @@ fn bind_failed(listen: &Address, given: &str, err: &std::io::Error) -> String {
         (Address::Tcp { .. }, Some(code)) => {
             let text = std::io::Error::from_raw_os_error(code).to_string();
             format!("listen tcp {given}: bind: {}", go_error_text(&text))
+        }
+        (Address::Udp { .. }, Some(code)) => {
+            let text = std::io::Error::from_raw_os_error(code).to_string();
+            format!("listen udp {given}: bind: {}", go_error_text(&text))
         }
         _ => format!("listen {given}: {}", crate::message::one_line(err)),
     }
@@ -294,56 +372,6 @@ fn go_error_text(text: &str) -> String {
     chars.next().map_or_else(String::new, |first| {
         first.to_lowercase().chain(chars).collect()
     })
-}
-
-/// How the proxies are doing, read from any thread: the SIGUSR1 line.
-pub struct Status {
-    tallies: Arc<Mutex<BTreeMap<String, Counters>>>,
-}
-
-impl Status {
-    /// `shape: 2 proxies, 3 connections; up 1.00 MiB, 0 B/s now; down
-    /// 20.00 MiB, 1.00 MiB/s now`, with the connections as the loop
-    /// counts them.
-    pub fn line(&self, event_loop: &Loop) -> String {
-        let (proxies, up, down) = {
-            let tallies = crate::lock::lock(&self.tallies);
-            let sum = |way: usize| {
-                tallies
-                    .values()
-                    .fold((0, 0.0), |(total, recent), counters| {
-                        let sent = &counters.sent[way];
-                        (total + sent.total(), recent + sent.recent())
-                    })
-            };
-            (tallies.len(), sum(0), sum(1))
-        };
-        let connections = event_loop
-            .connections()
-            .map_or("connections unknown".into(), |n| plural(n, "connection"));
-        let way = |(total, recent): (u64, f64)| {
-            format!(
-                "{}, {} now",
-                shape_bucket::units::human_bytes(total),
-                crate::counting::Counting::Bytes.show_rate(recent)
-            )
-        };
-        format!(
-            "shape: {}, {connections}; up {}; down {}",
-            plural(proxies, "proxy"),
-            way(up),
-            way(down)
-        )
-    }
-}
-
-/// `n` and `noun`, in the plural unless `n` is 1.
-fn plural(n: usize, noun: &str) -> String {
-    match (n, noun) {
-        (1, _) => format!("1 {noun}"),
-        (_, "proxy") => format!("{n} proxies"),
-        _ => format!("{n} {noun}s"),
-    }
 }
 
 /// Where a proxy's connections go: an address given as numbers is

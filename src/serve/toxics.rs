@@ -10,9 +10,15 @@
 //! Adding a toxic is a row here and a variant of [`Kind`]; its effect is
 //! an arm of the match in `carry.rs`, which does not compile without it.
 
+mod attributes;
+mod docs;
+
+pub use attributes::Attributes;
+pub use docs::{readme_rows, signature};
+
+use super::model::Protocol;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use std::time::Duration;
 
 /// The unit of an attribute, as the API gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +100,28 @@ pub struct Row {
     /// What shape's extra attributes of it do, and with what, if it has
     /// any.
     pub extras: Option<(&'static str, &'static str)>,
+    /// The proxies it applies to: a stream's, a UDP link's, or both.
+    pub on: On,
+}
+
+/// Which proxies a kind of toxic applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum On {
+    Both,
+    /// TCP proxies alone: what needs a stream (to slice, hold or close).
+    Streams,
+    /// UDP proxies alone (`"protocol": "udp"`): what needs datagrams.
+    Datagrams,
+}
+
+impl On {
+    /// True if a toxic of this row applies to a proxy of `protocol`.
+    pub fn takes(self, protocol: Protocol) -> bool {
+        matches!(
+            (self, protocol),
+            (On::Both, _) | (On::Streams, Protocol::Tcp) | (On::Datagrams, Protocol::Udp)
+        )
+    }
 }
 
 /// The kinds of toxic, named as the API names them.
@@ -110,6 +138,8 @@ pub enum Kind {
     Noop,
     Loss,
     Corrupt,
+    Duplicate,
+    Reorder,
 }
 
 const fn of(name: &'static str, unit: Unit) -> Attribute {
@@ -140,6 +170,7 @@ pub static TOXICS: &[Row] = &[
         does: "the same, to the microsecond",
         by: "the delay line (`--delay`, `--jitter`)",
         extras: None,
+        on: On::Both,
     },
     Row {
         kind: Kind::Bandwidth,
@@ -155,6 +186,7 @@ pub static TOXICS: &[Row] = &[
             "shared: one rate for all of a proxy's connections (toxiproxy #190, #613), with burst if given",
             "one bucket per proxy and stream",
         )),
+        on: On::Both,
     },
     Row {
         kind: Kind::SlowClose,
@@ -163,6 +195,7 @@ pub static TOXICS: &[Row] = &[
         does: "the same",
         by: "`--slow-close`",
         extras: None,
+        on: On::Streams,
     },
     Row {
         kind: Kind::Timeout,
@@ -171,6 +204,7 @@ pub static TOXICS: &[Row] = &[
         does: "nothing passes; the connection closes after the timeout, or never with 0; removing the toxic closes it",
         by: "`--stall-after 0`, and a close in the connection's plan",
         extras: None,
+        on: On::Streams,
     },
     Row {
         kind: Kind::ResetPeer,
@@ -179,6 +213,7 @@ pub static TOXICS: &[Row] = &[
         does: "what comes is dropped; both sides reset (ECONNRESET) at the first byte, or after the timeout",
         by: "`--reset-after`",
         extras: None,
+        on: On::Streams,
     },
     Row {
         kind: Kind::Slicer,
@@ -191,14 +226,16 @@ pub static TOXICS: &[Row] = &[
         does: "the same",
         by: "`--slice`, `--slice-pause`",
         extras: None,
+        on: On::Streams,
     },
     Row {
         kind: Kind::LimitData,
         attributes: &[of("bytes", Unit::Bytes)],
         extra: false,
-        does: "the same: that many bytes, then the end",
+        does: "the same: that many bytes, then the end (on a UDP proxy, a flow's datagrams past that many bytes are dropped)",
         by: "`--cut-after`",
         extras: None,
+        on: On::Both,
     },
     Row {
         kind: Kind::Noop,
@@ -207,22 +244,43 @@ pub static TOXICS: &[Row] = &[
         does: "the same",
         by: "",
         extras: None,
+        on: On::Both,
     },
     Row {
         kind: Kind::Loss,
         attributes: &[of("probability", Unit::Probability)],
         extra: true,
-        does: "blocks of 1 KiB lost, seeded (toxiproxy #39)",
+        does: "blocks of 1 KiB lost (whole datagrams on a UDP proxy), seeded (toxiproxy #39)",
         by: "`--drop`",
         extras: None,
+        on: On::Both,
     },
     Row {
         kind: Kind::Corrupt,
         attributes: &[of("probability", Unit::Probability)],
         extra: true,
-        does: "one bit of a byte flipped, seeded (toxiproxy #578)",
+        does: "one bit of a byte (of a datagram, on a UDP proxy) flipped, seeded (toxiproxy #578)",
         by: "`--corrupt`",
         extras: None,
+        on: On::Both,
+    },
+    Row {
+        kind: Kind::Duplicate,
+        attributes: &[of("probability", Unit::Probability)],
+        extra: true,
+        does: "UDP proxies: datagrams sent twice, seeded (netem's duplicate)",
+        by: "`--duplicate`",
+        extras: None,
+        on: On::Datagrams,
+    },
+    Row {
+        kind: Kind::Reorder,
+        attributes: &[of("probability", Unit::Probability)],
+        extra: true,
+        does: "UDP proxies: datagrams sent at once, skipping the latency, seeded (netem's reorder)",
+        by: "`--reorder`",
+        extras: None,
+        on: On::Datagrams,
     },
 ];
 
@@ -259,6 +317,8 @@ impl Kind {
             Kind::Noop => "noop",
             Kind::Loss => "loss",
             Kind::Corrupt => "corrupt",
+            Kind::Duplicate => "duplicate",
+            Kind::Reorder => "reorder",
         }
     }
 
@@ -318,145 +378,6 @@ pub fn merge(
     Ok(())
 }
 
-/// The longest time an attribute gives: shape's longest delay, an hour.
-/// Longer times are an hour.
-pub const LONGEST: Duration = crate::slowlink::LONGEST_DELAY;
-
-/// A toxic's attributes, read as their units say. Any value the model let
-/// through reads as something shape can carry out: a negative number is
-/// 0, a time at most [`LONGEST`].
-pub struct Attributes<'a> {
-    kind: Kind,
-    values: &'a Map<String, Value>,
-}
-
-impl<'a> Attributes<'a> {
-    pub fn of(kind: Kind, values: &'a Map<String, Value>) -> Attributes<'a> {
-        Attributes { kind, values }
-    }
-
-    /// Attribute `name` as a whole number, 0 if absent or negative.
-    fn whole(&self, name: &str, unit: Unit) -> u64 {
-        debug_assert_eq!(
-            self.kind.attribute(name).map(|a| a.unit),
-            Some(unit),
-            "{:?} has no {name} in {unit:?}",
-            self.kind
-        );
-        self.values
-            .get(name)
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-            .max(0) as u64
-    }
-
-    /// A time in milliseconds or microseconds, at most [`LONGEST`].
-    pub fn time(&self, name: &str) -> Duration {
-        let time = match self.kind.attribute(name).map(|a| a.unit) {
-            Some(Unit::Microseconds) => Duration::from_micros(self.whole(name, Unit::Microseconds)),
-            _ => Duration::from_millis(self.whole(name, Unit::Milliseconds)),
-        };
-        time.min(LONGEST)
-    }
-
-    /// A number of bytes.
-    pub fn bytes(&self, name: &str) -> u64 {
-        self.whole(name, Unit::Bytes)
-    }
-
-    /// A rate, in bytes a second (KB/s of 1000 bytes as given).
-    pub fn bytes_per_second(&self, name: &str) -> u64 {
-        self.whole(name, Unit::KiloBytesPerSecond)
-            .saturating_mul(1000)
-    }
-
-    /// An amount in bytes (KB as given), if given.
-    pub fn kilobytes(&self, name: &str) -> Option<u64> {
-        self.values
-            .contains_key(name)
-            .then(|| self.whole(name, Unit::KiloBytes).saturating_mul(1000))
-    }
-
-    /// A flag: true unless absent or 0.
-    pub fn flag(&self, name: &str) -> bool {
-        self.whole(name, Unit::Flag) != 0
-    }
-
-    /// A probability, from 0 to 1.
-    pub fn probability(&self, name: &str) -> f64 {
-        debug_assert_eq!(
-            self.kind.attribute(name).map(|a| a.unit),
-            Some(Unit::Probability)
-        );
-        self.values
-            .get(name)
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0)
-            .clamp(0.0, 1.0)
-    }
-}
-
-/// README's rows for the table's toxics: toxiproxy's kinds, then shape's
-/// extra attributes and kinds, each `| toxic | what shape does | what
-/// carries it out |`.
-pub fn readme_rows() -> Vec<String> {
-    let mut rows: Vec<String> = TOXICS
-        .iter()
-        .filter(|row| !row.extra)
-        .map(|row| cells(&[&signature(row), row.does, row.by]))
-        .collect();
-    for row in TOXICS {
-        if let Some((does, by)) = row.extras {
-            let extras = row.extras_said(|a| format!("{}: {}", a.name, a.unit.said()));
-            let toxic = format!("**extra:** `{}` ({})", row.kind.name(), extras.join("; "));
-            rows.push(cells(&[&toxic, does, by]));
-        }
-    }
-    rows.extend(TOXICS.iter().filter(|row| row.extra).map(|row| {
-        let toxic = format!("**extra:** {}", signature(row));
-        cells(&[&toxic, row.does, row.by])
-    }));
-    rows
-}
-
-/// A row of a Markdown table: `| a | b | |`.
-fn cells(cells: &[&str]) -> String {
-    let mut row = String::from("|");
-    for cell in cells {
-        row.push(' ');
-        if !cell.is_empty() {
-            row.push_str(cell);
-            row.push(' ');
-        }
-        row.push('|');
-    }
-    row
-}
-
-/// How the docs list a kind: `latency` (latency, jitter: ms), with each
-/// run of attributes of one unit named before it, shape's extras left
-/// out.
-pub fn signature(row: &Row) -> String {
-    let mut said = format!("`{}`", row.kind.name());
-    let attributes: Vec<&Attribute> = row.attributes.iter().filter(|a| !a.extra).collect();
-    if attributes.is_empty() {
-        return said;
-    }
-    let mut runs: Vec<(Vec<&str>, Unit)> = Vec::new();
-    for attribute in attributes {
-        match runs.last_mut() {
-            Some((names, unit)) if *unit == attribute.unit => names.push(attribute.name),
-            _ => runs.push((vec![attribute.name], attribute.unit)),
-        }
-    }
-    let runs: Vec<String> = runs
-        .iter()
-        .map(|(names, unit)| format!("{}: {}", names.join(", "), unit.said()))
-        .collect();
-    said.push_str(&format!(" ({})", runs.join("; ")));
-    said
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,7 +397,7 @@ mod tests {
                 json!(row.kind.name())
             );
         }
-        assert_eq!(TOXICS.len(), 10);
+        assert_eq!(TOXICS.len(), 12);
         assert_eq!(Kind::named("bogus"), None);
         assert_eq!(Kind::named("Latency"), None, "names are exact");
     }
@@ -544,28 +465,6 @@ mod tests {
         let mut loss = Kind::Loss.defaults();
         let refused = merge(Kind::Loss, &mut loss, &map(json!({"probability": 2})));
         assert_eq!(refused.unwrap_err().wanted, "a number from 0 to 1");
-    }
-
-    #[test]
-    fn attributes_read_in_their_units_and_within_reach() {
-        let values = map(json!({"latency": 250, "jitter": -5}));
-        let latency = Attributes::of(Kind::Latency, &values);
-        assert_eq!(latency.time("latency"), Duration::from_millis(250));
-        assert_eq!(latency.time("jitter"), Duration::ZERO);
-        let values = map(json!({"delay": 40, "average_size": 9, "size_variation": 1}));
-        let slicer = Attributes::of(Kind::Slicer, &values);
-        assert_eq!(slicer.time("delay"), Duration::from_micros(40));
-        assert_eq!(slicer.bytes("average_size"), 9);
-        let values = map(json!({"timeout": i64::MAX}));
-        assert_eq!(
-            Attributes::of(Kind::Timeout, &values).time("timeout"),
-            LONGEST
-        );
-        let values = map(json!({"rate": 5, "burst": 2}));
-        let bandwidth = Attributes::of(Kind::Bandwidth, &values);
-        assert_eq!(bandwidth.bytes_per_second("rate"), 5000);
-        assert_eq!(bandwidth.kilobytes("burst"), Some(2000));
-        assert!(!bandwidth.flag("shared"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod dns;
 mod hostile;
 mod iperf;
 mod quic;
+mod serve;
 
 use crate::harness::*;
 use std::net::UdpSocket;

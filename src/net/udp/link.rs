@@ -22,7 +22,7 @@
 
 use crate::counting::Counting;
 use crate::faults::{Losing, Loss};
-use shape_bucket::{BucketCell, Clock, Reservation, TokenBucket};
+use shape_bucket::{BucketCell, Clock, Limit, Reservation, TokenBucket};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::ops::Deref;
@@ -35,6 +35,25 @@ pub enum QueueDrop {
     Tail,
     /// The oldest waiting, as many as it takes.
     Head,
+}
+
+/// The queue holds this much of the rate when not told, and never less
+/// than the largest datagram.
+const QUEUE_TIME: f64 = 0.1;
+
+/// The queue for `limit`, in tokens, when not told: a tenth of a second
+/// of it, and room for the largest datagram (or, counting datagrams, for
+/// one).
+pub fn default_queue(limit: Limit, counting: Counting) -> u64 {
+    let time = match limit {
+        Limit::Unlimited => 0,
+        Limit::Rate(rate) => (rate.bytes_per_sec() * QUEUE_TIME) as u64,
+    };
+    let one = match counting {
+        Counting::Datagrams => counting.tokens(1),
+        _ => super::LARGEST as u64,
+    };
+    time.max(one)
 }
 
 /// What becomes of a datagram over the MTU.
@@ -69,6 +88,10 @@ pub struct Impairment {
     pub reorder: f64,
     pub corrupt: f64,
     pub mtu: Option<(usize, Oversize)>,
+    /// The most bytes each flow may send this way (toxiproxy's
+    /// limit_data); past it, its datagrams are dropped. The proxy keeps
+    /// this, since it knows the flows.
+    pub flow_limit: Option<u64>,
 }
 
 /// What a link did, in datagrams and bytes (as they arrived).
@@ -85,6 +108,8 @@ pub struct Tally {
     /// Dropped before the link: no socket could be had for a new
     /// client's flow (the proxy counts these, not the link).
     pub unflowed: (u64, u64),
+    /// Dropped before the link, past their flow's limit (the proxy's too).
+    pub over_limit: (u64, u64),
 }
 
 impl Tally {
@@ -106,6 +131,7 @@ impl Tally {
             ("cut to the MTU", self.cut),
             ("dropped over the MTU", self.oversize),
             ("dropped for want of a socket for their flow", self.unflowed),
+            ("dropped past their flow's limit", self.over_limit),
         ] {
             if count > 0 {
                 said.push(format!("{count} {what}"));
@@ -193,13 +219,23 @@ impl Link {
     /// Takes a change of the delay, the jitter, the loss or the
     /// corruption from now on; datagrams already held keep their times.
     pub fn retune(&mut self, delay: u64, jitter: u64, loss: Option<Loss>, corrupt: f64) {
-        if loss != self.impairment.loss {
-            self.losing = loss.map(Losing::new);
+        self.retune_to(Impairment {
+            delay,
+            jitter,
+            loss,
+            corrupt,
+            ..self.impairment.clone()
+        });
+    }
+
+    /// Is impaired as `impairment` says from now on; datagrams already
+    /// queued or held stay, with their times. A loss model that changes
+    /// starts afresh (in its good state).
+    pub fn retune_to(&mut self, impairment: Impairment) {
+        if impairment.loss != self.impairment.loss {
+            self.losing = impairment.loss.map(Losing::new);
         }
-        self.impairment.delay = delay;
-        self.impairment.jitter = jitter;
-        self.impairment.loss = loss;
-        self.impairment.corrupt = corrupt;
+        self.impairment = impairment;
     }
 
     pub fn tally(&self) -> Tally {

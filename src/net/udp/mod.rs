@@ -1,10 +1,15 @@
 //! UDP links: datagrams passed between clients and an upstream through a
 //! link impaired as netem impairs one, in user space and seeded. One
-//! direction's link, on any clock, is [`link`]; how it loses datagrams,
-//! [`loss`]; the proxy that carries flows through two of them, [`proxy`].
+//! direction's link, on any clock, is [`link`] (it loses datagrams as
+//! [`crate::faults::Loss`] says); who the clients are, [`flows`]; the
+//! proxy that carries flows through two links, [`proxy`]; how another
+//! thread reaches a running one, [`handle`].
 
+mod flows;
+mod handle;
 mod link;
 mod proxy;
 
-pub use link::{Impairment, Oversize, QueueDrop};
-pub use proxy::{LARGEST, Proxy, Route};
+pub use handle::Handle;
+pub use link::{Impairment, Oversize, QueueDrop, default_queue};
+pub use proxy::{IDLE, LARGEST, Proxy, Route};

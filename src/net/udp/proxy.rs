@@ -5,6 +5,8 @@
 //! One thread and one poll: it sleeps until a datagram comes, one is due
 //! to leave, or a flow's idle time may have run out.
 
+use super::flows::Flows;
+use super::handle::{Asked, Handle};
 use super::link::{Impairment, Link, Tally};
 use crate::bucket::Bucket;
 use crate::conditions::{Conditions, Watch};
@@ -15,8 +17,6 @@ use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, MonotonicClock};
-use slab::Slab;
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -25,15 +25,17 @@ use std::time::Duration;
 
 /// The largest datagram UDP carries over IPv4.
 pub const LARGEST: usize = 65_507;
+/// How long a flow that sends and receives nothing is kept when not told:
+/// as long as Linux's conntrack keeps a UDP flow that has seen replies.
+pub const IDLE: Duration = Duration::from_secs(120);
 const LISTEN: Token = Token(usize::MAX);
-/// A change of the buckets' settings: deadlines are looked at again.
+/// A change of the buckets' settings, or a [`Handle`]'s asking: deadlines
+/// and what was asked are looked at again.
 const CHANGED: Token = Token(usize::MAX - 1);
 /// The alarm rang: a datagram is due.
 const ALARM: Token = Token(usize::MAX - 2);
 /// Errors in a row on the listening socket before it counts as broken.
 const MOST_ERRORS: u32 = 1024;
-/// Flows are looked over for idleness this often at most.
-const IDLE_LOOK: u64 = 1_000_000_000;
 
 /// What a datagram proxy is asked to do.
 #[derive(Debug, Clone)]
@@ -47,24 +49,12 @@ pub struct Route {
     pub seed: u64,
 }
 
-/// One client's flow.
-struct Flow {
-    client: SocketAddr,
-    socket: UdpSocket,
-    /// Its slab key and the generation it was made in: datagrams of a
-    /// flow forgotten never reach one that took its key.
-    tag: u64,
-    last: u64,
-}
-
 /// A datagram proxy, bound and ready to serve.
 pub struct Proxy {
     route: Route,
     poll: Poll,
     listen: UdpSocket,
-    flows: Slab<Flow>,
-    by_client: HashMap<SocketAddr, usize>,
-    made: u64,
+    flows: Flows,
     ways: [Link; 2],
     buckets: [Arc<Bucket>; 2],
     /// Bytes that left each way, for progress and SIGUSR1.
@@ -79,7 +69,6 @@ pub struct Proxy {
     alarm: Option<Alarm>,
     /// Where lines for the user go; `None` when quiet.
     say: Option<Printer>,
-    idle_looked: u64,
     /// Whether the upstream's refusing a datagram (ICMP port
     /// unreachable) was said.
     refused_said: bool,
@@ -88,6 +77,10 @@ pub struct Proxy {
     unflowed: (u64, u64),
     /// Whether that shortage was said, since a flow was last made.
     unflowed_said: bool,
+    /// Datagrams (and bytes) each way dropped past their flow's limit.
+    over_limit: [(u64, u64); 2],
+    /// What another thread asked of it, through a [`Handle`].
+    asked: Arc<Mutex<Asked>>,
     buffer: Vec<u8>,
 }
 
@@ -114,9 +107,7 @@ impl Proxy {
             route,
             poll,
             listen,
-            flows: Slab::new(),
-            by_client: HashMap::new(),
-            made: 0,
+            flows: Flows::default(),
             ways,
             buckets,
             passed,
@@ -124,18 +115,23 @@ impl Proxy {
             conditions: None,
             alarm,
             say: None,
-            idle_looked: 0,
             refused_said: false,
             unflowed: (0, 0),
             unflowed_said: false,
+            over_limit: [(0, 0); 2],
+            asked: Arc::default(),
             buffer: vec![0; LARGEST + 1],
         })
     }
 
-    /// What wakes the proxy when the buckets' settings change, so that a
-    /// datagram waiting for tokens is timed at the new rate.
-    pub fn waker(&self) -> io::Result<Waker> {
-        Waker::new(self.poll.registry(), CHANGED)
+    /// What reaches the proxy from another thread: to wake it when the
+    /// buckets' settings change (so that a datagram waiting for tokens is
+    /// timed at the new rate), to retune it, or to end it. Made once.
+    pub fn handle(&self) -> io::Result<Handle> {
+        Ok(Handle {
+            waker: Arc::new(Waker::new(self.poll.registry(), CHANGED)?),
+            asked: self.asked.clone(),
+        })
     }
 
     /// Says what it has to say (a server refusing datagrams) through
@@ -163,23 +159,29 @@ impl Proxy {
         self.tallies.clone()
     }
 
-    /// Serves until an error that ends it.
+    /// Serves until an error that ends it, or until asked to stop.
     pub fn serve(&mut self) -> io::Result<()> {
         let clock = MonotonicClock;
         let mut events = Events::with_capacity(256);
         loop {
             let now = clock.now();
+            if self.obey() {
+                return Ok(());
+            }
             self.retune();
             self.deliver(now);
             self.forget_idle(now);
-            let mut up = self.ways[0].tally();
-            up.unflowed = self.unflowed;
-            *crate::lock::lock(&self.tallies) = [up, self.ways[1].tally()];
+            let mut tallies = [self.ways[0].tally(), self.ways[1].tally()];
+            tallies[0].unflowed = self.unflowed;
+            for (tally, over) in tallies.iter_mut().zip(self.over_limit) {
+                tally.over_limit = over;
+            }
+            *crate::lock::lock(&self.tallies) = tallies;
             let wake = self.ways[0]
                 .wake()
                 .into_iter()
                 .chain(self.ways[1].wake())
-                .chain((!self.flows.is_empty()).then_some(self.idle_looked + IDLE_LOOK))
+                .chain(self.flows.next_look())
                 .min();
             let timeout = match wake {
                 Some(at) if at <= now => Some(Duration::ZERO),
@@ -226,8 +228,15 @@ impl Proxy {
                     continue;
                 }
             };
-            let key = match self.flow(client, now) {
-                Ok(key) => key,
+            let made = self
+                .flows
+                .of_client(client, self.route.upstream, self.poll.registry(), now);
+            let key = match made {
+                Ok((key, new)) => {
+                    // A shortage, if there was one, is over.
+                    self.unflowed_said &= !new;
+                    key
+                }
                 Err(err) => {
                     self.unflowed.0 += 1;
                     self.unflowed.1 += n as u64;
@@ -235,10 +244,48 @@ impl Proxy {
                     continue;
                 }
             };
+            if self.over_limit(0, key, n) {
+                continue;
+            }
             let datagram = self.buffer[..n].to_vec();
-            let tag = self.flows[key].tag;
+            let Some(tag) = self.flows.get(key).map(|flow| flow.tag) else {
+                continue;
+            };
             self.ways[0].arrive(&self.buckets[0], now, tag, datagram);
         }
+    }
+
+    /// Takes what was asked through a [`Handle`]: new impairments, from
+    /// now on. Returns true if it was asked to stop.
+    fn obey(&mut self) -> bool {
+        let asked = std::mem::take(&mut *crate::lock::lock(&self.asked));
+        if let Some(ways) = asked.ways {
+            for (link, impairment) in self.ways.iter_mut().zip(&ways) {
+                link.retune_to(impairment.clone());
+            }
+            self.route.ways = ways;
+        }
+        asked.stop
+    }
+
+    /// True if `n` more bytes way `way` would take flow `key` past its
+    /// limit (limit_data): then the datagram is dropped and counted, and
+    /// so is every one after it. Else they are counted as carried.
+    fn over_limit(&mut self, way: usize, key: usize, n: usize) -> bool {
+        let Some(flow) = self.flows.get_mut(key) else {
+            return true;
+        };
+        let carried = flow.carried[way] + n as u64;
+        if self.route.ways[way]
+            .flow_limit
+            .is_some_and(|limit| carried > limit)
+        {
+            self.over_limit[way].0 += 1;
+            self.over_limit[way].1 += n as u64;
+            return true;
+        }
+        flow.carried[way] = carried;
+        false
     }
 
     /// Says, once until a flow is made again, that the datagrams of new
@@ -257,36 +304,6 @@ impl Proxy {
         }
     }
 
-    /// The flow of `client`, made if it is new; an error if no socket can
-    /// be had for it now (out of descriptors, most likely).
-    fn flow(&mut self, client: SocketAddr, now: u64) -> io::Result<usize> {
-        if let Some(&key) = self.by_client.get(&client) {
-            self.flows[key].last = now;
-            return Ok(key);
-        }
-        let any: SocketAddr = match self.route.upstream {
-            SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
-            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
-        };
-        let mut socket = UdpSocket::bind(any)?;
-        socket.connect(self.route.upstream)?;
-        let entry = self.flows.vacant_entry();
-        let key = entry.key();
-        self.poll
-            .registry()
-            .register(&mut socket, Token(key), Interest::READABLE)?;
-        self.unflowed_said = false;
-        self.made += 1;
-        entry.insert(Flow {
-            client,
-            socket,
-            tag: (self.made << 32) | key as u64,
-            last: now,
-        });
-        self.by_client.insert(client, key);
-        Ok(key)
-    }
-
     /// Takes in every datagram the upstream sent to flow `key`.
     fn take_from_upstream(&mut self, key: usize, now: u64) {
         loop {
@@ -296,6 +313,12 @@ impl Proxy {
             match flow.socket.recv(&mut self.buffer) {
                 Ok(n) => {
                     flow.last = now;
+                    if self.over_limit(1, key, n) {
+                        continue;
+                    }
+                    let Some(flow) = self.flows.get(key) else {
+                        return;
+                    };
                     let (tag, datagram) = (flow.tag, self.buffer[..n].to_vec());
                     self.ways[1].arrive(&self.buckets[1], now, tag, datagram);
                 }
@@ -339,14 +362,14 @@ impl Proxy {
     /// Sends every datagram due by `now` on its way.
     fn deliver(&mut self, now: u64) {
         for (tag, datagram) in self.ways[0].leave(&self.buckets[0], now) {
-            if let Some(flow) = self.flow_of(tag)
+            if let Some(flow) = self.flows.tagged(tag)
                 && flow.socket.send(&datagram).is_ok()
             {
                 self.passed[0].add(self.counted(0, &datagram));
             }
         }
         for (tag, datagram) in self.ways[1].leave(&self.buckets[1], now) {
-            if let Some(flow) = self.flow_of(tag)
+            if let Some(flow) = self.flows.tagged(tag)
                 && self.listen.send_to(&datagram, flow.client).is_ok()
             {
                 self.passed[1].add(self.counted(1, &datagram));
@@ -363,30 +386,10 @@ impl Proxy {
         }
     }
 
-    fn flow_of(&self, tag: u64) -> Option<&Flow> {
-        let key = (tag & u64::from(u32::MAX)) as usize;
-        self.flows.get(key).filter(|flow| flow.tag == tag)
-    }
-
-    /// Forgets the flows idle for longer than the route allows, looking at
-    /// most once a second.
+    /// Forgets the flows idle for longer than the route allows.
     fn forget_idle(&mut self, now: u64) {
-        if now < self.idle_looked + IDLE_LOOK {
-            return;
-        }
-        self.idle_looked = now;
         let idle = self.route.idle.as_nanos() as u64;
-        let gone: Vec<usize> = self
-            .flows
-            .iter()
-            .filter(|(_, flow)| now.saturating_sub(flow.last) >= idle)
-            .map(|(key, _)| key)
-            .collect();
-        for key in gone {
-            let mut flow = self.flows.remove(key);
-            let _ = self.poll.registry().deregister(&mut flow.socket);
-            self.by_client.remove(&flow.client);
-        }
+        self.flows.forget_idle(now, idle, self.poll.registry());
     }
 }
 
