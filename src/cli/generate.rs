@@ -205,6 +205,21 @@ A far, uneven link with little buffering.
 .TP
 \fBproducer | shape \-\-rate 100kbit \-\-delay 300ms | consumer\fR
 The same for a pipe.
+.SH UDP LINKS
+\fB\-\-listen udp:\fR\fIADDR\fR with \fB\-\-connect udp:\fR\fIADDR\fR is a datagram link with netem's model, in user space, without root and seeded.
+Each client address is a flow, with a socket of its own toward the server so that replies find their way back; a flow that sends and receives nothing for \fB\-\-udp\-idle\fR (120 s) is forgotten.
+A datagram goes through, in netem's order: the MTU (\fB\-\-mtu\fR \fISIZE\fR drops what is larger, \fISIZE\fR\fB:cut\fR cuts it), loss (\fB\-\-drop\fR, random or \fBgemodel:\fR\fIP\fR,\fIR\fR[,\fI1\-H\fR[,\fI1\-K\fR]] bursts), a copy (\fB\-\-duplicate\fR), a flipped bit (\fB\-\-corrupt\fR), the queue and the rate, the delay (\fB\-\-delay\fR, \fB\-\-jitter\fR, which reorders unless \fB\-\-jitter\-keeps\-order\fR; \fB\-\-reorder\fR \fIPROB\fR sends that share at once).
+The rate counts UDP payload bytes, or datagrams with \fB\-\-packets\fR, and sends each datagram whole; datagrams over it wait in a queue of \fB\-\-max\-buffer\fR (a tenth of a second of the rate by default) and one that does not fit is dropped, the arriving one (\fB\-\-queue\-drop tail\fR) or the oldest (\fBhead\fR).
+A new client's datagrams are dropped when no socket can be had for its flow, and that is said once.
+SIGUSR1 says what befell the datagrams each way: passed, lost, dropped by the full queue, duplicated, reordered, corrupted, cut, dropped over the MTU.
+\fB\-\-remote\fR changes the rate, the delay, the jitter, \fB\-\-drop\fR and \fB\-\-corrupt\fR of a running link.
+In \fB\-\-serve\fR, a proxy made with \fB"protocol": "udp"\fR is such a link.
+.TP
+\fBshape \-\-listen udp:127.0.0.1:5353 \-\-connect udp:127.0.0.1:53 \-\-delay 80ms \-\-jitter 20ms \-\-drop 2%\fR
+A far, lossy link in front of a DNS server.
+.TP
+\fBshape \-\-listen udp::8125 \-\-connect udp:statsd:8125 \-\-rate 1000/s \-\-packets\fR
+At most a thousand datagrams a second.
 .SH FAULTS
 For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIATION\fR] cuts every write into pieces of about \fISIZE\fR bytes, each written on its own, with \fB\-\-slice\-pause\fR between them (toxiproxy's slicer);
 \fB\-\-cut\-after\fR \fISIZE\fR forwards exactly \fISIZE\fR bytes and closes cleanly, \fB\-\-slow\-close\fR holding the close (limit_data, slow_close);
@@ -226,6 +241,8 @@ A change is in force when it is answered: a disabled proxy refuses, a toxic adde
 .PP
 @TOXICS@
 Each direction of a connection holds at most 4 MiB under latency, so that memory stays bounded with many connections.
+A proxy made with \fB"protocol": "udp"\fR (shape's own field), \fBlisten\fR and \fBupstream\fR being host:port, is a UDP link (see \fBUDP LINKS\fR) on a thread of its own: \fBlatency\fR, \fBbandwidth\fR, \fBloss\fR, \fBcorrupt\fR, \fBlimit_data\fR (a flow's datagrams past its bytes are dropped), \fBduplicate\fR and \fBreorder\fR act on its datagrams, and a stream's toxics are refused with 400.
+Loss, corrupt, duplicate and reorder strike each datagram with their probability times their toxicity; a latency, a bandwidth or a limit strikes every datagram or none, so its toxicity must be 0 or 1.
 .PP
 No web page can drive the API: a request is refused (403) if its User-Agent is a browser's (toxiproxy's rule: it begins with \fBMozilla/\fR), if it carries an \fBOrigin\fR other than the API's own, if \fBSec\-Fetch\-Site\fR says \fBcross\-site\fR or \fBsame\-site\fR, or, when the API listens on loopback, if its \fBHost\fR is not a loopback address, \fBlocalhost\fR or the host given to \fB\-\-serve\fR (DNS rebinding).
 \fB\-\-serve\-allow\-origin\fR \fIORIGIN\fR lets a browser UI of that origin in, with CORS headers.
