@@ -205,7 +205,7 @@ A far, uneven link with little buffering.
 .TP
 \fBproducer | shape \-\-rate 100kbit \-\-delay 300ms | consumer\fR
 The same for a pipe.
-.SH UDP LINKS
+.SH UDP PROXY
 \fB\-\-listen udp:\fR\fIADDR\fR with \fB\-\-connect udp:\fR\fIADDR\fR is a datagram link with netem's model, in user space, without root and seeded.
 Each client address is a flow, with a socket of its own toward the server so that replies find their way back; a flow that sends and receives nothing for \fB\-\-udp\-idle\fR (120 s) is forgotten.
 A datagram goes through, in netem's order: the MTU (\fB\-\-mtu\fR \fISIZE\fR drops what is larger, \fISIZE\fR\fB:cut\fR cuts it), loss (\fB\-\-drop\fR, random or \fBgemodel:\fR\fIP\fR,\fIR\fR[,\fI1\-H\fR[,\fI1\-K\fR]] bursts), a copy (\fB\-\-duplicate\fR), a flipped bit (\fB\-\-corrupt\fR), the queue and the rate, the delay (\fB\-\-delay\fR, \fB\-\-jitter\fR, which reorders unless \fB\-\-jitter\-keeps\-order\fR; \fB\-\-reorder\fR \fIPROB\fR sends that share at once).
@@ -241,7 +241,7 @@ A change is in force when it is answered: a disabled proxy refuses, a toxic adde
 .PP
 @TOXICS@
 Each direction of a connection holds at most 4 MiB under latency, so that memory stays bounded with many connections.
-A proxy made with \fB"protocol": "udp"\fR (shape's own field), \fBlisten\fR and \fBupstream\fR being host:port, is a UDP link (see \fBUDP LINKS\fR) on a thread of its own: \fBlatency\fR, \fBbandwidth\fR, \fBloss\fR, \fBcorrupt\fR, \fBlimit_data\fR (a flow's datagrams past its bytes are dropped), \fBduplicate\fR and \fBreorder\fR act on its datagrams, and a stream's toxics are refused with 400.
+A proxy made with \fB"protocol": "udp"\fR (shape's own field), \fBlisten\fR and \fBupstream\fR being host:port, is a UDP link (see \fBUDP PROXY\fR) on a thread of its own: \fBlatency\fR, \fBbandwidth\fR, \fBloss\fR, \fBcorrupt\fR, \fBlimit_data\fR (a flow's datagrams past its bytes are dropped), \fBduplicate\fR and \fBreorder\fR act on its datagrams, and a stream's toxics are refused with 400.
 Loss, corrupt, duplicate and reorder strike each datagram with their probability times their toxicity; a latency, a bandwidth or a limit strikes every datagram or none, so its toxicity must be 0 or 1.
 .PP
 No web page can drive the API: a request is refused (403) if its User-Agent is a browser's (toxiproxy's rule: it begins with \fBMozilla/\fR), if it carries an \fBOrigin\fR other than the API's own, if \fBSec\-Fetch\-Site\fR says \fBcross\-site\fR or \fBsame\-site\fR, or, when the API listens on loopback, if its \fBHost\fR is not a loopback address, \fBlocalhost\fR or the host given to \fB\-\-serve\fR (DNS rebinding).
