@@ -4,7 +4,7 @@
 //! number, cheap enough to read for every chunk, and take the new
 //! conditions when it moves.
 
-use crate::faults::{Change, Faults, Way};
+use crate::faults::{Change, Faults, Needs, Way};
 use crate::lock::lock;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +30,33 @@ pub struct Fixed {
     /// `--reset-after`, `--cut-after`, `--slow-close`.
     pub ends: Option<&'static str>,
     pub delay: Option<&'static str>,
+    /// What the faults act on, which refuses those that need the other.
+    pub carried: Carried,
+}
+
+/// What a run's faults act on: a stream (a copy's, a TCP proxy's,
+/// `--exec`'s), or a UDP link's datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Carried {
+    #[default]
+    Stream,
+    Datagrams,
+}
+
+impl Carried {
+    /// Why a fault that needs `needs` cannot act on this, if it cannot;
+    /// `flag` is its name without dashes.
+    pub fn refuses(self, needs: Needs, flag: &str) -> Option<String> {
+        match (self, needs) {
+            (Carried::Stream, Needs::Datagrams) => Some(format!(
+                "--{flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR)"
+            )),
+            (Carried::Datagrams, Needs::Stream | Needs::Ending) => {
+                Some(format!("--{flag} does not apply to datagrams (udp:)"))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The conditions in force: delay, jitter and each direction's faults.
@@ -109,8 +136,16 @@ impl Conditions {
         self.fixed.faults.is_none()
     }
 
-    /// Refuses `retune` if it changes what cannot change, saying why.
+    /// Refuses `retune` if it changes what cannot change, or asks for a
+    /// fault that what is carried cannot take, saying why.
     pub fn check(&self, retune: &Retune) -> Result<(), String> {
+        if let Some(why) = retune
+            .faults
+            .iter()
+            .find_map(|change| self.fixed.carried.refuses(change.needs(), change.name()))
+        {
+            return Err(why);
+        }
         match (&self.fixed, retune) {
             (
                 Fixed {
@@ -222,5 +257,37 @@ mod tests {
             ..retune
         };
         assert_eq!(fixed.check(&delay_only), Ok(()));
+    }
+
+    #[test]
+    fn what_is_carried_refuses_the_faults_it_cannot_take() {
+        let asking = |flag: &str, value: &str| Retune {
+            faults: vec![Change::parse(flag, value).unwrap()],
+            ..Retune::default()
+        };
+        let stream = Conditions::new(InForce::default());
+        let refused = stream.check(&asking("duplicate", "1%")).unwrap_err();
+        assert!(
+            refused.contains("--duplicate applies to a UDP link"),
+            "{refused}"
+        );
+        assert_eq!(stream.check(&asking("slice", "7")), Ok(()));
+        let link = Conditions::fixing(
+            InForce::default(),
+            Fixed {
+                carried: Carried::Datagrams,
+                ..Fixed::default()
+            },
+        );
+        assert_eq!(link.check(&asking("duplicate", "1%")), Ok(()));
+        assert_eq!(link.check(&asking("mtu", "up:1200:cut")), Ok(()));
+        assert_eq!(link.check(&asking("drop", "2%")), Ok(()));
+        for (flag, value) in [("slice", "7"), ("cut-after", "1KiB")] {
+            let refused = link.check(&asking(flag, value)).unwrap_err();
+            assert!(
+                refused.contains(&format!("--{flag} does not apply")),
+                "{refused}"
+            );
+        }
     }
 }

@@ -9,16 +9,37 @@
 //! who carry faults out ([`Change::apply`]) all read it. Adding a fault is
 //! a row here, a field in [`Faults`], and the code that does it.
 
-use super::{Bytes, Directed, Faults, Loss, Probability, Slice, Span, Trigger, Way};
+use super::{Bytes, Directed, Faults, Loss, Mtu, Probability, Slice, Span, Trigger, Way};
 use std::time::Duration;
 
+/// What a fault needs to act on, and so where it may be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Anything: a stream's blocks, or a link's datagrams.
+    Anything,
+    /// A stream's bytes, to cut into pieces.
+    Stream,
+    /// A stream to end or hold: a copy takes it at start only.
+    Ending,
+    /// A UDP link's datagrams.
+    Datagrams,
+}
+
+impl Change {
+    /// True for the faults that end or hold a stream, which a copy takes
+    /// at start only.
+    pub fn ends(&self) -> bool {
+        self.needs() == Needs::Ending
+    }
+}
+
 /// The table: for each fault, its help text and clap attributes, then
-/// `field (name): Variant(kind), ends: bool, |faults, value| effect`, where
-/// `value` is the flag's value for one direction, `None` for `off`.
+/// `field (name): Variant(kind), needs: Needs, |faults, value| effect`,
+/// where `value` is the flag's value for one direction, `None` for `off`.
 macro_rules! fault_table {
     ($(
         $(#[$attribute:meta])*
-        $field:ident ($name:literal): $variant:ident($kind:ty), ends: $ends:literal,
+        $field:ident ($name:literal): $variant:ident($kind:ty), needs: $needs:ident,
             |$faults:ident, $value:ident| $effect:expr;
     )*) => {
         /// One fault flag and its value.
@@ -68,11 +89,10 @@ macro_rules! fault_table {
                 }
             }
 
-            /// True for the faults that end or hold a stream, which a copy
-            /// takes at start only.
-            pub fn ends(&self) -> bool {
+            /// What the fault needs to act on.
+            pub fn needs(&self) -> Needs {
                 match self {
-                    $(Change::$variant(_) => $ends,)*
+                    $(Change::$variant(_) => Needs::$needs,)*
                 }
             }
 
@@ -115,12 +135,12 @@ fault_table! {
     /// flag takes 'off', and in a proxy 'up:' or 'down:' before its value
     /// for one direction: 'down:7'.
     #[arg(long, value_name = "SIZE[:VARIATION]", allow_hyphen_values = true)]
-    slice ("slice"): Slice(Slice), ends: false,
+    slice ("slice"): Slice(Slice), needs: Stream,
         |faults, value| faults.slice = value;
 
     /// With --slice: the pause between two pieces.
     #[arg(long, value_name = "DURATION", requires = "slice", allow_hyphen_values = true)]
-    slice_pause ("slice-pause"): SlicePause(Span), ends: false,
+    slice_pause ("slice-pause"): SlicePause(Span), needs: Stream,
         |faults, value| faults.slice_pause = span(value);
 
     /// Lose blocks of the stream (or datagrams) with probability PROB.
@@ -134,7 +154,7 @@ fault_table! {
     /// while good (default 0). The blocks and bytes lost are said at the
     /// end.
     #[arg(long, value_name = "PROB|gemodel:P,R", allow_hyphen_values = true)]
-    drop ("drop"): Drop(Loss), ends: false,
+    drop ("drop"): Drop(Loss), needs: Anything,
         |faults, value| faults.drop = value.unwrap_or_default();
 
     /// Flip a bit of bytes with probability PROB.
@@ -142,7 +162,7 @@ fault_table! {
     /// Flip one random bit of each byte with probability PROB. The bytes
     /// touched are said at the end.
     #[arg(long, value_name = "PROB", allow_hyphen_values = true)]
-    corrupt ("corrupt"): Corrupt(Probability), ends: false,
+    corrupt ("corrupt"): Corrupt(Probability), needs: Anything,
         |faults, value| faults.corrupt = chance(value);
 
     /// Forward exactly SIZE bytes, then close.
@@ -150,12 +170,12 @@ fault_table! {
     /// Forward exactly SIZE bytes, then close cleanly, as a server that
     /// cuts a response short.
     #[arg(long, value_name = "SIZE", conflicts_with_all = ["lines", "null"], allow_hyphen_values = true)]
-    cut_after ("cut-after"): CutAfter(Bytes), ends: true,
+    cut_after ("cut-after"): CutAfter(Bytes), needs: Ending,
         |faults, value| faults.cut_after = value.map(|bytes| bytes.0);
 
     /// Hold the close this long after the end of the data.
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
-    slow_close ("slow-close"): SlowClose(Span), ends: true,
+    slow_close ("slow-close"): SlowClose(Span), needs: Ending,
         |faults, value| faults.slow_close = span(value);
 
     /// After that much, forward nothing but stay open.
@@ -164,7 +184,7 @@ fault_table! {
     /// output open, as a server that stops answering: a size ('1KiB') or a
     /// time ('2s', '1min').
     #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
-    stall_after ("stall-after"): StallAfter(Trigger), ends: true,
+    stall_after ("stall-after"): StallAfter(Trigger), needs: Ending,
         |faults, value| faults.stall_after = value;
 
     /// After that much, reset (status 3).
@@ -172,8 +192,30 @@ fault_table! {
     /// After that much data or time, reset: a socket is closed with a
     /// reset (RST), and shape ends with status 3.
     #[arg(long, value_name = "SIZE|DURATION", allow_hyphen_values = true)]
-    reset_after ("reset-after"): ResetAfter(Trigger), ends: true,
+    reset_after ("reset-after"): ResetAfter(Trigger), needs: Ending,
         |faults, value| faults.reset_after = value;
+
+    /// UDP: send this share of datagrams twice.
+    ///
+    /// UDP: each datagram is sent twice with probability PROB ('1%',
+    /// '0.01'), the copy right behind it (netem's duplicate). Like every
+    /// fault, it takes 'up:' or 'down:', 'off', and changes live.
+    #[arg(long, value_name = "PROB", allow_hyphen_values = true, help_heading = "UDP links")]
+    duplicate ("duplicate"): Duplicate(Probability), needs: Datagrams,
+        |faults, value| faults.duplicate = chance(value);
+
+    /// UDP: send this share of datagrams at once, skipping the delay.
+    ///
+    /// UDP: each datagram skips the delay with probability PROB, so that
+    /// it overtakes those held (netem's reorder).
+    #[arg(long, value_name = "PROB", requires = "delay", allow_hyphen_values = true, help_heading = "UDP links")]
+    reorder ("reorder"): Reorder(Probability), needs: Datagrams,
+        |faults, value| faults.reorder = chance(value);
+
+    /// UDP: drop datagrams over SIZE bytes, or cut them (SIZE:cut).
+    #[arg(long, value_name = "SIZE[:cut]", allow_hyphen_values = true, help_heading = "UDP links")]
+    mtu ("mtu"): Mtu(Mtu), needs: Datagrams,
+        |faults, value| faults.mtu = value;
 }
 
 /// A duration, or none for `off`.

@@ -31,12 +31,14 @@ mod change;
 mod directed;
 mod loss;
 mod mischief;
+mod mtu;
 mod schedule;
 
-pub use change::{Change, FaultFlags};
+pub use change::{Change, FaultFlags, Needs};
 pub use directed::{Bytes, Directed, Probability, Span, Way};
 pub use loss::{Losing, Loss};
 pub use mischief::{Mischief, ResetStruck, Struck, Tally};
+pub use mtu::{LARGEST_DATAGRAM, Mtu, Oversize};
 pub use schedule::Schedule;
 
 use std::time::Duration;
@@ -67,6 +69,11 @@ pub struct Faults {
     pub slow_close: Duration,
     pub stall_after: Option<Trigger>,
     pub reset_after: Option<Trigger>,
+    /// A UDP link's: the chance that a datagram is sent twice, and that
+    /// it skips the delay; its MTU.
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub mtu: Option<Mtu>,
 }
 
 impl Faults {
@@ -110,6 +117,9 @@ impl std::fmt::Display for Faults {
                 .map(|at| format!("stall-after {}", trigger(at))),
             self.reset_after
                 .map(|at| format!("reset-after {}", trigger(at))),
+            (self.duplicate > 0.0).then(|| format!("duplicate {}", percent(self.duplicate))),
+            (self.reorder > 0.0).then(|| format!("reorder {}", percent(self.reorder))),
+            self.mtu.map(|mtu| format!("mtu {mtu}")),
         ]
         .into_iter()
         .flatten()

@@ -18,6 +18,7 @@ pub mod toxiproxy;
 mod udp;
 
 use crate::cli::{Cli, Generated, RemoteTarget};
+use crate::conditions::Carried;
 use crate::control::ShareName;
 use crate::exit::Exit;
 use crate::message::{clip_quoted, one_line};
@@ -101,6 +102,19 @@ pub fn run(cli: &Cli) -> Exit {
         eprintln!(
             "shape: {flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR)"
         );
+        return Exit::Usage;
+    }
+    // A datagram's faults, where there are none; sent with --remote, the
+    // shape that takes them decides.
+    if !matches!(
+        mode,
+        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_) | Mode::Remote(_)
+    ) && let Some(why) = cli
+        .fault_changes()
+        .iter()
+        .find_map(|change| Carried::Stream.refuses(change.needs(), change.name()))
+    {
+        eprintln!("shape: {why}");
         return Exit::Usage;
     }
     let ran = match mode {

@@ -7,7 +7,7 @@
 use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use crate::cli::Cli;
-use crate::conditions::{Conditions, Fixed, InForce};
+use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::Adjuster;
 use crate::counting::Counting;
 use crate::exit::Exit;
@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
 pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
-    if let Some(flag) = not_for_datagrams(cli) {
-        return Err(UsageError(format!("{flag} does not apply to datagrams (udp:)")).into());
+    if let Some(why) = not_for_datagrams(cli) {
+        return Err(UsageError(why).into());
     }
     let start = Start::of(cli)?;
     let (up, down, member) = two_ways(cli, &start)?;
@@ -47,16 +47,10 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             queue: queue_given.unwrap_or_else(|| default_queue(limit, counting)),
             held_most: link.delays().then(|| link.capacity(limit, burst)),
             queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
-            delay: link.delay.as_nanos() as u64,
-            jitter: link.jitter.as_nanos() as u64,
             keep_order: udp.jitter_keeps_order,
-            loss: (faults.drop.rate() > 0.0).then_some(faults.drop),
-            duplicate: udp.duplicate.unwrap_or(0.0),
-            reorder: udp.reorder.unwrap_or(0.0),
-            corrupt: faults.corrupt,
-            mtu: udp.mtu,
-            flow_limit: None,
+            ..Impairment::default()
         }
+        .under(link.delay, link.jitter, &faults)
     });
     let addresses = || -> std::io::Result<_> {
         Ok((
@@ -100,7 +94,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             jitter: link.jitter,
         },
         Fixed {
-            ends: Some("a UDP link has no stream to end or hold"),
+            carried: Carried::Datagrams,
             ..Fixed::default()
         },
     ));
@@ -135,20 +129,20 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     Ok(Exit::Success)
 }
 
-/// The first flag given that means nothing to datagrams: a stream's
-/// faults, and what means nothing to any proxy.
-fn not_for_datagrams(cli: &Cli) -> Option<&'static str> {
-    let faults = Way::BOTH.map(|way| cli.faults(way));
-    let any = |test: fn(&crate::faults::Faults) -> bool| faults.iter().any(test);
-    [
-        (any(|f| f.slice.is_some()), "--slice"),
-        (any(|f| !f.slow_close.is_zero()), "--slow-close"),
-        (any(|f| f.cut_after.is_some()), "--cut-after"),
-        (any(|f| f.stall_after.is_some()), "--stall-after"),
-        (any(|f| f.reset_after.is_some()), "--reset-after"),
-        (cli.per_connection, "--per-connection"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag))
-    .or_else(|| super::proxy::not_for_a_proxy(cli))
+/// Why the flags cannot make a UDP link, if they cannot: a stream's
+/// faults, `--per-connection`, or what means nothing to any proxy.
+fn not_for_datagrams(cli: &Cli) -> Option<String> {
+    let refused = cli
+        .fault_changes()
+        .iter()
+        .find_map(|change| Carried::Datagrams.refuses(change.needs(), change.name()));
+    refused
+        .or_else(|| {
+            cli.per_connection
+                .then(|| "--per-connection does not apply to datagrams (udp:)".to_string())
+        })
+        .or_else(|| {
+            super::proxy::not_for_a_proxy(cli)
+                .map(|flag| format!("{flag} does not apply to datagrams (udp:)"))
+        })
 }

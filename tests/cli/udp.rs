@@ -193,7 +193,7 @@ fn sigusr1_says_what_befell_the_datagrams_each_way() {
 }
 
 #[test]
-fn a_remote_change_of_the_delay_reaches_a_running_link() {
+fn remote_changes_reach_a_running_link_and_a_stream_s_faults_are_refused() {
     let runtime = Runtime::new("udp-remote");
     let upstream = echo();
     let command = runtime.shape([
@@ -222,9 +222,48 @@ fn a_remote_change_of_the_delay_reaches_a_running_link() {
     // 300 ms each way now.
     let took = round_trip(&socket);
     assert!(took >= Duration::from_millis(600), "{took:?}");
-    // A fault that ends a stream means nothing here, and is refused.
-    let refused = runtime.remote(pid, ["--cut-after", "1KiB"]);
+    // A fault that ends or slices a stream means nothing here, and is
+    // refused.
+    for (flag, value) in [("--cut-after", "1KiB"), ("--slice", "7")] {
+        let refused = runtime.remote(pid, [flag, value]);
+        assert_ne!(refused.code(), 0, "{}", refused.stderr);
+        assert!(refused.stderr.contains(flag), "{}", refused.stderr);
+    }
+    // A datagram's faults change live: every reply twice, then datagrams
+    // over 100 bytes dropped on the way up.
+    let answer = runtime.remote(pid, ["--delay", "10ms", "--duplicate", "down:100%"]);
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    socket.send_to(b"ping", &to).unwrap();
+    let mut buffer = [0u8; 256];
+    for copy in 0..2 {
+        let n = socket
+            .recv(&mut buffer)
+            .unwrap_or_else(|e| panic!("copy {copy}: {e}"));
+        assert_eq!(&buffer[..n], b"ping");
+    }
+    let answer = runtime.remote(pid, ["--duplicate", "off", "--mtu", "up:100"]);
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    socket.send_to(&[7; 200], &to).unwrap();
+    socket.send_to(b"small", &to).unwrap();
+    let n = socket.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"small", "the large one passed the MTU");
+}
+
+#[test]
+fn a_stream_refuses_a_datagram_s_faults_at_start_and_live() {
+    let runtime = Runtime::new("udp-stream");
+    let command = runtime.shape(["--listen", "127.0.0.1:0", "--connect", "127.0.0.1:9"]);
+    let proxy = Listening::start(command, Stdio::null());
+    let pid = proxy.child.id();
+    runtime.wait_registered(pid);
+    let refused = runtime.remote(pid, ["--duplicate", "1%"]);
     assert_ne!(refused.code(), 0, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--duplicate applies to a UDP link"),
+        "{}",
+        refused.stderr
+    );
+    assert_refused(shape(["--reorder", "5%", "--delay", "1ms"]), "--reorder");
 }
 
 #[test]

@@ -98,6 +98,7 @@ pub(super) fn conditions(cli: &Cli) -> Arc<Conditions> {
              a proxy changes them live",
         ),
         delay: (!delayed).then_some("this copy started without --delay ('--delay 0' will do)"),
+        carried: Carried::Stream,
     };
     Arc::new(Conditions::fixing(now, fixed))
 }

@@ -11,7 +11,7 @@ use super::{UsageError, warn};
 use crate::bucket::Bucket;
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
-use crate::conditions::{Conditions, Fixed, InForce};
+use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::{Adjuster, Registration, fleet};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};

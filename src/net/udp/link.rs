@@ -21,11 +21,12 @@
 //! seed, so that a seed replays everything a link did.
 
 use crate::counting::Counting;
-use crate::faults::{Losing, Loss};
+use crate::faults::{Faults, Losing, Loss, Mtu, Oversize};
 use shape_bucket::{BucketCell, Clock, Limit, Reservation, TokenBucket};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::ops::Deref;
+use std::time::Duration;
 
 /// What the queue drops when a datagram does not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,13 +57,6 @@ pub fn default_queue(limit: Limit, counting: Counting) -> u64 {
     time.max(one)
 }
 
-/// What becomes of a datagram over the MTU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Oversize {
-    Drop,
-    Cut,
-}
-
 /// How one direction of a link is impaired.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Impairment {
@@ -87,11 +81,28 @@ pub struct Impairment {
     pub duplicate: f64,
     pub reorder: f64,
     pub corrupt: f64,
-    pub mtu: Option<(usize, Oversize)>,
+    pub mtu: Option<Mtu>,
     /// The most bytes each flow may send this way (toxiproxy's
     /// limit_data); past it, its datagrams are dropped. The proxy keeps
     /// this, since it knows the flows.
     pub flow_limit: Option<u64>,
+}
+
+impl Impairment {
+    /// This impairment with `delay`, `jitter` and `faults` in force in
+    /// place of its own: what the flags, `--remote` and `--schedule` set.
+    pub fn under(&self, delay: Duration, jitter: Duration, faults: &Faults) -> Impairment {
+        Impairment {
+            delay: delay.as_nanos() as u64,
+            jitter: jitter.as_nanos() as u64,
+            loss: (faults.drop.rate() > 0.0).then_some(faults.drop),
+            duplicate: faults.duplicate,
+            reorder: faults.reorder,
+            corrupt: faults.corrupt,
+            mtu: faults.mtu,
+            ..self.clone()
+        }
+    }
 }
 
 /// What a link did, in datagrams and bytes (as they arrived).
@@ -216,18 +227,6 @@ impl Link {
         }
     }
 
-    /// Takes a change of the delay, the jitter, the loss or the
-    /// corruption from now on; datagrams already held keep their times.
-    pub fn retune(&mut self, delay: u64, jitter: u64, loss: Option<Loss>, corrupt: f64) {
-        self.retune_to(Impairment {
-            delay,
-            jitter,
-            loss,
-            corrupt,
-            ..self.impairment.clone()
-        });
-    }
-
     /// Is impaired as `impairment` says from now on; datagrams already
     /// queued or held stay, with their times. A loss model that changes
     /// starts afresh (in its good state).
@@ -252,7 +251,10 @@ impl Link {
         mut datagram: Vec<u8>,
     ) {
         self.send(bucket, now);
-        if let Some((mtu, oversize)) = self.impairment.mtu
+        if let Some(Mtu {
+            size: mtu,
+            oversize,
+        }) = self.impairment.mtu
             && datagram.len() > mtu
         {
             match oversize {

@@ -11,5 +11,5 @@ mod link;
 mod proxy;
 
 pub use handle::Handle;
-pub use link::{Impairment, Oversize, QueueDrop, default_queue};
+pub use link::{Impairment, QueueDrop, default_queue};
 pub use proxy::{IDLE, LARGEST, Proxy, Route};

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The largest datagram UDP carries over IPv4.
-pub const LARGEST: usize = 65_507;
+pub const LARGEST: usize = crate::faults::LARGEST_DATAGRAM;
 /// How long a flow that sends and receives nothing is kept when not told:
 /// as long as Linux's conntrack keeps a UDP flow that has seen replies.
 pub const IDLE: Duration = Duration::from_secs(120);
@@ -348,14 +348,10 @@ impl Proxy {
         let Some(now) = watch.changed(conditions) else {
             return;
         };
-        for (link, faults) in self.ways.iter_mut().zip(now.faults) {
-            let loss = (faults.drop.rate() > 0.0).then_some(faults.drop);
-            link.retune(
-                now.delay.as_nanos() as u64,
-                now.jitter.as_nanos() as u64,
-                loss,
-                faults.corrupt,
-            );
+        let ways = self.ways.iter_mut().zip(&mut self.route.ways);
+        for ((link, impairment), faults) in ways.zip(now.faults) {
+            *impairment = impairment.under(now.delay, now.jitter, &faults);
+            link.retune_to(impairment.clone());
         }
     }
 

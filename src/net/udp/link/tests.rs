@@ -276,7 +276,10 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
     let mut link = Bench::new(
         Impairment {
             corrupt: 1.0,
-            mtu: Some((1000, Oversize::Cut)),
+            mtu: Some(Mtu {
+                size: 1000,
+                oversize: Oversize::Cut,
+            }),
             ..Impairment::default()
         },
         None,
@@ -291,7 +294,10 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
     assert_eq!(link.tally().corrupted.0, 1);
     let mut dropping = Bench::new(
         Impairment {
-            mtu: Some((1000, Oversize::Drop)),
+            mtu: Some(Mtu {
+                size: 1000,
+                oversize: Oversize::Drop,
+            }),
             ..Impairment::default()
         },
         None,
