@@ -281,8 +281,22 @@ fn a_server_that_refuses_is_said_once_not_for_every_datagram() {
         std::thread::sleep(Duration::from_millis(20));
     }
     link.wait_for_stderr("refused a datagram");
-    // More refusals came after it: none is said again.
+    // More refusals came after it: none is said again, each is counted.
     std::thread::sleep(Duration::from_millis(200));
     let said = link.stderr();
     assert_eq!(said.matches("refused").count(), 1, "{said}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(link.child.id() as i32).unwrap(),
+        rustix::process::Signal::USR1,
+    )
+    .unwrap();
+    let said = link.wait_for_stderr("datagrams passed");
+    let line = said.lines().find(|l| l.contains("up: ")).unwrap();
+    let up = line.split("; down: ").next().unwrap();
+    let refused: u64 = up
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" refused by the server (port unreachable)"))
+        .and_then(|n| n.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((10..=20).contains(&refused), "{line}");
 }

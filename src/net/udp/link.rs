@@ -121,6 +121,9 @@ pub struct Tally {
     pub unflowed: (u64, u64),
     /// Dropped before the link, past their flow's limit (the proxy's too).
     pub over_limit: (u64, u64),
+    /// Datagrams that passed and that the upstream refused (ICMP port
+    /// unreachable; the proxy counts these, one for each error).
+    pub refused: u64,
 }
 
 impl Tally {
@@ -143,6 +146,10 @@ impl Tally {
             ("dropped over the MTU", self.oversize),
             ("dropped for want of a socket for their flow", self.unflowed),
             ("dropped past their flow's limit", self.over_limit),
+            (
+                "refused by the server (port unreachable)",
+                (self.refused, 0),
+            ),
         ] {
             if count > 0 {
                 said.push(format!("{count} {what}"));

@@ -69,8 +69,9 @@ pub struct Proxy {
     alarm: Option<Alarm>,
     /// Where lines for the user go; `None` when quiet.
     say: Option<Printer>,
-    /// Whether the upstream's refusing a datagram (ICMP port
-    /// unreachable) was said.
+    /// How many times the upstream refused a datagram (ICMP port
+    /// unreachable, one for each), and whether that was said.
+    refused: u64,
     refused_said: bool,
     /// Datagrams (and their bytes) of new clients dropped because no
     /// socket could be had for their flow.
@@ -115,6 +116,7 @@ impl Proxy {
             conditions: None,
             alarm,
             say: None,
+            refused: 0,
             refused_said: false,
             unflowed: (0, 0),
             unflowed_said: false,
@@ -173,6 +175,7 @@ impl Proxy {
             self.forget_idle(now);
             let mut tallies = [self.ways[0].tally(), self.ways[1].tally()];
             tallies[0].unflowed = self.unflowed;
+            tallies[0].refused = self.refused;
             for (tally, over) in tallies.iter_mut().zip(self.over_limit) {
                 tally.over_limit = over;
             }
@@ -325,6 +328,7 @@ impl Proxy {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) if err.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.refused += 1;
                     if !self.refused_said {
                         self.refused_said = true;
                         if let Some(say) = &self.say {
