@@ -208,11 +208,11 @@ The same for a pipe.
 .SH UDP PROXY
 \fB\-\-listen udp:\fR\fIADDR\fR with \fB\-\-connect udp:\fR\fIADDR\fR is a datagram link with netem's model, in user space, without root and seeded.
 Each client address is a flow, with a socket of its own toward the server so that replies find their way back; a flow that sends and receives nothing for \fB\-\-udp\-idle\fR (120 s) is forgotten.
-A datagram goes through, in netem's order: the MTU (\fB\-\-mtu\fR \fISIZE\fR drops what is larger, \fISIZE\fR\fB:cut\fR cuts it), loss (\fB\-\-drop\fR, random or \fBgemodel:\fR\fIP\fR,\fIR\fR[,\fI1\-H\fR[,\fI1\-K\fR]] bursts), a copy (\fB\-\-duplicate\fR), a flipped bit (\fB\-\-corrupt\fR), the queue and the rate, the delay (\fB\-\-delay\fR, \fB\-\-jitter\fR, which reorders unless \fB\-\-jitter\-keeps\-order\fR; \fB\-\-reorder\fR \fIPROB\fR sends that share at once).
+A datagram goes through, in netem's order: the MTU (\fB\-\-mtu\fR \fISIZE\fR drops what is larger, \fISIZE\fR\fB:cut\fR cuts it), loss (\fB\-\-drop\fR, random, \fBgemodel:\fR\fIP\fR,\fIR\fR[,\fI1\-H\fR[,\fI1\-K\fR]] bursts, or netem's 4\-state \fBstate:\fR\fIP13\fR[,\fIP31\fR[,\fIP32\fR[,\fIP23\fR[,\fIP14\fR]]]]), a copy (\fB\-\-duplicate\fR), a flipped bit (\fB\-\-corrupt\fR), the queue and the rate, the delay (\fB\-\-delay\fR, \fB\-\-jitter\fR, which reorders unless \fB\-\-jitter\-keeps\-order\fR; \fB\-\-reorder\fR \fIPROB\fR sends that share at once).
 The rate counts UDP payload bytes, or datagrams with \fB\-\-packets\fR, and sends each datagram whole; datagrams over it wait in a queue of \fB\-\-max\-buffer\fR (a tenth of a second of the rate by default) and one that does not fit is dropped, the arriving one (\fB\-\-queue\-drop tail\fR) or the oldest (\fBhead\fR).
 A new client's datagrams are dropped when no socket can be had for its flow, and that is said once.
-SIGUSR1 says what befell the datagrams each way: passed, lost, dropped by the full queue, duplicated, reordered, corrupted, cut, dropped over the MTU.
-\fB\-\-remote\fR changes the rate, the delay, the jitter, \fB\-\-drop\fR and \fB\-\-corrupt\fR of a running link.
+SIGUSR1 says what befell the datagrams each way: passed, lost, dropped by the full queue, duplicated, reordered, corrupted, cut, dropped over the MTU, refused by the server.
+Like every fault, \fB\-\-drop\fR, \fB\-\-duplicate\fR, \fB\-\-corrupt\fR, \fB\-\-reorder\fR and \fB\-\-mtu\fR take \fBup:\fR (toward the server) or \fBdown:\fR, and \fBoff\fR; \fB\-\-remote\fR changes them, the rate, the delay and the jitter of a running link, and a stream's faults (\fB\-\-slice\fR, \fB\-\-cut\-after\fR, ...) are refused.
 In \fB\-\-serve\fR, a proxy made with \fB"protocol": "udp"\fR is such a link.
 .TP
 \fBshape \-\-listen udp:127.0.0.1:5353 \-\-connect udp:127.0.0.1:53 \-\-delay 80ms \-\-jitter 20ms \-\-drop 2%\fR
