@@ -26,9 +26,28 @@ fn echo() -> String {
 }
 
 fn link(args: &[&str]) -> Listening {
-    let mut command = shape(["--listen", "udp:127.0.0.1:0", "--connect", &echo()]);
+    link_to(&echo(), args)
+}
+
+/// A link from any free loopback port to `upstream` (`udp:HOST:PORT`),
+/// impaired as `args` say.
+fn link_to(upstream: &str, args: &[&str]) -> Listening {
+    let mut command = shape(["--listen", "udp:127.0.0.1:0", "--connect", upstream]);
     command.args(args);
     Listening::start(command, Stdio::null())
+}
+
+/// What `link` says befell its datagrams each way, asked with SIGUSR1:
+/// `... up: 20 datagrams passed (40 bytes), 3 lost; down: ...`.
+fn what_befell(link: &Listening) -> String {
+    let pid = rustix::process::Pid::from_raw(link.child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::USR1).unwrap();
+    let said = link.wait_for_stderr("datagrams passed");
+    said.lines()
+        .rev()
+        .find(|line| line.contains("up: "))
+        .unwrap()
+        .to_string()
 }
 
 fn client() -> UdpSocket {
@@ -180,13 +199,7 @@ fn sigusr1_says_what_befell_the_datagrams_each_way() {
     let link = link(&["--drop", "up:50%", "--seed", "5", "--duplicate", "10%"]);
     let back = numbers_back(&link, 200);
     assert!(!back.is_empty());
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(link.child.id() as i32).unwrap(),
-        rustix::process::Signal::USR1,
-    )
-    .unwrap();
-    let said = link.wait_for_stderr("datagrams passed");
-    let line = said.lines().find(|line| line.contains("up: ")).unwrap();
+    let line = what_befell(&link);
     assert!(line.contains(" lost"), "{line}");
     assert!(line.contains(" duplicated"), "{line}");
     assert!(line.contains("down: "), "{line}");
@@ -285,13 +298,7 @@ fn a_server_that_refuses_is_said_once_not_for_every_datagram() {
     std::thread::sleep(Duration::from_millis(200));
     let said = link.stderr();
     assert_eq!(said.matches("refused").count(), 1, "{said}");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(link.child.id() as i32).unwrap(),
-        rustix::process::Signal::USR1,
-    )
-    .unwrap();
-    let said = link.wait_for_stderr("datagrams passed");
-    let line = said.lines().find(|l| l.contains("up: ")).unwrap();
+    let line = what_befell(&link);
     let up = line.split("; down: ").next().unwrap();
     let refused: u64 = up
         .split(", ")

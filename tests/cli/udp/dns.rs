@@ -80,18 +80,9 @@ fn dig(port: u16, name: &str, tries: u32) -> Digging {
 
 /// Five names asked through a link that drops 30% each way, seeded.
 fn five_names_through_a_lossy_link(server: &Dnsmasq, seed: &str) -> Digging {
-    let link = Listening::start(
-        shape([
-            "--listen",
-            "udp:127.0.0.1:0",
-            "--connect",
-            &format!("udp:127.0.0.1:{}", server.port),
-            "--drop",
-            "30%",
-            "--seed",
-            seed,
-        ]),
-        Stdio::null(),
+    let link = super::link_to(
+        &format!("udp:127.0.0.1:{}", server.port),
+        &["--drop", "30%", "--seed", seed],
     );
     let port: u16 = link.address.rsplit(':').next().unwrap().parse().unwrap();
     let mut total = Digging {

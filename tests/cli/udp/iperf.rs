@@ -108,17 +108,10 @@ fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
     };
     // With -1, the server ends after one test.
     let _ = server.wait();
-    let pid = rustix::process::Pid::from_raw(datagrams.child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::USR1).unwrap();
-    let said = datagrams.wait_for_stderr("datagrams passed");
     Report {
         client: serde_json::from_slice(&client_run.stdout).unwrap(),
         server: serde_json::from_slice(&server_out.join().unwrap()).unwrap(),
-        link: said
-            .lines()
-            .find(|l| l.contains("up: "))
-            .unwrap()
-            .to_string(),
+        link: super::what_befell(&datagrams),
     }
 }
 

@@ -79,22 +79,11 @@ fn a_quic_download_completes_intact_through_delay_loss_and_a_rate() {
         return;
     }
     let server = serve();
-    let link = Listening::start(
-        shape([
-            "--listen",
-            "udp:127.0.0.1:0",
-            "--connect",
-            &format!("udp:127.0.0.1:{}", server.port),
-            "--delay",
-            "50ms",
-            "--drop",
-            "1%",
-            "--rate",
-            "20Mbit",
-            "--seed",
-            "7",
-        ]),
-        Stdio::null(),
+    let link = super::link_to(
+        &format!("udp:127.0.0.1:{}", server.port),
+        &[
+            "--delay", "50ms", "--drop", "1%", "--rate", "20Mbit", "--seed", "7",
+        ],
     );
     let port = link.address.rsplit(':').next().unwrap();
     const BYTES: u64 = 1 << 20;
@@ -119,9 +108,6 @@ fn a_quic_download_completes_intact_through_delay_loss_and_a_rate() {
     let least = BYTES as f64 * 8.0 / 20e6 + 0.2;
     assert!((least..90.0).contains(&seconds), "{seconds:.2}s");
     // Datagrams were lost, each way, and QUIC made up for them.
-    let pid = rustix::process::Pid::from_raw(link.child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::USR1).unwrap();
-    let line = link.wait_for_stderr("datagrams passed");
-    let line = line.lines().find(|l| l.contains("up: ")).unwrap();
+    let line = super::what_befell(&link);
     assert_eq!(line.matches(" lost").count(), 2, "{line}");
 }
