@@ -366,7 +366,8 @@ pub struct Cli {
     /// Proxy: limits of each connection's own, not shared.
     ///
     /// Proxy: give each connection its own limits instead of all sharing
-    /// one per direction.
+    /// one per direction. On a UDP link, each flow (client address) gets
+    /// its own rate and queue each way.
     #[arg(long, requires_all = ["listen", "connect"], help_heading = "Sockets and proxy")]
     pub per_connection: bool,
 

@@ -148,13 +148,13 @@ fault_table! {
     /// Lose each block of the stream (1 KiB, or 2.5 ms of data at the
     /// starting rate if that is less), or each datagram of a UDP link,
     /// with probability PROB, '0.01' or '1%': for tests of checksums and
-    /// framing. 'gemodel:P,R[,1-H[,1-K]]' loses them in bursts, on netem's
-    /// Gilbert-Elliott model: the link turns bad with P, good again with R
-    /// (default 1-P), and loses with 1-H while bad (default 100%) and 1-K
-    /// while good (default 0). 'state:P13[,P31[,P32[,P23[,P14]]]]' is
-    /// netem's 4-state model, with tc's defaults. The blocks and bytes
-    /// lost are said at the end.
-    #[arg(long, value_name = "PROB|gemodel:P,R|state:P13", allow_hyphen_values = true)]
+    /// framing. A MODEL loses them in bursts: 'gemodel:P,R[,1-H[,1-K]]'
+    /// is netem's Gilbert-Elliott model (the link turns bad with P, good
+    /// again with R, default 1-P, and loses with 1-H while bad, default
+    /// 100%, and 1-K while good, default 0);
+    /// 'state:P13[,P31[,P32[,P23[,P14]]]]' is netem's 4-state model, with
+    /// tc's defaults. The blocks and bytes lost are said at the end.
+    #[arg(long, value_name = "PROB|MODEL", allow_hyphen_values = true)]
     drop ("drop"): Drop(Loss), needs: Anything,
         |faults, value| faults.drop = value.unwrap_or_default();
 

@@ -115,6 +115,13 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let printer = printer(reporter.as_ref());
     let handle = proxy.handle()?;
     adjuster.on_change(Box::new(move || handle.wake()));
+    if cli.per_connection {
+        // Each flow's buckets follow the shared ones' settings.
+        let adjuster = adjuster.clone();
+        proxy.per_flow(Box::new(move |way| {
+            adjuster.follower(way).map_err(std::io::Error::other)
+        }));
+    }
     let (_, _registration) = go_live(cli, &start, adjuster, &passed, printer.clone(), None)?;
     if !cli.quiet {
         proxy.saying(printer.clone());
@@ -130,19 +137,14 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
 }
 
 /// Why the flags cannot make a UDP link, if they cannot: a stream's
-/// faults, `--per-connection`, or what means nothing to any proxy.
+/// faults, or what means nothing to any proxy.
 fn not_for_datagrams(cli: &Cli) -> Option<String> {
     let refused = cli
         .fault_changes()
         .iter()
         .find_map(|change| Carried::Datagrams.refuses(change.needs(), change.name()));
-    refused
-        .or_else(|| {
-            cli.per_connection
-                .then(|| "--per-connection does not apply to datagrams (udp:)".to_string())
-        })
-        .or_else(|| {
-            super::proxy::not_for_a_proxy(cli)
-                .map(|flag| format!("{flag} does not apply to datagrams (udp:)"))
-        })
+    refused.or_else(|| {
+        super::proxy::not_for_a_proxy(cli)
+            .map(|flag| format!("{flag} does not apply to datagrams (udp:)"))
+    })
 }

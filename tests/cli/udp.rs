@@ -161,6 +161,37 @@ fn packets_pace_datagrams_whatever_their_size_and_the_queue_counts_them() {
     );
 }
 
+/// How many of 20 datagrams of 1,000 bytes, sent at once by each of two
+/// clients, come back through a link of 10,000 B/s with a queue of five.
+fn back_from_two_clients(args: &[&str]) -> [usize; 2] {
+    let mut all = vec!["--rate", "10000", "--burst", "1000", "--max-buffer", "5000"];
+    all.extend(args);
+    let link = link(&all);
+    let to = link.address.strip_prefix("udp:").unwrap();
+    let clients = [client(), client()];
+    for i in 0..20u8 {
+        for socket in &clients {
+            socket.send_to(&[i; 1000], to).unwrap();
+        }
+    }
+    clients.map(|socket| {
+        let mut buffer = [0u8; 2000];
+        std::iter::from_fn(|| socket.recv(&mut buffer).ok()).count()
+    })
+}
+
+#[test]
+fn per_connection_gives_each_flow_its_own_rate_and_queue() {
+    // Shared: the burst, the one being paid for and the five queued pass,
+    // for both clients together; each its own: as many each.
+    let shared = back_from_two_clients(&[]);
+    assert!((6..=8).contains(&(shared[0] + shared[1])), "{shared:?}");
+    let own = back_from_two_clients(&["--per-connection"]);
+    for back in own {
+        assert!((6..=8).contains(&back), "{own:?}");
+    }
+}
+
 #[test]
 fn udp_addresses_go_together_and_stream_faults_are_refused() {
     assert_refused(

@@ -5,12 +5,15 @@
 //! the links: its slab key and the generation it was made in, so that
 //! datagrams of a flow forgotten never reach one that took its key.
 
+use super::link::Link;
+use crate::bucket::Bucket;
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
 use slab::Slab;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Flows are looked over for idleness this often at most.
 const IDLE_LOOK: u64 = 1_000_000_000;
@@ -24,6 +27,16 @@ pub(super) struct Flow {
     pub(super) last: u64,
     /// Bytes it sent, then received, for a limit per flow.
     pub(super) carried: [u64; 2],
+    /// Its own links and buckets each way (`--per-connection`), if it
+    /// does not share the proxy's.
+    pub(super) own: Option<Box<Own>>,
+}
+
+/// A flow's own links and the buckets they pay from, client to upstream
+/// then back.
+pub(super) struct Own {
+    pub(super) links: [Link; 2],
+    pub(super) buckets: [Arc<Bucket>; 2],
 }
 
 /// Every client's flow; flow `key`'s socket is poll's `Token(key)`.
@@ -67,17 +80,23 @@ impl Flows {
             tag: (self.made << 32) | key as u64,
             last: now,
             carried: [0; 2],
+            own: None,
         });
         self.by_client.insert(client, key);
         Ok((key, true))
     }
 
-    pub(super) fn get(&self, key: usize) -> Option<&Flow> {
-        self.flows.get(key)
-    }
-
     pub(super) fn get_mut(&mut self, key: usize) -> Option<&mut Flow> {
         self.flows.get_mut(key)
+    }
+
+    /// Every flow, to look at or change.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Flow> {
+        self.flows.iter_mut().map(|(_, flow)| flow)
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Flow> {
+        self.flows.iter().map(|(_, flow)| flow)
     }
 
     /// The flow tagged `tag`, unless it was forgotten.
@@ -93,9 +112,10 @@ impl Flows {
 
     /// Forgets the flows idle for `idle` nanoseconds or more by `now`,
     /// looking at most once a second; their sockets leave `registry`.
-    pub(super) fn forget_idle(&mut self, now: u64, idle: u64, registry: &Registry) {
+    /// Returns them, for what they did.
+    pub(super) fn forget_idle(&mut self, now: u64, idle: u64, registry: &Registry) -> Vec<Flow> {
         if now < self.idle_looked + IDLE_LOOK {
-            return;
+            return Vec::new();
         }
         self.idle_looked = now;
         let gone: Vec<usize> = self
@@ -104,10 +124,13 @@ impl Flows {
             .filter(|(_, flow)| now.saturating_sub(flow.last) >= idle)
             .map(|(key, _)| key)
             .collect();
-        for key in gone {
-            let mut flow = self.flows.remove(key);
-            let _ = registry.deregister(&mut flow.socket);
-            self.by_client.remove(&flow.client);
-        }
+        gone.into_iter()
+            .map(|key| {
+                let mut flow = self.flows.remove(key);
+                let _ = registry.deregister(&mut flow.socket);
+                self.by_client.remove(&flow.client);
+                flow
+            })
+            .collect()
     }
 }

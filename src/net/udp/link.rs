@@ -126,6 +126,29 @@ pub struct Tally {
     pub refused: u64,
 }
 
+impl std::ops::AddAssign for Tally {
+    /// Adds what another link did (a flow's own, `--per-connection`).
+    fn add_assign(&mut self, other: Tally) {
+        let pairs = [
+            (&mut self.passed, other.passed),
+            (&mut self.lost, other.lost),
+            (&mut self.queue_full, other.queue_full),
+            (&mut self.duplicated, other.duplicated),
+            (&mut self.reordered, other.reordered),
+            (&mut self.corrupted, other.corrupted),
+            (&mut self.cut, other.cut),
+            (&mut self.oversize, other.oversize),
+            (&mut self.unflowed, other.unflowed),
+            (&mut self.over_limit, other.over_limit),
+        ];
+        for (sum, (count, bytes)) in pairs {
+            sum.0 += count;
+            sum.1 += bytes;
+        }
+        self.refused += other.refused;
+    }
+}
+
 impl Tally {
     /// In words: what passed, then what else befell datagrams, if
     /// anything did.

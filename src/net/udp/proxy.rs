@@ -5,7 +5,7 @@
 //! One thread and one poll: it sleeps until a datagram comes, one is due
 //! to leave, or a flow's idle time may have run out.
 
-use super::flows::Flows;
+use super::flows::{Flows, Own};
 use super::handle::{Asked, Handle};
 use super::link::{Impairment, Link, Tally};
 use crate::bucket::Bucket;
@@ -36,6 +36,10 @@ const CHANGED: Token = Token(usize::MAX - 1);
 const ALARM: Token = Token(usize::MAX - 2);
 /// Errors in a row on the listening socket before it counts as broken.
 const MOST_ERRORS: u32 = 1024;
+
+/// Makes a bucket of a flow's own for a way (client to upstream, then
+/// back), following the shared one's settings.
+pub type OwnBuckets = dyn Fn(usize) -> io::Result<Arc<Bucket>> + Send;
 
 /// What a datagram proxy is asked to do.
 #[derive(Debug, Clone)]
@@ -82,6 +86,11 @@ pub struct Proxy {
     over_limit: [(u64, u64); 2],
     /// What another thread asked of it, through a [`Handle`].
     asked: Arc<Mutex<Asked>>,
+    /// Makes each flow's own buckets, up then down, when each flow has
+    /// links of its own (`--per-connection`).
+    per_flow: Option<Box<OwnBuckets>>,
+    /// What the own links of flows forgotten did.
+    retired: [Tally; 2],
     buffer: Vec<u8>,
 }
 
@@ -122,6 +131,8 @@ impl Proxy {
             unflowed_said: false,
             over_limit: [(0, 0); 2],
             asked: Arc::default(),
+            per_flow: None,
+            retired: [Tally::default(); 2],
             buffer: vec![0; LARGEST + 1],
         })
     }
@@ -140,6 +151,13 @@ impl Proxy {
     /// `say`; without it, it says nothing.
     pub fn saying(&mut self, say: Printer) {
         self.say = Some(say);
+    }
+
+    /// Gives each flow links of its own, paying from buckets that
+    /// `buckets` makes (`--per-connection`): flows do not share a queue or
+    /// a rate.
+    pub fn per_flow(&mut self, buckets: Box<OwnBuckets>) {
+        self.per_flow = Some(buckets);
     }
 
     /// Follows `conditions` from now on: a change reaches both ways at
@@ -173,17 +191,25 @@ impl Proxy {
             self.retune();
             self.deliver(now);
             self.forget_idle(now);
-            let mut tallies = [self.ways[0].tally(), self.ways[1].tally()];
+            let mut tallies = self.retired;
+            for (way, tally) in tallies.iter_mut().enumerate() {
+                *tally += self.ways[way].tally();
+                for own in self.flows.iter().filter_map(|flow| flow.own.as_ref()) {
+                    *tally += own.links[way].tally();
+                }
+            }
             tallies[0].unflowed = self.unflowed;
             tallies[0].refused = self.refused;
             for (tally, over) in tallies.iter_mut().zip(self.over_limit) {
                 tally.over_limit = over;
             }
             *crate::lock::lock(&self.tallies) = tallies;
+            let owns = self.flows.iter().filter_map(|flow| flow.own.as_ref());
             let wake = self.ways[0]
                 .wake()
                 .into_iter()
                 .chain(self.ways[1].wake())
+                .chain(owns.flat_map(|own| own.links.iter().filter_map(Link::wake)))
                 .chain(self.flows.next_look())
                 .min();
             let timeout = match wake {
@@ -238,6 +264,9 @@ impl Proxy {
                 Ok((key, new)) => {
                     // A shortage, if there was one, is over.
                     self.unflowed_said &= !new;
+                    if new {
+                        self.give_own_links(key);
+                    }
                     key
                 }
                 Err(err) => {
@@ -251,11 +280,36 @@ impl Proxy {
                 continue;
             }
             let datagram = self.buffer[..n].to_vec();
-            let Some(tag) = self.flows.get(key).map(|flow| flow.tag) else {
+            let Some(flow) = self.flows.get_mut(key) else {
                 continue;
             };
-            self.ways[0].arrive(&self.buckets[0], now, tag, datagram);
+            match &mut flow.own {
+                Some(own) => own.links[0].arrive(&own.buckets[0], now, flow.tag, datagram),
+                None => self.ways[0].arrive(&self.buckets[0], now, flow.tag, datagram),
+            }
         }
+    }
+
+    /// Gives new flow `key` links of its own, if flows have them; should
+    /// its buckets not be made, it shares the proxy's.
+    fn give_own_links(&mut self, key: usize) {
+        let Some(make) = &self.per_flow else {
+            return;
+        };
+        let Some(flow) = self.flows.get_mut(key) else {
+            return;
+        };
+        let (Ok(up), Ok(down)) = (make(0), make(1)) else {
+            return;
+        };
+        let links = [0, 1].map(|way| {
+            let seed = self.route.seed ^ flow.tag.rotate_left(17) ^ way as u64;
+            Link::new(self.route.ways[way].clone(), seed)
+        });
+        flow.own = Some(Box::new(Own {
+            links,
+            buckets: [up, down],
+        }));
     }
 
     /// Takes what was asked through a [`Handle`]: new impairments, from
@@ -319,11 +373,14 @@ impl Proxy {
                     if self.over_limit(1, key, n) {
                         continue;
                     }
-                    let Some(flow) = self.flows.get(key) else {
+                    let Some(flow) = self.flows.get_mut(key) else {
                         return;
                     };
                     let (tag, datagram) = (flow.tag, self.buffer[..n].to_vec());
-                    self.ways[1].arrive(&self.buckets[1], now, tag, datagram);
+                    match &mut flow.own {
+                        Some(own) => own.links[1].arrive(&own.buckets[1], now, tag, datagram),
+                        None => self.ways[1].arrive(&self.buckets[1], now, tag, datagram),
+                    }
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
@@ -357,39 +414,65 @@ impl Proxy {
             *impairment = impairment.under(now.delay, now.jitter, &faults);
             link.retune_to(impairment.clone());
         }
+        for own in self.flows.iter_mut().filter_map(|flow| flow.own.as_mut()) {
+            for (link, impairment) in own.links.iter_mut().zip(&self.route.ways) {
+                link.retune_to(impairment.clone());
+            }
+        }
     }
 
-    /// Sends every datagram due by `now` on its way.
+    /// Sends every datagram due by `now` on its way: the shared links',
+    /// then each flow's own.
     fn deliver(&mut self, now: u64) {
+        // What a datagram counts for in progress: one, counting
+        // datagrams, else its bytes.
+        let packets = self.route.ways.each_ref().map(|way| way.packets);
+        let counted = |way: usize, datagram: &[u8]| match packets[way] {
+            true => 1,
+            false => datagram.len() as u64,
+        };
+        for flow in self.flows.iter_mut() {
+            let Some(own) = &mut flow.own else {
+                continue;
+            };
+            for (_, datagram) in own.links[0].leave(&own.buckets[0], now) {
+                if flow.socket.send(&datagram).is_ok() {
+                    self.passed[0].add(counted(0, &datagram));
+                }
+            }
+            for (_, datagram) in own.links[1].leave(&own.buckets[1], now) {
+                if self.listen.send_to(&datagram, flow.client).is_ok() {
+                    self.passed[1].add(counted(1, &datagram));
+                }
+            }
+        }
         for (tag, datagram) in self.ways[0].leave(&self.buckets[0], now) {
             if let Some(flow) = self.flows.tagged(tag)
                 && flow.socket.send(&datagram).is_ok()
             {
-                self.passed[0].add(self.counted(0, &datagram));
+                self.passed[0].add(counted(0, &datagram));
             }
         }
         for (tag, datagram) in self.ways[1].leave(&self.buckets[1], now) {
             if let Some(flow) = self.flows.tagged(tag)
                 && self.listen.send_to(&datagram, flow.client).is_ok()
             {
-                self.passed[1].add(self.counted(1, &datagram));
+                self.passed[1].add(counted(1, &datagram));
             }
         }
     }
 
-    /// What `datagram` counts for in way `way`'s progress: one, counting
-    /// datagrams, else its bytes.
-    fn counted(&self, way: usize, datagram: &[u8]) -> u64 {
-        match self.route.ways[way].packets {
-            true => 1,
-            false => datagram.len() as u64,
-        }
-    }
-
-    /// Forgets the flows idle for longer than the route allows.
+    /// Forgets the flows idle for longer than the route allows, keeping
+    /// what their own links did.
     fn forget_idle(&mut self, now: u64) {
         let idle = self.route.idle.as_nanos() as u64;
-        self.flows.forget_idle(now, idle, self.poll.registry());
+        for flow in self.flows.forget_idle(now, idle, self.poll.registry()) {
+            if let Some(own) = flow.own {
+                for (retired, link) in self.retired.iter_mut().zip(&own.links) {
+                    *retired += link.tally();
+                }
+            }
+        }
     }
 }
 
