@@ -1,7 +1,7 @@
 //! How clients get in: accepting them, unless resources are short (then
-//! accepting rests, and a chain that leads back to the loop is cut),
-//! waiting for their upstream's name or for a descriptor, and connecting
-//! them to their server, address by address.
+//! `shortage.rs` says what happens), waiting for their upstream's name or
+//! for a descriptor, and connecting them to their server, address by
+//! address.
 
 use super::{EventLoop, Route, Upstream};
 use crate::message::one_line;
@@ -9,33 +9,17 @@ use crate::net::proxy::connection::{Connection, Opening};
 use crate::net::proxy::resolver::Resolver;
 use crate::net::proxy::rules::Luck;
 use crate::net::proxy::stream::Stream;
-use crate::net::{ACCEPT_PAUSE, Address, out_of_resources};
+use crate::net::{Address, out_of_resources};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Token};
 use shape_bucket::Clock;
-use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The most clients that wait at once for their upstream's name to be
 /// looked up; the rest wait in the listen backlog.
 const MOST_AWAITING: usize = 1024;
-
-/// How long a client waits for a descriptor for its server before it is
-/// closed: long enough for a passing shortage, short enough that a chain
-/// that holds every descriptor (a proxy whose upstream is itself) unwinds
-/// as each end is closed, as toxiproxy's does.
-const MOST_PARKED: Duration = Duration::from_secs(1);
-
-/// How long any shortage of descriptors may last before waiting clients
-/// are closed one by one, whatever holds the descriptors: a chain that
-/// leads back to the loop is cut after [`MOST_PARKED`], but one that
-/// passes through another program (or is not recognised as a loop)
-/// would hold every descriptor for ever; a client that has waited this
-/// long would mostly have given up anyway.
-const MOST_SHORT: Duration = Duration::from_secs(10);
 
 /// A client waiting for a descriptor for its server: its route, who it
 /// is, the server's addresses (already looked up, so that its wait is
@@ -110,85 +94,6 @@ impl EventLoop<'_> {
             // Everything waiting got in: a later shortage is news again.
             self.shortage_since = None;
         }
-    }
-
-    /// Once a shortage of descriptors has lasted [`MOST_PARKED`], closes
-    /// the next client waiting on a route that leads back to the loop,
-    /// accepted with the spare descriptor: the chain of a proxy whose
-    /// upstream is itself ends in that route's backlog, holds every
-    /// descriptor, and nothing else would free one. After [`MOST_SHORT`]
-    /// the next client of any route is closed. Clients that wait briefly
-    /// for ordinary connections to end are left to wait.
-    ///
-    /// Every route is tried, not only the one whose accept failed: out of
-    /// descriptors, accept fails on any listener, even one with nobody
-    /// waiting, and the first route tried is seldom the looping one.
-    fn shed(&mut self) {
-        let Some(since) = self.shortage_since else {
-            return;
-        };
-        let lasted = Duration::from_nanos(self.clock.now().saturating_sub(since));
-        if lasted < MOST_PARKED {
-            return;
-        }
-        let looping: HashSet<usize> = self
-            .connections
-            .iter()
-            .filter(|(_, c)| c.looped)
-            .map(|(_, c)| c.route)
-            .collect();
-        let mut candidates: Vec<usize> = self
-            .routes
-            .iter()
-            .map(|(key, _)| key)
-            .filter(|key| lasted >= MOST_SHORT || looping.contains(key))
-            .collect();
-        candidates.sort_by_key(|key| !looping.contains(key));
-        if candidates.is_empty() {
-            return;
-        }
-        // Without a spare (reopening it failed last time), a descriptor
-        // freed since may still let one client in.
-        drop(self.spare.take());
-        for key in candidates {
-            let Some(Route {
-                listener, listen, ..
-            }) = self.routes.get_mut(key)
-            else {
-                continue;
-            };
-            if let Ok((client, peer)) = listener.accept(listen) {
-                let err = io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
-                self.refuse(key, &client, &peer, &err);
-                break;
-            }
-        }
-        self.spare = std::fs::File::open("/dev/null").ok();
-    }
-
-    /// True if resources are short since `since`, and that is
-    /// [`MOST_PARKED`] or longer ago while a route leads back to the
-    /// loop, or [`MOST_SHORT`] or longer ago.
-    fn stuck(&self, since: Option<u64>) -> bool {
-        let Some(since) = since else {
-            return false;
-        };
-        let lasted = Duration::from_nanos(self.clock.now().saturating_sub(since));
-        lasted >= MOST_SHORT || (self.loops > 0 && lasted >= MOST_PARKED)
-    }
-
-    /// Stops accepting for [`ACCEPT_PAUSE`] after `what` failed with `err`,
-    /// and says so once per shortage.
-    fn wait_for_resources(&mut self, what: &str, err: &io::Error) {
-        let now = self.clock.now();
-        if self.shortage_since.is_none() {
-            self.say(&format!(
-                "shape: {what}: {}; new connections wait, tried again every {ACCEPT_PAUSE:?}",
-                one_line(err)
-            ));
-            self.shortage_since = Some(now);
-        }
-        self.accept_resumes = Some(now + ACCEPT_PAUSE.as_nanos() as u64);
     }
 
     /// Connects a client of route `key` to its server and starts serving
@@ -273,7 +178,7 @@ impl EventLoop<'_> {
     /// Closes `client` of route `key`, whose server cannot be reached for
     /// `err`: in good order if the route's rules say so, else by a reset;
     /// and says why.
-    fn refuse(&self, key: usize, client: &Stream, peer: &str, err: &io::Error) {
+    pub(super) fn refuse(&self, key: usize, client: &Stream, peer: &str, err: &io::Error) {
         let Some(route) = self.routes.get(key) else {
             return;
         };
@@ -291,8 +196,8 @@ impl EventLoop<'_> {
     /// addresses that lets a connection begin, and starts serving it; on
     /// failure closes the client and says why. Out of descriptors, the
     /// client waits for one (since `waited_since`, if it waited already)
-    /// up to [`MOST_PARKED`] in a loop, [`MOST_SHORT`] otherwise. Returns
-    /// its key.
+    /// up to a second in a loop, ten seconds otherwise (`shortage.rs`).
+    /// Returns its key.
     fn connect_client(
         &mut self,
         key: usize,

@@ -7,6 +7,7 @@
 //! that the API can say so.
 
 mod admission;
+mod shortage;
 
 use admission::{Awaiting, Parked};
 

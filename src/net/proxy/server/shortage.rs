@@ -1,0 +1,107 @@
+//! What the loop does when descriptors run out: accepting rests (and the
+//! shortage is said once), clients wait for a descriptor for a while, and
+//! a chain that holds every descriptor (a proxy whose upstream is itself)
+//! is cut with a spare descriptor kept for the purpose.
+
+use super::{EventLoop, Route};
+use crate::message::one_line;
+use crate::net::ACCEPT_PAUSE;
+use shape_bucket::Clock;
+use std::collections::HashSet;
+use std::io;
+use std::time::Duration;
+
+/// How long a client waits for a descriptor for its server before it is
+/// closed: long enough for a passing shortage, short enough that a chain
+/// that holds every descriptor (a proxy whose upstream is itself) unwinds
+/// as each end is closed, as toxiproxy's does.
+const MOST_PARKED: Duration = Duration::from_secs(1);
+
+/// How long any shortage of descriptors may last before waiting clients
+/// are closed one by one, whatever holds the descriptors: a chain that
+/// leads back to the loop is cut after [`MOST_PARKED`], but one that
+/// passes through another program (or is not recognised as a loop)
+/// would hold every descriptor for ever; a client that has waited this
+/// long would mostly have given up anyway.
+const MOST_SHORT: Duration = Duration::from_secs(10);
+
+impl EventLoop<'_> {
+    /// Once a shortage of descriptors has lasted [`MOST_PARKED`], closes
+    /// the next client waiting on a route that leads back to the loop,
+    /// accepted with the spare descriptor: the chain of a proxy whose
+    /// upstream is itself ends in that route's backlog, holds every
+    /// descriptor, and nothing else would free one. After [`MOST_SHORT`]
+    /// the next client of any route is closed. Clients that wait briefly
+    /// for ordinary connections to end are left to wait.
+    ///
+    /// Every route is tried, not only the one whose accept failed: out of
+    /// descriptors, accept fails on any listener, even one with nobody
+    /// waiting, and the first route tried is seldom the looping one.
+    pub(super) fn shed(&mut self) {
+        let Some(since) = self.shortage_since else {
+            return;
+        };
+        let lasted = Duration::from_nanos(self.clock.now().saturating_sub(since));
+        if lasted < MOST_PARKED {
+            return;
+        }
+        let looping: HashSet<usize> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.looped)
+            .map(|(_, c)| c.route)
+            .collect();
+        let mut candidates: Vec<usize> = self
+            .routes
+            .iter()
+            .map(|(key, _)| key)
+            .filter(|key| lasted >= MOST_SHORT || looping.contains(key))
+            .collect();
+        candidates.sort_by_key(|key| !looping.contains(key));
+        if candidates.is_empty() {
+            return;
+        }
+        // Without a spare (reopening it failed last time), a descriptor
+        // freed since may still let one client in.
+        drop(self.spare.take());
+        for key in candidates {
+            let Some(Route {
+                listener, listen, ..
+            }) = self.routes.get_mut(key)
+            else {
+                continue;
+            };
+            if let Ok((client, peer)) = listener.accept(listen) {
+                let err = io::Error::from_raw_os_error(rustix::io::Errno::MFILE.raw_os_error());
+                self.refuse(key, &client, &peer, &err);
+                break;
+            }
+        }
+        self.spare = std::fs::File::open("/dev/null").ok();
+    }
+
+    /// True if resources are short since `since`, and that is
+    /// [`MOST_PARKED`] or longer ago while a route leads back to the
+    /// loop, or [`MOST_SHORT`] or longer ago.
+    pub(super) fn stuck(&self, since: Option<u64>) -> bool {
+        let Some(since) = since else {
+            return false;
+        };
+        let lasted = Duration::from_nanos(self.clock.now().saturating_sub(since));
+        lasted >= MOST_SHORT || (self.loops > 0 && lasted >= MOST_PARKED)
+    }
+
+    /// Stops accepting for [`ACCEPT_PAUSE`] after `what` failed with `err`,
+    /// and says so once per shortage.
+    pub(super) fn wait_for_resources(&mut self, what: &str, err: &io::Error) {
+        let now = self.clock.now();
+        if self.shortage_since.is_none() {
+            self.say(&format!(
+                "shape: {what}: {}; new connections wait, tried again every {ACCEPT_PAUSE:?}",
+                one_line(err)
+            ));
+            self.shortage_since = Some(now);
+        }
+        self.accept_resumes = Some(now + ACCEPT_PAUSE.as_nanos() as u64);
+    }
+}
