@@ -192,7 +192,7 @@ impl Proxy {
             let mut tallies = self.retired;
             for (way, tally) in tallies.iter_mut().enumerate() {
                 *tally += self.ways[way].tally();
-                for own in self.flows.iter().filter_map(|flow| flow.own.as_ref()) {
+                for own in self.owns() {
                     *tally += own.links[way].tally();
                 }
             }
@@ -202,7 +202,7 @@ impl Proxy {
                 tally.over_limit = over;
             }
             *crate::lock::lock(&self.tallies) = tallies;
-            let owns = self.flows.iter().filter_map(|flow| flow.own.as_ref());
+            let owns = self.owns();
             let wake = self.ways[0]
                 .wake()
                 .into_iter()
@@ -236,17 +236,38 @@ impl Proxy {
         }
     }
 
+    /// The flows' own links and buckets, if flows have them: looked
+    /// over at every turn, so not even the flows are, when they share.
+    fn owns(&self) -> impl Iterator<Item = &Own> {
+        let per_flow = self.per_flow.is_some();
+        self.flows
+            .iter()
+            .take_while(move |_| per_flow)
+            .filter_map(|flow| flow.own.as_deref())
+    }
+
     /// Takes what was asked through a [`Handle`]: new impairments, from
     /// now on. Returns true if it was asked to stop.
     fn obey(&mut self) -> bool {
         let asked = std::mem::take(&mut *crate::lock::lock(&self.asked));
         if let Some(ways) = asked.ways {
-            for (link, impairment) in self.ways.iter_mut().zip(&ways) {
-                link.retune_to(impairment.clone());
-            }
             self.route.ways = ways;
+            self.retune_links();
         }
         asked.stop
+    }
+
+    /// Puts the route's impairments in force on every link, the shared
+    /// ones and the flows' own.
+    fn retune_links(&mut self) {
+        for (link, impairment) in self.ways.iter_mut().zip(&self.route.ways) {
+            link.retune_to(impairment.clone());
+        }
+        for own in self.flows.iter_mut().filter_map(|flow| flow.own.as_mut()) {
+            for (link, impairment) in own.links.iter_mut().zip(&self.route.ways) {
+                link.retune_to(impairment.clone());
+            }
+        }
     }
 
     /// Takes the conditions in force, if they changed.
@@ -257,16 +278,10 @@ impl Proxy {
         let Some(now) = watch.changed(conditions) else {
             return;
         };
-        let ways = self.ways.iter_mut().zip(&mut self.route.ways);
-        for ((link, impairment), faults) in ways.zip(now.faults) {
+        for (impairment, faults) in self.route.ways.iter_mut().zip(now.faults) {
             *impairment = impairment.under(now.delay, now.jitter, &faults);
-            link.retune_to(impairment.clone());
         }
-        for own in self.flows.iter_mut().filter_map(|flow| flow.own.as_mut()) {
-            for (link, impairment) in own.links.iter_mut().zip(&self.route.ways) {
-                link.retune_to(impairment.clone());
-            }
-        }
+        self.retune_links();
     }
 
     /// Sends every datagram due by `now` on its way: the shared links',
@@ -279,7 +294,8 @@ impl Proxy {
             true => 1,
             false => datagram.len() as u64,
         };
-        for flow in self.flows.iter_mut() {
+        let per_flow = self.per_flow.is_some();
+        for flow in self.flows.iter_mut().take_while(|_| per_flow) {
             let Some(own) = &mut flow.own else {
                 continue;
             };
