@@ -247,7 +247,7 @@ mod tests {
         assert!((down.duplicate - 0.1).abs() < 1e-12);
         assert_eq!(ways.limits[1], (Limit::per_second(500_000), 8_000));
         // A tenth of a second of the least rate, and a datagram at least.
-        assert_eq!(down.queue, udp::LARGEST as u64);
+        assert_eq!(down.queue, crate::faults::LARGEST_DATAGRAM as u64);
         assert_eq!(up.delay, 0);
         assert_eq!(ways.limits[0].0, Limit::Unlimited);
         // Half of a half, then a fifth of the rest: 0.4.

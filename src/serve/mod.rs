@@ -156,7 +156,7 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
         }
     }
     let ended = ending.wait(&signals::Handlers {
-        status: &|| status.line(&event_loop_handle),
+        status: &|| status.line(event_loop_handle.connections()),
         reload: &|| serving.config.map(|file| reload(&requester, file)),
         report: serving.report.as_ref(),
     });

@@ -4,7 +4,7 @@
 //! without sockets. The server carries a change out on its event loop
 //! after this has accepted it.
 
-use super::toxics::{BadAttribute, Kind, merge};
+use super::toxics::{BadAttribute, Kind, On, merge};
 use crate::faults::Way;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -105,6 +105,14 @@ impl Protocol {
 
     fn is_tcp(&self) -> bool {
         *self == Protocol::Tcp
+    }
+
+    /// True if toxics that apply `on` those proxies apply to this one.
+    fn takes(self, on: On) -> bool {
+        matches!(
+            (on, self),
+            (On::Both, _) | (On::Streams, Protocol::Tcp) | (On::Datagrams, Protocol::Udp)
+        )
     }
 
     /// The protocol a request names, if it names one.
@@ -325,7 +333,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
     }
     let kind = text("type", "")?;
     let kind = Kind::named(&kind).ok_or_else(|| ApiError::new("invalid toxic type", 400))?;
-    if !kind.row().on.takes(proxy.protocol) {
+    if !proxy.protocol.takes(kind.row().on) {
         return Err(ApiError::new(
             format!(
                 "{} toxics do not apply to {} proxies",

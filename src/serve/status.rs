@@ -2,7 +2,6 @@
 //! the connections the loop counts, and the bytes each way, in all and
 //! now.
 
-use super::proxies::Loop;
 use super::shaping::Counters;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,9 +18,9 @@ impl Status {
     }
 
     /// `shape: 2 proxies, 3 connections; up 1.00 MiB, 0 B/s now; down
-    /// 20.00 MiB, 1.00 MiB/s now`, with the connections as the loop
-    /// counts them.
-    pub fn line(&self, event_loop: &Loop) -> String {
+    /// 20.00 MiB, 1.00 MiB/s now`, with `connections` as the loop counts
+    /// them (`None` if it could not say).
+    pub fn line(&self, connections: Option<usize>) -> String {
         let (proxies, up, down) = {
             let tallies = crate::lock::lock(&self.tallies);
             let sum = |way: usize| {
@@ -34,9 +33,8 @@ impl Status {
             };
             (tallies.len(), sum(0), sum(1))
         };
-        let connections = event_loop
-            .connections()
-            .map_or("connections unknown".into(), |n| plural(n, "connection"));
+        let connections =
+            connections.map_or("connections unknown".into(), |n| plural(n, "connection"));
         let way = |(total, recent): (u64, f64)| {
             format!(
                 "{}, {} now",

@@ -16,7 +16,6 @@ mod docs;
 pub use attributes::Attributes;
 pub use docs::{readme_rows, signature};
 
-use super::model::Protocol;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -112,16 +111,6 @@ pub enum On {
     Streams,
     /// UDP proxies alone (`"protocol": "udp"`): what needs datagrams.
     Datagrams,
-}
-
-impl On {
-    /// True if a toxic of this row applies to a proxy of `protocol`.
-    pub fn takes(self, protocol: Protocol) -> bool {
-        matches!(
-            (self, protocol),
-            (On::Both, _) | (On::Streams, Protocol::Tcp) | (On::Datagrams, Protocol::Udp)
-        )
-    }
 }
 
 /// The kinds of toxic, named as the API names them.

@@ -56,7 +56,7 @@ pub fn default_queue(limit: Limit, counting: Counting) -> u64 {
     };
     let one = match counting {
         Counting::Datagrams => counting.tokens(1),
-        _ => super::LARGEST as u64,
+        _ => crate::faults::LARGEST_DATAGRAM as u64,
     };
     time.max(one)
 }

@@ -12,4 +12,4 @@ mod proxy;
 
 pub use handle::Handle;
 pub use link::{Impairment, QueueDrop, default_queue};
-pub use proxy::{IDLE, LARGEST, Proxy, Route};
+pub use proxy::{IDLE, Proxy, Route};

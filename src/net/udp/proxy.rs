@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The largest datagram UDP carries over IPv4.
-pub const LARGEST: usize = crate::faults::LARGEST_DATAGRAM;
+const LARGEST: usize = crate::faults::LARGEST_DATAGRAM;
 /// How long a flow that sends and receives nothing is kept when not told:
 /// as long as Linux's conntrack keeps a UDP flow that has seen replies.
 pub const IDLE: Duration = Duration::from_secs(120);

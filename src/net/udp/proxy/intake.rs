@@ -3,8 +3,7 @@
 //! limit kept, a shortage of sockets counted and said once) and from the
 //! upstream (a refusal counted and said once), each into its way's link.
 
-use super::{Own, Proxy};
-use crate::net::udp::link::Link;
+use super::{Link, Own, Proxy};
 use std::io;
 use std::net::SocketAddr;
 
