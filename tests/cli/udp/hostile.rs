@@ -67,7 +67,8 @@ fn a_flood_from_ten_thousand_ports_is_dropped_and_counted_in_bounded_memory() {
         1,
         "{said}"
     );
-    assert!(line.contains("dropped by the full queue"), "{line}");
+    // Whether the queue also filled depends on how much of the flood the
+    // kernel let through on a busy machine: not asked.
 
     // The flood's flows are forgotten after --udp-idle, and a new client
     // is served again.
