@@ -144,7 +144,11 @@ fn packets_pace_datagrams_whatever_their_size_and_the_queue_counts_them() {
     }
     let last = start.elapsed().as_secs_f64() - 1.5;
     let sizes = |i: u8| if i % 2 == 0 { 10 } else { 20_000 };
-    assert_eq!(back, (0..7).map(|i| (i, sizes(i))).collect::<Vec<_>>());
+    // Seven, or a little more if sending the twenty took the machine a
+    // tenth of a second; the first ones in order, whatever their size.
+    assert!((7..=9).contains(&back.len()), "{back:?}");
+    let first = (0..back.len() as u8).map(|i| (i, sizes(i)));
+    assert_eq!(back, first.collect::<Vec<_>>());
     // Seven at ten a second, the first at once: 0.6 s, loosely.
     assert!((0.5..8.0).contains(&last), "{last:.2}s");
     assert_refused(
@@ -184,11 +188,12 @@ fn back_from_two_clients(args: &[&str]) -> [usize; 2] {
 fn per_connection_gives_each_flow_its_own_rate_and_queue() {
     // Shared: the burst, the one being paid for and the five queued pass,
     // for both clients together; each its own: as many each.
+    // (Seven, give or take what a slow send lets the bucket refill.)
     let shared = back_from_two_clients(&[]);
-    assert!((6..=8).contains(&(shared[0] + shared[1])), "{shared:?}");
+    assert!((6..=10).contains(&(shared[0] + shared[1])), "{shared:?}");
     let own = back_from_two_clients(&["--per-connection"]);
     for back in own {
-        assert!((6..=8).contains(&back), "{own:?}");
+        assert!((6..=10).contains(&back), "{own:?}");
     }
 }
 
