@@ -351,14 +351,15 @@ impl Proxies {
 /// where the system refused the bind, as toxiproxy says it and tests
 /// match it: `listen tcp 127.0.0.1:3310: bind: address already in use`.
 fn bind_failed(listen: &Address, given: &str, err: &std::io::Error) -> String {
-    match (listen, err.raw_os_error()) {
-        (Address::Tcp { .. }, Some(code)) => {
+    let network = match listen {
+        Address::Tcp { .. } => "tcp",
+        Address::Udp { .. } => "udp",
+        Address::Unix(_) => "",
+    };
+    match err.raw_os_error() {
+        Some(code) if !network.is_empty() => {
             let text = std::io::Error::from_raw_os_error(code).to_string();
-            format!("listen tcp {given}: bind: {}", go_error_text(&text))
-        }
-        (Address::Udp { .. }, Some(code)) => {
-            let text = std::io::Error::from_raw_os_error(code).to_string();
-            format!("listen udp {given}: bind: {}", go_error_text(&text))
+            format!("listen {network} {given}: bind: {}", go_error_text(&text))
         }
         _ => format!("listen {given}: {}", crate::message::one_line(err)),
     }

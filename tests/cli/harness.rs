@@ -438,6 +438,17 @@ pub fn where_it_says(child: &mut Child, prefix: &str) -> (String, Arc<Mutex<Stri
     (said, collect_lines(lines))
 }
 
+/// The first line `child` writes on its standard output (piped), which
+/// it no longer owns: a server's saying where it listens.
+pub fn first_line(child: &mut Child) -> String {
+    use std::io::BufRead;
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("a piped output"))
+        .read_line(&mut first)
+        .unwrap();
+    first
+}
+
 /// What `child` says on standard error, collected as it comes on a
 /// thread of its own.
 pub fn said_by(child: &mut Child) -> Arc<Mutex<String>> {
@@ -573,15 +584,36 @@ fn say_what_was_skipped() {
 /// (said on stderr), except under CI, where .ci/run installs every tool and
 /// a missing one fails the test.
 pub fn installed(tool: &str) -> bool {
-    if Command::new(tool).arg("--version").output().is_ok() {
+    let found = Command::new(tool).arg("--version").output().is_ok();
+    available(
+        found,
+        &format!("{tool} is not installed"),
+        ".ci/run installs it",
+    )
+}
+
+/// `found`, for what a test needs: if it was not, the test is skipped
+/// (`why` is said at the end of the run), except under CI, where .ci/run
+/// provides everything (`how`) and a missing one fails the test.
+pub fn available(found: bool, why: &str, how: &str) -> bool {
+    if found {
         return true;
     }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{tool} is missing; .ci/run installs it"
-    );
-    skipped(&format!("{tool} is not installed"));
+    assert!(std::env::var_os("CI").is_none(), "{why}; {how}");
+    skipped(why);
     false
+}
+
+/// The memory of process `pid` that `field` of its status gives (`VmRSS`
+/// resident now, `VmHWM` at its peak), in KiB. The process must be
+/// running: a test that reads a dead one's memory fails.
+pub fn memory_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("process {pid} has no {field}: it is not running"))
 }
 
 /// True if a test can make a mount namespace of its own (`unshare

@@ -5,7 +5,7 @@
 
 use crate::harness::*;
 use crate::proxy::{Proxy, connect, echo, server};
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -28,10 +28,7 @@ impl HttpServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let first = first_line(&mut child);
         // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
         let port = first
             .split_whitespace()

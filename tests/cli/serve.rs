@@ -152,9 +152,7 @@ impl Toxiproxy {
 
     /// Its resident memory, in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        memory_kib(self.child.id(), "VmRSS")
     }
 
     /// Its process id.

@@ -25,19 +25,11 @@ pub fn ours(path: &str) -> PathBuf {
 
 /// True if `path` exists; if not, the test is skipped, except under CI.
 pub fn set_up(path: &Path) -> bool {
-    if path.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is missing; .ci/run installs it with tests/clients/setup",
-        path.display()
-    );
-    crate::harness::skipped(&format!(
-        "{} is missing: run tests/clients/setup",
-        path.display()
-    ));
-    false
+    crate::harness::available(
+        path.exists(),
+        &format!("{} is missing: run tests/clients/setup", path.display()),
+        ".ci/run installs it with tests/clients/setup",
+    )
 }
 
 /// Runs `command` with the API's port and an echo server's address, and

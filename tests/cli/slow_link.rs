@@ -136,14 +136,7 @@ fn sink(mut stream: TcpStream) {
 fn max_buffer_bounds_what_the_proxy_holds() {
     let upstream = server(sink);
     let proxy = Proxy::start(&upstream, &["--delay", "200ms", "--max-buffer", "2MiB"]);
-    let peak_kib = || -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", proxy.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
-            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
-    };
+    let peak_kib = || memory_kib(proxy.child.id(), "VmHWM");
     let mut stream = connect(&proxy.address);
     // What the proxy takes before any data: its code, its libraries.
     std::thread::sleep(Duration::from_millis(100));

@@ -183,25 +183,10 @@ impl Proxy {
         let mut events = Events::with_capacity(256);
         loop {
             let now = clock.now();
-            if self.obey() {
-                return Ok(());
-            }
             self.retune();
             self.deliver(now);
             self.forget_idle(now);
-            let mut tallies = self.retired;
-            for (way, tally) in tallies.iter_mut().enumerate() {
-                *tally += self.ways[way].tally();
-                for own in self.owns() {
-                    *tally += own.links[way].tally();
-                }
-            }
-            tallies[0].unflowed = self.unflowed;
-            tallies[0].refused = self.refused;
-            for (tally, over) in tallies.iter_mut().zip(self.over_limit) {
-                tally.over_limit = over;
-            }
-            *crate::lock::lock(&self.tallies) = tallies;
+            self.publish_tallies();
             let owns = self.owns();
             let wake = self.ways[0]
                 .wake()
@@ -221,10 +206,13 @@ impl Proxy {
                 result => result?,
             }
             let now = clock.now();
+            let mut woken = false;
             for event in &events {
                 match event.token() {
                     LISTEN => self.take_from_clients(now)?,
-                    CHANGED => {}
+                    // A bucket's settings or a handle's asking: what was
+                    // asked is taken here, never looked for otherwise.
+                    CHANGED => woken = true,
                     ALARM => {
                         if let Some(alarm) = &mut self.alarm {
                             alarm.silence();
@@ -233,16 +221,38 @@ impl Proxy {
                     Token(key) => self.take_from_upstream(key, now),
                 }
             }
+            if woken && self.obey() {
+                return Ok(());
+            }
         }
+    }
+
+    /// Puts what every link did where SIGUSR1's line reads it: the shared
+    /// links, the flows' own, those of flows forgotten, and what the
+    /// proxy itself dropped or was refused.
+    fn publish_tallies(&self) {
+        let mut tallies = self.retired;
+        for (way, tally) in tallies.iter_mut().enumerate() {
+            *tally += self.ways[way].tally();
+            for own in self.owns() {
+                *tally += own.links[way].tally();
+            }
+        }
+        tallies[0].unflowed = self.unflowed;
+        tallies[0].refused = self.refused;
+        for (tally, over) in tallies.iter_mut().zip(self.over_limit) {
+            tally.over_limit = over;
+        }
+        *crate::lock::lock(&self.tallies) = tallies;
     }
 
     /// The flows' own links and buckets, if flows have them: looked
     /// over at every turn, so not even the flows are, when they share.
     fn owns(&self) -> impl Iterator<Item = &Own> {
-        let per_flow = self.per_flow.is_some();
-        self.flows
-            .iter()
-            .take_while(move |_| per_flow)
+        let flows = self.per_flow.as_ref().map(|_| self.flows.iter());
+        flows
+            .into_iter()
+            .flatten()
             .filter_map(|flow| flow.own.as_deref())
     }
 
@@ -294,8 +304,8 @@ impl Proxy {
             true => 1,
             false => datagram.len() as u64,
         };
-        let per_flow = self.per_flow.is_some();
-        for flow in self.flows.iter_mut().take_while(|_| per_flow) {
+        let flows = self.per_flow.as_ref().map(|_| self.flows.iter_mut());
+        for flow in flows.into_iter().flatten() {
             let Some(own) = &mut flow.own else {
                 continue;
             };

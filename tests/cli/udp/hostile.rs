@@ -50,7 +50,7 @@ fn a_flood_from_ten_thousand_ports_is_dropped_and_counted_in_bounded_memory() {
     };
     let mut most = 0;
     while !flood.is_finished() {
-        most = most.max(resident_kib(pid));
+        most = most.max(memory_kib(pid, "VmRSS"));
         std::thread::sleep(Duration::from_millis(20));
     }
     let took = flood.join().unwrap();
@@ -88,13 +88,4 @@ fn a_flood_from_ten_thousand_ports_is_dropped_and_counted_in_bounded_memory() {
         "{}",
         link.stderr()
     );
-}
-
-fn resident_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }

@@ -4,7 +4,6 @@
 
 use crate::harness::*;
 use crate::serve_clients::{ours, set_up};
-use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 
 /// aioquic's server of tests/clients/quic_download.py, killed when
@@ -36,14 +35,11 @@ fn aioquic_installed() -> bool {
         .args(["-c", "import aioquic"])
         .status()
         .is_ok_and(|status| status.success());
-    assert!(
-        has || std::env::var_os("CI").is_none(),
-        "aioquic is missing; .ci/run installs it with tests/clients/setup"
-    );
-    if !has {
-        skipped("aioquic is missing: run tests/clients/setup");
-    }
-    has
+    available(
+        has,
+        "aioquic is missing: run tests/clients/setup",
+        ".ci/run installs it with tests/clients/setup",
+    )
 }
 
 fn serve() -> Server {
@@ -56,10 +52,7 @@ fn serve() -> Server {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let first = first_line(&mut child);
     let port = first
         .trim()
         .strip_prefix("listening on ")
