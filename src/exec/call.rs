@@ -119,6 +119,19 @@ pub fn decode(
     args: &[u64; 6],
     read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
 ) -> io::Result<Call> {
+    Ok(match transfer(nr, args, read)? {
+        Some(call) => call,
+        None => descriptor_call(nr, args),
+    })
+}
+
+/// The calls that move bytes, each read as shape pays for it; `None` for
+/// any other call.
+fn transfer(
+    nr: i64,
+    args: &[u64; 6],
+    read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+) -> io::Result<Option<Call>> {
     let fd = args[0] as i32;
     let single = |way, flags, name| {
         Call::Transfer(Transfer {
@@ -130,7 +143,7 @@ pub fn decode(
             flags_at: None,
         })
     };
-    Ok(match nr {
+    Ok(Some(match nr {
         libc::SYS_write => single(Way::Up, 0, Name::None),
         libc::SYS_read => single(Way::Down, 0, Name::None),
         libc::SYS_sendto => {
@@ -155,25 +168,7 @@ pub fn decode(
             single(Way::Down, args[3] as i32, name)
         }
         libc::SYS_writev | libc::SYS_readv | libc::SYS_pwritev2 | libc::SYS_preadv2 => {
-            let positioned = matches!(nr, libc::SYS_pwritev2 | libc::SYS_preadv2);
-            // preadv2/pwritev2 at offset -1 use the file position, as
-            // readv/writev do; flags (RWF_*) other than none are not
-            // a socket's.
-            if positioned && (args[3] as i64 != -1 || args[5] != 0) {
-                return Ok(Call::Other);
-            }
-            let way = match nr {
-                libc::SYS_writev | libc::SYS_pwritev2 => Way::Up,
-                _ => Way::Down,
-            };
-            Call::Transfer(Transfer {
-                fd,
-                way,
-                buffers: vector(read, args[1], args[2])?,
-                flags: 0,
-                name: Name::None,
-                flags_at: None,
-            })
+            vectored(nr, args, read)?
         }
         libc::SYS_sendmsg | libc::SYS_recvmsg => {
             let way = match nr {
@@ -198,6 +193,47 @@ pub fn decode(
             way: Way::Down,
             length: None,
         },
+        libc::SYS_splice => Call::Coarse {
+            fd: args[2] as i32,
+            way: Way::Up,
+            length: Some(args[4]),
+        },
+        _ => return Ok(None),
+    }))
+}
+
+/// `writev`, `readv`, and `pwritev2` or `preadv2` where they act as those
+/// do.
+fn vectored(
+    nr: i64,
+    args: &[u64; 6],
+    read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+) -> io::Result<Call> {
+    let positioned = matches!(nr, libc::SYS_pwritev2 | libc::SYS_preadv2);
+    // preadv2/pwritev2 at offset -1 use the file position, as readv/writev
+    // do; flags (RWF_*) other than none are not a socket's.
+    if positioned && (args[3] as i64 != -1 || args[5] != 0) {
+        return Ok(Call::Other);
+    }
+    let way = match nr {
+        libc::SYS_writev | libc::SYS_pwritev2 => Way::Up,
+        _ => Way::Down,
+    };
+    Ok(Call::Transfer(Transfer {
+        fd: args[0] as i32,
+        way,
+        buffers: vector(read, args[1], args[2])?,
+        flags: 0,
+        name: Name::None,
+        flags_at: None,
+    }))
+}
+
+/// The calls that make, accept or copy descriptors, which shape follows
+/// to know which descriptors are shaped sockets.
+fn descriptor_call(nr: i64, args: &[u64; 6]) -> Call {
+    let fd = args[0] as i32;
+    match nr {
         libc::SYS_socket => Call::Socket {
             domain: args[0] as i32,
             kind: args[1] as i32,
@@ -234,13 +270,8 @@ pub fn decode(
             fd,
             to: args[1] as i32,
         },
-        libc::SYS_splice => Call::Coarse {
-            fd: args[2] as i32,
-            way: Way::Up,
-            length: Some(args[4]),
-        },
         _ => Call::Other,
-    })
+    }
 }
 
 /// A `splice` with `args` whose source (argument 0) is a shaped socket:

@@ -58,16 +58,7 @@ pub fn spawn(
     let (failed_r, failed_w) = pipe().map_err(fail("pipe"))?;
     // Everything the child needs is made before the fork: after it, the
     // child may only make async-signal-safe calls.
-    let argv_ptrs: Vec<*const libc::c_char> = argv
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp_ptrs: Vec<*const libc::c_char> = envp
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
+    let (argv_ptrs, envp_ptrs) = (null_ended(argv), null_ended(envp));
     let program = libc::sock_fprog {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
@@ -115,26 +106,8 @@ pub fn spawn(
     }
     // SAFETY: just made, owned by no one else.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-    // The child writes an errno here if it could not install the filter;
-    // an end without one means the listener is in place.
-    let mut said = [0u8; 8];
-    let n = loop {
-        match rustix::io::read(&ready_r, &mut said) {
-            Err(rustix::io::Errno::INTR) => continue,
-            other => break other.map_err(io::Error::from),
-        }
-    };
-    match n {
-        Ok(0) => {}
-        Ok(_) => {
-            let errno = i32::from_ne_bytes(said[..4].try_into().unwrap_or_default());
-            let step = match said[4] {
-                0 => "prctl(PR_SET_NO_NEW_PRIVS)",
-                _ => "seccomp(SECCOMP_SET_MODE_FILTER)",
-            };
-            return Err(reap(io::Error::from_raw_os_error(errno), step));
-        }
-        Err(err) => return Err(reap(err, "read")),
+    if let Err((err, step)) = filter_installed(&ready_r) {
+        return Err(reap(err, step));
     }
     let listener =
         take_descriptor(pidfd.as_fd(), ready_w_fd).map_err(|err| reap(err, "pidfd_getfd"))?;
@@ -146,6 +119,40 @@ pub fn spawn(
         listener,
         exec_failed: failed_r,
     })
+}
+
+/// `strings` as the pointers `execve` takes, ended by a null one.
+fn null_ended(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// Waits for the child's word on `ready`: it writes an errno and the step
+/// that failed if it could not install the filter; an end without one
+/// means the listener is in place.
+fn filter_installed(ready: &OwnedFd) -> Result<(), (io::Error, &'static str)> {
+    let mut said = [0u8; 8];
+    let n = loop {
+        match rustix::io::read(ready, &mut said) {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => break other.map_err(io::Error::from),
+        }
+    };
+    match n {
+        Ok(0) => Ok(()),
+        Ok(_) => {
+            let errno = i32::from_ne_bytes(said[..4].try_into().unwrap_or_default());
+            let step = match said[4] {
+                0 => "prctl(PR_SET_NO_NEW_PRIVS)",
+                _ => "seccomp(SECCOMP_SET_MODE_FILTER)",
+            };
+            Err((io::Error::from_raw_os_error(errno), step))
+        }
+        Err(err) => Err((err, "read")),
+    }
 }
 
 /// The child's side of [`spawn`]. Only async-signal-safe calls: it runs

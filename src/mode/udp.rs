@@ -6,6 +6,7 @@
 
 use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
+use crate::bucket::Bucket;
 use crate::cli::Cli;
 use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::Adjuster;
@@ -25,33 +26,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     }
     let start = Start::of(cli)?;
     let (up, down, member) = two_ways(cli, &start)?;
-    let link = cli.slow_link();
-    let counting = cli.counting();
-    let queue_given = cli
-        .max_buffer
-        .map(|given| {
-            counting
-                .count(given)
-                .map(|n| counting.tokens(n))
-                .map_err(|why| {
-                    UsageError(format!("invalid value for '--max-buffer <SIZE>': {why}"))
-                })
-        })
-        .transpose()?;
-    let ways = Way::BOTH.map(|way| {
-        let faults = cli.faults(way);
-        let (limit, burst) = [&up, &down][way as usize].limit_and_burst();
-        let udp = &cli.udp;
-        Impairment {
-            packets: counting == Counting::Datagrams,
-            queue: queue_given.unwrap_or_else(|| default_queue(limit, counting)),
-            held_most: link.delays().then(|| link.capacity(limit, burst)),
-            queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
-            keep_order: udp.jitter_keeps_order,
-            ..Impairment::default()
-        }
-        .under(link.delay, link.jitter, &faults)
-    });
+    let ways = impairments(cli, [&up, &down])?;
     let addresses = || -> std::io::Result<_> {
         Ok((
             listen.datagram_address(true)?,
@@ -60,13 +35,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     };
     let (listening, upstream) = addresses().with_context(|| format!("{listen} to {connect}"))?;
     // Said at start when anything is drawn, so that a run can be replayed.
-    let draws = ways.iter().any(|way| {
-        way.loss.is_some()
-            || way.jitter > 0
-            || way.duplicate > 0.0
-            || way.reorder > 0.0
-            || way.corrupt > 0.0
-    });
+    let draws = ways.iter().any(Impairment::draws);
     let route = Route {
         listen: listening,
         upstream,
@@ -87,22 +56,12 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     )
     .with_context(|| format!("listening on {listen}"))?;
     let tallies = proxy.tallies();
-    let conditions = Arc::new(Conditions::fixing(
-        InForce {
-            faults: Way::BOTH.map(|way| cli.faults(way)),
-            delay: link.delay,
-            jitter: link.jitter,
-        },
-        Fixed {
-            carried: Carried::Datagrams,
-            ..Fixed::default()
-        },
-    ));
+    let conditions = conditions(cli);
     proxy.follow(conditions.clone());
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
-            counting,
+            cli.counting(),
             start.burst.is_some(),
         )
         .retuning(conditions)
@@ -134,6 +93,55 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     drop(member);
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
+}
+
+/// What each way of the link does to datagrams, as the flags say, paced
+/// by that way's bucket (`ways[0]` up, `ways[1]` down).
+fn impairments(cli: &Cli, buckets: [&Arc<Bucket>; 2]) -> anyhow::Result<[Impairment; 2]> {
+    let link = cli.slow_link();
+    let counting = cli.counting();
+    let queue_given = cli
+        .max_buffer
+        .map(|given| {
+            counting
+                .count(given)
+                .map(|n| counting.tokens(n))
+                .map_err(|why| {
+                    UsageError(format!("invalid value for '--max-buffer <SIZE>': {why}"))
+                })
+        })
+        .transpose()?;
+    Ok(Way::BOTH.map(|way| {
+        let faults = cli.faults(way);
+        let (limit, burst) = buckets[way as usize].limit_and_burst();
+        let udp = &cli.udp;
+        Impairment {
+            packets: counting == Counting::Datagrams,
+            queue: queue_given.unwrap_or_else(|| default_queue(limit, counting)),
+            held_most: link.delays().then(|| link.capacity(limit, burst)),
+            queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
+            keep_order: udp.jitter_keeps_order,
+            ..Impairment::default()
+        }
+        .under(link.delay, link.jitter, &faults)
+    }))
+}
+
+/// The delay, jitter and faults in force at start, which `--remote`
+/// changes while the link runs.
+fn conditions(cli: &Cli) -> Arc<Conditions> {
+    let link = cli.slow_link();
+    Arc::new(Conditions::fixing(
+        InForce {
+            faults: Way::BOTH.map(|way| cli.faults(way)),
+            delay: link.delay,
+            jitter: link.jitter,
+        },
+        Fixed {
+            carried: Carried::Datagrams,
+            ..Fixed::default()
+        },
+    ))
 }
 
 /// Why the flags cannot make a UDP link, if they cannot: a stream's

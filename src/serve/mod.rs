@@ -83,31 +83,8 @@ pub struct Serving<'a> {
 pub fn run(serving: Serving) -> Result<(), Refused> {
     let ending = signals::Ending::catch()
         .map_err(|err| Refused::Failed(format!("cannot start: {}", one_line(&err))))?;
-    let failing = ending.failing();
-    let (commands, taken) = channel();
-    let (ready, waker) = channel();
-    let report = serving.report.clone();
-    let seed = serving.seed;
-    let event_loop = std::thread::Builder::new()
-        .name("proxies".into())
-        .spawn(move || {
-            let served = run_by_commands(report, seed, taken, ready);
-            // The loop ends on its own only if poll itself fails: without
-            // it no proxy moves a byte, so the server ends too, saying why.
-            if let Err(err) = &served {
-                failing.fail(format!("the proxies' event loop failed: {}", one_line(err)));
-            }
-            served
-        })
-        .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
-    let Ok(waker) = waker.recv() else {
-        let why = match event_loop.join() {
-            Ok(Err(err)) => err.to_string(),
-            _ => "the event loop did not start".into(),
-        };
-        return Err(Refused::Failed(why));
-    };
-    let event_loop_handle = Loop { commands, waker };
+    let (event_loop_handle, event_loop) =
+        start_event_loop(serving.report.clone(), serving.seed, ending.failing())?;
     let stop = {
         let event_loop = event_loop_handle.clone();
         move || event_loop.stop()
@@ -163,6 +140,37 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
     stop();
     let _ = event_loop.join();
     ended.map_err(Refused::Failed)
+}
+
+/// The proxies' event loop on a thread of its own, and how to command it;
+/// if it fails later, `failing` ends the server saying why.
+fn start_event_loop(
+    report: Option<Printer>,
+    seed: u64,
+    failing: signals::Failing,
+) -> Result<(Loop, std::thread::JoinHandle<std::io::Result<()>>), Refused> {
+    let (commands, taken) = channel();
+    let (ready, waker) = channel();
+    let event_loop = std::thread::Builder::new()
+        .name("proxies".into())
+        .spawn(move || {
+            let served = run_by_commands(report, seed, taken, ready);
+            // The loop ends on its own only if poll itself fails: without
+            // it no proxy moves a byte, so the server ends too, saying why.
+            if let Err(err) = &served {
+                failing.fail(format!("the proxies' event loop failed: {}", one_line(err)));
+            }
+            served
+        })
+        .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
+    let Ok(waker) = waker.recv() else {
+        let why = match event_loop.join() {
+            Ok(Err(err)) => err.to_string(),
+            _ => "the event loop did not start".into(),
+        };
+        return Err(Refused::Failed(why));
+    };
+    Ok((Loop { commands, waker }, event_loop))
 }
 
 /// The API listening on `address`: on IPv4 where the name has both, as

@@ -103,45 +103,13 @@ impl Supervisor<'_> {
     /// A receive, read or vector read: what is there is peeked, paid for,
     /// copied to the caller, consumed, and answered.
     pub(super) fn receive(&mut self, key: usize) -> Progress {
-        let chunk = self.chunk(Way::Down) as usize;
-        let held = &mut self.held[key];
-        let Call::Transfer(transfer) = &held.call else {
+        if let Some(answer) = self.peek(key) {
+            return answer;
+        }
+        let Call::Transfer(transfer) = &self.held[key].call else {
             return Progress::Done(Response::Continue);
         };
         let flags = transfer.flags;
-        if held.peeked.is_none() {
-            let room = transfer.length() as usize;
-            if room == 0 {
-                return Progress::Done(Response::Continue);
-            }
-            let peek = libc::MSG_PEEK | libc::MSG_DONTWAIT | (flags & libc::MSG_OOB);
-            let (size, peek) = match held.kind {
-                SocketKind::Datagram => (room.min(MOST_DATAGRAM), peek | libc::MSG_TRUNC),
-                _ => (room.min(chunk), peek),
-            };
-            let mut data = vec![0; size];
-            let mut name = [0u8; MOST_NAME];
-            match kernel::receive_from(held.socket.as_fd(), &mut data, &mut name, peek) {
-                Ok((0, _)) if held.kind == SocketKind::Stream => {
-                    return Progress::Done(Response::Value(0));
-                }
-                Ok((n, name_len)) => {
-                    data.truncate(n.min(size));
-                    held.peeked = Some(Peeked {
-                        data,
-                        whole: n,
-                        name: name[..name_len.min(MOST_NAME)].to_vec(),
-                    });
-                }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    if held.nonblocking {
-                        return Progress::Done(Response::Error(libc::EAGAIN));
-                    }
-                    return self.watch(key, Interest::READABLE);
-                }
-                Err(err) => return Progress::Done(Response::Error(errno(&err))),
-            }
-        }
         let held = &self.held[key];
         let Some(peeked) = &held.peeked else {
             return Progress::Wait;
@@ -193,6 +161,53 @@ impl Supervisor<'_> {
             self.ways.passed[Way::Down as usize].add(got as u64);
         }
         Progress::Done(Response::Value(returned as i64))
+    }
+
+    /// Peeks, once, what waits on the socket of the held receive `key`,
+    /// as much as the caller has room for and a chunk allows (a datagram
+    /// whole): `Some` with what to do instead if nothing can be peeked
+    /// now.
+    fn peek(&mut self, key: usize) -> Option<Progress> {
+        let chunk = self.chunk(Way::Down) as usize;
+        let held = &mut self.held[key];
+        let Call::Transfer(transfer) = &held.call else {
+            return Some(Progress::Done(Response::Continue));
+        };
+        if held.peeked.is_some() {
+            return None;
+        }
+        let room = transfer.length() as usize;
+        if room == 0 {
+            return Some(Progress::Done(Response::Continue));
+        }
+        let peek = libc::MSG_PEEK | libc::MSG_DONTWAIT | (transfer.flags & libc::MSG_OOB);
+        let (size, peek) = match held.kind {
+            SocketKind::Datagram => (room.min(MOST_DATAGRAM), peek | libc::MSG_TRUNC),
+            _ => (room.min(chunk), peek),
+        };
+        let mut data = vec![0; size];
+        let mut name = [0u8; MOST_NAME];
+        match kernel::receive_from(held.socket.as_fd(), &mut data, &mut name, peek) {
+            Ok((0, _)) if held.kind == SocketKind::Stream => {
+                Some(Progress::Done(Response::Value(0)))
+            }
+            Ok((n, name_len)) => {
+                data.truncate(n.min(size));
+                held.peeked = Some(Peeked {
+                    data,
+                    whole: n,
+                    name: name[..name_len.min(MOST_NAME)].to_vec(),
+                });
+                None
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                if held.nonblocking {
+                    return Some(Progress::Done(Response::Error(libc::EAGAIN)));
+                }
+                Some(self.watch(key, Interest::READABLE))
+            }
+            Err(err) => Some(Progress::Done(Response::Error(errno(&err)))),
+        }
     }
 
     /// `sendfile` into a socket: the file is read at its offset, sent by

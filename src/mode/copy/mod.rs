@@ -15,7 +15,7 @@ use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::{Adjuster, Registration, fleet};
 use crate::counting::{Counting, Written};
 use crate::exit::{Exit, die_of_sigpipe};
-use crate::faults::{Faults, Mischief, ResetStruck, Schedule, Struck, Way, drop_block};
+use crate::faults::{Faults, Mischief, ResetStruck, Schedule, Struck, Tally, Way, drop_block};
 use crate::net;
 use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, UnitsOf, reset_on_close,
@@ -408,23 +408,32 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
     if let Some(reporter) = reporter {
         reporter.finish();
     }
-    if let (Some(line), false) = (tally.and_then(|tally| tally.line(faults)), cli.quiet) {
-        eprintln!("{line}");
-    }
-    if cli.stats && !cli.quiet {
-        let dropped = tally.map_or(0, |tally| tally.dropped_bytes);
-        eprintln!(
-            "{}",
-            stats::line(
-                cli,
-                asked,
-                share_settings.unwrap_or_else(|| bucket.limit_and_burst()),
-                &forwarded,
-                dropped,
-                started
-            )
-        );
-    }
+    let bound = share_settings.unwrap_or_else(|| bucket.limit_and_burst());
+    say_the_end(cli, asked, tally, bound, &forwarded, started);
     drop(registration);
     Ok(exit)
+}
+
+/// What an ended copy says, unless quiet: what the faults did, and with
+/// `--stats` what passed, in how long, paid from a bucket of `bound` (a
+/// share's as a whole, when on one).
+fn say_the_end(
+    cli: &Cli,
+    asked: &Asked,
+    tally: Option<Tally>,
+    bound: (shape_bucket::Limit, u64),
+    forwarded: &Throughput,
+    started: Instant,
+) {
+    if cli.quiet {
+        return;
+    }
+    if let Some(line) = tally.and_then(|tally| tally.line(&asked.faults)) {
+        eprintln!("{line}");
+    }
+    if cli.stats {
+        let dropped = tally.map_or(0, |tally| tally.dropped_bytes);
+        let line = stats::line(cli, asked, bound, forwarded, dropped, started);
+        eprintln!("{line}");
+    }
 }

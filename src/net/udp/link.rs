@@ -107,6 +107,16 @@ impl Impairment {
             ..self.clone()
         }
     }
+
+    /// True if anything in it is drawn at random: then a run says its
+    /// seed, so that it can be replayed.
+    pub fn draws(&self) -> bool {
+        self.loss.is_some()
+            || self.jitter > 0
+            || self.duplicate > 0.0
+            || self.reorder > 0.0
+            || self.corrupt > 0.0
+    }
 }
 
 fn count(what: &mut (u64, u64), datagram: &[u8]) {
