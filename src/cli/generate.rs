@@ -176,7 +176,7 @@ Record progress as JSON lines for a script.
 Unix sockets, pipes and files are never shaped, and cost nothing.
 It works for any binary, static ones included, and needs no root: a seccomp filter hands the command's socket calls to shape, which carries each out on its own copy of the socket a chunk at a time and answers with the count (a short read or write); a datagram is paid for whole.
 shape makes and accepts the command's IP sockets itself and gives them descriptors of 512 or more (half the limit of open files, if lower), so that reads and writes on lower descriptors are never handed over; a socket moved to a low descriptor, one the command was given, one made in another network namespace, or a limit too low to leave room there, is shaped only in its sends and receives, and shape says so once.
-It needs Linux 5.19 or later; without it shape says so and exits 1 without running the command. \fBio_uring_setup\fR fails with ENOSYS, so that programs use plain calls; 32-bit programs are ended rather than run unshaped.
+It needs Linux 5.19 or later and pidfd_getfd; without them shape says so and exits 1 without running the command (in a Docker container, pidfd_getfd needs \fB\-\-cap\-add SYS_PTRACE\fR). \fBio_uring_setup\fR fails with ENOSYS, so that programs use plain calls; 32-bit programs are ended rather than run unshaped.
 \fBsplice\fR into a socket, \fBsendmmsg\fR, \fBrecvmmsg\fR and messages with control data are paid for and let through whole.
 The exit status is the command's (128+N for signal N, 127 if it is not found, 126 if it cannot be run); SIGINT, SIGTERM and SIGHUP sent to shape reach it; when it ends, shape ends, and says so if processes it started still run.
 .TP

@@ -35,9 +35,25 @@ pub enum NotRun {
     /// Status 1: this system cannot shape a command.
     #[error(
         "--exec needs seccomp user notification with killable waits (Linux 5.19 or later) and \
-         pidfd_getfd (5.6): {step} failed: {err}"
+         pidfd_getfd (5.6): {step} failed: {err}{}",
+        remedy(step, err)
     )]
     Unsupported { step: &'static str, err: io::Error },
+}
+
+/// What lets `step` through where it was refused with `err`, where that
+/// is known: Docker's default seccomp profile allows pidfd_getfd only to
+/// a process with CAP_SYS_PTRACE (podman's allows it to all), and so does
+/// Yama at ptrace_scope 2. A profile refuses with EPERM or ENOSYS, as it
+/// is written; a kernel without pidfd_getfd fails the seccomp step first.
+fn remedy(step: &str, err: &io::Error) -> &'static str {
+    match (step, err.raw_os_error()) {
+        ("pidfd_getfd", Some(libc::EPERM | libc::ENOSYS)) => {
+            " (a container's seccomp profile may refuse it, as Docker's does without \
+             CAP_SYS_PTRACE: docker run --cap-add SYS_PTRACE lets it through)"
+        }
+        _ => "",
+    }
 }
 
 impl NotRun {

@@ -272,3 +272,86 @@ fn testcontainers_toxiproxy_module_for_node_drives_the_image() {
         String::from_utf8_lossy(&ran.stderr)
     );
 }
+
+/// podman's seccomp profile, made as Docker's default is on the point
+/// that matters to `--exec`: pidfd_getfd only for a container granted
+/// CAP_SYS_PTRACE (podman's own allows it to all).
+fn profile_as_docker_s(scratch: &Scratch) -> Option<std::path::PathBuf> {
+    let podman_s = std::path::Path::new("/usr/share/containers/seccomp.json");
+    if !available(
+        podman_s.exists(),
+        "podman's seccomp profile is not installed",
+        "shared/containers/setup.sh installs it with podman",
+    ) {
+        return None;
+    }
+    let mut profile: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(podman_s).unwrap()).unwrap();
+    let rules = profile["syscalls"].as_array_mut().unwrap();
+    for rule in rules.iter_mut() {
+        if let Some(names) = rule["names"].as_array_mut() {
+            names.retain(|name| name != "pidfd_getfd");
+        }
+    }
+    rules.retain(|rule| {
+        rule["names"]
+            .as_array()
+            .is_some_and(|names| !names.is_empty())
+    });
+    rules.push(serde_json::json!({
+        "names": ["pidfd_getfd"],
+        "action": "SCMP_ACT_ALLOW",
+        "includes": {"caps": ["CAP_SYS_PTRACE"]}
+    }));
+    let file = scratch.path().join("seccomp.json");
+    std::fs::write(&file, profile.to_string()).unwrap();
+    Some(file)
+}
+
+#[test]
+fn exec_where_a_container_s_profile_refuses_pidfd_getfd_says_what_lets_it_through() {
+    let Some(image) = image() else {
+        return;
+    };
+    if image.contains("toxiproxy-reference") {
+        skipped("--exec is shape's");
+        return;
+    }
+    let scratch = Scratch::new("exec-profile");
+    let Some(profile) = profile_as_docker_s(&scratch) else {
+        return;
+    };
+    // The binary under test, run in the image (which has what it links),
+    // shaping a command of its own: itself, saying its version.
+    let binary = format!("{}:/shape:ro", env!("CARGO_BIN_EXE_shape"));
+    let security = format!("seccomp={}", profile.display());
+    let run = |granted: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--rm",
+            "--tmpfs",
+            "/tmp",
+            "--security-opt",
+            &security,
+        ];
+        args.extend_from_slice(granted);
+        args.extend(["-v", &binary, "--entrypoint", "/shape", &image]);
+        args.extend(["-q", "--rate", "1MiB", "--exec", "/shape", "--version"]);
+        Command::new("podman").args(args).output().unwrap()
+    };
+
+    let refused = run(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(refused.stdout.is_empty(), "the command ran: {refused:?}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("pidfd_getfd failed"), "{stderr}");
+    assert!(stderr.contains("--cap-add SYS_PTRACE"), "{stderr}");
+
+    let granted = run(&["--cap-add", "SYS_PTRACE"]);
+    assert!(granted.status.success(), "{granted:?}");
+    assert!(
+        String::from_utf8_lossy(&granted.stdout).starts_with("shape "),
+        "{granted:?}"
+    );
+}
