@@ -10,7 +10,7 @@ pub mod usage;
 mod values;
 
 use crate::control::fleet::Fallback;
-use crate::control::{Schedule, ShareName};
+use crate::control::{RateSchedule, ShareName};
 use crate::counting::{Counting, Written};
 use crate::faults::{Change, FaultFlags, Faults, Way, parse_probability};
 use crate::net::Address;
@@ -244,7 +244,7 @@ pub struct Cli {
         conflicts_with = "rate",
         allow_hyphen_values = true
     )]
-    pub schedule: Option<Written<Schedule>>,
+    pub schedule: Option<Written<RateSchedule>>,
 
     /// Read from a connection on ADDR (with --connect: be a proxy).
     ///

@@ -24,7 +24,7 @@ pub use adjuster::{Adjuster, default_burst};
 pub use dir::{ControlDir, Registration};
 pub use protocol::{Request, Settings};
 pub use running::{Run, follow, start};
-pub use schedule::{RateFile, Schedule};
+pub use schedule::{RateFile, RateSchedule};
 
 /// A share's name: of this machine's, or a fleet's in Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 /// Rates at offsets from the start of the transfer, in order, as written.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Schedule(pub Vec<(Duration, Written<RateSpec>)>);
+pub struct RateSchedule(pub Vec<(Duration, Written<RateSpec>)>);
 
-impl Schedule {
+impl RateSchedule {
     /// The limits of the timetable when `counting` is counted.
     pub fn limits(&self, counting: Counting) -> Result<Vec<(Duration, Limit)>, String> {
         self.0
@@ -40,7 +40,7 @@ const OFFSET: Accepted = Accepted {
     examples: SCHEDULE_EXAMPLE,
 };
 
-impl FromStr for Schedule {
+impl FromStr for RateSchedule {
     type Err = String;
 
     /// Parses `OFFSET=RATE, OFFSET=RATE, ...` with humantime offsets (a
@@ -64,7 +64,7 @@ impl FromStr for Schedule {
             }
             entries.push((offset, rate));
         }
-        Ok(Schedule(entries))
+        Ok(RateSchedule(entries))
     }
 }
 
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn a_timetable_parses_in_order() {
-        let schedule: Schedule = "0s=1MiB, 30s=10MiB, 2m=unlimited".parse().unwrap();
+        let schedule: RateSchedule = "0s=1MiB, 30s=10MiB, 2m=unlimited".parse().unwrap();
         assert_eq!(
             schedule.limits(Counting::Bytes).unwrap(),
             [
@@ -147,10 +147,13 @@ mod tests {
             ]
         );
         assert_eq!(
-            "0=1m".parse::<Schedule>().unwrap().limits(Counting::Bytes),
+            "0=1m"
+                .parse::<RateSchedule>()
+                .unwrap()
+                .limits(Counting::Bytes),
             Ok(vec![(Duration::ZERO, Limit::per_second(1 << 20))])
         );
-        let crawl: Schedule = "0=2, 1m=30/min".parse().unwrap();
+        let crawl: RateSchedule = "0=2, 1m=30/min".parse().unwrap();
         assert_eq!(
             crawl.limits(Counting::Lines),
             Ok(vec![
@@ -180,7 +183,7 @@ mod tests {
             "0s=1MiB,",
             "0s=0",
         ] {
-            assert!(bad.parse::<Schedule>().is_err(), "{bad}");
+            assert!(bad.parse::<RateSchedule>().is_err(), "{bad}");
         }
     }
 

@@ -49,7 +49,7 @@ pub struct Node {
 }
 
 /// A connection to one server or to a cluster.
-pub enum Link {
+pub enum RedisLink {
     One(Connection),
     Cluster(Box<ClusterConnection>),
 }
@@ -66,12 +66,16 @@ pub enum LinkError {
     ClusterDatabase(i64),
 }
 
-impl Link {
+impl RedisLink {
     /// Connects to `share`'s server within `patience`, and to its cluster
     /// if the server is one of a cluster; if the server cannot be reached
     /// and `known` names nodes of its cluster, through them. Every call
     /// waits at most `patience` for its answer.
-    pub fn open(share: &RedisShare, patience: Duration, known: &[Node]) -> Result<Link, LinkError> {
+    pub fn open(
+        share: &RedisShare,
+        patience: Duration,
+        known: &[Node],
+    ) -> Result<RedisLink, LinkError> {
         let certificates = certificates(share)?;
         let info = share.connection_info();
         let client = match &certificates {
@@ -104,7 +108,7 @@ impl Link {
         one.set_read_timeout(Some(patience))?;
         one.set_write_timeout(Some(patience))?;
         if !matches!(share.server, Endpoint::Tcp { .. }) || !in_a_cluster(&mut one)? {
-            return Ok(Link::One(one));
+            return Ok(RedisLink::One(one));
         }
         if share.db != 0 {
             return Err(LinkError::ClusterDatabase(share.db));
@@ -114,7 +118,7 @@ impl Link {
 
     /// The nodes of the cluster, as it says now; none for one server.
     pub fn nodes(&mut self) -> Vec<Node> {
-        let Link::Cluster(cluster) = self else {
+        let RedisLink::Cluster(cluster) = self else {
             return Vec::new();
         };
         let said: RedisResult<String> = redis::cmd("CLUSTER").arg("NODES").query(cluster.as_mut());
@@ -123,13 +127,13 @@ impl Link {
 
     /// True for a cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Link::Cluster(_))
+        matches!(self, RedisLink::Cluster(_))
     }
 
     fn inner(&mut self) -> &mut dyn ConnectionLike {
         match self {
-            Link::One(one) => one,
-            Link::Cluster(cluster) => cluster.as_mut(),
+            RedisLink::One(one) => one,
+            RedisLink::Cluster(cluster) => cluster.as_mut(),
         }
     }
 }
@@ -139,7 +143,7 @@ fn cluster(
     seeds: Vec<ConnectionInfo>,
     certificates: Option<redis::TlsCertificates>,
     patience: Duration,
-) -> Result<Link, LinkError> {
+) -> Result<RedisLink, LinkError> {
     let (least, most) = CLUSTER_RETRY_WAIT_MS;
     let mut cluster = ClusterClient::builder(seeds)
         .connection_timeout(patience)
@@ -152,7 +156,7 @@ fn cluster(
     }
     let connection = cluster.build()?.get_connection()?;
     connection.set_write_timeout(Some(patience))?;
-    Ok(Link::Cluster(Box::new(connection)))
+    Ok(RedisLink::Cluster(Box::new(connection)))
 }
 
 /// The nodes `CLUSTER NODES` lists: `ID HOST:PORT@BUS[,HOSTNAME] FLAGS ...`.
@@ -269,7 +273,7 @@ fn presentable(certificate: &CertificateDer) -> Result<(), LinkError> {
     )))
 }
 
-impl ConnectionLike for Link {
+impl ConnectionLike for RedisLink {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         self.inner().req_packed_command(cmd)
     }
@@ -291,15 +295,15 @@ impl ConnectionLike for Link {
 
     fn get_db(&self) -> i64 {
         match self {
-            Link::One(one) => one.get_db(),
-            Link::Cluster(cluster) => cluster.get_db(),
+            RedisLink::One(one) => one.get_db(),
+            RedisLink::Cluster(cluster) => cluster.get_db(),
         }
     }
 
     fn supports_pipelining(&self) -> bool {
         match self {
-            Link::One(one) => one.supports_pipelining(),
-            Link::Cluster(cluster) => cluster.supports_pipelining(),
+            RedisLink::One(one) => one.supports_pipelining(),
+            RedisLink::Cluster(cluster) => cluster.supports_pipelining(),
         }
     }
 
@@ -309,8 +313,8 @@ impl ConnectionLike for Link {
 
     fn is_open(&self) -> bool {
         match self {
-            Link::One(one) => one.is_open(),
-            Link::Cluster(cluster) => cluster.is_open(),
+            RedisLink::One(one) => one.is_open(),
+            RedisLink::Cluster(cluster) => cluster.is_open(),
         }
     }
 }

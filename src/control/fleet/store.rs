@@ -23,7 +23,7 @@
 //! the clients' clocks never matter; every number in them is an integer
 //! below 2^53, where Lua's numbers are exact.
 
-use super::link::{Link, LinkError, Node};
+use super::link::{LinkError, Node, RedisLink};
 use super::plan::{Ask, Held, LeaseReply, Trouble};
 use super::url::{Endpoint, RedisShare, Tls};
 use crate::control::protocol::Adjustment;
@@ -276,7 +276,7 @@ fn rustls_error_in(err: &redis::RedisError) -> Option<&rustls::Error> {
 
 /// A connection to the Redis that holds a share.
 pub struct Store {
-    connection: Link,
+    connection: RedisLink,
     keys: [String; 4],
     lease: Script,
     give_back: Script,
@@ -295,7 +295,7 @@ impl Store {
     /// cluster through the nodes `known`.
     fn connect_through(share: &RedisShare, known: &[Node]) -> Result<Store, StoreError> {
         let connection =
-            Link::open(share, PATIENCE, known).map_err(|err| plain_to_tls(share, err))?;
+            RedisLink::open(share, PATIENCE, known).map_err(|err| plain_to_tls(share, err))?;
         let key = |part| format!("shape:{{{}}}:{part}", share.name);
         let mut store = Store {
             connection,
