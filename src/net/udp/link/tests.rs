@@ -350,3 +350,39 @@ fn a_seed_replays_everything_a_link_did() {
     assert_eq!(replay(9), replay(9));
     assert_ne!(replay(9).0, replay(10).0);
 }
+
+#[test]
+fn an_impairment_draws_when_anything_in_it_is_random() {
+    assert!(!Impairment::default().draws(), "a plain link draws nothing");
+    let delayed = Impairment {
+        delay: 50 * MS,
+        queue: 3000,
+        ..Impairment::default()
+    };
+    assert!(!delayed.draws(), "a fixed delay and a queue draw nothing");
+    let random = [
+        Impairment {
+            jitter: MS,
+            ..Impairment::default()
+        },
+        Impairment {
+            loss: Some(Loss::parse("1%").unwrap()),
+            ..Impairment::default()
+        },
+        Impairment {
+            duplicate: 0.01,
+            ..Impairment::default()
+        },
+        Impairment {
+            reorder: 0.01,
+            ..Impairment::default()
+        },
+        Impairment {
+            corrupt: 0.01,
+            ..Impairment::default()
+        },
+    ];
+    for impairment in random {
+        assert!(impairment.draws(), "{impairment:?}");
+    }
+}
