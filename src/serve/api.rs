@@ -494,37 +494,51 @@ mod fuzz {
             any::<bool>().prop_map(Value::from),
             any::<i64>().prop_map(Value::from),
             any::<f64>().prop_map(Value::from),
-            prop_oneof![
-                Just("latency".to_string()),
-                Just("bandwidth".to_string()),
-                Just("upstream".to_string()),
-                Just("downstream".to_string()),
-                Just("127.0.0.1:0".to_string()),
-                ".{0,12}",
-            ]
-            .prop_map(Value::from),
+            prop_oneof![prop::sample::select(known_words()), ".{0,12}"].prop_map(Value::from),
         ];
         leaf.prop_recursive(3, 24, 6, |inner| {
-            let key = prop_oneof![
-                Just("name".to_string()),
-                Just("upstream".to_string()),
-                Just("listen".to_string()),
-                Just("enabled".to_string()),
-                Just("type".to_string()),
-                Just("stream".to_string()),
-                Just("toxicity".to_string()),
-                Just("attributes".to_string()),
-                Just("toxics".to_string()),
-                Just("rate".to_string()),
-                Just("latency".to_string()),
-                "[a-z_]{1,8}",
-            ];
+            let key = prop_oneof![prop::sample::select(known_fields()), "[a-z_]{1,8}"];
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
                 prop::collection::btree_map(key, inner, 0..6)
                     .prop_map(|map| Value::Object(map.into_iter().collect())),
             ]
         })
+    }
+
+    /// Values the API gives meaning to: every kind of toxic in the table,
+    /// the streams, the protocols and an address.
+    fn known_words() -> Vec<String> {
+        let kinds = crate::serve::toxics::TOXICS
+            .iter()
+            .map(|row| row.kind.name());
+        let others = ["upstream", "downstream", "udp", "tcp", "127.0.0.1:0"];
+        kinds.chain(others).map(String::from).collect()
+    }
+
+    /// Field names the API reads: a proxy's and a toxic's, and every
+    /// attribute of every kind in the table.
+    fn known_fields() -> Vec<String> {
+        let fields = [
+            "name",
+            "upstream",
+            "listen",
+            "enabled",
+            "protocol",
+            "type",
+            "stream",
+            "toxicity",
+            "attributes",
+            "toxics",
+        ];
+        let attributes = crate::serve::toxics::TOXICS
+            .iter()
+            .flat_map(|row| row.attributes.iter().map(|attribute| attribute.name));
+        fields
+            .into_iter()
+            .chain(attributes)
+            .map(String::from)
+            .collect()
     }
 
     fn any_route() -> impl Strategy<Value = (&'static str, &'static str)> {
