@@ -31,6 +31,17 @@ fn image() -> Option<String> {
     }
 }
 
+/// The image to test if it is shape's, for what the real toxiproxy's
+/// has not (`why`, said when it is skipped).
+fn shape_s_image(why: &str) -> Option<String> {
+    let image = image()?;
+    if image.contains("toxiproxy-reference") {
+        skipped(why);
+        return None;
+    }
+    Some(image)
+}
+
 /// `podman ARGS`, which must succeed: its standard output.
 fn podman(args: &[&str]) -> String {
     let ran = Command::new("podman").args(args).output().unwrap();
@@ -105,13 +116,9 @@ fn get(address: &str, path: &str) -> String {
 
 #[test]
 fn the_image_is_laid_out_as_toxiproxy_s_and_small() {
-    let Some(image) = image() else {
+    let Some(image) = shape_s_image("the layout is shape's image's") else {
         return;
     };
-    if image.contains("toxiproxy-reference") {
-        skipped("the layout is shape's image's");
-        return;
-    }
     let inspect = |format: &str| podman(&["image", "inspect", "--format", format, &image]);
     assert_eq!(inspect("{{json .Config.Entrypoint}}"), r#"["/toxiproxy"]"#);
     assert_eq!(inspect("{{json .Config.Cmd}}"), r#"["-host=0.0.0.0"]"#);
@@ -310,13 +317,9 @@ fn profile_as_docker_s(scratch: &Scratch) -> Option<std::path::PathBuf> {
 
 #[test]
 fn exec_where_a_container_s_profile_refuses_pidfd_getfd_says_what_lets_it_through() {
-    let Some(image) = image() else {
+    let Some(image) = shape_s_image("--exec is shape's") else {
         return;
     };
-    if image.contains("toxiproxy-reference") {
-        skipped("--exec is shape's");
-        return;
-    }
     let scratch = Scratch::new("exec-profile");
     let Some(profile) = profile_as_docker_s(&scratch) else {
         return;
