@@ -35,7 +35,8 @@ pub enum NotRun {
     /// Status 1: this system cannot shape a command.
     #[error(
         "--exec needs seccomp user notification with killable waits (Linux 5.19 or later) and \
-         pidfd_getfd (5.6): {step} failed: {err}{}",
+         pidfd_getfd (5.6): {step} failed: {}{}",
+        crate::message::one_line(err),
         remedy(step, err)
     )]
     Unsupported { step: &'static str, err: io::Error },

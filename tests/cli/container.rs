@@ -350,6 +350,7 @@ fn exec_where_a_container_s_profile_refuses_pidfd_getfd_says_what_lets_it_throug
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("pidfd_getfd failed"), "{stderr}");
     assert!(stderr.contains("--cap-add SYS_PTRACE"), "{stderr}");
+    assert!(!stderr.contains("os error"), "reasons in words: {stderr}");
 
     let granted = run(&["--cap-add", "SYS_PTRACE"]);
     assert!(granted.status.success(), "{granted:?}");

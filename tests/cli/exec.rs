@@ -796,6 +796,7 @@ fn where_the_kernel_refuses_what_exec_needs_shape_says_so_and_runs_nothing() {
             "{stderr}"
         );
         assert!(stderr.contains(step), "{stderr}");
+        assert!(!stderr.contains("os error"), "reasons in words: {stderr}");
         assert!(!ran.exists(), "the command ran unshaped");
     }
 }
