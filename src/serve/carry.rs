@@ -111,15 +111,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn toxic(kind: &str, attributes: Value) -> Toxic {
-        Toxic {
-            attributes: attributes.as_object().unwrap().clone(),
-            name: format!("{kind}_downstream"),
-            id: 0,
-            revision: 0,
-            kind: Kind::named(kind).unwrap(),
-            stream: "downstream".into(),
-            toxicity: 1.0,
-        }
+        Toxic::made(0, kind, "downstream", attributes, 1.0)
     }
 
     fn faults(effect: Effect) -> crate::faults::Faults {

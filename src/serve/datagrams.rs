@@ -205,15 +205,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn toxic(kind: &str, stream: &str, attributes: Value, toxicity: f64) -> Toxic {
-        Toxic {
-            attributes: attributes.as_object().unwrap().clone(),
-            name: format!("{kind}_{stream}"),
-            id: 0,
-            revision: 0,
-            kind: Kind::named(kind).unwrap(),
-            stream: stream.into(),
-            toxicity,
-        }
+        Toxic::made(0, kind, stream, attributes, toxicity)
     }
 
     #[test]

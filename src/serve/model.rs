@@ -75,6 +75,27 @@ pub struct Toxic {
     pub toxicity: f64,
 }
 
+#[cfg(test)]
+impl Toxic {
+    /// A toxic for tests: `kind` on `stream` with `attributes` as given
+    /// (not merged with the defaults), named after all three.
+    pub fn made(id: u64, kind: &str, stream: &str, attributes: Value, toxicity: f64) -> Toxic {
+        let kind = Kind::named(kind).expect("a kind of the table");
+        Toxic {
+            id,
+            revision: 0,
+            attributes: attributes
+                .as_object()
+                .expect("attributes are an object")
+                .clone(),
+            name: format!("{}_{stream}_{id}", kind.name()),
+            kind,
+            stream: stream.into(),
+            toxicity,
+        }
+    }
+}
+
 /// A whole toxicity as a whole number, as Go writes a float: `1`, not
 /// `1.0`.
 fn as_toxiproxy_writes_it<S: serde::Serializer>(value: &f64, to: S) -> Result<S::Ok, S::Error> {

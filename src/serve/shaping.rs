@@ -354,16 +354,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn toxic(id: u64, kind: &str, stream: &str, toxicity: f64, attributes: Value) -> Toxic {
-        let kind = crate::serve::toxics::Kind::named(kind).unwrap();
-        Toxic {
-            id,
-            revision: 0,
-            attributes: attributes.as_object().unwrap().clone(),
-            name: format!("{}_{id}", kind.name()),
-            kind,
-            stream: stream.into(),
-            toxicity,
-        }
+        Toxic::made(id, kind, stream, attributes, toxicity)
     }
 
     fn rules(toxics: &[Toxic]) -> ToxicRules {
