@@ -592,6 +592,20 @@ pub fn installed(tool: &str) -> bool {
     )
 }
 
+/// `shape` run under prlimit with at most `most` descriptors, to be
+/// given its arguments; `None` (said) where prlimit is missing.
+pub fn shape_short_of_descriptors(most: u32) -> Option<Command> {
+    if !installed("prlimit") {
+        return None;
+    }
+    let mut command = Command::new("prlimit");
+    command
+        .arg(format!("--nofile={most}:{most}"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_shape"));
+    Some(command)
+}
+
 /// `found`, for what a test needs: if it was not, the test is skipped
 /// (`why` is said at the end of the run), except under CI, where .ci/run
 /// provides everything (`how`) and a missing one fails the test.

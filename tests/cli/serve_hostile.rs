@@ -339,15 +339,11 @@ fn slow_and_silent_clients_hold_no_thread_and_stall_nobody() {
 
 #[test]
 fn running_out_of_descriptors_pauses_accepting_and_a_proxy_to_itself_unwinds() {
-    if !installed("prlimit") {
-        return;
-    }
     // 64 descriptors at most: the server's own take about a dozen.
-    let mut command = Command::new("prlimit");
-    command
-        .args(["--nofile=64:64", "--"])
-        .arg(env!("CARGO_BIN_EXE_shape"))
-        .args(["--serve", "127.0.0.1:0"]);
+    let Some(mut command) = shape_short_of_descriptors(64) else {
+        return;
+    };
+    command.args(["--serve", "127.0.0.1:0"]);
     let server = Toxiproxy::from(command);
     let proxy = server.proxy("steady", &echo_server(), json!({}));
     let idle: Vec<TcpStream> = (0..80)

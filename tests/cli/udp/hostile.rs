@@ -5,7 +5,7 @@
 use super::{client, echo};
 use crate::harness::*;
 use std::net::UdpSocket;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// The most memory a flooded link may hold: what it holds by design is a
@@ -15,14 +15,11 @@ const MOST_RESIDENT_KIB: u64 = 48 * 1024;
 
 #[test]
 fn a_flood_from_ten_thousand_ports_is_dropped_and_counted_in_bounded_memory() {
-    if !installed("prlimit") {
-        return;
-    }
     // 256 descriptors: room for a couple of hundred flows, not 10,000.
-    let mut command = Command::new("prlimit");
+    let Some(mut command) = shape_short_of_descriptors(256) else {
+        return;
+    };
     command
-        .args(["--nofile=256:256", "--"])
-        .arg(env!("CARGO_BIN_EXE_shape"))
         .args(["--listen", "udp:127.0.0.1:0", "--connect", &echo()])
         .args(["--rate", "20Mbit", "--delay", "50ms", "--udp-idle", "2s"]);
     let mut link = Listening::start(command, Stdio::null());
