@@ -7,7 +7,11 @@ output in a thread of its own, and counts bytes per 10 ms window on one
 clock. Over the window from --skip seconds to the end less half a second,
 prints each member's rate and part of the total, its CV per 100 ms and per
 10 ms and its empty 100 ms windows, and then the total against the share's
-rate.
+rate. --share given more than once puts the members at those addresses in
+turn: members at different distances from one Redis. --freeze PID:AT:FOR
+stops Redis (SIGSTOP) AT seconds in for FOR seconds, and then says what the
+members spent per 100 ms from the freeze, and over the 1.5 s that start
+0.5 s after Redis wakes.
 
     benches/fleet_members.py --shape target/release/shape --share redis://... \\
         --rate 8MiB --members 4 --seconds 8
@@ -16,6 +20,7 @@ rate.
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,13 +45,20 @@ def cv(values):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", required=True)
-    parser.add_argument("--share", required=True)
+    parser.add_argument(
+        "--share",
+        required=True,
+        action="append",
+        help="the share's address; given more than once, the members take them in turn "
+        "(members at different distances from Redis, each through a proxy of its own)",
+    )
     parser.add_argument("--rate", required=True, help="the share's rate, e.g. 8MiB")
     parser.add_argument("--members", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--skip", type=float, default=1.5)
     parser.add_argument("--label", default="")
     parser.add_argument("--extra", default="", help="more arguments for every shape")
+    parser.add_argument("--freeze", help="PID:AT:FOR: stop Redis AT s in for FOR s")
     args = parser.parse_args()
 
     rate = size(args.rate)
@@ -59,7 +71,8 @@ def main():
         runtime = os.path.join(scratch, f"m{i}")
         os.mkdir(runtime, 0o700)
         env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
-        command = [args.shape, "--share", args.share, "--rate", args.rate, "-q"]
+        share = args.share[i % len(args.share)]
+        command = [args.shape, "--share", share, "--rate", args.rate, "-q"]
         command += args.extra.split()
         child = subprocess.Popen(
             command, stdin=open("/dev/zero", "rb"), stdout=subprocess.PIPE, env=env
@@ -80,7 +93,17 @@ def main():
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         readers.append(reader)
-    time.sleep(args.seconds)
+    woke = None
+    if args.freeze:
+        pid, at, length = args.freeze.split(":")
+        pid, at, length = int(pid), float(at), float(length)
+        time.sleep(max(0.0, start + at - time.monotonic()))
+        os.kill(pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        time.sleep(length)
+        os.kill(pid, signal.SIGCONT)
+        woke = time.monotonic()
+    time.sleep(max(0.0, start + args.seconds - time.monotonic()))
     for child in children:
         child.kill()
     for child in children:
@@ -96,7 +119,17 @@ def main():
         each = sum(tens) / span
         total += each
         rows.append((i + 1, each, cv(hundreds), cv(tens), hundreds.count(0)))
-    label = args.label or args.share
+    label = args.label or " ".join(args.share)
+    if woke is not None:
+        whole = [sum(windows[j] for windows in counts) for j in range(len(counts[0]))]
+
+        def share(t0, t1):
+            first, last = int((t0 - start) * 100), int((t1 - start) * 100)
+            return sum(whole[first:last]) / ((last - first) / 100) / rate
+
+        tenths = [share(t, t + 0.1) for t in (frozen + k / 10 for k in range(int((woke - frozen) * 10) + 30))]
+        print(f"| {label} | per 100 ms from the freeze | " + " ".join(f"{x:.2f}" for x in tenths) + " |")
+        print(f"| {label} | from 0.5 s to 2 s after Redis woke | {share(woke + 0.5, woke + 2.0):.3f} of the share |")
     for member, each, cv100, cv10, empty in rows:
         print(
             f"| {label} | member {member} | {each / 1048576:.3f} MiB/s | "

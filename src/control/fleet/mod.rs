@@ -168,14 +168,15 @@ fn settings_to_join(
     given: bool,
 ) -> Result<(Held, Option<String>), FleetError> {
     let fail = |why: StoreError| FleetError::new(share, why);
-    Ok(match store.held().map_err(fail)? {
+    let (held, members) = store.held_and_members().map_err(fail)?;
+    Ok(match held {
         Some(held) if held.counting != ours.counting => {
             return Err(fail(StoreError::Counts {
                 theirs: held.counting.units(),
                 ours: ours.counting.units(),
             }));
         }
-        Some(_) if store.members().map_err(fail)? == 0 => {
+        Some(_) if members == 0 => {
             if given {
                 store.replace(&ours).map_err(fail)?;
             }

@@ -253,8 +253,11 @@ impl Leases {
         self.forfeit(now, local);
         let ask = self.ask(now, local);
         let (setting, mut wake) = self.gate(now, local);
-        if !setting.paused {
-            // Paused, it spends nothing until the gate's wake-up.
+        // Paused, it spends nothing, so what it holds lasts until the
+        // gate's wake-up; but one whose lease is due and was refused for
+        // want of room on the share has no ramp to wake it, and must ask
+        // again when it may.
+        if !setting.paused || self.surplus(local) <= 0.0 {
             wake = wake.min(self.next_lease(now, local).max(now + MS));
         }
         // Paused for want of leases after spending some, it would spend

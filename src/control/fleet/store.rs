@@ -98,8 +98,9 @@ const UPDATE: &str = include_str!("scripts/update.lua");
 /// atomic on a cluster too, where MULTI cannot be routed.
 const REPLACE: &str = include_str!("scripts/replace.lua");
 
-/// The clock of the node that holds the key.
-const TIME: &str = include_str!("scripts/time.lua");
+/// Shapes on the share whose deadlines are the key: those not yet
+/// forgotten, by the clock of the node that holds it.
+const MEMBERS: &str = include_str!("scripts/members.lua");
 
 /// Why Redis could not serve a share.
 #[derive(Debug, thiserror::Error)]
@@ -282,18 +283,31 @@ pub struct Store {
     give_back: Script,
     update: Script,
     replace: Script,
-    time: Script,
 }
 
 impl Store {
     /// Connects to `share`'s server, within [`PATIENCE`].
     pub fn connect(share: &RedisShare) -> Result<Store, StoreError> {
-        Store::connect_through(share, &[])
+        Store::connect_through(share, &[], false)
+    }
+
+    /// Connects as a member: with the scripts a member calls loaded, so
+    /// that its calls each take one round trip from the first on (the
+    /// round trip is what it plans by).
+    /// `known` are nodes of the share's cluster from an earlier
+    /// connection, to connect through if the share's own server is down.
+    pub fn connect_member(share: &RedisShare, known: &[Node]) -> Result<Store, StoreError> {
+        Store::connect_through(share, known, true)
     }
 
     /// Connects to `share`'s server, or, if it cannot be reached, to its
-    /// cluster through the nodes `known`.
-    fn connect_through(share: &RedisShare, known: &[Node]) -> Result<Store, StoreError> {
+    /// cluster through the nodes `known`; with a member's scripts loaded
+    /// if `member`.
+    fn connect_through(
+        share: &RedisShare,
+        known: &[Node],
+        member: bool,
+    ) -> Result<Store, StoreError> {
         let connection =
             RedisLink::open(share, PATIENCE, known).map_err(|err| plain_to_tls(share, err))?;
         let key = |part| format!("shape:{{{}}}:{part}", share.name);
@@ -309,43 +323,61 @@ impl Store {
             give_back: Script::new(GIVE_BACK),
             update: Script::new(UPDATE),
             replace: Script::new(REPLACE),
-            time: Script::new(TIME),
         };
         // Asks something of the server now, so that a wrong password or
         // database is said here, not at the first lease.
-        let _: Option<String> = redis::cmd("TYPE")
-            .arg(&store.keys[0])
-            .query(&mut store.connection)?;
-        Ok(store)
-    }
-
-    /// Connects as a member: with the scripts a member calls loaded, so
-    /// that its calls each take one round trip from the first on (the
-    /// round trip is what it plans by).
-    /// `known` are nodes of the share's cluster from an earlier
-    /// connection, to connect through if the share's own server is down.
-    pub fn connect_member(share: &RedisShare, known: &[Node]) -> Result<Store, StoreError> {
-        let mut store = Store::connect_through(share, known)?;
-        store.lease.load(&mut store.connection)?;
-        store.give_back.load(&mut store.connection)?;
+        let mut first = redis::pipe();
+        first.cmd("TYPE").arg(&store.keys[0]);
+        let cluster = store.connection.is_cluster();
+        if member && !cluster {
+            // In the same round trip: one each, a member 200 ms from
+            // Redis took two seconds to make its first call.
+            for script in [LEASE, GIVE_BACK] {
+                first.cmd("SCRIPT").arg("LOAD").arg(script).ignore();
+            }
+        }
+        let _: (Option<String>,) = first.query(&mut store.connection)?;
+        if member && cluster {
+            // On every master, which a pipeline, routed by keys, would not
+            // reach.
+            store.lease.load(&mut store.connection)?;
+            store.give_back.load(&mut store.connection)?;
+        }
         Ok(store)
     }
 
     /// The settings the share holds, if it exists.
     pub fn held(&mut self) -> Result<Option<Held>, StoreError> {
-        let fields: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(&self.keys[0])
-            .arg(&[
-                "rate",
-                "burst",
-                "paused",
-                "counting",
-                "generation",
-                "follows",
-            ])
+        let fields: Vec<Option<String>> = self.held_command().query(&mut self.connection)?;
+        self.read_held(&fields)
+    }
+
+    /// The settings the share holds, if it exists, and the shapes on it:
+    /// in one round trip, for a shape that joins.
+    pub fn held_and_members(&mut self) -> Result<(Option<Held>, u64), StoreError> {
+        let (fields, members): (Vec<Option<String>>, u64) = redis::pipe()
+            .add_command(self.held_command())
+            .add_command(self.members_command())
             .query(&mut self.connection)?;
+        Ok((self.read_held(&fields)?, members))
+    }
+
+    fn held_command(&self) -> redis::Cmd {
+        let mut command = redis::cmd("HMGET");
+        command.arg(&self.keys[0]).arg(&[
+            "rate",
+            "burst",
+            "paused",
+            "counting",
+            "generation",
+            "follows",
+        ]);
+        command
+    }
+
+    fn read_held(&self, fields: &[Option<String>]) -> Result<Option<Held>, StoreError> {
         let number = |field: &Option<String>| field.as_deref().map(str::parse::<u64>);
-        match fields.as_slice() {
+        match fields {
             [None, None, None, None, None, _] => Ok(None),
             [rate, burst, paused, counting, generation, follows] => {
                 let read = |field| match number(field) {
@@ -380,12 +412,15 @@ impl Store {
 
     /// Shapes on the share: those not yet forgotten.
     pub fn members(&mut self) -> Result<u64, StoreError> {
-        let now = self.now_us()?;
-        Ok(redis::cmd("ZCOUNT")
-            .arg(&self.keys[2])
-            .arg(now)
-            .arg("+inf")
-            .query(&mut self.connection)?)
+        Ok(self.members_command().query(&mut self.connection)?)
+    }
+
+    /// Sent whole (EVAL), as it is small: it needs no loading, so it
+    /// shares a round trip with whatever goes before it.
+    fn members_command(&self) -> redis::Cmd {
+        let mut command = redis::cmd("EVAL");
+        command.arg(MEMBERS).arg(1).arg(&self.keys[2]);
+        command
     }
 
     /// Tokens leased in all, by every member ever.
@@ -543,15 +578,6 @@ impl Store {
             .arg(&earlier[..])
             .query(&mut self.connection)?;
         Ok(removed > 0)
-    }
-
-    /// Microseconds on the clock of the Redis that holds the share (in a
-    /// cluster, the node of the share's slot, whose clock the scripts
-    /// read).
-    fn now_us(&mut self) -> Result<u64, StoreError> {
-        let (seconds, micros): (u64, u64) =
-            self.time.key(&self.keys[0]).invoke(&mut self.connection)?;
-        Ok(seconds * 1_000_000 + micros)
     }
 }
 

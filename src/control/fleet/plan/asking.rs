@@ -59,7 +59,9 @@ impl Leases {
         if self.held.paused {
             return 0;
         }
-        if self.fresh || self.surplus(local) < 0.0 {
+        // Due at a surplus of nothing, as `next_lease` says: else a
+        // paused member would be woken each millisecond to ask nothing.
+        if self.fresh || self.surplus(local) <= 0.0 {
             self.lease_size(rate)
         } else {
             0
@@ -69,7 +71,7 @@ impl Leases {
     /// Tokens held, spendable or not yet, beyond what lasts a round trip
     /// and a margin at the bucket's rate: negative when the next lease is
     /// due.
-    fn surplus(&self, local: Local) -> f64 {
+    pub(super) fn surplus(&self, local: Local) -> f64 {
         let spent = local.granted.wrapping_sub(self.base);
         let held = i128::from(self.leased()) - i128::from(spent);
         let horizon = self.round_trip.likely() + MARGIN + self.lease_time() / 2;

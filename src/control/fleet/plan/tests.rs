@@ -365,4 +365,22 @@ fn a_member_given_less_than_its_part_asks_again_a_tenth_of_a_lease_later() {
     assert!(ask.is_some_and(|ask| ask.want > 0), "{ask:?}");
 }
 
+/// A member that joined when the others' stretches left it no room:
+/// paused, with nothing to spend, it must still wake to ask again. It
+/// slept until its poll for the settings instead (two round trips: 0.8 s
+/// of nothing at 200 ms from Redis).
+#[test]
+fn a_member_given_nothing_for_want_of_room_wakes_to_ask_again_soon() {
+    let mut plan = Leases::new(held(1), Fallback::Block, 0, 0);
+    let _ = plan.step(0, idle(0), Event::Tick);
+    let refused = plan.step(200 * MS, idle(0), answer(0, 0, RATE / 4));
+    assert!(refused.set.unwrap().paused);
+    assert_eq!(refused.ask, None, "not at once");
+    // A tenth of a lease later, at the least 25 ms.
+    let again = 200 * MS + FIRST_BACKOFF;
+    assert_eq!(refused.wake, again);
+    let ask = plan.step(again, idle(0), Event::Tick).ask;
+    assert!(ask.is_some_and(|ask| ask.want > 0), "{ask:?}");
+}
+
 mod fleet;

@@ -133,6 +133,15 @@ struct Spent {
 /// ms to Redis, and one more from `newcomer` s on, if given.
 fn run(members: usize, round_trip: u64, seconds: u64, newcomer: Option<u64>) -> Spent {
     let all = members + usize::from(newcomer.is_some());
+    run_at(&vec![round_trip; all], members, seconds, newcomer)
+}
+
+/// Runs saturated members, member `i` `round_trips[i]` ms from Redis:
+/// the first `members` from the start, and one more (the last) from
+/// `newcomer` s on, if given.
+fn run_at(round_trips: &[u64], members: usize, seconds: u64, newcomer: Option<u64>) -> Spent {
+    let all = members + usize::from(newcomer.is_some());
+    assert_eq!(round_trips.len(), all);
     let mut redis = Redis {
         rate: RATE,
         burst: BURST,
@@ -171,8 +180,9 @@ fn run(members: usize, round_trip: u64, seconds: u64, newcomer: Option<u64>) -> 
                     locals[id].setting = Some(setting);
                 }
                 if let Some(ask) = step.ask {
-                    let answer = redis.lease(id, now + round_trip * MS / 2, &ask);
-                    in_flight.push((now + round_trip * MS, id, answer));
+                    let round_trip = round_trips[id] * MS;
+                    let answer = redis.lease(id, now + round_trip / 2, &ask);
+                    in_flight.push((now + round_trip, id, answer));
                 }
             }
         }
@@ -215,6 +225,22 @@ fn members_get_even_parts_of_an_exact_total_at_any_distance() {
                 );
             }
         }
+    }
+}
+
+/// Two members 5 ms from Redis and two 200 ms away: the far ones asked
+/// late for the stretches they were owed and the near ones took more
+/// (0.951 of the share: 0.267 of it each near, 0.233 far).
+#[test]
+fn members_at_different_distances_get_even_parts_of_an_exact_total() {
+    let spent = run_at(&[5, 5, 200, 200], 4, 10, None).members;
+    let total: u64 = spent.iter().sum();
+    let off = total as f64 / (RATE * 6) as f64 - 1.0;
+    eprintln!("{off:+.4} {spent:?}");
+    assert!(off.abs() < 0.01, "{off:+.4} of the share ({spent:?})");
+    for each in &spent {
+        let part = *each as f64 / (total as f64 / 4.0);
+        assert!((part - 1.0).abs() < 0.05, "{spent:?}");
     }
 }
 
