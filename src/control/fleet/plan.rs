@@ -170,6 +170,9 @@ pub struct Leases {
     ramps: VecDeque<Ramp>,
     /// When the call in flight was sent.
     asking: Option<u64>,
+    /// The number of the last call made, and of the last one answered.
+    calls: u64,
+    heard_call: u64,
     /// When the last answer came.
     heard: u64,
     round_trip: RoundTrip,
@@ -213,6 +216,8 @@ impl Leases {
             spendable: 0,
             ramps: VecDeque::new(),
             asking: None,
+            calls: 0,
+            heard_call: 0,
             heard: now,
             round_trip: RoundTrip {
                 smoothed: 0.0,
@@ -292,6 +297,7 @@ impl Leases {
         // distance of more than twice the share's burst in time, members
         // would run dry before each lease.
         let asked = self.asking.take().unwrap_or(now);
+        self.heard_call = self.calls;
         self.round_trip.note(now.saturating_sub(asked));
         let redis_now = asked + now.saturating_sub(asked) / 2;
         self.heard = now;

@@ -7,8 +7,9 @@
 //!   (for `--status`), the slopes counted now, the members, and those
 //!   content with less than an even split (their count and demand).
 //! - `:member`, a hash: each member's record (its demand, whether it is
-//!   counted as content, and its stretches in force: slopes in tokens a
-//!   second and ends in microseconds of Redis's own clock).
+//!   counted as content, the number of its last call, and its stretches
+//!   in force: slopes in tokens a second, ends in microseconds of Redis's
+//!   own clock, and the call that granted each, with its tokens).
 //! - `:deadline`, a sorted set: when each member is forgotten unless it
 //!   calls again.
 //! - `:changes`, a sorted set: when each member's counted slope next
@@ -42,7 +43,7 @@ const KEEP_MS: u64 = 86_400_000;
 const FARTHEST_LEAD_US: u64 = 2_000_000;
 /// A member that has not called for two of its lease times and this is
 /// forgotten: it claims no part of the rate.
-const GRACE_US: u64 = 1_000_000;
+pub const GRACE_US: u64 = 1_000_000;
 /// The share's lease time grows by this for every member, so that the
 /// members together call about 200 times a second however many they are.
 pub const PER_MEMBER_US: u64 = 5_000;
@@ -71,6 +72,12 @@ const LEAST_LEASE_US: u64 = 100_000;
 /// that joins finds its part free at once rather than when the others'
 /// long stretches end. A member given less than its part gets a short
 /// stretch, so that its next lease, at a larger slope, is not far off.
+///
+/// Each call is numbered by its member, and says the last one whose
+/// answer it took in: a stretch granted on a call that the member gave up
+/// waiting for (a Redis that hung runs the calls queued meanwhile when it
+/// wakes) is dropped, and a call older than one already run grants
+/// nothing.
 ///
 /// Returns granted, lead (us until the first granted token may be spent;
 /// negative if some may be spent already), generation, rate, burst,
@@ -328,18 +335,23 @@ impl Store {
         // database is said here, not at the first lease.
         let mut first = redis::pipe();
         first.cmd("TYPE").arg(&store.keys[0]);
-        let cluster = store.connection.is_cluster();
-        if member && !cluster {
-            // In the same round trip: one each, a member 200 ms from
-            // Redis took two seconds to make its first call.
-            for script in [LEASE, GIVE_BACK] {
-                first.cmd("SCRIPT").arg("LOAD").arg(script).ignore();
+        if !store.connection.is_cluster() {
+            if member {
+                // In the same round trip: one each, a member 200 ms from
+                // Redis took two seconds to make its first call.
+                for script in [LEASE, GIVE_BACK] {
+                    first.cmd("SCRIPT").arg("LOAD").arg(script).ignore();
+                }
             }
+            let _: (Option<String>,) = first.query(&mut store.connection)?;
+            return Ok(store);
         }
-        let _: (Option<String>,) = first.query(&mut store.connection)?;
-        if member && cluster {
-            // On every master, which a pipeline, routed by keys, would not
-            // reach.
+        // A cluster's connection takes no pipeline, and loads a script on
+        // every master.
+        let _: Option<String> = redis::cmd("TYPE")
+            .arg(&store.keys[0])
+            .query(&mut store.connection)?;
+        if member {
             store.lease.load(&mut store.connection)?;
             store.give_back.load(&mut store.connection)?;
         }
@@ -355,6 +367,10 @@ impl Store {
     /// The settings the share holds, if it exists, and the shapes on it:
     /// in one round trip, for a shape that joins.
     pub fn held_and_members(&mut self) -> Result<(Option<Held>, u64), StoreError> {
+        if self.connection.is_cluster() {
+            // Its connection takes no pipeline.
+            return Ok((self.held()?, self.members()?));
+        }
         let (fields, members): (Vec<Option<String>>, u64) = redis::pipe()
             .add_command(self.held_command())
             .add_command(self.members_command())
@@ -453,6 +469,8 @@ impl Store {
             .arg(PER_MEMBER_US)
             .arg(ask.lasting.as_micros() as u64)
             .arg(LEAST_LEASE_US)
+            .arg(ask.call)
+            .arg(ask.heard)
             .invoke(&mut self.connection)?;
         let [
             granted,

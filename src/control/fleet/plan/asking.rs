@@ -35,6 +35,7 @@ impl Leases {
         let demand = self.demand(now, local);
         self.fresh = false;
         self.asking = Some(now);
+        self.calls += 1;
         self.paced_from = (local.granted, now);
         self.held_back = false;
         Some(Ask {
@@ -42,6 +43,8 @@ impl Leases {
             demand,
             lasting: std::time::Duration::from_nanos(self.lease_time()),
             settings: self.held,
+            call: self.calls,
+            heard: self.heard_call,
         })
     }
 

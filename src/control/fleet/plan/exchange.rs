@@ -59,6 +59,12 @@ pub struct Ask {
     /// The settings, with their generation, that start the share again if
     /// Redis lost it.
     pub settings: Held,
+    /// This call's number: each is larger than the last.
+    pub call: u64,
+    /// The number of the last call whose answer was taken in (0 for
+    /// none): what was granted on a later one, which the member gave up
+    /// waiting for, is not its own.
+    pub heard: u64,
 }
 
 /// How the local bucket is to be set.

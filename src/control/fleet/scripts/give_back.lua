@@ -4,7 +4,7 @@ local s = redis.call('HMGET', KEYS[1], 'committed', 'members', 'satisfied', 'sat
 local r = redis.call('HGET', KEYS[2], ARGV[2])
 local v = {}
 if r then for x in string.gmatch(r, '%d+') do v[#v + 1] = tonumber(x) end end
-if #v >= 5 and v[5] == tonumber(s[5]) then
+if #v >= 6 and v[5] == tonumber(s[5]) then
   local committed, n = tonumber(s[1]) or 0, tonumber(s[2]) or 0
   local satisfied, wanted = tonumber(s[3]) or 0, tonumber(s[4]) or 0
   committed = committed - v[4]

@@ -29,27 +29,28 @@ if not epoch then
   committed, n, satisfied, wanted = 0, 0, 0, 0
 end
 -- A member's record: its demand, whether it is counted as content and as
--- a member, the slope it counts for now, the share's epoch, then its
--- stretches not yet ended, each as its slope and its end. They run one
--- after another on the member's own timeline, and any of them may yet
--- run: the member counts for the largest slope among them, which only
+-- a member, the slope it counts for now, the share's epoch, the number of
+-- its last call run, then its stretches not yet ended, each as its slope,
+-- its end, the number of the call that granted it and its tokens. They
+-- run one after another on the member's own timeline, and any of them may
+-- yet run: the member counts for the largest slope among them, which only
 -- ever falls.
-local HEAD = 5
+local HEAD, EACH = 6, 4
 local function read(id)
   local r = redis.call('HGET', KEYS[2], id)
   local v = {}
   if r then for x in string.gmatch(r, '%d+') do v[#v + 1] = tonumber(x) end end
-  if #v < HEAD or (#v - HEAD) % 2 == 1 or v[5] ~= epoch then v = {0, 0, 0, 0, epoch} end
+  if #v < HEAD or (#v - HEAD) % EACH ~= 0 or v[5] ~= epoch then v = {0, 0, 0, 0, epoch, 0} end
   return v
 end
--- Forgets the stretches ended by now and counts the member for the
--- largest slope left; returns the record and the first end left.
-local function recount(v)
-  local kept, most, first = {v[1], v[2], v[3], v[4], v[5]}, 0, nil
-  for i = HEAD + 1, #v - 1, 2 do
-    if v[i + 1] > now then
-      kept[#kept + 1] = v[i]
-      kept[#kept + 1] = v[i + 1]
+-- The record with only the stretches that `keep` keeps (given each
+-- stretch's first index), counted for the largest slope among them;
+-- and the first end left.
+local function only(v, keep)
+  local kept, most, first = {v[1], v[2], v[3], v[4], v[5], v[6]}, 0, nil
+  for i = HEAD + 1, #v - EACH + 1, EACH do
+    if keep(i) then
+      for j = 0, EACH - 1 do kept[#kept + 1] = v[i + j] end
       most = math.max(most, v[i])
       if not first or v[i + 1] < first then first = v[i + 1] end
     end
@@ -57,6 +58,10 @@ local function recount(v)
   committed = committed + most - v[4]
   kept[4] = most
   return kept, first
+end
+-- Forgets the stretches ended by now.
+local function recount(v)
+  return only(v, function(i) return v[i + 1] > now end)
 end
 -- Writes the record, or drops it once it neither is a member nor counts,
 -- and schedules the next look at it for its first end.
@@ -74,6 +79,16 @@ local function unclaim(v)
   end
   v[2], v[3] = 0, 0
 end
+-- A call that a member gave up waiting for (Redis hung, and runs it on
+-- waking) is not heard: one run after a later one changes nothing, and a
+-- later one drops what it granted, which the member never knew of. Kept,
+-- a stretch it never spends would hold the member's next lease back by
+-- its length: up to a lease time, 5 s on a share of 1,000.
+local id, call, heard = ARGV[1], tonumber(ARGV[16]), tonumber(ARGV[17])
+if call <= read(id)[6] then
+  return {0, 0, generation, rate, burst, paused, counting, math.max(n, 1), 0, follows, 0,
+          math.max(tonumber(ARGV[15]), n * tonumber(ARGV[13]))}
+end
 -- Slopes ended and forgotten members are set right a few at a time:
 -- until then they count, which only ever holds back.
 local BATCH = 64
@@ -88,9 +103,14 @@ for _, other in ipairs(gone) do
   save(other, v, first)
 end
 if #gone > 0 then redis.call('ZREM', KEYS[3], unpack(gone)) end
--- The caller, as this call leaves it.
-local id = ARGV[1]
+-- The caller, as this call leaves it, but for what it did not hear.
 local v, first = recount(read(id))
+v, first = only(v, function(i)
+  if v[i + 2] <= heard then return true end
+  leased = leased - v[i + 3]
+  return false
+end)
+v[6] = call
 unclaim(v)
 n, satisfied, wanted = n + 1, math.max(0, satisfied), math.max(0, wanted)
 v[3] = 1
@@ -129,13 +149,12 @@ elseif slope >= 1 then
   if slope < part * 0.95 then stretch = math.min(lasting, math.max(least, math.min(lasting / 10, 1000000))) end
   want = math.min(want, math.max(1, math.floor(slope * stretch / 1000000)))
   local start = now
-  if #v > HEAD then start = math.max(now, v[#v]) end
+  if #v > HEAD then start = math.max(now, v[#v - EACH + 2]) end
   local cost = math.ceil(want * 1000000 / slope)
   local tau = math.floor(burst * 1000000 / rate)
   lead = start - tau - now
   if lead <= math.max(tonumber(ARGV[7]), 2 * lasting) then
-    v[#v + 1] = slope
-    v[#v + 1] = start + cost
+    for _, x in ipairs({slope, start + cost, call, want}) do v[#v + 1] = x end
     v, first = recount(v)
     granted = want
   end
