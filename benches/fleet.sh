@@ -23,13 +23,22 @@
 #      call on the new node (MONITOR) and the share per 100 ms meanwhile
 #      (benches/fleet_follow.py);
 #   7. over TLS (certificates made with openssl): 4 shapes on an 8 MiB/s
-#      share.
+#      share;
+#   8. members at different distances: 2 shapes 5 ms from Redis and 2
+#      200 ms away on an 8 MiB/s share, measured from 1.5 s (joining
+#      included) and from 4 s;
+#   9. 4 shapes holding the data while Redis is away (--share-fallback
+#      block), Redis frozen (SIGSTOP) for 3 s: the share per 100 ms from
+#      the freeze, and over the 1.5 s that start 0.5 s after it wakes;
+#  10. 4 shapes, one ended by SIGTERM and then by SIGKILL: how long until
+#      the others spend the whole share.
 #
-#   benches/fleet.sh [distance] [calls] [restart] [exit] [change] [cluster] [tls]   # all when none is named
+#   benches/fleet.sh [distance] [calls] [restart] [exit] [change] [cluster] [tls] [mixed] [wakes] [ends]
+#   (all when none is named)
 #
 # It installs redis-server with apt-get if root and missing.
 set -euo pipefail
-sections=${*:-distance calls restart exit change cluster tls}
+sections=${*:-distance calls restart exit change cluster tls mixed wakes ends}
 wanted() { [[ " $sections " == *" $1 "* ]]; }
 cd "$(dirname "$0")/.."
 
@@ -326,5 +335,44 @@ echo "| --- | --- | --- | --- | --- | --- | --- |"
 SHAPE_REDIS_CA_FILE=$tls/ca.pem python3 benches/fleet_members.py --shape "$shape" \
     --share "rediss://127.0.0.1:$port/fleett" --rate 8MiB --members 4 --seconds 10 --skip 4 --label "TLS, 4 shapes"
 redis-cli -p "$port" --tls --cacert "$tls/ca.pem" shutdown nosave >/dev/null 2>&1 || true
+echo
+fi
+
+# 8. Members near and far.
+if wanted mixed; then
+near=$(free_port)
+far=$(free_port)
+"$shape" --listen "127.0.0.1:$near" --connect "unix:$socket" --delay 2500us -q &
+near_proxy=$!
+"$shape" --listen "127.0.0.1:$far" --connect "unix:$socket" --delay 100ms -q &
+far_proxy=$!
+sleep 0.3
+echo "| 5 ms (members 1, 3) and 200 ms (2, 4) | member | rate | part / even part | CV per 100 ms | CV per 10 ms | empty 100 ms windows |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for skip in 1.5 4; do
+    python3 benches/fleet_members.py --shape "$shape" --rate 8MiB --members 4 --seconds 10 --skip "$skip" \
+        --share "redis://127.0.0.1:$near/mixed$skip" --share "redis://127.0.0.1:$far/mixed$skip" \
+        --label "from $skip s"
+done
+kill "$near_proxy" "$far_proxy"
+echo
+fi
+
+# 9. Redis frozen for 3 s under 4 shapes that hold the data meanwhile.
+if wanted wakes; then
+for run in 1 2 3; do
+    python3 benches/fleet_members.py --shape "$shape" --share "redis+unix://$socket/wakes$run" \
+        --rate 8MiB --members 4 --seconds 9 --skip 1.5 --extra "--share-fallback block" \
+        --freeze "$redis_pid:2:3" --label "frozen, run $run" | grep -v member
+done
+echo
+fi
+
+# 10. A member ended: its part freed.
+if wanted ends; then
+for end in TERM KILL; do
+    python3 benches/fleet_members.py --shape "$shape" --share "redis+unix://$socket/ends$end" \
+        --rate 8MiB --members 4 --seconds 8 --skip 5 --end "$end:3" --label "SIG$end" | grep -v member
+done
 echo
 fi

@@ -11,7 +11,9 @@ rate. --share given more than once puts the members at those addresses in
 turn: members at different distances from one Redis. --freeze PID:AT:FOR
 stops Redis (SIGSTOP) AT seconds in for FOR seconds, and then says what the
 members spent per 100 ms from the freeze, and over the 1.5 s that start
-0.5 s after Redis wakes.
+0.5 s after Redis wakes. --end SIGNAL:AT ends the first shape with SIGNAL (TERM
+or KILL) AT seconds in, and says when the others' pace over 100 ms first
+reaches 95% of the share after it.
 
     benches/fleet_members.py --shape target/release/shape --share redis://... \\
         --rate 8MiB --members 4 --seconds 8
@@ -59,6 +61,7 @@ def main():
     parser.add_argument("--label", default="")
     parser.add_argument("--extra", default="", help="more arguments for every shape")
     parser.add_argument("--freeze", help="PID:AT:FOR: stop Redis AT s in for FOR s")
+    parser.add_argument("--end", help="SIGNAL:AT: end the first shape with SIGNAL AT s in")
     args = parser.parse_args()
 
     rate = size(args.rate)
@@ -103,6 +106,12 @@ def main():
         time.sleep(length)
         os.kill(pid, signal.SIGCONT)
         woke = time.monotonic()
+    ended = None
+    if args.end:
+        name, at = args.end.split(":")
+        time.sleep(max(0.0, start + float(at) - time.monotonic()))
+        children[0].send_signal(getattr(signal, "SIG" + name))
+        ended = time.monotonic()
     time.sleep(max(0.0, start + args.seconds - time.monotonic()))
     for child in children:
         child.kill()
@@ -120,6 +129,16 @@ def main():
         total += each
         rows.append((i + 1, each, cv(hundreds), cv(tens), hundreds.count(0)))
     label = args.label or " ".join(args.share)
+    if ended is not None:
+        first = int((ended - start) * 100)
+        others = [sum(windows[j] for windows in counts[1:]) for j in range(len(counts[0]))]
+        back = next(
+            (j for j in range(first + 10, len(others)) if sum(others[j - 10 : j]) * 10 >= 0.95 * rate),
+            None,
+        )
+        after = "never" if back is None else f"{(back - first) / 100:.2f} s"
+        print(f"| {label} | the others at 95% of the share after the first shape ended | {after} |")
+        counts = counts[1:]
     if woke is not None:
         whole = [sum(windows[j] for windows in counts) for j in range(len(counts[0]))]
 
@@ -133,7 +152,7 @@ def main():
     for member, each, cv100, cv10, empty in rows:
         print(
             f"| {label} | member {member} | {each / 1048576:.3f} MiB/s | "
-            f"{each / total * args.members:.3f} | {cv100:.3f} | {cv10:.3f} | {empty} |"
+            f"{each / total * len(counts):.3f} | {cv100:.3f} | {cv10:.3f} | {empty} |"
         )
     print(f"| {label} | total | {total / 1048576:.3f} MiB/s | {total / rate:.4f} of the share | | | |")
     sys.stdout.flush()

@@ -27,6 +27,9 @@ pub struct Run {
     /// Where SIGINT, SIGTERM and SIGHUP go instead of ending shape
     /// (`--exec`'s command).
     pub pass_on: Option<Box<dyn Fn(i32) + Send>>,
+    /// A fleet's share to leave before SIGINT or SIGTERM ends shape, so
+    /// that its part is free at once.
+    pub leaving: Option<super::fleet::Departure>,
 }
 
 /// Starts answering signals and remote control for `run`, registered as
@@ -53,6 +56,7 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
         printer,
         rate_file,
         pass_on,
+        leaving,
     } = run;
     let say = printer.clone();
     let handlers = Handlers {
@@ -72,6 +76,9 @@ pub fn start(run: Run, share: Option<String>, quiet: bool) -> io::Result<Option<
         before_exit: {
             let control = control.clone();
             Box::new(move || {
+                if let Some(leaving) = &leaving {
+                    leaving.leave();
+                }
                 if let Some(dir) = &control {
                     dir.unregister(pid);
                 }

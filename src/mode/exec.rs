@@ -64,6 +64,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         &passed,
         printer.clone(),
         Some(pass_on),
+        member.as_ref(),
     )?;
     let shown = command
         .first()

@@ -90,8 +90,9 @@ pub fn invalid<T, W>(
 
 /// Starts the live controls of a run: the timetable, signals and remote
 /// control (registered with the share if there is one), passing SIGINT,
-/// SIGTERM and SIGHUP to `pass_on` if given. Returns when the run started
-/// and the registration to keep until it ends.
+/// SIGTERM and SIGHUP to `pass_on` if given, else leaving the fleet's
+/// share of `member` on them. Returns when the run started and the
+/// registration to keep until it ends.
 pub fn go_live(
     cli: &Cli,
     start: &Start,
@@ -99,6 +100,7 @@ pub fn go_live(
     passed: &Passed,
     printer: Printer,
     pass_on: Option<Box<dyn Fn(i32) + Send>>,
+    member: Option<&fleet::Member>,
 ) -> io::Result<(Instant, Option<Registration>)> {
     let started = Instant::now();
     if !start.schedule.is_empty() {
@@ -111,6 +113,7 @@ pub fn go_live(
         printer,
         rate_file: cli.rate_file.clone(),
         pass_on,
+        leaving: member.map(fleet::Member::departure),
     };
     // Only a share of this machine's counts its shapes by registration.
     let local_share = match &cli.share {

@@ -55,6 +55,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         &passed,
         printer.clone(),
         None,
+        member.as_ref(),
     )?;
     let shaping = proxy::Shaping {
         settings: Arc::new(Tuning(adjuster)),

@@ -81,7 +81,15 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             adjuster.follower(way).map_err(std::io::Error::other)
         }));
     }
-    let (_, _registration) = go_live(cli, &start, adjuster, &passed, printer.clone(), None)?;
+    let (_, _registration) = go_live(
+        cli,
+        &start,
+        adjuster,
+        &passed,
+        printer.clone(),
+        None,
+        member.as_ref(),
+    )?;
     if !cli.quiet {
         proxy.saying(printer.clone());
         printer.line(&format!("shape: listening on udp:{}", proxy.local()?));

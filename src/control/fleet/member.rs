@@ -38,10 +38,31 @@ enum Job {
 /// A shape's place on a fleet's share: leasing goes on while it lives;
 /// leaving gives back what is unused.
 pub struct Member {
-    inbox: Sender<Note>,
-    planner: Option<JoinHandle<()>>,
+    departure: Departure,
     /// The share's limit and burst, as the planner last heard them.
     share_settings: Arc<Mutex<(Limit, u64)>>,
+}
+
+/// What makes a member leave its share from any thread (the one that
+/// answers SIGTERM, say), once, whoever asks first: a member killed by a
+/// signal was forgotten only at its deadline, two lease times and a
+/// second after its last call, and held its part until then.
+#[derive(Clone)]
+pub struct Departure {
+    inbox: Sender<Note>,
+    planner: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Departure {
+    /// Stops leasing and gives back what was leased and not spent, if
+    /// Redis takes it within [`LEAVE_WITHIN`]; returns when that is done.
+    pub fn leave(&self) {
+        let _ = self.inbox.send(Note::Leave);
+        let planner = crate::lock::lock(&self.planner).take();
+        if let Some(planner) = planner {
+            let _ = planner.join();
+        }
+    }
 }
 
 /// Who this member is, where, and what it tells the user.
@@ -91,8 +112,10 @@ impl Member {
             .name("fleet".into())
             .spawn(move || planner.run(notes))?;
         Ok(Member {
-            inbox,
-            planner: Some(planner),
+            departure: Departure {
+                inbox,
+                planner: Arc::new(Mutex::new(Some(planner))),
+            },
             share_settings,
         })
     }
@@ -104,21 +127,19 @@ impl Member {
 
     /// Stops leasing and gives back what was leased and not spent, if
     /// Redis takes it within [`LEAVE_WITHIN`].
-    pub fn leave(mut self) {
-        self.stop();
+    pub fn leave(self) {
+        self.departure.leave();
     }
 
-    fn stop(&mut self) {
-        let _ = self.inbox.send(Note::Leave);
-        if let Some(planner) = self.planner.take() {
-            let _ = planner.join();
-        }
+    /// What makes this member leave from another thread.
+    pub fn departure(&self) -> Departure {
+        self.departure.clone()
     }
 }
 
 impl Drop for Member {
     fn drop(&mut self) {
-        self.stop();
+        self.departure.leave();
     }
 }
 
@@ -198,6 +219,8 @@ impl Planner {
     /// (its tokens are ours to give back) and then for Redis to take back
     /// what is unused.
     fn leave(mut self, notes: &Receiver<Note>) {
+        // Nothing more is spent: what is given back stays unspent.
+        self.bucket.set_paused(true);
         let deadline = std::time::Instant::now() + LEAVE_WITHIN;
         let left = || deadline.saturating_duration_since(std::time::Instant::now());
         if self.plan.asking() {

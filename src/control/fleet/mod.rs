@@ -25,7 +25,7 @@ mod store;
 mod swarm;
 mod url;
 
-pub use member::Member;
+pub use member::{Departure, Member};
 pub use plan::Held;
 pub use store::StoreError;
 pub use url::{RedisShare, hide_password};

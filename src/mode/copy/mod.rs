@@ -202,7 +202,15 @@ fn set_up(cli: &Cli, asked: &Asked) -> anyhow::Result<SetUp> {
     let passed = Passed::One(forwarded.clone());
     let reporter = start_reporter(cli, &passed, total, &bucket);
     let say = printer(reporter.as_ref());
-    let (started, registration) = go_live(cli, &asked.start, adjuster, &passed, say.clone(), None)?;
+    let (started, registration) = go_live(
+        cli,
+        &asked.start,
+        adjuster,
+        &passed,
+        say.clone(),
+        None,
+        member.as_ref(),
+    )?;
     let (file, output_name) = open_output(cli)?;
     if asked.faults.stall_after.is_some() {
         // Stalled, nothing is written, so a reader that left is never met
