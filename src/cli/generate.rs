@@ -261,7 +261,7 @@ Print a status line on standard error (bytes, elapsed time, the rate over the la
 How \fBshape \-\-remote\fR reaches a running shape; it carries no meaning by itself.
 .TP
 \fBSIGINT\fR, \fBSIGTERM\fR
-Stop at once; what was written stays written.
+Stop at once; what was written stays written. A shape on a fleet\*(Aqs share first gives back what it leased and did not spend (within 200 ms), so that its part is free at once.
 .SH REMOTE CONTROL
 \fBshape \-\-remote\fR \fIPID\fR [\fB\-\-rate\fR \fIRATE\fR] [\fB\-\-burst\fR \fISIZE\fR] [\fB\-\-pause\fR | \fB\-\-resume\fR] [\fB\-\-delay\fR \fIDURATION\fR [\fB\-\-jitter\fR \fIDURATION\fR]] [fault flags]
 changes the shape running as \fIPID\fR, waits for it to acknowledge, and prints the settings now in force, with the delay and faults in force if any; with nothing to change, it only asks, and adds what has passed so far.
