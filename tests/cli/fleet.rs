@@ -496,18 +496,7 @@ fn a_share_holds_its_total_and_even_parts_with_redis_far_away() {
     let Some(redis) = Redis::start("fleet-far", &[]) else {
         return;
     };
-    // 150 ms to Redis and back, through shape's own proxy.
-    let distance = Listening::start(
-        shape([
-            "--listen",
-            "127.0.0.1:0",
-            "--connect",
-            &format!("unix:{}", redis.socket().display()),
-            "--delay",
-            "75ms",
-        ]),
-        Stdio::null(),
-    );
+    let distance = at_a_distance(&redis, Duration::from_millis(150));
     let share = format!("redis://{}/far", distance.address);
     let args = ["--share", &share, "--rate", "4MiB"];
     let (a, b) = (Runtime::new("fleet-far-a"), Runtime::new("fleet-far-b"));

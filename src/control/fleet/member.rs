@@ -44,8 +44,8 @@ pub struct Member {
 }
 
 /// What makes a member leave its share from any thread (the one that
-/// answers SIGTERM, say), once, whoever asks first: a member killed by a
-/// signal was forgotten only at its deadline, two lease times and a
+/// answers SIGTERM, say), once, whoever asks first: a shape ended by
+/// SIGTERM was forgotten only at its deadline, two lease times and a
 /// second after its last call, and held its part until then.
 #[derive(Clone)]
 pub struct Departure {

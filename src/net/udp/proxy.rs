@@ -206,13 +206,20 @@ impl Proxy {
                 result => result?,
             }
             let now = clock.now();
-            let mut woken = false;
+            // A bucket's settings or a handle's asking: what was asked is
+            // taken here, never looked for otherwise, and before the
+            // datagrams that came with it. Asked before they were sent
+            // (an API call answered, then a datagram), it is in force for
+            // them: taken after, a datagram sent once a loss was removed
+            // could still be lost to it.
+            let woken = events.iter().any(|event| event.token() == CHANGED);
+            if woken && self.obey() {
+                return Ok(());
+            }
             for event in &events {
                 match event.token() {
                     LISTEN => self.take_from_clients(now)?,
-                    // A bucket's settings or a handle's asking: what was
-                    // asked is taken here, never looked for otherwise.
-                    CHANGED => woken = true,
+                    CHANGED => {}
                     ALARM => {
                         if let Some(alarm) = &mut self.alarm {
                             alarm.silence();
@@ -220,9 +227,6 @@ impl Proxy {
                     }
                     Token(key) => self.take_from_upstream(key, now),
                 }
-            }
-            if woken && self.obey() {
-                return Ok(());
             }
         }
     }
