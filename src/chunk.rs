@@ -17,17 +17,39 @@ pub const MAX_CHUNK: usize = 512 * 1024;
 /// any 10 ms window.
 const CHUNK_SECONDS: f64 = 0.0025;
 
-/// The bytes of one chunk at `limit`: about 2.5 ms worth, at least one
-/// byte, at most [`MAX_CHUNK`] and at most half the burst. Half, so that
-/// the chunk paid ahead and the one being written fit in the burst together
-/// and a small burst at a high rate is not exceeded downstream. Without a
-/// limit the burst bounds nothing, and the chunk is the largest.
+/// A packet: no real link moves less at a time (tc's tbf asks a burst of
+/// at least one MTU), and below [`PACKET_RATE`] a chunk is one.
+pub const PACKET: f64 = 1500.0;
+
+/// The rate below which 10 ms holds less than a [`PACKET`]: there a chunk
+/// of 2.5 ms is a sliver (51 bytes at 20 KiB/s, 400 wake-ups a second
+/// for each connection at any rate), and a packet's worth at a time is as
+/// smooth as a real link of that rate.
+pub const PACKET_RATE: f64 = PACKET * 100.0;
+
+/// The longest a chunk of a packet may take at its rate, as pv writes every
+/// 100 ms: what a reader waits for at most, a keystroke included.
+const PACKET_SECONDS: f64 = 0.1;
+
+/// The bytes of one chunk at `limit`: about 2.5 ms worth, or below
+/// [`PACKET_RATE`] a packet (at most 100 ms worth); at least one byte, at
+/// most [`MAX_CHUNK`] and at most half the burst. Half, so that the chunk
+/// paid ahead and the one being written fit in the burst together and a
+/// small burst at a high rate is not exceeded downstream. Without a limit
+/// the burst bounds nothing, and the chunk is the largest.
 pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     match limit {
         Limit::Unlimited => MAX_CHUNK,
-        Limit::Rate(rate) => ((rate.bytes_per_sec() * CHUNK_SECONDS).clamp(1.0, MAX_CHUNK as f64)
-            as usize)
-            .min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1)),
+        Limit::Rate(rate) => {
+            let per_second = rate.bytes_per_sec();
+            let worth = if per_second < PACKET_RATE {
+                PACKET.min(per_second * PACKET_SECONDS)
+            } else {
+                per_second * CHUNK_SECONDS
+            };
+            (worth.clamp(1.0, MAX_CHUNK as f64) as usize)
+                .min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
+        }
     }
 }
 
@@ -108,7 +130,15 @@ mod tests {
     fn chunks_follow_the_rate_within_bounds() {
         assert_eq!(chunk_size(Limit::Unlimited, 1 << 30), MAX_CHUNK);
         assert_eq!(chunk_size(Limit::Unlimited, 1000), MAX_CHUNK);
-        assert_eq!(chunk_size(Limit::per_second(4096), 1 << 20), 10);
+        // Below 150 KB/s a packet, at most 100 ms of the rate, and at
+        // most half the burst (the default burst is 100 ms).
+        assert_eq!(chunk_size(Limit::per_second(4096), 1 << 20), 409);
+        assert_eq!(chunk_size(Limit::per_second(4096), 409), 204);
+        assert_eq!(chunk_size(Limit::per_second(20_480), 1 << 20), 1500);
+        assert_eq!(chunk_size(Limit::per_second(20_480), 2048), 1024);
+        assert_eq!(chunk_size(Limit::per_second(149_999), 1 << 20), 1500);
+        // From 150 KB/s, where 10 ms holds a packet, 2.5 ms.
+        assert_eq!(chunk_size(Limit::per_second(150_000), 1 << 20), 375);
         assert_eq!(chunk_size(Limit::per_second(1), 1 << 20), 1);
         assert_eq!(chunk_size(Limit::per_second(1 << 20), 1 << 20), 2621);
         assert_eq!(chunk_size(Limit::per_second(200 << 20), 1 << 30), MAX_CHUNK);

@@ -145,7 +145,7 @@ fault_table! {
 
     /// Lose blocks of the stream (or datagrams) with probability PROB.
     ///
-    /// Lose each block of the stream (1 KiB, or 2.5 ms of data at the
+    /// Lose each block of the stream (1 KiB, or a chunk of data at the
     /// starting rate if that is less), or each datagram of a UDP link,
     /// with probability PROB, '0.01' or '1%': for tests of checksums and
     /// framing. A MODEL loses them in bursts: 'gemodel:P,R[,1-H[,1-K]]'

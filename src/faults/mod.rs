@@ -6,8 +6,8 @@
 //! - `--slice SIZE[:VARIATION]`, `--slice-pause DURATION`: every write
 //!   cut into pieces of about SIZE bytes, each written on its own, with
 //!   the pause between them (toxiproxy's slicer).
-//! - `--drop PROB`: a block of the stream (a chunk, 2.5 ms of data at
-//!   the starting rate) is lost (netem's loss, for tests of checksums and
+//! - `--drop PROB`: a block of the stream (a chunk at the starting
+//!   rate, at most 1 KiB) is lost (netem's loss, for tests of checksums and
 //!   framing).
 //! - `--corrupt PROB`: each byte has one random bit flipped with that
 //!   probability (netem's corrupt).

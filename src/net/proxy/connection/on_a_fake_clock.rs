@@ -182,13 +182,14 @@ fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
     let (mut from, mut to) = bench.sides(30_000, true);
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
-    // From an empty bucket: a chunk of 250 bytes every 2.5 ms, to the
-    // nanosecond, the last at 300 ms; never a byte before it is paid.
-    assert_eq!(moments.len(), 120);
+    // From an empty bucket: a chunk of a packet (1,500 bytes, below
+    // 150 KB/s) every 15 ms, to the nanosecond, the last at 300 ms; never
+    // a byte before it is paid.
+    assert_eq!(moments.len(), 20);
     for (k, &t) in moments.iter().enumerate() {
-        assert_eq!(t, (k as u64 + 1) * 2_500_000, "moment {k}");
-        assert_eq!(to.out_by(t), (k + 1) * 250, "by {t} ns");
-        assert_eq!(to.out_by(t - 1), k * 250, "just before {t} ns");
+        assert_eq!(t, (k as u64 + 1) * 15 * MS, "moment {k}");
+        assert_eq!(to.out_by(t), (k + 1) * 1500, "by {t} ns");
+        assert_eq!(to.out_by(t - 1), k * 1500, "just before {t} ns");
     }
     assert_eq!(to.shut_at, Some(300 * MS), "the end passes on at once");
 }
@@ -221,18 +222,22 @@ fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
     let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, 100 * MS);
-    assert_eq!(to.out(), 10_000, "100 ms at 100,000 B/s");
-    // Doubled at 100 ms, with a chunk of 250 bytes paid for at the old
-    // rate and due at 102.5 ms: that wait is moved to 101.25 ms, the
-    // chunks after it are 2.5 ms of the new rate (500 bytes), and the
-    // last byte leaves at 200 ms.
+    assert_eq!(
+        to.out(),
+        9_000,
+        "chunks of 1,500 bytes at 100,000 B/s by 90 ms"
+    );
+    // Doubled at 100 ms, with a chunk of 1,500 bytes paid for at the old
+    // rate and due at 105 ms, 500 tokens short: that wait is moved to
+    // 102.5 ms, the chunks after it are 2.5 ms of the new rate (500
+    // bytes, from 150 KB/s), and the last byte leaves at 200 ms.
     bench.clock.advance_to(100 * MS);
     bench.bucket.set_limit(Limit::per_second(200_000));
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
-    assert_eq!(moments[0], 101_250_000);
-    assert_eq!(to.out_by(101_250_000), 10_250);
-    assert_eq!(to.out_by(103_750_000), 10_750);
+    assert_eq!(moments[0], 102_500_000);
+    assert_eq!(to.out_by(102_500_000), 10_500);
+    assert_eq!(to.out_by(105_000_000), 11_000);
     assert_eq!(moments.last(), Some(&(200 * MS)));
 }
 
@@ -244,10 +249,12 @@ fn a_delay_line_holds_each_chunk_for_the_delay_after_it_is_paid() {
     bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
     assert_eq!(to.out_by(50 * MS - 1), 0, "nothing before the delay");
-    // The chunk paid at 2.5 ms leaves at 52.5 ms; the last, paid at
-    // 300 ms, at 350 ms, and the end follows it.
-    assert_eq!(to.writes.first().map(|w| w.0), Some(52_500_000));
-    assert_eq!(to.out_by(150 * MS), 10_000);
+    // The first chunk, a packet (1,500 bytes: below 150 KB/s a chunk is
+    // one), is paid at 15 ms and leaves at 65 ms; by 150 ms, those paid by
+    // 100 ms (the sixth at 90 ms); the last, paid at 300 ms, at 350 ms,
+    // and the end follows it.
+    assert_eq!(to.writes.first().map(|w| w.0), Some(65_000_000));
+    assert_eq!(to.out_by(150 * MS), 9_000);
     assert_eq!(to.writes.last().map(|w| w.0), Some(350 * MS));
     assert_eq!(to.shut_at, Some(350 * MS));
 }
@@ -292,10 +299,11 @@ fn a_stall_in_time_keeps_the_output_open_and_silent_from_that_moment() {
     let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
     let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
-    // What was paid before 100 ms went out; nothing from that moment on
-    // (the chunk due at 100 ms itself is lost), and no end.
-    assert_eq!(to.out(), 9_750);
-    assert_eq!(to.writes.last().map(|w| w.0), Some(97_500_000));
+    // What was paid before 100 ms went out (a chunk of 1,500 bytes every
+    // 15 ms, the last at 90 ms); nothing from that moment on (the chunk
+    // due at 105 ms is lost), and no end.
+    assert_eq!(to.out(), 9_000);
+    assert_eq!(to.writes.last().map(|w| w.0), Some(90 * MS));
     assert_eq!(to.shut_at, None);
     assert!(bench.direction.done(), "its input read to the end, unpaid");
 }
@@ -329,9 +337,10 @@ fn a_fault_sent_while_running_counts_from_that_moment() {
     });
     bench.run(&mut from, &mut to, u64::MAX);
     // Sent at 50 ms, it stalls at 150 ms: the last chunk out is the one
-    // due at 147.5 ms.
-    assert_eq!(to.out(), 14_750);
-    assert_eq!(to.writes.last().map(|w| w.0), Some(147_500_000));
+    // due at 135 ms (a chunk of 1,500 bytes every 15 ms); the one due at
+    // 150 ms is lost.
+    assert_eq!(to.out(), 13_500);
+    assert_eq!(to.writes.last().map(|w| w.0), Some(135 * MS));
 }
 
 #[test]

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Many slow connections at once, shape beside the real toxiproxy-server:
+# N connections, each limited to RATE (shape `--rate RATE --per-connection`,
+# toxiproxy's `bandwidth` toxic at the same rate), each writing five
+# seconds' worth of bytes through the proxy to a local sink, all at once.
+# The load driver is ../shared/device/proxyload.go (built here with Go); it
+# prints the wall time until every connection's bytes arrived and the
+# proxy's own CPU (from wait4). Five seconds is what a proxy that keeps the
+# rate takes; more says it fell behind.
+#
+#   benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]
+#
+# RATE is in bytes a second; the default cases are 1, 50 and 1,000
+# connections at 20,000 B/s, 50 and 200 at 200,000 B/s, and 32 at
+# 10,000,000 B/s. toxiproxy's rate is in units of 1,000 B/s, so the two
+# are held to the same limit. Build toxiproxy-server with
+# ../shared/toxiproxy/build.sh. The descriptor limit is raised for the
+# largest cases (4,000 connections need 8,000 and more).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+toxiproxy=${1:?usage: benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]}
+shift
+cases=${*:-1:20000 50:20000 1000:20000 50:200000 200:200000 32:10000000}
+toxiproxy=$(cd "$(dirname "$toxiproxy")" && pwd)/$(basename "$toxiproxy")
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+cargo build --release --quiet --bin shape
+shape=$PWD/target/release/shape
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+CGO_ENABLED=0 go build -o "$scratch/proxyload" ../shared/device/proxyload.go
+
+# toxiproxy-server starts its proxy from a file, written once proxyload has
+# chosen the ports (FRONT, SINK and API in the environment); the toxic is
+# posted once its API answers.
+{
+    echo '#!/bin/sh'
+    echo "echo \"[{\\\"name\\\": \\\"load\\\", \\\"listen\\\": \\\"127.0.0.1:\$FRONT\\\", \\\"upstream\\\": \\\"127.0.0.1:\$SINK\\\"}]\" >$scratch/proxies.json"
+    echo "exec $toxiproxy -host 127.0.0.1 -port \$API -config $scratch/proxies.json >/dev/null 2>&1"
+} >"$scratch/toxiproxy.sh"
+chmod +x "$scratch/toxiproxy.sh"
+
+echo "| proxy | connections | data | wall | throughput | CPU s | CPU s per GiB | rate each |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+for case in $cases; do
+    conns=${case%%:*}
+    rate=${case#*:}
+    kib=$((rate * 5 / 1024))
+    "$scratch/proxyload" -name shape -conns "$conns" -kib "$kib" -- \
+        "$shape -q --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate $rate --per-connection" |
+        sed "s#\$# $rate B/s |#"
+    "$scratch/proxyload" -name toxiproxy -conns "$conns" -kib "$kib" \
+        -post "http://{API}/proxies/load/toxics" \
+        -body "{\"type\": \"bandwidth\", \"stream\": \"upstream\", \"attributes\": {\"rate\": $((rate / 1000))}}" -- \
+        "$scratch/toxiproxy.sh" |
+        sed "s#\$# $rate B/s |#"
+done
