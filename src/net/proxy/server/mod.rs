@@ -7,9 +7,11 @@
 //! that the API can say so.
 
 mod admission;
+mod deadlines;
 mod shortage;
 
 use admission::{Awaiting, Parked};
+use deadlines::Deadlines;
 
 use super::connection::{BUFFER, Connection, End, Failure, Seeds};
 use super::resolver::{Found, Resolver};
@@ -105,6 +107,8 @@ pub(super) struct EventLoop<'a> {
     /// Connections whose rules changed, to step in this round whether
     /// they wait for anything or not.
     retuned: Vec<usize>,
+    /// The moment each connection waits for, filed after each step.
+    deadlines: Deadlines,
     alarm: Option<Alarm>,
     waker: Arc<Waker>,
     /// Set when settings change: every waiting connection is stepped.
@@ -166,6 +170,7 @@ impl<'a> EventLoop<'a> {
             watched: Vec::new(),
             ready: Vec::new(),
             retuned: Vec::new(),
+            deadlines: Deadlines::default(),
             alarm,
             waker,
             changed: Arc::new(AtomicBool::new(false)),
@@ -398,16 +403,10 @@ impl<'a> EventLoop<'a> {
             if !accept.is_empty() {
                 self.accept_all(&accept, &mut ready);
             }
-            let due = match self.changed.swap(false, Ordering::SeqCst) {
-                true => u64::MAX,
-                false => now,
-            };
-            ready.extend(
-                self.connections
-                    .iter()
-                    .filter(|(_, c)| c.wake_at.is_some_and(|t| t <= due))
-                    .map(|(key, _)| key),
-            );
+            match self.changed.swap(false, Ordering::SeqCst) {
+                true => self.deadlines.waiting(&mut ready),
+                false => self.deadlines.due(now, &mut ready),
+            }
             ready.sort_unstable();
             ready.dedup();
             for key in ready.drain(..) {
@@ -421,15 +420,16 @@ impl<'a> EventLoop<'a> {
     }
 
     /// How long poll may sleep: until the earliest deadline of a
-    /// connection or of the rest from accepting, or until an event if
+    /// connection (put off to the end of its millisecond, with every other
+    /// due in it) or of the rest from accepting, or until an event if
     /// nothing is due. A deadline finer than poll's milliseconds is left
     /// to the alarm, which is an event.
     fn sleep(&mut self) -> Option<Duration> {
         let now = self.clock.now();
         let earliest = self
-            .connections
-            .iter()
-            .filter_map(|(_, c)| c.wake_at)
+            .deadlines
+            .wake_at()
+            .into_iter()
             .chain(self.accept_resumes)
             .min()?;
         match earliest {
@@ -454,6 +454,8 @@ impl<'a> EventLoop<'a> {
                 self.say(&format!("shape: {}: {tally}", self.connections[key].peer));
             }
             self.forget(key);
+        } else if let Some(connection) = self.connections.get(key) {
+            self.deadlines.file(key, connection.wake_at);
         }
     }
 
@@ -491,6 +493,7 @@ impl<'a> EventLoop<'a> {
 
     /// Closes connection `key`'s sockets and forgets it.
     fn forget(&mut self, key: usize) {
+        self.deadlines.file(key, None);
         let mut connection = self.connections.remove(key);
         if let Some(end) = connection.own_end {
             self.own_ends.remove(&end);
