@@ -53,6 +53,25 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     }
 }
 
+/// How much time a proxy's chunk is worth from [`PACKET_RATE`] on (a
+/// packet, there): a connection's evenness is judged per 100 ms, which ten
+/// chunks keep within a CV of 0.05, and a chunk of 2.5 ms made 200
+/// connections at 200 kB/s ask the one loop for 160,000 steps a second.
+const PROXY_CHUNK_SECONDS: f64 = 0.01;
+
+/// The bytes of one chunk of a proxy's direction at `limit`: as
+/// [`chunk_size`] below [`PACKET_RATE`], and 10 ms of the rate from there
+/// on, within the same bounds.
+pub fn proxy_chunk_size(limit: Limit, burst: u64) -> usize {
+    match limit {
+        Limit::Rate(rate) if rate.bytes_per_sec() >= PACKET_RATE => {
+            ((rate.bytes_per_sec() * PROXY_CHUNK_SECONDS).clamp(1.0, MAX_CHUNK as f64) as usize)
+                .min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
+        }
+        _ => chunk_size(limit, burst),
+    }
+}
+
 /// The most chunks a second a copy or a proxy's direction can be counted
 /// on to wake for: past it the rate may not be reached.
 pub const MOST_CHUNKS_A_SECOND: f64 = 10_000.0;
@@ -144,6 +163,21 @@ mod tests {
         assert_eq!(chunk_size(Limit::per_second(200 << 20), 1 << 30), MAX_CHUNK);
         assert_eq!(chunk_size(Limit::per_second(200 << 20), 1000), 500);
         assert_eq!(chunk_size(Limit::per_second(200 << 20), 1), 1);
+    }
+
+    #[test]
+    fn a_proxys_chunks_are_10_ms_from_where_10_ms_holds_a_packet() {
+        // Below 150 KB/s as everywhere else: a packet.
+        assert_eq!(proxy_chunk_size(Limit::per_second(100_000), 1 << 20), 1500);
+        // From there, 10 ms of the rate: a packet at 150 KB/s, so no step.
+        assert_eq!(proxy_chunk_size(Limit::per_second(150_000), 1 << 20), 1500);
+        assert_eq!(proxy_chunk_size(Limit::per_second(200_000), 1 << 20), 2000);
+        assert_eq!(proxy_chunk_size(Limit::per_second(200_000), 2000), 1000);
+        assert_eq!(
+            proxy_chunk_size(Limit::per_second(200 << 20), 1 << 30),
+            MAX_CHUNK
+        );
+        assert_eq!(proxy_chunk_size(Limit::Unlimited, 1), MAX_CHUNK);
     }
 
     #[test]

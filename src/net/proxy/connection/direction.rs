@@ -324,7 +324,7 @@ impl Direction {
             .saturating_sub(self.line.held());
         let want = match stalled {
             true => BUFFER,
-            false => chunk_size(limit, burst)
+            false => proxy_chunk_size(limit, burst)
                 .min(self.link.max_chunk())
                 .min(BUFFER)
                 .min(usize::try_from(room).unwrap_or(usize::MAX)),

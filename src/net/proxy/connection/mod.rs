@@ -5,7 +5,7 @@ use super::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use super::stream::Stream;
 use super::strikes::Strikes;
 use crate::bucket::Bucket;
-use crate::chunk::chunk_size;
+use crate::chunk::{chunk_size, proxy_chunk_size};
 use crate::conditions::{Conditions, Watch};
 use crate::duration::least;
 use crate::faults::{ResetStruck, Way, drop_block};

@@ -229,15 +229,17 @@ fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
     );
     // Doubled at 100 ms, with a chunk of 1,500 bytes paid for at the old
     // rate and due at 105 ms, 500 tokens short: that wait is moved to
-    // 102.5 ms, the chunks after it are 2.5 ms of the new rate (500
-    // bytes, from 150 KB/s), and the last byte leaves at 200 ms.
+    // 102.5 ms, the chunks after it are 10 ms of the new rate (2,000
+    // bytes: a proxy's chunk from 150 KB/s), and the last byte leaves at
+    // 200 ms.
     bench.clock.advance_to(100 * MS);
     bench.bucket.set_limit(Limit::per_second(200_000));
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
     assert_eq!(moments[0], 102_500_000);
     assert_eq!(to.out_by(102_500_000), 10_500);
-    assert_eq!(to.out_by(105_000_000), 11_000);
+    assert_eq!(to.out_by(112_500_000 - 1), 10_500);
+    assert_eq!(to.out_by(112_500_000), 12_500);
     assert_eq!(moments.last(), Some(&(200 * MS)));
 }
 
