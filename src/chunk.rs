@@ -32,11 +32,9 @@ pub const PACKET_RATE: f64 = PACKET * 100.0;
 const PACKET_SECONDS: f64 = 0.1;
 
 /// The bytes of one chunk at `limit`: about 2.5 ms worth, or below
-/// [`PACKET_RATE`] a packet (at most 100 ms worth); at least one byte, at
-/// most [`MAX_CHUNK`] and at most half the burst. Half, so that the chunk
-/// paid ahead and the one being written fit in the burst together and a
-/// small burst at a high rate is not exceeded downstream. Without a limit
-/// the burst bounds nothing, and the chunk is the largest.
+/// [`PACKET_RATE`] a packet (at most 100 ms worth), within [`bounded`]'s
+/// bounds. Without a limit the burst bounds nothing, and the chunk is the
+/// largest.
 pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     match limit {
         Limit::Unlimited => MAX_CHUNK,
@@ -47,10 +45,18 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
             } else {
                 per_second * CHUNK_SECONDS
             };
-            (worth.clamp(1.0, MAX_CHUNK as f64) as usize)
-                .min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
+            bounded(worth, burst)
         }
     }
+}
+
+/// `worth` bytes as a chunk: at least one byte, at most [`MAX_CHUNK`] and
+/// at most half the burst. Half, so that the chunk paid ahead and the one
+/// being written fit in the burst together and a small burst at a high
+/// rate is not exceeded downstream.
+fn bounded(worth: f64, burst: u64) -> usize {
+    (worth.clamp(1.0, MAX_CHUNK as f64) as usize)
+        .min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
 }
 
 /// How much time a proxy's chunk is worth from [`PACKET_RATE`] on (a
@@ -65,8 +71,7 @@ const PROXY_CHUNK_SECONDS: f64 = 0.01;
 pub fn proxy_chunk_size(limit: Limit, burst: u64) -> usize {
     match limit {
         Limit::Rate(rate) if rate.bytes_per_sec() >= PACKET_RATE => {
-            ((rate.bytes_per_sec() * PROXY_CHUNK_SECONDS).clamp(1.0, MAX_CHUNK as f64) as usize)
-                .min(usize::try_from(burst / 2).unwrap_or(usize::MAX).max(1))
+            bounded(rate.bytes_per_sec() * PROXY_CHUNK_SECONDS, burst)
         }
         _ => chunk_size(limit, burst),
     }
