@@ -58,7 +58,7 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--reorder', '--reorder', [CompletionResultType]::ParameterName, 'UDP: send this share of datagrams at once, skipping the delay')
             [CompletionResult]::new('--mtu', '--mtu', [CompletionResultType]::ParameterName, 'UDP: drop datagrams over SIZE bytes, or cut them (SIZE:cut)')
             [CompletionResult]::new('--udp-idle', '--udp-idle', [CompletionResultType]::ParameterName, 'UDP: forget a flow idle this long (default 120s)')
-            [CompletionResult]::new('--queue-drop', '--queue-drop', [CompletionResultType]::ParameterName, 'UDP: which datagram a full queue drops (default tail)')
+            [CompletionResult]::new('--queue-drop', '--queue-drop', [CompletionResultType]::ParameterName, 'UDP: what full queues drop (default tail)')
             [CompletionResult]::new('--affect', '--affect', [CompletionResultType]::ParameterName, 'Proxy: do the faults to this fraction of connections')
             [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'The seed of every random draw, to replay them')
             [CompletionResult]::new('--remote', '--remote', [CompletionResultType]::ParameterName, 'Change a running shape, or a share, instead of copying')

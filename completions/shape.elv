@@ -55,7 +55,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --reorder 'UDP: send this share of datagrams at once, skipping the delay'
             cand --mtu 'UDP: drop datagrams over SIZE bytes, or cut them (SIZE:cut)'
             cand --udp-idle 'UDP: forget a flow idle this long (default 120s)'
-            cand --queue-drop 'UDP: which datagram a full queue drops (default tail)'
+            cand --queue-drop 'UDP: what full queues drop (default tail)'
             cand --affect 'Proxy: do the faults to this fraction of connections'
             cand --seed 'The seed of every random draw, to replay them'
             cand --remote 'Change a running shape, or a share, instead of copying'

@@ -34,7 +34,7 @@ complete -c shape -l duplicate -d 'UDP: send this share of datagrams twice' -r
 complete -c shape -l reorder -d 'UDP: send this share of datagrams at once, skipping the delay' -r
 complete -c shape -l mtu -d 'UDP: drop datagrams over SIZE bytes, or cut them (SIZE:cut)' -r
 complete -c shape -l udp-idle -d 'UDP: forget a flow idle this long (default 120s)' -r
-complete -c shape -l queue-drop -d 'UDP: which datagram a full queue drops (default tail)' -r -f -a "tail\t'The one that arrives, as a router does'
+complete -c shape -l queue-drop -d 'UDP: what full queues drop (default tail)' -r -f -a "tail\t'The one that arrives, as a router does'
 head\t'The oldest waiting'"
 complete -c shape -l affect -d 'Proxy: do the faults to this fraction of connections' -r
 complete -c shape -l seed -d 'The seed of every random draw, to replay them' -r

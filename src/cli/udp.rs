@@ -35,7 +35,7 @@ pub struct UdpFlags {
     #[arg(long, value_name = "DURATION", value_parser = parse_idle, help_heading = "UDP links")]
     pub udp_idle: Option<Duration>,
 
-    /// UDP: which datagram a full queue drops (default tail).
+    /// UDP: what full queues drop (default tail).
     #[arg(long, value_name = "WHICH", value_enum, help_heading = "UDP links")]
     pub queue_drop: Option<QueueDropFlag>,
 

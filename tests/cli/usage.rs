@@ -189,8 +189,9 @@ fn help_shows_examples_and_exit_statuses() {
             .ends_with("remote control, shares and toxiproxy's API.")
     );
     assert!(short.lines().count() < help.lines().count());
+    // At most 90 lines: the long help is --help.
     assert!(
-        short.lines().count() < 100,
+        short.lines().count() <= 90,
         "-h is {} lines",
         short.lines().count()
     );
