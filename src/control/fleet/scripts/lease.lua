@@ -85,26 +85,32 @@ end
 -- a stretch it never spends would hold the member's next lease back by
 -- its length: up to a lease time, 5 s on a share of 1,000.
 local id, call, heard = ARGV[1], tonumber(ARGV[16]), tonumber(ARGV[17])
-if call <= read(id)[6] then
+local mine = read(id)
+if call <= mine[6] then
   return {0, 0, generation, rate, burst, paused, counting, math.max(n, 1), 0, follows, 0,
           math.max(tonumber(ARGV[15]), n * tonumber(ARGV[13]))}
 end
 -- Slopes ended and forgotten members are set right a few at a time:
--- until then they count, which only ever holds back.
+-- until then they count, which only ever holds back. The caller is set
+-- right below, from the record already read.
 local BATCH = 64
 for _, other in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, BATCH)) do
-  local v, first = recount(read(other))
-  save(other, v, first)
+  if other ~= id then
+    local v, first = recount(read(other))
+    save(other, v, first)
+  end
 end
 local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, BATCH)
 for _, other in ipairs(gone) do
-  local v, first = recount(read(other))
-  unclaim(v)
-  save(other, v, first)
+  if other ~= id then
+    local v, first = recount(read(other))
+    unclaim(v)
+    save(other, v, first)
+  end
 end
 if #gone > 0 then redis.call('ZREM', KEYS[3], unpack(gone)) end
 -- The caller, as this call leaves it, but for what it did not hear.
-local v, first = recount(read(id))
+local v, first = recount(mine)
 v, first = only(v, function(i)
   if v[i + 2] <= heard then return true end
   leased = leased - v[i + 3]

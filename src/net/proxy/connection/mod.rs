@@ -5,7 +5,7 @@ use super::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use super::stream::Stream;
 use super::strikes::Strikes;
 use crate::bucket::Bucket;
-use crate::chunk::{chunk_size, proxy_chunk_size};
+use crate::chunk::proxy_chunk_size;
 use crate::conditions::{Conditions, Watch};
 use crate::duration::least;
 use crate::faults::{ResetStruck, Way, drop_block};
@@ -206,7 +206,7 @@ impl Connection {
                     affected: start.affected,
                     // What --drop loses at once, from the rate of the
                     // moment the connection began.
-                    block: drop_block(chunk_size(limit, burst)),
+                    block: drop_block(proxy_chunk_size(limit, burst)),
                     received: received.as_ref().map(|r| r[way as usize].clone()),
                     now: start.now,
                 },
