@@ -50,6 +50,14 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
     }
 }
 
+/// The least burst that holds two chunks of a packet (or, below 15 KB/s,
+/// of 100 ms): one paid ahead while the one before it is written. A
+/// burst of 100 ms would halve them below [`PACKET_RATE`] (twice pv's
+/// wake-ups at 4 KiB/s), and tc's tbf, too, asks at least a packet.
+pub fn packet_burst(per_second: f64) -> u64 {
+    (2.0 * PACKET.min(per_second * PACKET_SECONDS)) as u64
+}
+
 /// `worth` bytes as a chunk: at least one byte, at most [`MAX_CHUNK`] and
 /// at most half the burst. Half, so that the chunk paid ahead and the one
 /// being written fit in the burst together and a small burst at a high

@@ -7,10 +7,13 @@
 //! taken.
 
 use super::kernel::{open_pidfd, take_descriptor};
+use crate::bucket::Bucket;
 use rustix::net::{AddressFamily, SocketType, sockopt};
+use shape_bucket::Limit;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 /// What a descriptor is, as far as shaping goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +138,20 @@ pub fn socket_kind(socket: BorrowedFd<'_>) -> SocketKind {
     }
 }
 
+/// Send and receive buffers for shaped sockets: about 100 ms of the
+/// slower way's rate, so that the wire follows the bucket and a download
+/// is not read ahead by megabytes; none without a limit.
+pub fn buffer_for(buckets: &[Arc<Bucket>; 2]) -> Option<usize> {
+    let rates = buckets.iter().filter_map(|bucket| match bucket.limit() {
+        Limit::Rate(rate) => Some(rate.bytes_per_sec()),
+        Limit::Unlimited => None,
+    });
+    let slowest = rates.fold(None, |least: Option<f64>, rate| {
+        Some(least.map_or(rate, |least| least.min(rate)))
+    })?;
+    Some((slowest * 0.1).clamp(16.0 * 1024.0, 64.0 * 1024.0 * 1024.0) as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +192,35 @@ mod tests {
         assert_eq!(sockets.kind(tid, 100_000, None), SocketKind::Unshaped);
         // Remembered by inode: asked again, the answer is the same.
         assert_eq!(sockets.kind(tid, tcp.as_raw_fd(), None), SocketKind::Stream);
+    }
+
+    fn bucket(limit: Limit) -> Arc<Bucket> {
+        Arc::new(crate::bucket::own(limit, 1 << 20).unwrap())
+    }
+
+    #[test]
+    fn buffers_hold_a_tenth_of_a_second_of_the_slower_way_within_bounds() {
+        let rate = |bytes| Limit::per_second(bytes);
+        assert_eq!(
+            buffer_for(&[bucket(rate(1 << 20)), bucket(rate(10 << 20))]),
+            Some(104_857)
+        );
+        assert_eq!(
+            buffer_for(&[bucket(Limit::Unlimited), bucket(rate(10 << 20))]),
+            Some(1_048_576)
+        );
+        // Never below 16 KiB, nor above 64 MiB.
+        assert_eq!(
+            buffer_for(&[bucket(rate(1000)), bucket(rate(1000))]),
+            Some(16 * 1024)
+        );
+        assert_eq!(
+            buffer_for(&[bucket(rate(1 << 40)), bucket(Limit::Unlimited)]),
+            Some(64 << 20)
+        );
+        assert_eq!(
+            buffer_for(&[bucket(Limit::Unlimited), bucket(Limit::Unlimited)]),
+            None
+        );
     }
 }

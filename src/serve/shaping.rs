@@ -31,7 +31,9 @@ pub const MOST_HELD: u64 = 4 << 20;
 
 /// How long a bandwidth toxic's bucket may run ahead: the tokens of this
 /// much time, so that its first chunk goes at once and nothing more (at
-/// 1000 KB/s, 5 KB).
+/// 1000 KB/s, 5 KB), and below 600 KB/s two packets (a chunk of 2.5 ms
+/// there is a sliver, and a thousand connections of them cost more than
+/// toxiproxy, whose steps are 100 ms).
 const BURST_TIME: f64 = 0.005;
 
 /// What a proxy read and sent, up then down: toxiproxy's
@@ -288,12 +290,14 @@ impl ToxicRules {
     }
 }
 
-/// The burst of a bandwidth of `limit` unless told: one small chunk's
+/// The burst of a bandwidth of `limit` unless told: two small chunks'
 /// worth.
 pub fn bandwidth_burst(limit: Limit) -> u64 {
     match limit {
         Limit::Unlimited => 1,
-        Limit::Rate(rate) => ((rate.bytes_per_sec() * BURST_TIME) as u64).max(2),
+        Limit::Rate(rate) => ((rate.bytes_per_sec() * BURST_TIME) as u64)
+            .max(crate::chunk::packet_burst(rate.bytes_per_sec()))
+            .max(2),
     }
 }
 

@@ -17,10 +17,11 @@
 
 mod moves;
 mod placing;
+mod signals;
 
-use super::call::{self, Call, Transfer};
+use super::call::{self, Call};
 use super::kernel::{self, Notification, Response};
-use super::sockets::{SocketKind, Sockets};
+use super::sockets::{SocketKind, Sockets, buffer_for};
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::faults::Way;
@@ -30,7 +31,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use moves::read_exactly;
 use placing::{free_descriptor, is_ip_socket, net_namespace};
 use rustix::event::{PollFd, PollFlags};
-use shape_bucket::{Clock, Limit, Reservation};
+use shape_bucket::{Clock, Reservation};
+use signals::SIGNAL_LOOK;
 use slab::Slab;
 use std::collections::HashSet;
 use std::io;
@@ -42,10 +44,6 @@ const LISTENER: Token = Token(0);
 const CHANGED: Token = Token(1);
 const CHILD: Token = Token(2);
 const FIRST_CALL: usize = 3;
-
-/// How often a held call looks whether its thread has a signal to
-/// handle: the call is then answered EINTR, as a blocking call would be.
-const SIGNAL_LOOK: Duration = Duration::from_millis(50);
 
 /// The most of an address read from or written to the caller.
 const MOST_NAME: usize = 128;
@@ -117,8 +115,8 @@ pub struct Supervisor<'a> {
     sockets: Sockets,
     held: Slab<HeldCall>,
     scratch: Vec<u8>,
-    /// When held calls were last looked at for signals.
-    signals_looked: u64,
+    /// When held calls were last looked at for signals, and how.
+    looks: signals::Looks,
     /// The least descriptor of the command's IP sockets.
     base: u32,
     /// Says a line (not with -q).
@@ -185,7 +183,7 @@ impl<'a> Supervisor<'a> {
                 sockets: Sockets::default(),
                 held: Slab::new(),
                 scratch: Vec::new(),
-                signals_looked: 0,
+                looks: signals::Looks::default(),
                 base,
                 say,
                 said: HashSet::new(),
@@ -467,33 +465,6 @@ impl<'a> Supervisor<'a> {
         chunk_size(bucket.limit(), bucket.burst()) as u64
     }
 
-    /// Answers EINTR to held calls whose thread has a signal to handle,
-    /// as the kernel would end a blocking call, so that the command's
-    /// handlers (Ctrl-C in Python, say) run.
-    fn interrupt_signalled(&mut self) {
-        let now = self.now();
-        if self.held.is_empty() || now < self.signals_looked + SIGNAL_LOOK.as_nanos() as u64 {
-            return;
-        }
-        self.signals_looked = now;
-        let signalled: Vec<usize> = self
-            .held
-            .iter()
-            .filter(|(_, held)| has_signal_to_handle(held.notification.tid))
-            .map(|(key, _)| key)
-            .collect();
-        for key in signalled {
-            let way = match &self.held[key].call {
-                Call::Transfer(Transfer { way, .. }) | Call::Coarse { way, .. } => *way,
-                Call::SpliceOut { .. } => Way::Down,
-                _ => Way::Up,
-            };
-            self.refund(key, way, 0);
-            let held = self.release(key);
-            self.respond(&held.notification, Response::Error(libc::EINTR));
-        }
-    }
-
     /// The command's status, if it has ended (it is then reaped).
     fn reap(&mut self) -> io::Result<Option<i32>> {
         let pid = rustix::process::Pid::from_raw(self.child.0);
@@ -518,73 +489,7 @@ impl<'a> Supervisor<'a> {
     }
 }
 
-/// Send and receive buffers for shaped sockets: about 100 ms of the
-/// slower way's rate, so that the wire follows the bucket and a download
-/// is not read ahead by megabytes; none without a limit.
-fn buffer_for(buckets: &[Arc<Bucket>; 2]) -> Option<usize> {
-    let rates = buckets.iter().filter_map(|bucket| match bucket.limit() {
-        Limit::Rate(rate) => Some(rate.bytes_per_sec()),
-        Limit::Unlimited => None,
-    });
-    let slowest = rates.fold(None, |least: Option<f64>, rate| {
-        Some(least.map_or(rate, |least| least.min(rate)))
-    })?;
-    Some((slowest * 0.1).clamp(16.0 * 1024.0, 64.0 * 1024.0 * 1024.0) as usize)
-}
-
 /// The errno of `err`, EIO if it has none.
 fn errno(err: &io::Error) -> i32 {
     err.raw_os_error().unwrap_or(libc::EIO)
-}
-
-/// Whether thread `tid` has a pending signal that it neither blocks nor
-/// ignores, and catches: one its handler should run for now.
-fn has_signal_to_handle(tid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return false;
-    };
-    let mask = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|value| u64::from_str_radix(value.trim(), 16).ok())
-            .unwrap_or(0)
-    };
-    let pending = mask("SigPnd:") | mask("ShdPnd:");
-    pending & !mask("SigBlk:") & mask("SigCgt:") != 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bucket(limit: Limit) -> Arc<Bucket> {
-        Arc::new(crate::bucket::own(limit, 1 << 20).unwrap())
-    }
-
-    #[test]
-    fn buffers_hold_a_tenth_of_a_second_of_the_slower_way_within_bounds() {
-        let rate = |bytes| Limit::per_second(bytes);
-        assert_eq!(
-            buffer_for(&[bucket(rate(1 << 20)), bucket(rate(10 << 20))]),
-            Some(104_857)
-        );
-        assert_eq!(
-            buffer_for(&[bucket(Limit::Unlimited), bucket(rate(10 << 20))]),
-            Some(1_048_576)
-        );
-        // Never below 16 KiB, nor above 64 MiB.
-        assert_eq!(
-            buffer_for(&[bucket(rate(1000)), bucket(rate(1000))]),
-            Some(16 * 1024)
-        );
-        assert_eq!(
-            buffer_for(&[bucket(rate(1 << 40)), bucket(Limit::Unlimited)]),
-            Some(64 << 20)
-        );
-        assert_eq!(
-            buffer_for(&[bucket(Limit::Unlimited), bucket(Limit::Unlimited)]),
-            None
-        );
-    }
 }

@@ -4,10 +4,11 @@
 //! be (a socket moved low, another network namespace, too low a limit).
 
 use super::moves::{read_exactly, write_exactly};
-use super::{MOST_NAME, Progress, Supervisor, buffer_for, errno};
+use super::{MOST_NAME, Progress, Supervisor, errno};
 use crate::exec::call::Call;
 use crate::exec::kernel::{self, Notification, Response};
 use crate::exec::sockets::SocketKind;
+use crate::exec::sockets::buffer_for;
 use mio::Interest;
 use std::collections::HashSet;
 use std::io;

@@ -350,14 +350,14 @@ fn connect_upstream(
     from: usize,
 ) -> io::Result<(Stream, usize)> {
     if let Address::Unix(path) = connect {
-        return UnixStream::connect(path).map(|s| (Stream::Unix(s), 0));
+        return UnixStream::connect(path).map(|s| (Stream::unix(s), 0));
     }
     let mut failed = io::Error::other("its name does not resolve (yet)");
     for (at, address) in upstream.iter().enumerate().skip(from) {
         match TcpStream::connect(*address) {
             Ok(stream) => {
                 let _ = stream.set_nodelay(true);
-                return Ok((Stream::Tcp(stream), at));
+                return Ok((Stream::tcp(stream), at));
             }
             Err(err) if out_of_resources(&err) => return Err(err),
             Err(err) => failed = err,

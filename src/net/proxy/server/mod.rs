@@ -385,7 +385,16 @@ impl<'a> EventLoop<'a> {
                     }
                     CHANGED => woken = true,
                     Token(n) if n >= LISTENERS => accept.push(n - LISTENERS),
-                    token => ready.push(token.0 / 2),
+                    token => {
+                        let key = token.0 / 2;
+                        if let Some(connection) = self.connections.get_mut(key) {
+                            match token.0 % 2 {
+                                0 => connection.client.stirred(),
+                                _ => connection.server.stirred(),
+                            }
+                        }
+                        ready.push(key);
+                    }
                 }
             }
             if woken && !self.obey() {
