@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Many slow connections at once, shape beside the real toxiproxy-server:
-# N connections, each limited to RATE (shape `--rate RATE --per-connection`,
-# toxiproxy's `bandwidth` toxic at the same rate), each writing five
-# seconds' worth of bytes through the proxy to a local sink, all at once.
-# The load driver is ../shared/device/proxyload.go (built here with Go); it
+# N connections, each limited to RATE (shape `--rate RATE --per-connection`;
+# toxiproxy's `bandwidth` toxic at the same rate, and the same toxic posted
+# to `shape --serve`), each writing five seconds' worth of bytes through
+# the proxy to a local sink, all at once. The load driver is ../shared/device/proxyload.go (built here with Go); it
 # prints the wall time until every connection's bytes arrived and the
 # proxy's own CPU (from wait4). Five seconds is what a proxy that keeps the
 # rate takes; more says it fell behind.
@@ -15,7 +15,9 @@
 # 10,000,000 B/s. toxiproxy's rate is in units of 1,000 B/s, so the two
 # are held to the same limit. Build toxiproxy-server with
 # ../shared/toxiproxy/build.sh. The descriptor limit is raised for the
-# largest cases (4,000 connections need 8,000 and more).
+# largest cases (4,000 connections need 8,000 and more). With cc, a last
+# row gives the floor: what the system alone spends on the sends of the
+# chunks of 1,000 connections at 20,000 B/s (benches/send_floor.c).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 toxiproxy=${1:?usage: benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]}
@@ -38,7 +40,11 @@ CGO_ENABLED=0 go build -o "$scratch/proxyload" ../shared/device/proxyload.go
     echo "echo \"[{\\\"name\\\": \\\"load\\\", \\\"listen\\\": \\\"127.0.0.1:\$FRONT\\\", \\\"upstream\\\": \\\"127.0.0.1:\$SINK\\\"}]\" >$scratch/proxies.json"
     echo "exec $toxiproxy -host 127.0.0.1 -port \$API -config $scratch/proxies.json >/dev/null 2>&1"
 } >"$scratch/toxiproxy.sh"
-chmod +x "$scratch/toxiproxy.sh"
+{
+    head -2 "$scratch/toxiproxy.sh"
+    echo "exec $shape -q --serve 127.0.0.1:\$API --config $scratch/proxies.json >/dev/null 2>&1"
+} >"$scratch/serve.sh"
+chmod +x "$scratch/toxiproxy.sh" "$scratch/serve.sh"
 
 echo "| proxy | connections | data | wall | throughput | CPU s | CPU s per GiB | rate each |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -49,9 +55,15 @@ for case in $cases; do
     "$scratch/proxyload" -name shape -conns "$conns" -kib "$kib" -- \
         "$shape -q --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate $rate --per-connection" |
         sed "s#\$# $rate B/s |#"
-    "$scratch/proxyload" -name toxiproxy -conns "$conns" -kib "$kib" \
-        -post "http://{API}/proxies/load/toxics" \
-        -body "{\"type\": \"bandwidth\", \"stream\": \"upstream\", \"attributes\": {\"rate\": $((rate / 1000))}}" -- \
-        "$scratch/toxiproxy.sh" |
-        sed "s#\$# $rate B/s |#"
+    for server in serve toxiproxy; do
+        "$scratch/proxyload" -name "$server" -conns "$conns" -kib "$kib" \
+            -post "http://{API}/proxies/load/toxics" \
+            -body "{\"type\": \"bandwidth\", \"stream\": \"upstream\", \"attributes\": {\"rate\": $((rate / 1000))}}" -- \
+            "$scratch/$server.sh" |
+            sed "s#\$# $rate B/s |#"
+    done
 done
+if command -v cc >/dev/null; then
+    cc -O2 -o "$scratch/send_floor" benches/send_floor.c
+    for chunk in 1500 2000; do "$scratch/send_floor" 1000 20000 "$chunk" 5; done
+fi

@@ -3,6 +3,7 @@
 
 mod address;
 pub(crate) mod alarm;
+pub(crate) mod deadlines;
 pub mod proxy;
 mod resources;
 pub mod udp;

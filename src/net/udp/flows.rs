@@ -101,8 +101,14 @@ impl Flows {
 
     /// The flow tagged `tag`, unless it was forgotten.
     pub(super) fn tagged(&self, tag: u64) -> Option<&Flow> {
-        let key = (tag & u64::from(u32::MAX)) as usize;
-        self.flows.get(key).filter(|flow| flow.tag == tag)
+        self.flows
+            .get(Flows::key_of(tag))
+            .filter(|flow| flow.tag == tag)
+    }
+
+    /// The key of the flow tagged `tag` (or of the one that took its key).
+    pub(super) fn key_of(tag: u64) -> usize {
+        (tag & u64::from(u32::MAX)) as usize
     }
 
     /// When idle flows are next looked for, if there are flows.

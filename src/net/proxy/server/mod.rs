@@ -7,11 +7,9 @@
 //! that the API can say so.
 
 mod admission;
-mod deadlines;
 mod shortage;
 
 use admission::{Awaiting, Parked};
-use deadlines::Deadlines;
 
 use super::connection::{BUFFER, Connection, End, Failure, Seeds};
 use super::resolver::{Found, Resolver};
@@ -21,6 +19,7 @@ use crate::bucket::Bucket;
 use crate::faults::ResetStruck;
 use crate::message::one_line;
 use crate::net::alarm::Alarm;
+use crate::net::deadlines::Deadlines;
 use crate::net::{Address, Listening};
 use crate::progress::Printer;
 use mio::unix::SourceFd;

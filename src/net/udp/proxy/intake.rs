@@ -57,7 +57,10 @@ impl Proxy {
                 continue;
             };
             match &mut flow.own {
-                Some(own) => own.links[0].arrive(&own.buckets[0], now, flow.tag, datagram),
+                Some(own) => {
+                    own.links[0].arrive(&own.buckets[0], now, flow.tag, datagram);
+                    self.stirred.push(key);
+                }
                 None => self.ways[0].arrive(&self.buckets[0], now, flow.tag, datagram),
             }
         }
@@ -138,7 +141,10 @@ impl Proxy {
                     };
                     let (tag, datagram) = (flow.tag, self.buffer[..n].to_vec());
                     match &mut flow.own {
-                        Some(own) => own.links[1].arrive(&own.buckets[1], now, tag, datagram),
+                        Some(own) => {
+                            own.links[1].arrive(&own.buckets[1], now, tag, datagram);
+                            self.stirred.push(key);
+                        }
                         None => self.ways[1].arrive(&self.buckets[1], now, tag, datagram),
                     }
                 }

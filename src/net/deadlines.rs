@@ -1,10 +1,11 @@
-//! The moments the loop's connections wait for (a chunk's tokens, a
-//! chunk due out of the delay line, a fault's moment): filed in order, so
-//! that the loop finds the earliest and those due without looking at every
-//! connection, and coalesced to half a millisecond, so that however many
-//! connections it keeps, the loop wakes at most 2,000 times a second for
-//! them. A thousand connections at 20 kB/s each looked at every
-//! connection twice a turn, 20,000 turns a second.
+//! The moments an event loop's connections or flows wait for (a chunk's
+//! tokens, a chunk or datagram due out of the delay line, a fault's
+//! moment): filed in order, so that the loop finds the earliest and those
+//! due without looking at every one, and coalesced to half a millisecond,
+//! so that however many it keeps, the loop wakes at most 2,000 times a
+//! second for them. A thousand connections at 20 kB/s each looked at
+//! every connection twice a turn, 20,000 turns a second; a thousand UDP
+//! flows with links of their own cost four times an unshaped relay.
 
 use std::collections::BTreeSet;
 
@@ -13,11 +14,11 @@ use std::collections::BTreeSet;
 /// made a round trip through `--delay 25ms` 52.0 ms (50.5 without
 /// coalescing), half of one 51.0 ms for 7% more CPU at 1,000 connections
 /// of 20 kB/s, and a quarter 50.9 ms for 50% more.
-pub(super) const GRAIN: u64 = 500_000;
+pub(crate) const GRAIN: u64 = 500_000;
 
 /// Each waiting connection's next moment, the earliest first.
 #[derive(Debug, Default)]
-pub(super) struct Deadlines {
+pub(crate) struct Deadlines {
     /// (moment, connection).
     order: BTreeSet<(u64, usize)>,
     /// The moment each connection is filed under, by its key.
@@ -27,7 +28,7 @@ pub(super) struct Deadlines {
 impl Deadlines {
     /// Files connection `key` under `at` (`None`: it waits for nothing),
     /// in place of what it was filed under.
-    pub(super) fn file(&mut self, key: usize, at: Option<u64>) {
+    pub(crate) fn file(&mut self, key: usize, at: Option<u64>) {
         if key >= self.filed.len() {
             self.filed.resize(key + 1, None);
         }
@@ -42,25 +43,25 @@ impl Deadlines {
     /// When the loop must wake for them: the earliest, put off to the end
     /// of its grain, so that every deadline in that grain is met in the
     /// same wake-up.
-    pub(super) fn wake_at(&self) -> Option<u64> {
+    pub(crate) fn wake_at(&self) -> Option<u64> {
         self.order.first().map(|&(at, _)| coalesced(at))
     }
 
     /// Adds the connections due by `now` to `into`, the earliest first.
-    pub(super) fn due(&self, now: u64, into: &mut Vec<usize>) {
+    pub(crate) fn due(&self, now: u64, into: &mut Vec<usize>) {
         let due = self.order.iter().take_while(|&&(at, _)| at <= now);
         into.extend(due.map(|&(_, key)| key));
     }
 
     /// Adds every connection that waits for a moment to `into`: a change
     /// of settings may move them all.
-    pub(super) fn waiting(&self, into: &mut Vec<usize>) {
+    pub(crate) fn waiting(&self, into: &mut Vec<usize>) {
         into.extend(self.order.iter().map(|&(_, key)| key));
     }
 }
 
 /// `at`, put off to the end of its grain, or `at` itself if it ends one.
-pub(super) fn coalesced(at: u64) -> u64 {
+pub(crate) fn coalesced(at: u64) -> u64 {
     at.div_ceil(GRAIN).saturating_mul(GRAIN)
 }
 
