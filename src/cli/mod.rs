@@ -132,9 +132,11 @@ pub struct Cli {
 
     /// The bucket's depth: the most that may pass at once after a pause.
     ///
-    /// Defaults to a tenth of a second at the rate (at least one byte), and
-    /// to one record with --lines or --null, so that a crawl does not fire
-    /// a volley at start. The bucket starts full.
+    /// Defaults to a tenth of a second at the rate, and at least two
+    /// packets' worth (3,000 bytes; 200 ms of the rate below 15 KB/s), so
+    /// that a slow link moves a packet at a time; to one record with
+    /// --lines or --null, so that a crawl does not fire a volley at start.
+    /// The bucket starts full.
     #[arg(short, long, value_name = "SIZE", value_parser = parse_burst, allow_hyphen_values = true, help_heading = "Rate and burst")]
     pub burst: Option<Written<Quantity>>,
 

@@ -181,7 +181,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// and a small burst at a high rate would fall short of the rate. The
     /// price: after the input stalls, the chunk paid ahead can go out on top
     /// of a full burst, so the most that passes at once is the burst plus
-    /// one chunk (2.5 ms worth, at most 512 KiB and half the burst).
+    /// one chunk ([`chunk_size`]: 2.5 ms worth, or a packet below 150 KB/s).
     /// Fails, before anything of the chunk is written, if the bucket is
     /// found damaged.
     fn pay_for(&mut self, taken: usize) -> Result<(), Damaged> {

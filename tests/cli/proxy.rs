@@ -112,6 +112,81 @@ fn clients_share_the_limit_and_every_byte_comes_back() {
     );
 }
 
+/// Connections sharing one rate each get an even part of it: five clients
+/// upload as fast as the proxy takes their bytes through one `--rate
+/// 1MiB`, and a sink counts what each delivered. Measured by counts, not
+/// time: from when half a MiB has arrived (every connection going) until
+/// 2 MiB more have, each connection's part is 1/5 within 5%.
+#[test]
+fn connections_sharing_a_rate_each_get_an_even_part() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, LazyLock};
+    const CLIENTS: usize = 5;
+    static COUNTS: LazyLock<Vec<AtomicU64>> =
+        LazyLock::new(|| (0..CLIENTS).map(|_| AtomicU64::new(0)).collect());
+    /// Counts what a client delivers, under the id it sends first.
+    fn count(mut stream: TcpStream) {
+        let mut id = [0u8];
+        if stream.read_exact(&mut id).is_err() {
+            return;
+        }
+        let mut buffer = [0; 16 * 1024];
+        while let Ok(n) = stream.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            COUNTS[id[0] as usize].fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    let upstream = server(count);
+    let proxy = Proxy::start(&upstream, &["--rate", "1MiB"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|id| {
+            let (address, stop) = (proxy.address.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut stream = connect(&address);
+                stream.write_all(&[id as u8]).unwrap();
+                let data = vec![id as u8; 16 * 1024];
+                while !stop.load(Ordering::Relaxed) && stream.write_all(&data).is_ok() {}
+            })
+        })
+        .collect();
+    let counts = || {
+        COUNTS
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect::<Vec<_>>()
+    };
+    let wait_for_total = |total: u64| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let now = counts();
+            if now.iter().sum::<u64>() >= total {
+                return now;
+            }
+            assert!(Instant::now() < deadline, "stuck at {now:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let from = wait_for_total(MIB as u64 / 2);
+    let to = wait_for_total(from.iter().sum::<u64>() + 2 * MIB as u64);
+    stop.store(true, Ordering::Relaxed);
+    drop(proxy);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let parts: Vec<u64> = to.iter().zip(&from).map(|(b, a)| b - a).collect();
+    let total: u64 = parts.iter().sum();
+    for (id, part) in parts.iter().enumerate() {
+        let even = *part as f64 * CLIENTS as f64 / total as f64;
+        assert!(
+            (0.95..=1.05).contains(&even),
+            "client {id}: {even:.3} of an even part ({parts:?})"
+        );
+    }
+}
+
 /// Reads the upload to its end (the client's half-close), then sends 4 MiB
 /// and closes.
 fn upload_then_download(mut stream: TcpStream) {

@@ -4,8 +4,8 @@
 //! descriptor or above, where the filter hands over their reads and
 //! writes. A call on an IP socket is held until the socket is ready and
 //! its tokens are covered, then carried out by shape on its own copy of
-//! the socket, at most a chunk (2.5 ms of the rate) at a time, and
-//! answered with the count, as a short read or write. A datagram is paid
+//! the socket, at most a chunk (2.5 ms of the rate, or a packet) at a
+//! time, and answered with the count, as a short read or write. A datagram is paid
 //! for whole and never split. A receive is peeked, copied to the caller,
 //! and consumed only once the caller is known to still wait for its
 //! answer (killed callers are left their bytes), then answered: no byte

@@ -363,12 +363,56 @@ fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
     assert!(to.out_by(0) <= 5_000, "{} bytes at once", to.out_by(0));
     // Every 10 ms window after the first carries 10,000 bytes, give or
     // take a chunk: a CV far below 0.1.
-    let windows: Vec<f64> = (1..47)
-        .map(|k| (to.out_by((k + 1) * 10 * MS) - to.out_by(k * 10 * MS)) as f64)
+    let mean = (to.out_by(470 * MS) - to.out_by(10 * MS)) as f64 / 46.0;
+    let cv = cv_per(&to, 10 * MS, 10 * MS, 470 * MS);
+    assert!((mean - 10_000.0).abs() <= 100.0, "mean {mean}");
+    assert!(cv <= 0.1, "CV per 10 ms {cv}");
+}
+
+/// The CV of the bytes written in each `window` from `from` to `to`.
+fn cv_per(out: &Memory, window: u64, from: u64, to: u64) -> f64 {
+    let windows: Vec<f64> = (from / window..to / window)
+        .map(|k| (out.out_by((k + 1) * window) - out.out_by(k * window)) as f64)
         .collect();
     let mean = windows.iter().sum::<f64>() / windows.len() as f64;
     let variance = windows.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / windows.len() as f64;
-    let cv = variance.sqrt() / mean;
-    assert!((mean - 10_000.0).abs() <= 100.0, "mean {mean}");
-    assert!(cv <= 0.1, "CV per 10 ms {cv}");
+    variance.sqrt() / mean
+}
+
+#[test]
+fn at_any_rate_a_connection_keeps_between_its_burst_and_a_chunk_behind() {
+    // From a full bucket of the default burst, a connection with more to
+    // send than three seconds carry: by any moment t it has passed at
+    // most burst + rate·t, and at least rate·t less one chunk and 10 ms
+    // of the rate; from 1 MiB/s every 100 ms carries the same.
+    for per_second in [4096, 20_000, 150_000, 200_000, 1 << 20, 10 << 20] {
+        let limit = Limit::per_second(per_second);
+        let burst = crate::control::default_burst(limit, crate::counting::Counting::Bytes);
+        let chunk = proxy_chunk_size(limit, burst) as u128;
+        let mut bench = Bench::new(limit, burst, Duration::ZERO, Faults::default());
+        bench.bucket =
+            TokenBucket::with_clock(limit, burst, Fill::Full, bench.clock.clone()).unwrap();
+        let (mut from, mut to) = bench.sides(4 * per_second as usize, true);
+        bench.run(&mut from, &mut to, 3_000 * MS);
+        // In bytes times nanoseconds, exactly.
+        let second = u128::from(1_000 * MS);
+        let behind = chunk * second + per_second as u128 * u128::from(10 * MS);
+        for &(at, _) in &to.writes {
+            for t in [at.saturating_sub(1), at] {
+                let passed = to.out_by(t);
+                let (out, paid) = (passed as u128 * second, per_second as u128 * t as u128);
+                let said = format!("{per_second} B/s: {passed} bytes by {t} ns");
+                assert!(out <= u128::from(burst) * second + paid, "{said}");
+                assert!(out + behind >= paid, "{said}");
+            }
+        }
+        assert!(
+            to.out_by(3_000 * MS) as f64 >= 3.0 * per_second as f64,
+            "{per_second} B/s"
+        );
+        if per_second >= 1 << 20 {
+            let cv = cv_per(&to, 100 * MS, 100 * MS, 3_000 * MS);
+            assert!(cv <= 0.05, "{per_second} B/s: CV per 100 ms {cv}");
+        }
+    }
 }
