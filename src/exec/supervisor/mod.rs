@@ -15,6 +15,7 @@
 //! caller. How each call moves bytes is `moves.rs`; where sockets are
 //! placed, `placing.rs`.
 
+mod ending;
 mod moves;
 mod placing;
 mod signals;
@@ -26,6 +27,7 @@ use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::faults::Way;
 use crate::throughput::Throughput;
+pub use ending::Ended;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use moves::read_exactly;
@@ -94,15 +96,6 @@ enum Progress {
     Done(Response),
     /// Answered already.
     Answered,
-}
-
-/// How the command ended.
-pub struct Ended {
-    /// Its wait status, as the shell reads it: the exit code, or 128+N
-    /// for signal N.
-    pub code: i32,
-    /// Processes it started still run (and are no longer shaped).
-    pub outlived: bool,
 }
 
 /// The loop and its state.
@@ -463,29 +456,6 @@ impl<'a> Supervisor<'a> {
     fn chunk(&self, way: Way) -> u64 {
         let bucket = &self.ways.buckets[way as usize];
         chunk_size(bucket.limit(), bucket.burst()) as u64
-    }
-
-    /// The command's status, if it has ended (it is then reaped).
-    fn reap(&mut self) -> io::Result<Option<i32>> {
-        let pid = rustix::process::Pid::from_raw(self.child.0);
-        let status = rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG)?;
-        Ok(status.and_then(|(_, status)| {
-            status
-                .exit_status()
-                .or_else(|| status.terminating_signal().map(|signal| 128 + signal))
-        }))
-    }
-
-    /// Whether processes the command started still run under the filter:
-    /// the listener hangs up once none does.
-    fn outlived(&self) -> bool {
-        let mut look = [PollFd::new(&self.listener, PollFlags::empty())];
-        let wait = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 100_000_000,
-        };
-        let _ = rustix::event::poll(&mut look, Some(&wait));
-        !look[0].revents().contains(PollFlags::HUP)
     }
 }
 

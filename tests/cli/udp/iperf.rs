@@ -51,7 +51,13 @@ impl Report {
 /// with `link`. The test's control connection is TCP: a second shape,
 /// a plain proxy on the same port, carries it.
 fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
-    let server_port = free_port().to_string();
+    // Both ports chosen while the first is held, so that they differ:
+    // chosen one after the other, the second could be the first again
+    // before iperf3 binds it.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free_port();
+    let server_port = held.local_addr().unwrap().port().to_string();
+    drop(held);
     let mut server = Command::new("iperf3")
         .args(["-s", "-1", "-J", "-i", "0.5", "-p", &server_port])
         .stdout(Stdio::piped())
@@ -59,7 +65,6 @@ fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
         .spawn()
         .unwrap();
     let server_out = drain(server.stdout.take().unwrap());
-    let port = free_port();
     let upstream = format!("127.0.0.1:{server_port}");
     let _control = Listening::start(
         shape([

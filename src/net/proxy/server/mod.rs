@@ -7,9 +7,11 @@
 //! that the API can say so.
 
 mod admission;
+mod commands;
 mod shortage;
 
 use admission::{Awaiting, Parked};
+pub use commands::Command;
 
 use super::connection::{BUFFER, Connection, End, Failure, Seeds};
 use super::resolver::{Found, Resolver};
@@ -32,7 +34,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 const ALARM: Token = Token(usize::MAX);
@@ -49,35 +51,6 @@ pub enum Upstream {
     /// The route's name, looked up anew for every client, off the loop,
     /// as toxiproxy dials it: a server that moved is found.
     PerClient,
-}
-
-/// A change of routes, sent to a running loop; each says when it is done.
-pub enum Command {
-    /// Listen on `listening` (bound by the sender, who can then say why
-    /// it could not be) and forward to `connect`, at `upstream`; answers
-    /// the route's key.
-    Open {
-        listening: Listening,
-        connect: Address,
-        upstream: Upstream,
-        rules: Box<dyn Rules + Send>,
-        opened: SyncSender<io::Result<usize>>,
-    },
-    /// Stop listening and close every connection of the route.
-    Close {
-        route: usize,
-        closed: SyncSender<()>,
-    },
-    /// Shape the route's connections, open ones too, by `rules` from now on.
-    Retune {
-        route: usize,
-        rules: Box<dyn Rules + Send>,
-        retuned: SyncSender<()>,
-    },
-    /// Say how many connections are open, over every route.
-    Count { counted: SyncSender<usize> },
-    /// Close everything and end the loop.
-    Stop,
 }
 
 /// A listener, where it forwards to, and what shapes its connections.
@@ -252,98 +225,6 @@ impl<'a> EventLoop<'a> {
             serial: self.serials,
         });
         Ok((key, listen))
-    }
-
-    /// Stops listening on route `key` and closes its connections.
-    fn close(&mut self, key: usize) {
-        let Some(mut route) = self.routes.try_remove(key) else {
-            return;
-        };
-        let _ = self.poll.registry().deregister(route.listener.source());
-        if self
-            .parked
-            .as_ref()
-            .is_some_and(|parked| parked.route == key)
-        {
-            self.parked = None;
-        }
-        self.awaiting.retain(|_, waiting| waiting.route != key);
-        let gone: Vec<usize> = self
-            .connections
-            .iter()
-            .filter(|(_, c)| c.route == key)
-            .map(|(k, _)| k)
-            .collect();
-        for connection in gone {
-            self.forget(connection);
-        }
-    }
-
-    /// Shapes route `key`'s connections by `rules` from now on.
-    fn retune(&mut self, key: usize, rules: Box<dyn Rules + 'a>) {
-        let Some(route) = self.routes.get_mut(key) else {
-            return;
-        };
-        route.rules = rules;
-        let unstalled_closes = route.rules.closes_when_unstalled();
-        let now = self.clock.now();
-        let mut failed = Vec::new();
-        for (k, connection) in self.connections.iter_mut() {
-            if connection.route != key {
-                continue;
-            }
-            let plan = route.rules.plan(&mut connection.luck);
-            match plan.and_then(|plan| connection.take(plan, now, unstalled_closes)) {
-                Ok(()) => self.retuned.push(k),
-                Err(err) => failed.push((k, err)),
-            }
-        }
-        for (k, err) in failed {
-            let peer = &self.connections[k].peer;
-            self.say(&format!("shape: {peer}: {}", one_line(&err)));
-            self.connections[k].reset_on_close();
-            self.forget(k);
-        }
-    }
-
-    /// Carries out the commands sent; returns false on [`Command::Stop`].
-    fn obey(&mut self) -> bool {
-        let Some(commands) = self.commands.take() else {
-            return true;
-        };
-        let mut going = true;
-        while let Ok(command) = commands.try_recv() {
-            match command {
-                Command::Open {
-                    listening,
-                    connect,
-                    upstream,
-                    rules,
-                    opened,
-                } => {
-                    let opened_as = self.open(listening, connect, upstream, rules);
-                    let _ = opened.send(opened_as.map(|(key, _)| key));
-                }
-                Command::Close { route, closed } => {
-                    self.close(route);
-                    let _ = closed.send(());
-                }
-                Command::Retune {
-                    route,
-                    rules,
-                    retuned,
-                } => {
-                    self.retune(route, rules);
-                    let _ = retuned.send(());
-                }
-                Command::Count { counted } => {
-                    let _ = counted.send(self.connections.len());
-                }
-                Command::Stop => going = false,
-            }
-        }
-        self.commands = Some(commands);
-        going
     }
 
     /// The seeds of the next random choices: drawn in turn from the seed,
