@@ -7,7 +7,7 @@
 use super::{Supervisor, Way};
 use crate::exec::call::{Call, Transfer};
 use crate::exec::kernel::Response;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
@@ -20,9 +20,9 @@ pub(super) const SIGNAL_LOOK: Duration = Duration::from_millis(50);
 #[derive(Default)]
 pub(super) struct Looks {
     looked: u64,
-    /// Each held caller's /proc status, opened once: opened for every
-    /// look, 50 slow connections' callers cost 1% of a core in path
-    /// lookups alone, and reading an open one costs its text only.
+    /// Each held caller's /proc status, opened once: a path lookup for
+    /// every look was an eighth of shape's CPU with 50 callers held, and
+    /// reading an open one costs its text only.
     status: HashMap<u32, File>,
     /// Read into, kept to reuse its memory.
     text: Vec<u8>,
@@ -53,7 +53,12 @@ impl Looks {
                     break;
                 }
                 Ok(n) => filled += n,
-                Err(_) => return false,
+                // The thread is gone: its number, if it comes back, is
+                // another thread's, to be opened anew.
+                Err(_) => {
+                    self.status.remove(&tid);
+                    return false;
+                }
             }
             self.text.resize(filled * 2, 0);
         }
@@ -112,10 +117,8 @@ impl Supervisor<'_> {
             .collect();
         // Threads no longer held are let go (a thread ended, its number
         // may come back as another's).
-        let held = &self.held;
-        looks
-            .status
-            .retain(|tid, _| held.iter().any(|(_, h)| h.notification.tid == *tid));
+        let held: HashSet<u32> = self.held.iter().map(|(_, h)| h.notification.tid).collect();
+        looks.status.retain(|tid, _| held.contains(tid));
         for key in signalled {
             let way = match &self.held[key].call {
                 Call::Transfer(Transfer { way, .. }) | Call::Coarse { way, .. } => *way,
