@@ -166,8 +166,9 @@ fn packets_pace_datagrams_whatever_their_size_and_the_queue_counts_them() {
 }
 
 /// How many of 20 datagrams of 1,000 bytes, sent at once by each of two
-/// clients, come back through a link of 10,000 B/s with a queue of five.
-fn back_from_two_clients(args: &[&str]) -> [usize; 2] {
+/// clients, come back through a link of 10,000 B/s with a queue of five,
+/// and how many the link says passed up and were dropped by the queue.
+fn back_from_two_clients(args: &[&str]) -> ([usize; 2], [u64; 2]) {
     let mut all = vec!["--rate", "10000", "--burst", "1000", "--max-buffer", "5000"];
     all.extend(args);
     let link = link(&all);
@@ -178,10 +179,37 @@ fn back_from_two_clients(args: &[&str]) -> [usize; 2] {
             socket.send_to(&[i; 1000], to).unwrap();
         }
     }
-    clients.map(|socket| {
+    let back = clients.map(|socket| {
         let mut buffer = [0u8; 2000];
         std::iter::from_fn(|| socket.recv(&mut buffer).ok()).count()
-    })
+    });
+    let said = what_befell(&link);
+    let up = said
+        .split("up: ")
+        .nth(1)
+        .unwrap()
+        .split("; down: ")
+        .next()
+        .unwrap();
+    let count = |what: &str| -> u64 {
+        up.split(", ")
+            .find_map(|part| {
+                part.split(" (")
+                    .next()?
+                    .strip_suffix(what)?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    (
+        back,
+        [
+            count("datagrams passed"),
+            count("dropped by the full queue"),
+        ],
+    )
 }
 
 #[test]
@@ -189,12 +217,16 @@ fn per_connection_gives_each_flow_its_own_rate_and_queue() {
     // Shared: the burst, the one being paid for and the five queued pass,
     // for both clients together; each its own: as many each.
     // (Seven, give or take what a slow send lets the bucket refill.)
-    let shared = back_from_two_clients(&[]);
+    let (shared, _) = back_from_two_clients(&[]);
     assert!((6..=10).contains(&(shared[0] + shared[1])), "{shared:?}");
-    let own = back_from_two_clients(&["--per-connection"]);
+    let (own, [passed, dropped]) = back_from_two_clients(&["--per-connection"]);
     for back in own {
         assert!((6..=10).contains(&back), "{own:?}");
     }
+    // What the flows' own links did is said, whole: each of the 40 sent
+    // up either passed or was dropped by its flow's queue.
+    assert_eq!(passed + dropped, 40, "{passed} passed, {dropped} dropped");
+    assert!(passed >= own[0] as u64 + own[1] as u64, "{passed} passed");
 }
 
 #[test]

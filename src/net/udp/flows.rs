@@ -95,10 +95,6 @@ impl Flows {
         self.flows.iter_mut().map(|(_, flow)| flow)
     }
 
-    pub(super) fn iter(&self) -> impl Iterator<Item = &Flow> {
-        self.flows.iter().map(|(_, flow)| flow)
-    }
-
     /// The flow tagged `tag`, unless it was forgotten.
     pub(super) fn tagged(&self, tag: u64) -> Option<&Flow> {
         self.flows

@@ -208,6 +208,11 @@ impl Link {
         self.tally
     }
 
+    /// What it did since this was last asked, or since it was made.
+    pub fn take_tally(&mut self) -> Tally {
+        std::mem::take(&mut self.tally)
+    }
+
     /// Takes in `datagram`, tagged `tag`, arrived at `now`, to be paid
     /// for from `bucket`.
     pub fn arrive<C: Clock, S: Deref<Target = BucketCell>>(
