@@ -44,6 +44,8 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--connect', '--connect', [CompletionResultType]::ParameterName, 'Write to a connection to ADDR')
             [CompletionResult]::new('--connect-timeout', '--connect-timeout', [CompletionResultType]::ParameterName, 'How long --connect keeps trying each address (default 10s)')
             [CompletionResult]::new('--delay', '--delay', [CompletionResultType]::ParameterName, 'Hold every byte this long: a slow link')
+            [CompletionResult]::new('--delay-up', '--delay-up', [CompletionResultType]::ParameterName, 'Proxy or UDP link: the delay from clients to the server (default: --delay)')
+            [CompletionResult]::new('--delay-down', '--delay-down', [CompletionResultType]::ParameterName, 'Proxy or UDP link: the delay from the server to clients (default: --delay)')
             [CompletionResult]::new('--jitter', '--jitter', [CompletionResultType]::ParameterName, 'With --delay: vary it by up to this much')
             [CompletionResult]::new('--max-buffer', '--max-buffer', [CompletionResultType]::ParameterName, 'The most a slow link holds at once')
             [CompletionResult]::new('--slice', '--slice', [CompletionResultType]::ParameterName, 'Write in pieces of about SIZE bytes')

@@ -41,6 +41,8 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --connect 'Write to a connection to ADDR'
             cand --connect-timeout 'How long --connect keeps trying each address (default 10s)'
             cand --delay 'Hold every byte this long: a slow link'
+            cand --delay-up 'Proxy or UDP link: the delay from clients to the server (default: --delay)'
+            cand --delay-down 'Proxy or UDP link: the delay from the server to clients (default: --delay)'
             cand --jitter 'With --delay: vary it by up to this much'
             cand --max-buffer 'The most a slow link holds at once'
             cand --slice 'Write in pieces of about SIZE bytes'

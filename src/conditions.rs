@@ -59,18 +59,24 @@ impl Carried {
     }
 }
 
-/// The conditions in force: delay, jitter and each direction's faults.
+/// The conditions in force: each direction's delay and faults, and the
+/// jitter.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct InForce {
     /// The faults of each direction, up then down (a pipe's is down).
     pub faults: [Faults; 2],
-    pub delay: Duration,
+    /// The delay of each direction, up then down (a pipe's is down).
+    pub delay: [Duration; 2],
     pub jitter: Duration,
 }
 
 impl InForce {
     pub fn faults(&self, direction: Way) -> Faults {
         self.faults[direction as usize]
+    }
+
+    pub fn delay(&self, direction: Way) -> Duration {
+        self.delay[direction as usize]
     }
 }
 
@@ -80,8 +86,15 @@ impl InForce {
     /// (`two_ways`) are named where they differ: `up: drop 1%; down: ...`.
     pub fn describe(&self, two_ways: bool) -> String {
         let mut said = Vec::new();
-        if !self.delay.is_zero() {
-            let mut link = format!("delay {}", humantime::format_duration(self.delay));
+        let [up, down] = self
+            .delay
+            .map(|delay| humantime::format_duration(delay).to_string());
+        let delay = match (two_ways && up != down, self.delay(Way::Down).is_zero()) {
+            (true, _) => Some(format!("delay up {up}, down {down}")),
+            (false, false) => Some(format!("delay {down}")),
+            (false, true) => None,
+        };
+        if let Some(mut link) = delay {
             if !self.jitter.is_zero() {
                 link += &format!(", jitter {}", humantime::format_duration(self.jitter));
             }
@@ -102,18 +115,19 @@ impl InForce {
     }
 }
 
-/// A change of the conditions: fault flags, in order, and the delay and
-/// jitter if given.
+/// A change of the conditions: fault flags, in order, and each
+/// direction's delay and the jitter if given.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Retune {
     pub faults: Vec<Change>,
-    pub delay: Option<Duration>,
+    /// Up, then down.
+    pub delay: [Option<Duration>; 2],
     pub jitter: Option<Duration>,
 }
 
 impl Retune {
     pub fn is_empty(&self) -> bool {
-        self.faults.is_empty() && self.delay.is_none() && self.jitter.is_none()
+        self.faults.is_empty() && self.delay == [None; 2] && self.jitter.is_none()
     }
 }
 
@@ -164,7 +178,7 @@ impl Conditions {
                     delay: Some(why), ..
                 },
                 Retune { delay, jitter, .. },
-            ) if delay.is_some() || jitter.is_some() => Err(why.to_string()),
+            ) if *delay != [None; 2] || jitter.is_some() => Err(why.to_string()),
             _ => Ok(()),
         }
     }
@@ -188,7 +202,9 @@ impl Conditions {
                 change.apply(&mut now.faults[direction as usize], direction);
             }
         }
-        now.delay = retune.delay.unwrap_or(now.delay);
+        for (delay, new) in now.delay.iter_mut().zip(retune.delay) {
+            *delay = new.unwrap_or(*delay);
+        }
         now.jitter = retune.jitter.unwrap_or(now.jitter);
         self.generation.fetch_add(1, Ordering::Release);
     }
@@ -229,20 +245,33 @@ mod tests {
         assert_eq!(watch.changed(&conditions), None);
         let retune = Retune {
             faults: vec![Change::parse("drop", "down:0.5").unwrap()],
-            delay: Some(Duration::from_millis(100)),
+            delay: [Some(Duration::from_millis(100)); 2],
             jitter: None,
         };
         conditions.change(&retune);
         let now = watch.changed(&conditions).unwrap();
         assert_eq!(now.faults(Way::Down).drop.rate(), 0.5);
         assert_eq!(now.faults(Way::Up).drop.rate(), 0.0);
-        assert_eq!(now.delay, Duration::from_millis(100));
+        assert_eq!(now.delay, [Duration::from_millis(100); 2]);
+        assert_eq!(now.describe(true), "delay 100ms; down: drop 50%");
         assert_eq!(watch.changed(&conditions), None);
         conditions.change(&Retune::default());
         assert_eq!(
             watch.changed(&conditions),
             Some(now),
             "a change to the same"
+        );
+        conditions.change(&Retune {
+            delay: [None, Some(Duration::from_millis(30))],
+            ..Retune::default()
+        });
+        let one_way = watch.changed(&conditions).unwrap();
+        let [up, down] = one_way.delay.map(|d| d.as_millis());
+        assert_eq!((up, down), (100, 30), "the down direction's alone");
+        assert!(
+            one_way
+                .describe(true)
+                .starts_with("delay up 100ms, down 30ms")
         );
         let fixed = Conditions::fixing(
             InForce::default(),

@@ -101,7 +101,8 @@ exit statuses; 'man shape' has it all, with remote control, shares and toxiproxy
     after_help = MORE,
     after_long_help = EXAMPLES,
     max_term_width = 100,
-    group(clap::ArgGroup::new("two_ways").args(["listen", "exec"]).multiple(true))
+    group(clap::ArgGroup::new("two_ways").args(["listen", "exec"]).multiple(true)),
+    group(clap::ArgGroup::new("delays").args(["delay", "delay_up", "delay_down"]).multiple(true))
 )]
 pub struct Cli {
     /// Inputs, read in order; '-' is standard input. None means standard
@@ -394,12 +395,26 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub delay: Option<Duration>,
 
+    /// Proxy or UDP link: the delay from clients to the server (default:
+    /// --delay).
+    ///
+    /// An uplink longer or shorter than the downlink, as a satellite
+    /// link's or a mobile one's; with --delay-down, a link whose round
+    /// trip is their sum.
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
+    pub delay_up: Option<Duration>,
+
+    /// Proxy or UDP link: the delay from the server to clients (default:
+    /// --delay).
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
+    pub delay_down: Option<Duration>,
+
     /// With --delay: vary it by up to this much.
     ///
     /// Vary the delay of each chunk at random, evenly within DURATION
     /// either way (never below zero). Byte order is kept: a chunk that
     /// would overtake the one before it leaves right after that one.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "delay", allow_hyphen_values = true, help_heading = "Slow links and faults")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "delays", allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub jitter: Option<Duration>,
 
     /// The most a slow link holds at once.
@@ -588,10 +603,24 @@ impl Cli {
         Change::all(&self.fault_changes(), direction)
     }
 
-    /// What --delay, --jitter and --max-buffer ask of the link.
+    /// The delay of each direction, up then down: --delay-up or
+    /// --delay-down, else --delay, else none. A pipe's is down.
+    pub fn delays(&self) -> [Duration; 2] {
+        [self.delay_up, self.delay_down].map(|own| own.or(self.delay).unwrap_or_default())
+    }
+
+    /// Each direction's delay as given, for `--remote`: its own flag, else
+    /// --delay, else unchanged.
+    pub fn delay_changes(&self) -> [Option<Duration>; 2] {
+        [self.delay_up, self.delay_down].map(|own| own.or(self.delay))
+    }
+
+    /// What --delay, --jitter and --max-buffer ask of the link, with the
+    /// longer of the two directions' delays, which bounds what either
+    /// holds ([`Cli::delays`] gives each direction's).
     pub fn slow_link(&self) -> SlowLink {
         SlowLink {
-            delay: self.delay.unwrap_or_default(),
+            delay: self.delays().into_iter().max().unwrap_or_default(),
             jitter: self.jitter.unwrap_or_default(),
             max_buffer: self
                 .max_buffer

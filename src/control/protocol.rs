@@ -186,8 +186,19 @@ pub(super) fn encode_request(request: &Request) -> String {
     if let Some(paused) = request.paused {
         text += if paused { "pause\n" } else { "resume\n" };
     }
-    if let Some(delay) = &request.retune.delay {
-        text += &format!("delay {}\n", humantime::format_duration(*delay));
+    // One delay for both directions is said as before, so that a shape
+    // of an earlier version still takes it.
+    match request.retune.delay {
+        [Some(up), Some(down)] if up == down => {
+            text += &format!("delay {}\n", humantime::format_duration(up));
+        }
+        ways => {
+            for (way, delay) in ["up", "down"].iter().zip(ways) {
+                if let Some(delay) = delay {
+                    text += &format!("delay-{way} {}\n", humantime::format_duration(delay));
+                }
+            }
+        }
     }
     if let Some(jitter) = &request.retune.jitter {
         text += &format!("jitter {}\n", humantime::format_duration(*jitter));
@@ -220,9 +231,17 @@ pub(super) fn decode_request(text: &str) -> Result<Request, String> {
             }
             ("pause", "") if request.paused.is_none() => request.paused = Some(true),
             ("resume", "") if request.paused.is_none() => request.paused = Some(false),
-            ("delay", value) if request.retune.delay.is_none() => {
+            ("delay", value) if request.retune.delay == [None; 2] => {
                 let Span(delay) = value.parse().map_err(|why| bad("delay", value, why))?;
-                request.retune.delay = Some(delay);
+                request.retune.delay = [Some(delay); 2];
+            }
+            ("delay-up", value) if request.retune.delay[0].is_none() => {
+                let Span(delay) = value.parse().map_err(|why| bad("delay", value, why))?;
+                request.retune.delay[0] = Some(delay);
+            }
+            ("delay-down", value) if request.retune.delay[1].is_none() => {
+                let Span(delay) = value.parse().map_err(|why| bad("delay", value, why))?;
+                request.retune.delay[1] = Some(delay);
             }
             ("jitter", value) if request.retune.jitter.is_none() => {
                 let Span(jitter) = value.parse().map_err(|why| bad("jitter", value, why))?;
@@ -323,11 +342,26 @@ mod tests {
                     Change::parse("slice", "down:7:3").unwrap(),
                     Change::parse("stall-after", "off").unwrap(),
                 ],
-                delay: Some(Duration::from_millis(1500)),
+                delay: [None, Some(Duration::from_millis(1500))],
                 jitter: Some(Duration::ZERO),
             },
         };
-        assert_eq!(decode_request(&encode_request(&request)), Ok(request));
+        assert_eq!(
+            decode_request(&encode_request(&request)),
+            Ok(request.clone())
+        );
+        let both = Request {
+            retune: Retune {
+                delay: [Some(Duration::from_millis(40)); 2],
+                ..request.retune
+            },
+            ..request
+        };
+        assert!(
+            encode_request(&both).contains("\ndelay 40ms\n"),
+            "as before"
+        );
+        assert_eq!(decode_request(&encode_request(&both)), Ok(both));
         let lift = Request {
             rate: Some(written("unlimited")),
             ..Request::default()

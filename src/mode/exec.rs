@@ -148,6 +148,8 @@ fn not_for_a_command(cli: &Cli) -> Option<&'static str> {
         (cli.lines, "--lines"),
         (cli.null, "--null"),
         (cli.delay.is_some(), "--delay"),
+        (cli.delay_up.is_some(), "--delay-up"),
+        (cli.delay_down.is_some(), "--delay-down"),
         (
             !cli.fault_changes().is_empty(),
             "a fault (--drop, --stall-after, …)",

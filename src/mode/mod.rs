@@ -137,6 +137,11 @@ pub fn run(cli: &Cli) -> Exit {
             "--rate-up and --rate-down apply to a proxy (--listen with --connect) or --exec".into(),
         )
         .into()),
+        Mode::Copy if cli.delay_up.is_some() || cli.delay_down.is_some() => Err(UsageError(
+            "--delay-up and --delay-down apply to a proxy (--listen with --connect) or a UDP link"
+                .into(),
+        )
+        .into()),
         Mode::Copy => copy::run(cli),
     };
     ran.unwrap_or_else(|err| {

@@ -30,7 +30,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     let link = cli.slow_link();
     let conditions = Arc::new(Conditions::new(InForce {
         faults: Way::BOTH.map(|way| cli.faults(way)),
-        delay: link.delay,
+        delay: cli.delays(),
         jitter: link.jitter,
     }));
     let adjuster = Arc::new(

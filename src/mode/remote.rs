@@ -21,7 +21,7 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
         paused: (cli.pause || cli.resume).then_some(cli.pause),
         retune: Retune {
             faults: cli.fault_changes(),
-            delay: cli.delay,
+            delay: cli.delay_changes(),
             jitter: cli.jitter,
         },
     };

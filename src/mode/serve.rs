@@ -55,6 +55,9 @@ fn not_for_the_server(cli: &Cli) -> Option<&'static str> {
         (cli.schedule.is_some(), "--schedule"),
         (!cli.fault_changes().is_empty(), "a fault flag"),
         (cli.affect.is_some(), "--affect"),
+        (cli.delay.is_some(), "--delay"),
+        (cli.delay_up.is_some(), "--delay-up"),
+        (cli.delay_down.is_some(), "--delay-down"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))

@@ -131,7 +131,7 @@ fn impairments(cli: &Cli, buckets: [&Arc<Bucket>; 2]) -> anyhow::Result<[Impairm
             keep_order: udp.jitter_keeps_order,
             ..Impairment::default()
         }
-        .under(link.delay, link.jitter, &faults)
+        .under(cli.delays()[way as usize], link.jitter, &faults)
     }))
 }
 
@@ -142,7 +142,7 @@ fn conditions(cli: &Cli) -> Arc<Conditions> {
     Arc::new(Conditions::fixing(
         InForce {
             faults: Way::BOTH.map(|way| cli.faults(way)),
-            delay: link.delay,
+            delay: cli.delays(),
             jitter: link.jitter,
         },
         Fixed {

@@ -195,7 +195,7 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
         };
         self.mischief.set_faults(now.faults(Way::Down));
         if let Some(line) = self.line {
-            line.set_delay(now.delay, now.jitter);
+            line.set_delay(now.delay(crate::faults::Way::Down), now.jitter);
         }
     }
 

@@ -161,7 +161,7 @@ impl Sum {
         }
         let faults = Change::all(&self.changes, way);
         let now = InForce {
-            delay: self.delay,
+            delay: [self.delay; 2],
             jitter: self.jitter,
             faults: [faults, faults],
         };
@@ -413,7 +413,7 @@ mod tests {
         ];
         let plan = rules(&toxics).plan(&mut Luck::new(1)).unwrap();
         let [up, down] = &plan.ways;
-        assert_eq!(terms(down).delay, Duration::from_millis(150));
+        assert_eq!(terms(down).delay(Way::Down), Duration::from_millis(150));
         assert_eq!(terms(down).jitter, Duration::from_millis(5));
         assert_eq!(
             own_limit(&down.pay),
@@ -422,7 +422,7 @@ mod tests {
         );
         assert_eq!(terms(down).faults(Way::Down).slice, None);
         assert_eq!(own_limit(&up.pay), Limit::Unlimited);
-        assert_eq!(terms(up).delay, Duration::ZERO);
+        assert_eq!(terms(up).delay(Way::Up), Duration::ZERO);
         assert_eq!(terms(up).faults(Way::Up).slice.map(|s| s.size), Some(8));
     }
 
@@ -438,9 +438,9 @@ mod tests {
         let mut struck = 0;
         for seed in 0..1000 {
             let mut luck = Luck::new(seed);
-            let first = terms(&rules(&half).plan(&mut luck).unwrap().ways[1]).delay;
+            let first = terms(&rules(&half).plan(&mut luck).unwrap().ways[1]).delay(Way::Down);
             for _ in 0..3 {
-                let again = terms(&rules(&half).plan(&mut luck).unwrap().ways[1]).delay;
+                let again = terms(&rules(&half).plan(&mut luck).unwrap().ways[1]).delay(Way::Down);
                 assert_eq!(again, first, "the draw is kept");
             }
             struck += usize::from(!first.is_zero());
@@ -457,7 +457,7 @@ mod tests {
             json!({"latency": 10, "jitter": 0}),
         )];
         let plan = rules(&none).plan(&mut Luck::new(3)).unwrap();
-        assert_eq!(terms(&plan.ways[1]).delay, Duration::ZERO);
+        assert_eq!(terms(&plan.ways[1]).delay(Way::Down), Duration::ZERO);
     }
 
     #[test]

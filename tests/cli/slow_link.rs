@@ -115,6 +115,65 @@ fn a_round_trip_through_a_delayed_proxy_takes_twice_the_delay() {
     );
 }
 
+/// When the server last got a byte, for the one-way test below.
+static SERVER_GOT: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+
+/// Notes when each byte comes, and sends it back at once.
+fn noting_echo(mut stream: TcpStream) {
+    let mut byte = [0];
+    while stream.read_exact(&mut byte).is_ok() {
+        *SERVER_GOT.lock().unwrap() = Some(Instant::now());
+        if stream.write_all(&byte).is_err() {
+            break;
+        }
+    }
+}
+
+#[test]
+fn each_direction_of_the_proxy_has_its_own_delay() {
+    let upstream = server(noting_echo);
+    let proxy = Proxy::start(&upstream, &["--delay-up", "200ms", "--delay-down", "50ms"]);
+    let mut stream = connect(&proxy.address);
+    let mut ways: Vec<(Duration, Duration)> = (0..3)
+        .map(|i| {
+            let sent = Instant::now();
+            stream.write_all(&[i]).unwrap();
+            let mut back = [0];
+            stream.read_exact(&mut back).unwrap();
+            let came = Instant::now();
+            assert_eq!(back, [i]);
+            let got = SERVER_GOT.lock().unwrap().take().unwrap();
+            (got - sent, came - got)
+        })
+        .collect();
+    ways.sort();
+    for (up, down) in &ways {
+        assert!(*up >= Duration::from_millis(200), "up took {up:?}");
+        assert!(*down >= Duration::from_millis(50), "down took {down:?}");
+    }
+    // Never the other way's delay: the fastest of three, loosely.
+    let (up, down) = ways[0];
+    assert!(up < Duration::from_millis(400), "up took {up:?}");
+    assert!(down < Duration::from_millis(200), "down took {down:?}");
+}
+
+#[test]
+fn delays_of_each_direction_are_refused_where_there_are_no_two() {
+    assert_refused(shape(["--delay-up", "1s"]), "--delay-up");
+    assert_refused(
+        shape(["--delay-down", "1s", "--exec", "true"]),
+        "--delay-down",
+    );
+    assert_refused(
+        shape(["--serve", "127.0.0.1:0", "--delay-up", "1s"]),
+        "--delay-up",
+    );
+    assert_refused(
+        shape(["--serve", "127.0.0.1:0", "--delay", "1s"]),
+        "--delay",
+    );
+}
+
 #[test]
 fn jitter_through_the_proxy_keeps_the_byte_order() {
     let upstream = server(echo);

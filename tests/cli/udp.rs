@@ -95,6 +95,30 @@ fn each_client_gets_its_own_replies_after_the_delay_each_way() {
 }
 
 #[test]
+fn each_way_of_a_udp_link_has_its_own_delay() {
+    // 300 ms up and none down: a round trip of 300 ms, not 600 or none.
+    let link = link(&["--delay-up", "300ms", "--delay-down", "0ms"]);
+    let to = link.address.strip_prefix("udp:").unwrap().to_string();
+    let socket = client();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut took: Vec<Duration> = (0..3u8)
+        .map(|i| {
+            let start = Instant::now();
+            socket.send_to(&[i; 100], &to).unwrap();
+            let mut buffer = [0u8; 200];
+            let n = socket.recv(&mut buffer).unwrap();
+            assert_eq!(&buffer[..n], &[i; 100][..]);
+            start.elapsed()
+        })
+        .collect();
+    took.sort();
+    assert!(took[0] >= Duration::from_millis(300), "{took:?}");
+    assert!(took[0] < Duration::from_millis(600), "{took:?}");
+}
+
+#[test]
 fn a_seed_drops_the_same_datagrams_every_run() {
     let first = numbers_back(&link(&["--drop", "20%", "--seed", "11"]), 500);
     let again = numbers_back(&link(&["--drop", "20%", "--seed", "11"]), 500);

@@ -85,7 +85,7 @@ pub(super) fn conditions(cli: &Cli) -> Arc<Conditions> {
     let faulty = !cli.fault_changes().is_empty() || delayed;
     let now = InForce {
         faults: [Faults::default(), cli.faults(Way::Down)],
-        delay: link.delay,
+        delay: [link.delay; 2],
         jitter: link.jitter,
     };
     let fixed = Fixed {
@@ -138,7 +138,7 @@ pub(super) fn output(
         let (limit, burst) = bucket.limit_and_burst();
         let now = now.now();
         SlowLink {
-            delay: now.delay,
+            delay: now.delay(crate::faults::Way::Down),
             jitter: now.jitter,
             ..link
         }

@@ -296,8 +296,9 @@ impl Proxy {
         let Some(now) = watch.changed(conditions) else {
             return;
         };
-        for (impairment, faults) in self.route.ways.iter_mut().zip(now.faults) {
-            *impairment = impairment.under(now.delay, now.jitter, &faults);
+        let ways = self.route.ways.iter_mut().zip(now.faults).zip(now.delay);
+        for ((impairment, faults), delay) in ways {
+            *impairment = impairment.under(delay, now.jitter, &faults);
         }
         self.retune_links();
     }

@@ -90,7 +90,7 @@ impl Direction {
         let mut watch = Watch::default();
         let now = watch.now(start.conditions);
         let link = SlowLink {
-            delay: now.delay,
+            delay: now.delay(way),
             jitter: now.jitter,
             ..*start.link
         };
@@ -142,9 +142,9 @@ impl Direction {
         let Some(conditions) = self.watch.changed(conditions) else {
             return;
         };
-        self.link.delay = conditions.delay;
+        self.link.delay = conditions.delay(self.way);
         self.link.jitter = conditions.jitter;
-        self.line.set_delay(conditions.delay, conditions.jitter);
+        self.line.set_delay(self.link.delay, conditions.jitter);
         if let Some(strikes) = &mut self.strikes {
             strikes.retune(conditions.faults(self.way), now);
         }

@@ -102,7 +102,7 @@ impl Bench {
         let bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, clock.clone()).unwrap();
         let conditions = Conditions::new(InForce {
             faults: [Faults::default(), faults],
-            delay,
+            delay: [delay; 2],
             jitter: Duration::ZERO,
         });
         let link = SlowLink {
