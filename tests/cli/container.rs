@@ -11,7 +11,7 @@
 //! skipped, as the size and user are shape's.
 
 use crate::harness::*;
-use crate::serve::free_port;
+use crate::serve::{free_port, free_ports};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -167,7 +167,7 @@ fn an_upstream_named_as_compose_names_it_is_reached_after_it_moves() {
     let on_network = ["--network", network.as_str()];
     made.run(&upstream, &on_network, &image, &[]);
     let server = unique("server");
-    let (api, proxied) = (free_port(), free_port());
+    let [api, proxied] = free_ports();
     let (api_published, proxy_published) = (
         format!("127.0.0.1:{api}:8474"),
         format!("127.0.0.1:{proxied}:9000"),

@@ -2,7 +2,7 @@
 //! as scripts and images start it.
 
 use crate::harness::*;
-use crate::serve::{Toxiproxy, echo_server, free_port, round_trip};
+use crate::serve::{Toxiproxy, echo_server, free_port, free_ports, round_trip};
 use serde_json::json;
 use std::process::{Command, Stdio};
 
@@ -18,14 +18,15 @@ fn toxiproxy_server_s_command_line_serves_its_config_on_its_port() {
     let dir = Scratch::new("toxiproxy-link");
     let link = linked(&dir, "toxiproxy-server");
     let upstream = echo_server();
-    let listen = format!("127.0.0.1:{}", free_port());
+    let [listen, port] = free_ports();
+    let listen = format!("127.0.0.1:{listen}");
     let config = dir.file(
         "toxiproxy.json",
         json!([{"name": "echo", "listen": listen, "upstream": upstream}])
             .to_string()
             .as_bytes(),
     );
-    let port = free_port().to_string();
+    let port = port.to_string();
     let mut command = Command::new(&link);
     command
         .args(["-host", "127.0.0.1", "-port", &port, "-config"])

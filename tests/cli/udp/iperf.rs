@@ -3,7 +3,7 @@
 //! link says it did.
 
 use crate::harness::*;
-use crate::serve::free_port;
+use crate::serve::free_ports;
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -51,13 +51,10 @@ impl Report {
 /// with `link`. The test's control connection is TCP: a second shape,
 /// a plain proxy on the same port, carries it.
 fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
-    // Both ports chosen while the first is held, so that they differ:
-    // chosen one after the other, the second could be the first again
-    // before iperf3 binds it.
-    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = free_port();
-    let server_port = held.local_addr().unwrap().port().to_string();
-    drop(held);
+    // Two different ports: chosen one after the other, the second was
+    // once the first again, before iperf3 had bound it.
+    let [server_port, port] = free_ports();
+    let server_port = server_port.to_string();
     let mut server = Command::new("iperf3")
         .args(["-s", "-1", "-J", "-i", "0.5", "-p", &server_port])
         .stdout(Stdio::piped())
