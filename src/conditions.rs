@@ -30,6 +30,9 @@ pub struct Fixed {
     /// `--reset-after`, `--cut-after`, `--slow-close`.
     pub ends: Option<&'static str>,
     pub delay: Option<&'static str>,
+    /// A delay of one direction alone (`--delay-up`, `--delay-down`),
+    /// where there is one direction.
+    pub one_way: Option<&'static str>,
     /// What the faults act on, which refuses those that need the other.
     pub carried: Carried,
 }
@@ -179,6 +182,14 @@ impl Conditions {
                 },
                 Retune { delay, jitter, .. },
             ) if *delay != [None; 2] || jitter.is_some() => Err(why.to_string()),
+            (
+                Fixed {
+                    one_way: Some(why), ..
+                },
+                Retune {
+                    delay: [up, down], ..
+                },
+            ) if up != down => Err(why.to_string()),
             _ => Ok(()),
         }
     }
@@ -286,6 +297,22 @@ mod tests {
             ..retune
         };
         assert_eq!(fixed.check(&delay_only), Ok(()));
+        let one_way = Conditions::fixing(
+            InForce::default(),
+            Fixed {
+                one_way: Some("one direction here"),
+                ..Fixed::default()
+            },
+        );
+        assert_eq!(one_way.check(&delay_only), Ok(()), "both ways alike");
+        let up_alone = Retune {
+            delay: [Some(Duration::from_millis(5)), None],
+            ..Retune::default()
+        };
+        assert_eq!(
+            one_way.check(&up_alone),
+            Err("one direction here".to_string())
+        );
     }
 
     #[test]

@@ -470,6 +470,35 @@ fn a_remote_answer_says_what_changed_and_an_empty_one_only_asks() {
 }
 
 #[test]
+fn a_copy_refuses_a_remote_delay_of_one_direction() {
+    let runtime = Runtime::new("remote-one-way");
+    let shape = runtime.start(["--rate", "1MiB", "--delay", "50ms"]);
+    let pid = shape.pid.to_string();
+    let refused = run(
+        runtime.shape(["--remote", &pid, "--delay-up", "80ms"]),
+        Stdio::null(),
+    );
+    let both = run(
+        runtime.shape(["--remote", &pid, "--delay", "80ms"]),
+        Stdio::null(),
+    );
+    shape.stop();
+    // Refused by the running shape, as any change it cannot take.
+    assert_eq!(refused.code(), 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("a copy has one direction"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(both.code(), 0, "{}", both.stderr);
+    assert!(
+        String::from_utf8_lossy(&both.stdout).contains("delay 80ms"),
+        "{:?}",
+        both.stdout
+    );
+}
+
+#[test]
 fn sigusr1_says_the_rate_of_the_last_second_which_is_nothing_when_idle() {
     let runtime = Runtime::new("status-idle");
     let mut shape = Running::start(runtime.shape(["--rate", "1MiB"]), Stdio::piped(), false);

@@ -98,6 +98,10 @@ pub(super) fn conditions(cli: &Cli) -> Arc<Conditions> {
              a proxy changes them live",
         ),
         delay: (!delayed).then_some("this copy started without --delay ('--delay 0' will do)"),
+        one_way: Some(
+            "--delay-up and --delay-down apply to a proxy or a UDP link: a copy has one \
+             direction (--delay)",
+        ),
         carried: Carried::Stream,
     };
     Arc::new(Conditions::fixing(now, fixed))
