@@ -41,7 +41,7 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
         Limit::Rate(rate) => {
             let per_second = rate.bytes_per_sec();
             let worth = if per_second < PACKET_RATE {
-                PACKET.min(per_second * PACKET_SECONDS)
+                packet_worth(per_second)
             } else {
                 per_second * CHUNK_SECONDS
             };
@@ -55,7 +55,13 @@ pub fn chunk_size(limit: Limit, burst: u64) -> usize {
 /// burst of 100 ms would halve them below [`PACKET_RATE`] (twice pv's
 /// wake-ups at 4 KiB/s), and tc's tbf, too, asks at least a packet.
 pub fn packet_burst(per_second: f64) -> u64 {
-    (2.0 * PACKET.min(per_second * PACKET_SECONDS)) as u64
+    (2.0 * packet_worth(per_second)) as u64
+}
+
+/// The bytes of a chunk below [`PACKET_RATE`]: a packet, or 100 ms of the
+/// rate if that is less.
+fn packet_worth(per_second: f64) -> f64 {
+    PACKET.min(per_second * PACKET_SECONDS)
 }
 
 /// `worth` bytes as a chunk: at least one byte, at most [`MAX_CHUNK`] and

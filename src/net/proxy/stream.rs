@@ -78,15 +78,10 @@ impl Stream {
     }
 
     pub(super) fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.full {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let wrote = match &mut self.socket {
+        unless_blocked(&mut self.full, || match &mut self.socket {
             Socket::Tcp(s) => s.write(buf),
             Socket::Unix(s) => s.write(buf),
-        };
-        self.full = would_block(&wrote);
-        wrote
+        })
     }
 
     pub(super) fn shutdown_write(&self) -> io::Result<()> {
@@ -124,22 +119,27 @@ impl Stream {
 
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.dry {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let read = match &mut self.socket {
+        unless_blocked(&mut self.dry, || match &mut self.socket {
             Socket::Tcp(s) => s.read(buf),
             Socket::Unix(s) => s.read(buf),
-        };
-        self.dry = would_block(&read);
-        read
+        })
     }
 }
 
-fn would_block(result: &io::Result<usize>) -> bool {
-    result
+/// Would block at once if `blocked` says the last try did, with no event
+/// since; else makes the `call`, and notes whether it would block.
+fn unless_blocked(
+    blocked: &mut bool,
+    call: impl FnOnce() -> io::Result<usize>,
+) -> io::Result<usize> {
+    if *blocked {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let done = call();
+    *blocked = done
         .as_ref()
-        .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock)
+        .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock);
+    done
 }
 
 impl Listener {

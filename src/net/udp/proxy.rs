@@ -98,9 +98,6 @@ pub struct Proxy {
     flows_due: Deadlines,
     /// Flows whose own links took a datagram since the last turn.
     stirred: Vec<usize>,
-    /// Every flow's own links are to be looked at in the next turn: the
-    /// rates or impairments changed.
-    look_at_all: bool,
     buffer: Vec<u8>,
 }
 
@@ -145,7 +142,6 @@ impl Proxy {
             owned: [Tally::default(); 2],
             flows_due: Deadlines::default(),
             stirred: Vec::new(),
-            look_at_all: false,
             buffer: vec![0; LARGEST + 1],
         })
     }
@@ -196,10 +192,13 @@ impl Proxy {
     pub fn serve(&mut self) -> io::Result<()> {
         let clock = MonotonicClock;
         let mut events = Events::with_capacity(256);
+        // Woken by a change (of the rates, the impairments or the
+        // conditions), which moves when each flow's datagrams are due.
+        let mut woken = false;
         loop {
             let now = clock.now();
             self.retune();
-            self.deliver(now);
+            self.deliver(now, std::mem::take(&mut woken));
             self.forget_idle(now);
             self.publish_tallies();
             let wake = self.ways[0]
@@ -226,12 +225,10 @@ impl Proxy {
             // (an API call answered, then a datagram), it is in force for
             // them: taken after, a datagram sent once a loss was removed
             // could still be lost to it.
-            let woken = events.iter().any(|event| event.token() == CHANGED);
+            woken = events.iter().any(|event| event.token() == CHANGED);
             if woken && self.obey() {
                 return Ok(());
             }
-            // A bucket's new rate moves when each flow's datagram is paid.
-            self.look_at_all |= woken;
             for event in &events {
                 match event.token() {
                     LISTEN => self.take_from_clients(now)?,
@@ -285,7 +282,6 @@ impl Proxy {
                 link.retune_to(impairment.clone());
             }
         }
-        self.look_at_all = true;
     }
 
     /// Takes the conditions in force, if they changed.
@@ -304,8 +300,9 @@ impl Proxy {
     }
 
     /// Sends every datagram due by `now` on its way: the shared links',
-    /// then each flow's own.
-    fn deliver(&mut self, now: u64) {
+    /// then the flows' own that took a datagram or are due, or all those
+    /// waiting if `changed`.
+    fn deliver(&mut self, now: u64, changed: bool) {
         // What a datagram counts for in progress: one, counting
         // datagrams, else its bytes.
         let packets = self.route.ways.each_ref().map(|way| way.packets);
@@ -314,7 +311,7 @@ impl Proxy {
             false => datagram.len() as u64,
         };
         let mut due = std::mem::take(&mut self.stirred);
-        match std::mem::take(&mut self.look_at_all) {
+        match changed {
             true => self.flows_due.waiting(&mut due),
             false => self.flows_due.due(now, &mut due),
         }
