@@ -52,6 +52,8 @@ pub enum Call {
         len_at: u64,
         flags: i32,
     },
+    /// `connect` of `fd` to the address of `len` bytes at `name_at`.
+    Connect { fd: i32, name_at: u64, len: u32 },
     /// `dup` or `fcntl(F_DUPFD)` of `fd`: a copy at the lowest free
     /// descriptor of `least` or more (shape keeps it high).
     Dup { fd: i32, least: i32, cloexec: bool },
@@ -248,6 +250,11 @@ fn descriptor_call(nr: i64, args: &[u64; 6]) -> Call {
                 _ => 0,
             },
         },
+        libc::SYS_connect => Call::Connect {
+            fd,
+            name_at: args[1],
+            len: args[2] as u32,
+        },
         libc::SYS_dup => Call::Dup {
             fd,
             least: 0,
@@ -286,6 +293,30 @@ pub fn splice_out(args: &[u64; 6]) -> Call {
         pipe: args[2] as i32,
         length: args[4],
         flags: args[5] as u32,
+    }
+}
+
+/// The IP address and port of a `sockaddr_in` or `sockaddr_in6` as the
+/// kernel reads it, if `raw` is one.
+pub fn ip_address(raw: &[u8]) -> Option<std::net::SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    let family = u16::from_ne_bytes(raw.get(..2)?.try_into().ok()?);
+    let port = u16::from_be_bytes(raw.get(2..4)?.try_into().ok()?);
+    match i32::from(family) {
+        libc::AF_INET => {
+            let ip: [u8; 4] = raw.get(4..8)?.try_into().ok()?;
+            Some(SocketAddrV4::new(Ipv4Addr::from(ip), port).into())
+        }
+        libc::AF_INET6 if raw.len() >= 24 => {
+            let flow = u32::from_be_bytes(raw[4..8].try_into().ok()?);
+            let ip: [u8; 16] = raw[8..24].try_into().ok()?;
+            let scope = raw
+                .get(24..28)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u32::from_ne_bytes);
+            Some(SocketAddrV6::new(Ipv6Addr::from(ip), port, flow, scope).into())
+        }
+        _ => None,
     }
 }
 
@@ -607,5 +638,38 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn connects_are_read_with_their_address_as_the_kernel_lays_it_out() {
+        let memory = Memory(Vec::new());
+        assert_eq!(
+            decode(
+                libc::SYS_connect,
+                &[7, 0x1000, 16, 0, 0, 0],
+                &mut memory.reader()
+            )
+            .unwrap(),
+            Call::Connect {
+                fd: 7,
+                name_at: 0x1000,
+                len: 16
+            }
+        );
+        let mut v4 = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        v4.extend(8080u16.to_be_bytes());
+        v4.extend([127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(ip_address(&v4), Some(([127, 0, 0, 1], 8080).into()));
+        let mut v6 = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+        v6.extend(443u16.to_be_bytes());
+        v6.extend([0; 4]);
+        v6.extend(std::net::Ipv6Addr::LOCALHOST.octets());
+        v6.extend(3u32.to_ne_bytes());
+        let expected = std::net::SocketAddrV6::new(std::net::Ipv6Addr::LOCALHOST, 443, 0, 3);
+        assert_eq!(ip_address(&v6), Some(expected.into()));
+        let unix = [libc::AF_UNIX as u8, 0, b'/', b'x'];
+        assert_eq!(ip_address(&unix), None);
+        assert_eq!(ip_address(&[2]), None);
+        assert_eq!(ip_address(&v6[..10]), None);
     }
 }

@@ -4,6 +4,8 @@
 //! writes on lower descriptors (files, pipes, the terminal) run untouched
 //! and cost nothing, those on higher ones are handed to shape, as is
 //! every call that exists only for sockets (send, receive, accept).
+//! Where a link relays the command's TCP connections, every `connect`
+//! is handed to shape too, which connects the socket through the link.
 //! io_uring is refused so that programs fall back to plain calls; calls
 //! of another architecture (32-bit programs) end the process rather than
 //! pass unshaped. A few BPF instructions from `libc`'s constants: no
@@ -53,7 +55,12 @@ pub fn handed() -> impl Iterator<Item = i64> {
         .iter()
         .copied()
         .chain(on_a_descriptor())
-        .chain([libc::SYS_splice, libc::SYS_fcntl, libc::SYS_socket])
+        .chain([
+            libc::SYS_splice,
+            libc::SYS_fcntl,
+            libc::SYS_socket,
+            libc::SYS_connect,
+        ])
 }
 
 /// This machine's architecture, as seccomp names it.
@@ -82,8 +89,9 @@ const JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
 const JGE: u32 = libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K;
 const RET: u32 = libc::BPF_RET | libc::BPF_K;
 
-/// The filter's program, for sockets placed at `base` or more.
-pub fn program(base: u32) -> Vec<libc::sock_filter> {
+/// The filter's program, for sockets placed at `base` or more; with
+/// `connects` handed over as well where a link relays them.
+pub fn program(base: u32, connects: bool) -> Vec<libc::sock_filter> {
     let notify = statement(RET, libc::SECCOMP_RET_USER_NOTIF);
     let allow = statement(RET, libc::SECCOMP_RET_ALLOW);
     let mut program = vec![
@@ -108,6 +116,9 @@ pub fn program(base: u32) -> Vec<libc::sock_filter> {
     );
     for &nr in SOCKET_CALLS {
         rule(nr, vec![notify]);
+    }
+    if connects {
+        rule(libc::SYS_connect, vec![notify]);
     }
     // The descriptor in argument 0 is `base` or more.
     let high = vec![statement(LD, arg(0)), jump(JGE, base, 0, 1), notify, allow];
@@ -193,7 +204,7 @@ mod tests {
 
     #[test]
     fn every_call_the_program_hands_over_is_one_shape_knows() {
-        let program = program(512);
+        let program = program(512, true);
         let inet = libc::AF_INET as u32;
         let dupfd = libc::F_DUPFD as u32;
         for nr in 0..512 {
@@ -205,7 +216,7 @@ mod tests {
 
     #[test]
     fn high_descriptors_and_socket_calls_are_handed_to_shape_and_the_rest_run() {
-        let program = program(512);
+        let program = program(512, false);
         let on = |nr, args| run(&program, ARCH, nr, args);
         for &nr in SOCKET_CALLS {
             assert_eq!(on(nr, [3, 0, 0, 0, 0, 0]), NOTIFY, "{nr}");
@@ -245,6 +256,11 @@ mod tests {
         ] {
             assert_eq!(on(nr, [600, 0, 0, 0, 0, 0]), ALLOW);
         }
+        let relaying = super::program(512, true);
+        assert_eq!(
+            run(&relaying, ARCH, libc::SYS_connect, [3, 0, 0, 0, 0, 0]),
+            NOTIFY
+        );
         assert_eq!(
             on(libc::SYS_io_uring_setup, [0; 6]),
             libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32

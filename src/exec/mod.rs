@@ -10,6 +10,7 @@
 //! `call.rs`.
 
 mod call;
+mod door;
 mod filter;
 mod kernel;
 mod sockets;
@@ -17,11 +18,22 @@ mod supervisor;
 
 pub use supervisor::{Ended, Ways};
 
+use crate::conditions::Conditions;
+use crate::net::proxy::Carrier;
+use std::sync::Arc;
+
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+/// Where a link (`--delay`, `--jitter`, faults) carries the command's
+/// TCP connections, and its conditions (a connect takes its round trip).
+pub struct Relay {
+    pub carrier: Carrier,
+    pub conditions: Arc<Conditions>,
+}
 
 /// Why a command was not run, as a shell tells it.
 #[derive(Debug, thiserror::Error)]
@@ -82,8 +94,10 @@ impl Started {
     }
 }
 
-/// Starts `command` (a program and its arguments) under the filter.
-pub fn start(command: &[OsString]) -> Result<Started, NotRun> {
+/// Starts `command` (a program and its arguments) under the filter;
+/// with its `connect`s handed over too if `relayed` (a link relays its
+/// TCP connections).
+pub fn start(command: &[OsString], relayed: bool) -> Result<Started, NotRun> {
     let name = command.first().map(OsString::as_os_str).unwrap_or_default();
     let shown = name.to_string_lossy().into_owned();
     let path = find(name).map_err(|err| match err.kind() {
@@ -108,12 +122,13 @@ pub fn start(command: &[OsString]) -> Result<Started, NotRun> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let base = base();
-    let spawned = kernel::spawn(&path, &argv, &envp, &filter::program(base)).map_err(|failed| {
-        NotRun::Unsupported {
-            step: failed.step,
-            err: failed.err,
-        }
-    })?;
+    let spawned =
+        kernel::spawn(&path, &argv, &envp, &filter::program(base, relayed)).map_err(|failed| {
+            NotRun::Unsupported {
+                step: failed.step,
+                err: failed.err,
+            }
+        })?;
     Ok(Started { spawned, base })
 }
 
@@ -134,6 +149,7 @@ fn base() -> u32 {
 pub fn supervise(
     started: Started,
     ways: &Ways,
+    relay: Option<Relay>,
     on_change: impl FnOnce(Box<dyn Fn() + Send>),
     shown: &str,
     say: Box<dyn Fn(&str)>,
@@ -145,7 +161,7 @@ pub fn supervise(
         exec_failed,
     } = started.spawned;
     let (mut supervisor, waker) =
-        supervisor::Supervisor::new(listener, (pid, pidfd), started.base, ways, say)?;
+        supervisor::Supervisor::new(listener, (pid, pidfd), started.base, ways, relay, say)?;
     on_change(Box::new(move || {
         let _ = waker.wake();
     }));

@@ -2,7 +2,9 @@
 //! UDP, IPv4 and IPv6, loopback included). A descriptor is first told
 //! apart by what /proc says it is, which is all a file or pipe costs; a
 //! socket is asked its family and type once, remembered by its inode,
-//! and given send and receive buffers that follow the rate. Also keeps
+//! and given send and receive buffers that follow the rate. A TCP socket
+//! connected to the relay of a link is not shaped here: the relay shapes
+//! what it carries. Also keeps
 //! the pidfds of the command's threads, through which its sockets are
 //! taken.
 
@@ -12,6 +14,7 @@ use rustix::net::{AddressFamily, SocketType, sockopt};
 use shape_bucket::Limit;
 use std::collections::HashMap;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
@@ -36,9 +39,36 @@ pub struct Sockets {
     /// By socket inode: what it is, and the buffers it was given.
     kinds: HashMap<(u64, u64), (SocketKind, Option<usize>)>,
     pidfds: HashMap<u32, OwnedFd>,
+    /// The doors of the relay that carries TCP connections, if any.
+    doors: Vec<SocketAddr>,
 }
 
 impl Sockets {
+    /// Knows nothing yet; TCP sockets connected to one of `doors` are
+    /// the relay's to shape.
+    pub fn relayed_by(doors: Vec<SocketAddr>) -> Sockets {
+        Sockets {
+            doors,
+            ..Sockets::default()
+        }
+    }
+
+    /// What `socket` is, a relayed one unshaped.
+    fn kind_of(&self, socket: BorrowedFd<'_>) -> SocketKind {
+        let kind = socket_kind(socket);
+        let relayed = kind == SocketKind::Stream
+            && !self.doors.is_empty()
+            && rustix::net::getpeername(socket)
+                .ok()
+                .flatten()
+                .and_then(|peer| SocketAddr::try_from(peer).ok())
+                .is_some_and(|peer| self.doors.contains(&peer));
+        match relayed {
+            true => SocketKind::Unshaped,
+            false => kind,
+        }
+    }
+
     /// What descriptor `fd` of thread `tid` is. A shaped socket is given
     /// buffers of `buffer` bytes each way, if given, when first seen and
     /// again whenever that changes by more than half (the rate changed):
@@ -60,7 +90,7 @@ impl Sockets {
         let Ok(socket) = self.take(tid, fd) else {
             return SocketKind::Unshaped;
         };
-        let kind = known.map_or_else(|| socket_kind(socket.as_fd()), |(kind, _)| kind);
+        let kind = known.map_or_else(|| self.kind_of(socket.as_fd()), |(kind, _)| kind);
         if let (Some(bytes), true) = (buffer, kind != SocketKind::Unshaped) {
             let _ = sockopt::set_socket_send_buffer_size(&socket, bytes);
             let _ = sockopt::set_socket_recv_buffer_size(&socket, bytes);
@@ -75,7 +105,7 @@ impl Sockets {
     /// Takes note of `socket`, made or accepted by shape for the command,
     /// and gives it buffers of `buffer` bytes each way, if given.
     pub fn adopt(&mut self, socket: BorrowedFd<'_>, buffer: Option<usize>) -> SocketKind {
-        let kind = socket_kind(socket);
+        let kind = self.kind_of(socket);
         if let (Some(bytes), true) = (buffer, kind != SocketKind::Unshaped) {
             let _ = sockopt::set_socket_send_buffer_size(socket, bytes);
             let _ = sockopt::set_socket_recv_buffer_size(socket, bytes);

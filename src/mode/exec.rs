@@ -1,18 +1,25 @@
 //! `--exec` mode: runs a command with its own traffic shaped, up and down
 //! paid from the buckets of two ways as a proxy's are, with a copy's live
 //! controls (`--remote`, `--rate-file`, `--schedule`, SIGUSR1, progress),
-//! and ends with the command's own status.
+//! and ends with the command's own status. With a link (`--delay`,
+//! `--jitter`, a stream's faults), its TCP connections go through a
+//! relay on a thread of its own, a proxy whose servers the supervisor
+//! connects and hands over.
 
 use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
+use super::proxy::Tuning;
 use crate::cli::Cli;
+use crate::conditions::{Conditions, Fixed, InForce};
 use crate::control::Adjuster;
 use crate::counting::Counting;
-use crate::exec::{self, Ended, NotRun, Ways};
+use crate::exec::{self, Ended, NotRun, Relay, Ways};
 use crate::exit::Exit;
 use crate::faults::Way;
+use crate::net::proxy;
 use crate::progress::Printer;
 use crate::throughput::{Passed, Throughput};
+use anyhow::Context;
 use shape_bucket::Limit;
 use shape_bucket::units::{human_bytes, human_rate};
 use std::ffi::OsString;
@@ -27,11 +34,15 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
     }
     let start = Start::of(cli)?;
     let (up, down, member) = two_ways(cli, &start)?;
-    let adjuster = Arc::new(Adjuster::over(
-        vec![up.clone(), down.clone()],
-        Counting::Bytes,
-        start.burst.is_some(),
-    ));
+    let conditions = conditions(cli);
+    let adjuster = Arc::new(
+        Adjuster::over(
+            vec![up.clone(), down.clone()],
+            Counting::Bytes,
+            start.burst.is_some(),
+        )
+        .retuning(conditions.clone()),
+    );
     let passed_up = Arc::new(Throughput::since(Instant::now()));
     let passed_down = Arc::new(Throughput::since(Instant::now()));
     let passed = Passed::Ways {
@@ -70,7 +81,17 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         .first()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let started = match exec::start(command) {
+    let relay = match linked(cli) {
+        true => Some(start_relay(
+            cli,
+            &adjuster,
+            conditions,
+            &ways_passed(&passed),
+            &printer,
+        )?),
+        false => None,
+    };
+    let started = match exec::start(command, relay.is_some()) {
         Ok(started) => started,
         Err(not_run) => return Ok(refused(&not_run)),
     };
@@ -87,7 +108,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
             Box::new(move |line: &str| printer.line(line))
         }
     };
-    let ended = exec::supervise(started, &ways, on_change, &shown, say)?;
+    let ended = exec::supervise(started, &ways, relay, on_change, &shown, say)?;
     drop(member);
     let Ended { code, outlived } = match ended {
         Ok(ended) => ended,
@@ -139,6 +160,74 @@ fn say_stats(printer: &Printer, ways: &Ways, started: Instant) {
     ));
 }
 
+/// Whether the command's connections go through a link: a delay, jitter
+/// or a fault was asked for at start.
+fn linked(cli: &Cli) -> bool {
+    cli.delay.is_some()
+        || cli.delay_up.is_some()
+        || cli.delay_down.is_some()
+        || cli.jitter.is_some()
+        || !cli.fault_changes().is_empty()
+}
+
+/// The link's conditions: a command started without one has none to
+/// change (its connections are not relayed).
+fn conditions(cli: &Cli) -> Arc<Conditions> {
+    let unlinked = (!linked(cli)).then_some(
+        "this command started without a link (--delay, --jitter or a fault): start it with one          ('--delay 0' will do)",
+    );
+    Arc::new(Conditions::fixing(
+        InForce {
+            faults: Way::BOTH.map(|way| cli.faults(way)),
+            delay: cli.delays(),
+            jitter: cli.slow_link().jitter,
+        },
+        Fixed {
+            faults: unlinked,
+            ends: unlinked,
+            delay: unlinked,
+            ..Fixed::default()
+        },
+    ))
+}
+
+/// Both ways' counts of what passed.
+fn ways_passed(passed: &Passed) -> [Arc<Throughput>; 2] {
+    match passed {
+        Passed::Ways { up, down } => [up.clone(), down.clone()],
+        _ => [Arc::default(), Arc::default()],
+    }
+}
+
+/// Starts the relay that carries the command's TCP connections through
+/// the link, on a thread of its own.
+fn start_relay(
+    cli: &Cli,
+    adjuster: &Arc<Adjuster>,
+    conditions: Arc<Conditions>,
+    [passed_up, passed_down]: &[Arc<Throughput>; 2],
+    printer: &Printer,
+) -> anyhow::Result<Relay> {
+    let link = cli.slow_link();
+    let shaping = proxy::Shaping {
+        settings: Arc::new(Tuning(adjuster.clone())),
+        per_connection: false,
+        link,
+        conditions: conditions.clone(),
+        affect: cli.affect.unwrap_or(1.0),
+        passed_up: passed_up.clone(),
+        passed_down: passed_down.clone(),
+        report: (!cli.quiet).then(|| printer.clone()),
+        seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
+        say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
+    };
+    let carrier = proxy::Carrier::start(shaping).context("the link's relay")?;
+    Ok(Relay {
+        carrier,
+        conditions,
+    })
+}
+
 /// The first flag given that means nothing to a command's traffic.
 fn not_for_a_command(cli: &Cli) -> Option<&'static str> {
     [
@@ -147,13 +236,6 @@ fn not_for_a_command(cli: &Cli) -> Option<&'static str> {
         (cli.size.is_some(), "--size"),
         (cli.lines, "--lines"),
         (cli.null, "--null"),
-        (cli.delay.is_some(), "--delay"),
-        (cli.delay_up.is_some(), "--delay-up"),
-        (cli.delay_down.is_some(), "--delay-down"),
-        (
-            !cli.fault_changes().is_empty(),
-            "a fault (--drop, --stall-after, …)",
-        ),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))

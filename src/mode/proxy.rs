@@ -102,7 +102,7 @@ pub(super) fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
 
 /// The run's adjuster, as the proxy sees its settings. Its buckets are
 /// the two directions, in the order of [`Way`].
-struct Tuning(Arc<Adjuster>);
+pub(super) struct Tuning(pub(super) Arc<Adjuster>);
 
 impl proxy::LiveSettings for Tuning {
     fn shared(&self, way: Way) -> Arc<Bucket> {

@@ -15,12 +15,15 @@
 //! caller. How each call moves bytes is `moves.rs`; where sockets are
 //! placed, `placing.rs`.
 
+mod dials;
 mod ending;
 mod moves;
 mod placing;
 mod signals;
 
+use super::Relay;
 use super::call::{self, Call};
+use super::door::Doors;
 use super::kernel::{self, Notification, Response};
 use super::sockets::{SocketKind, Sockets, buffer_for};
 use crate::bucket::Bucket;
@@ -80,6 +83,24 @@ struct HeldCall {
     watched: Option<RawFd>,
 }
 
+impl HeldCall {
+    /// `call` of `notification` on `socket`, held, nothing done yet.
+    fn new(notification: Notification, socket: OwnedFd, call: Call) -> HeldCall {
+        HeldCall {
+            notification,
+            socket,
+            kind: SocketKind::Stream,
+            call,
+            nonblocking: false,
+            paid: None,
+            peeked: None,
+            wake_at: None,
+            other: None,
+            watched: None,
+        }
+    }
+}
+
 /// A receive's bytes, seen but not yet consumed.
 struct Peeked {
     data: Vec<u8>,
@@ -118,6 +139,12 @@ pub struct Supervisor<'a> {
     said: HashSet<&'static str>,
     /// This process's network namespace.
     own_net: Option<u64>,
+    /// Where a link relays the command's TCP connections, if one does.
+    relay: Option<Relay>,
+    /// Connects under way through the link.
+    dials: Slab<dials::Dial>,
+    /// Where the command's connects wait for the link, with a relay.
+    doors: Option<Doors>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -129,6 +156,7 @@ impl<'a> Supervisor<'a> {
         (pid, pidfd): (i32, OwnedFd),
         base: u32,
         ways: &'a Ways,
+        relay: Option<Relay>,
         say: Box<dyn Fn(&str)>,
     ) -> io::Result<(Supervisor<'a>, Arc<Waker>)> {
         kernel::wake_on_one_cpu(listener.as_fd());
@@ -153,6 +181,10 @@ impl<'a> Supervisor<'a> {
                 let _ = waker.wake();
             })?;
         }
+        let doors = match relay {
+            Some(_) => Some(Doors::open()?),
+            None => None,
+        };
         let inherited = [
             rustix::stdio::stdin(),
             rustix::stdio::stdout(),
@@ -173,7 +205,7 @@ impl<'a> Supervisor<'a> {
                 poll,
                 events: Events::with_capacity(256),
                 ways,
-                sockets: Sockets::default(),
+                sockets: Sockets::relayed_by(doors.as_ref().map(Doors::all).unwrap_or_default()),
                 held: Slab::new(),
                 scratch: Vec::new(),
                 looks: signals::Looks::default(),
@@ -181,6 +213,9 @@ impl<'a> Supervisor<'a> {
                 say,
                 said: HashSet::new(),
                 own_net: net_namespace("self"),
+                relay,
+                dials: Slab::new(),
+                doors,
             },
             waker,
         ))
@@ -195,13 +230,14 @@ impl<'a> Supervisor<'a> {
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 Err(err) => return Err(err),
             }
-            let mut ready = Vec::new();
+            let (mut ready, mut dialled) = (Vec::new(), Vec::new());
             let (mut calls, mut changed, mut child) = (false, false, false);
             for event in &self.events {
                 match event.token() {
                     LISTENER => calls = true,
                     CHANGED => changed = true,
                     CHILD => child = true,
+                    Token(n) if n >= dials::DIALS => dialled.push(n - dials::DIALS),
                     Token(n) => ready.push(n - FIRST_CALL),
                 }
             }
@@ -212,7 +248,11 @@ impl<'a> Supervisor<'a> {
             // timed out: a bucket changed elsewhere without a word (a
             // share's) is then followed within SIGNAL_LOOK.
             let timed_out = self.events.is_empty();
+            for key in dialled {
+                self.dial_event(key);
+            }
             let now = self.now();
+            self.finish_due_dials(now);
             for (key, held) in &self.held {
                 let due = held
                     .wake_at
@@ -244,11 +284,13 @@ impl<'a> Supervisor<'a> {
     /// How long poll may sleep: until the first held call's tokens are
     /// covered, and no longer than [`SIGNAL_LOOK`] while calls are held.
     fn timeout(&self) -> Option<Duration> {
-        if self.held.is_empty() {
-            return None;
-        }
         let now = self.now();
-        let first = self.held.iter().filter_map(|(_, h)| h.wake_at).min();
+        let dial_due = self.dials.iter().filter_map(|(_, d)| d.due).min();
+        if self.held.is_empty() {
+            return dial_due.map(|t| Duration::from_nanos(t.saturating_sub(now)));
+        }
+        let first = self.held.iter().filter_map(|(_, h)| h.wake_at);
+        let first = first.chain(dial_due).min();
         let until = first.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         Some(until.map_or(SIGNAL_LOOK, |d| d.min(SIGNAL_LOOK)))
     }
@@ -286,6 +328,12 @@ impl<'a> Supervisor<'a> {
         let Notification { tid, nr, args, .. } = notification;
         if nr == libc::SYS_socket {
             return self.make_socket(&notification);
+        }
+        if nr == libc::SYS_connect {
+            return match self.relay {
+                Some(_) => self.connect(notification),
+                None => self.respond(&notification, Response::Continue),
+            };
         }
         let Some(fd) = call::descriptor(nr, &args) else {
             return self.respond(&notification, Response::Continue);
@@ -376,6 +424,7 @@ impl<'a> Supervisor<'a> {
             Call::Coarse { .. } => self.coarse(key),
             Call::Accept { .. } => self.accept(key),
             Call::SpliceOut { .. } => self.splice_out(key),
+            Call::Connect { .. } => self.connecting(),
             Call::Socket { .. } | Call::Dup { .. } | Call::DupTo { .. } | Call::Other => {
                 Progress::Done(Response::Continue)
             }

@@ -51,7 +51,16 @@ impl Supervisor<'_> {
         match kernel::socket(domain, kind, protocol) {
             Ok(socket) => {
                 let cloexec = kind & libc::SOCK_CLOEXEC != 0;
-                self.place_socket(notification, socket, self.base, cloexec);
+                // Where a link relays TCP, its sockets are connected to
+                // the relay, which shapes them: their reads and writes
+                // need not come to shape, so they go where the command
+                // would have had them.
+                let stream = kind & 0xf == libc::SOCK_STREAM;
+                let least = match self.relay.is_some() && stream {
+                    true => 0,
+                    false => self.base,
+                };
+                self.place_socket(notification, socket, least, cloexec);
             }
             Err(err) => self.respond(notification, Response::Error(errno(&err))),
         }
@@ -139,8 +148,20 @@ impl Supervisor<'_> {
                 }
                 let notification = held.notification;
                 let cloexec = flags & libc::SOCK_CLOEXEC != 0;
-                self.place_socket(&notification, connection, self.base, cloexec);
-                Progress::Answered
+                if self.relay.is_none() {
+                    self.place_socket(&notification, connection, self.base, cloexec);
+                    return Progress::Answered;
+                }
+                match self.relay_accepted(connection) {
+                    Ok(relayed) => {
+                        if flags & libc::SOCK_NONBLOCK != 0 {
+                            let _ = rustix::fs::fcntl_setfl(&relayed, rustix::fs::OFlags::NONBLOCK);
+                        }
+                        self.place_socket(&notification, relayed, 0, cloexec);
+                        Progress::Answered
+                    }
+                    Err(err) => Progress::Done(Response::Error(errno(&err))),
+                }
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
                 if held.nonblocking {

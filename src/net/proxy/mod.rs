@@ -166,6 +166,74 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
     event_loop.run()
 }
 
+/// Where connections made elsewhere are handed to be carried, shaped:
+/// a loop on a thread of its own with one route that listens nowhere
+/// (`--exec` relays a command's connections through it).
+pub struct Carrier {
+    commands: Sender<Command>,
+    waker: Arc<mio::Waker>,
+}
+
+impl Carrier {
+    /// Starts a loop that carries, on a thread of its own, connections
+    /// shaped by `shaping`. The loop lasts as long as the process.
+    pub fn start(shaping: Shaping) -> io::Result<Carrier> {
+        let (commands, taken) = std::sync::mpsc::channel();
+        let (ready, waker) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("shape-relay".into())
+            .spawn(move || {
+                raise_file_limit();
+                let started = EventLoop::new(shaping.report.clone(), shaping.seed).and_then(
+                    |mut event_loop| {
+                        shaping
+                            .settings
+                            .on_change(Box::new(event_loop.wake_on_change()));
+                        for way in Way::BOTH {
+                            event_loop.watch(shaping.settings.shared(way))?;
+                        }
+                        Ok(event_loop)
+                    },
+                );
+                let mut event_loop = match started {
+                    Ok(event_loop) => event_loop,
+                    Err(err) => {
+                        let _ = ready.send(Err(err));
+                        return;
+                    }
+                };
+                event_loop.open_unlistened("the link", Box::new(&shaping));
+                event_loop.take_commands(taken);
+                if shaping.say_seed {
+                    event_loop.say(&format!("shape: seed {}", shaping.seed));
+                }
+                let _ = ready.send(Ok(event_loop.waker()));
+                if let Err(err) = event_loop.run() {
+                    // What it carries cannot go on: said, and ended.
+                    eprintln!("shape: the link: {}", crate::message::one_line(&err));
+                    std::process::exit(1);
+                }
+            })?;
+        let waker = waker
+            .recv()
+            .map_err(|_| io::Error::other("the link's loop did not start"))??;
+        Ok(Carrier { commands, waker })
+    }
+
+    /// Carries the connection between `client` and `server` (each way
+    /// shaped as a proxy's: up is what `client` sends).
+    pub fn carry(&self, client: std::net::TcpStream, server: std::net::TcpStream) {
+        let carry = Command::Carry {
+            route: 0,
+            client,
+            server,
+        };
+        if self.commands.send(carry).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
 /// An event loop with no routes yet, run on the calling thread until a
 /// [`Command::Stop`] comes through `commands`; `ready` gets its waker
 /// first, which every command must be sent with.

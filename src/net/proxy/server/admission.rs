@@ -61,7 +61,7 @@ impl EventLoop<'_> {
         for &route in routes {
             while self.accept_resumes.is_none() {
                 let Some(Route {
-                    listener,
+                    listener: Some(listener),
                     listen,
                     upstream,
                     ..
@@ -234,6 +234,41 @@ impl EventLoop<'_> {
                 return None;
             }
         };
+        self.start_serving(key, client, (server, upstream, upstream_at), peer)
+    }
+
+    /// Carries a connection of route `key` between `client` and
+    /// `server`, both connected already by whoever handed them over.
+    /// Returns its key.
+    pub(super) fn carry(
+        &mut self,
+        key: usize,
+        client: std::net::TcpStream,
+        server: std::net::TcpStream,
+    ) -> Option<usize> {
+        let upstream: Arc<[SocketAddr]> = server.peer_addr().ok().into_iter().collect();
+        let peer = match upstream.first() {
+            Some(at) => format!("connection to {at}"),
+            None => "connection".into(),
+        };
+        let tcp = |stream: std::net::TcpStream| {
+            let _ = stream.set_nonblocking(true);
+            let _ = stream.set_nodelay(true);
+            Stream::tcp(TcpStream::from_std(stream))
+        };
+        self.start_serving(key, tcp(client), (tcp(server), upstream, 0), peer)
+    }
+
+    /// Starts serving a client of route `key` with its server, the
+    /// addresses it was found at and which of them it is. Returns its key.
+    fn start_serving(
+        &mut self,
+        key: usize,
+        client: Stream,
+        (server, upstream, upstream_at): (Stream, Arc<[SocketAddr]>, usize),
+        peer: String,
+    ) -> Option<usize> {
+        let route = self.routes.get(key)?;
         let affected = self.choices.f64() < route.rules.affect();
         let seeds = [self.seeds(), self.seeds()];
         let mut luck = Luck::new(seeds[0].faults ^ seeds[1].jitter);

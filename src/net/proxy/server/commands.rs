@@ -34,6 +34,13 @@ pub enum Command {
         rules: Box<dyn Rules + Send>,
         retuned: SyncSender<()>,
     },
+    /// Carry a connection of route `route` (one that listens nowhere)
+    /// between `client` and `server`, both connected already.
+    Carry {
+        route: usize,
+        client: std::net::TcpStream,
+        server: std::net::TcpStream,
+    },
     /// Say how many connections are open, over every route.
     Count { counted: SyncSender<usize> },
     /// Close everything and end the loop.
@@ -46,7 +53,9 @@ impl<'a> EventLoop<'a> {
         let Some(mut route) = self.routes.try_remove(key) else {
             return;
         };
-        let _ = self.poll.registry().deregister(route.listener.source());
+        if let Some(listener) = &mut route.listener {
+            let _ = self.poll.registry().deregister(listener.source());
+        }
         if self
             .parked
             .as_ref()
@@ -122,6 +131,14 @@ impl<'a> EventLoop<'a> {
                 } => {
                     self.retune(route, rules);
                     let _ = retuned.send(());
+                }
+                Command::Carry {
+                    route,
+                    client,
+                    server,
+                } => {
+                    let carried = self.carry(route, client, server);
+                    self.retuned.extend(carried);
                 }
                 Command::Count { counted } => {
                     let _ = counted.send(self.connections.len());

@@ -55,7 +55,9 @@ pub enum Upstream {
 
 /// A listener, where it forwards to, and what shapes its connections.
 struct Route<'a> {
-    listener: Listener,
+    /// None for a route whose connections are handed to it, connected
+    /// already ([`Command::Carry`]).
+    listener: Option<Listener>,
     /// Where it listens, for messages.
     listen: String,
     connect: Address,
@@ -217,7 +219,7 @@ impl<'a> EventLoop<'a> {
         )?;
         self.serials += 1;
         entry.insert(Route {
-            listener,
+            listener: Some(listener),
             listen: listen.clone(),
             connect,
             upstream,
@@ -225,6 +227,24 @@ impl<'a> EventLoop<'a> {
             serial: self.serials,
         });
         Ok((key, listen))
+    }
+
+    /// A route that listens nowhere: its connections are handed to it
+    /// with [`Command::Carry`], shaped by `rules`; `what` names it in
+    /// messages. Returns its key.
+    pub(super) fn open_unlistened(&mut self, what: &str, rules: Box<dyn Rules + 'a>) -> usize {
+        self.serials += 1;
+        self.routes.insert(Route {
+            listener: None,
+            listen: what.into(),
+            connect: Address::Tcp {
+                host: what.into(),
+                port: 0,
+            },
+            upstream: Upstream::Fixed(Arc::new([])),
+            rules,
+            serial: self.serials,
+        })
     }
 
     /// The seeds of the next random choices: drawn in turn from the seed,

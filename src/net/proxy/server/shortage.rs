@@ -66,7 +66,9 @@ impl EventLoop<'_> {
         drop(self.spare.take());
         for key in candidates {
             let Some(Route {
-                listener, listen, ..
+                listener: Some(listener),
+                listen,
+                ..
             }) = self.routes.get_mut(key)
             else {
                 continue;

@@ -1,0 +1,217 @@
+//! The link's door: a loopback port where a command's connect waits,
+//! unanswered, until shape answers it. A TCP socket whose connect is in
+//! progress is what a program expects while a link's round trip passes:
+//! poll, select and epoll see it neither readable nor writable, its error
+//! is none and it has no peer yet. The kernel keeps it so by itself: the
+//! door is a listener whose one place in its queue is taken, so the
+//! connect's SYN is dropped and it waits in SYN-SENT. Shape answers it
+//! with a socket of its own bound to the same port (both with
+//! SO_REUSEPORT) that connects back to the command's socket: a
+//! simultaneous open, which completes the command's connect on the spot.
+//! Shape's socket then carries the connection, through the relay.
+
+use rustix::net::{AddressFamily, SocketType, sockopt};
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// A door on one loopback address.
+pub struct Door {
+    at: SocketAddr,
+    /// The listener, and the connection that fills its queue.
+    _held: [OwnedFd; 2],
+}
+
+impl Door {
+    /// A door on IPv4's loopback, or IPv6's.
+    pub fn open(v6: bool) -> io::Result<Door> {
+        let (family, loopback) = match v6 {
+            true => (
+                AddressFamily::INET6,
+                SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+            ),
+            false => (
+                AddressFamily::INET,
+                SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            ),
+        };
+        let listener = reusing_socket(family)?;
+        rustix::net::bind(&listener, &loopback)?;
+        // A backlog of none holds one connection: with it queued and
+        // never accepted, every later SYN is dropped.
+        rustix::net::listen(&listener, 0)?;
+        let at = local(listener.as_fd())?;
+        let filler = rustix::net::socket(family, SocketType::STREAM, None)?;
+        rustix::net::connect(&filler, &at)?;
+        Ok(Door {
+            at,
+            _held: [listener, filler],
+        })
+    }
+
+    /// Where the door is.
+    pub fn at(&self) -> SocketAddr {
+        self.at
+    }
+
+    /// Begins `socket`'s connect to `door`, which waits there until
+    /// answered; a blocking socket is made non-blocking for the call.
+    pub fn knock(socket: BorrowedFd<'_>, door: SocketAddr) -> io::Result<()> {
+        let status = rustix::fs::fcntl_getfl(socket)?;
+        let blocking = !status.contains(rustix::fs::OFlags::NONBLOCK);
+        if blocking {
+            rustix::fs::fcntl_setfl(socket, status | rustix::fs::OFlags::NONBLOCK)?;
+        }
+        let knocked = rustix::net::connect(socket, &door);
+        if blocking {
+            let _ = rustix::fs::fcntl_setfl(socket, status);
+        }
+        match knocked {
+            Ok(()) | Err(rustix::io::Errno::INPROGRESS) => Ok(()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Answers the connect waiting at `door` from `peer`: returns shape's
+    /// end of the connection, whose handshake the kernel completes.
+    pub fn answer(door: SocketAddr, peer: SocketAddr) -> io::Result<std::net::TcpStream> {
+        let peer = unmapped(peer);
+        let door = unmapped(door);
+        let family = match door {
+            SocketAddr::V4(_) => AddressFamily::INET,
+            SocketAddr::V6(_) => AddressFamily::INET6,
+        };
+        let socket = reusing_socket(family)?;
+        rustix::net::bind(&socket, &door)?;
+        rustix::fs::fcntl_setfl(&socket, rustix::fs::OFlags::NONBLOCK)?;
+        match rustix::net::connect(&socket, &peer) {
+            Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+            Err(err) => return Err(err.into()),
+        }
+        Ok(std::net::TcpStream::from(socket))
+    }
+}
+
+/// The doors of both loopbacks: IPv6's where it has one.
+pub struct Doors {
+    v4: Door,
+    v6: Option<Door>,
+}
+
+impl Doors {
+    pub fn open() -> io::Result<Doors> {
+        Ok(Doors {
+            v4: Door::open(false)?,
+            v6: Door::open(true).ok(),
+        })
+    }
+
+    /// Where a socket of `family` knocks: IPv4's door, mapped, for an
+    /// IPv6 socket where loopback has no IPv6.
+    pub fn for_family(&self, family: AddressFamily) -> SocketAddr {
+        match (family == AddressFamily::INET6, &self.v6) {
+            (false, _) => self.v4.at(),
+            (true, Some(v6)) => v6.at(),
+            (true, None) => mapped(self.v4.at()),
+        }
+    }
+
+    /// Every address a socket that came through a door has as its peer.
+    pub fn all(&self) -> Vec<SocketAddr> {
+        let v4 = self.v4.at();
+        [Some(v4), Some(mapped(v4)), self.v6.as_ref().map(Door::at)]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+/// A TCP socket that may share its port with the door's others.
+fn reusing_socket(family: AddressFamily) -> io::Result<OwnedFd> {
+    let socket = rustix::net::socket(family, SocketType::STREAM, None)?;
+    sockopt::set_socket_reuseport(&socket, true)?;
+    Ok(socket)
+}
+
+/// Where `socket` is bound.
+pub fn local(socket: BorrowedFd<'_>) -> io::Result<SocketAddr> {
+    SocketAddr::try_from(rustix::net::getsockname(socket)?)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EAFNOSUPPORT))
+}
+
+/// `at` as IPv4 where it is an IPv4 address mapped into IPv6.
+pub fn unmapped(at: SocketAddr) -> SocketAddr {
+    match at {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => at,
+        },
+        v4 => v4,
+    }
+}
+
+/// `at` as IPv6, an IPv4 address mapped.
+pub fn mapped(at: SocketAddr) -> SocketAddr {
+    match at {
+        SocketAddr::V4(v4) => SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port()),
+        v6 => v6,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::event::{PollFd, PollFlags};
+    use std::io::{Read, Write};
+
+    /// What poll says of `socket` at once.
+    fn readiness(socket: BorrowedFd<'_>) -> PollFlags {
+        let mut look = [PollFd::new(&socket, PollFlags::IN | PollFlags::OUT)];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        rustix::event::poll(&mut look, Some(&zero)).unwrap();
+        look[0].revents()
+    }
+
+    #[test]
+    fn a_connect_waits_at_the_door_until_answered_then_carries_bytes() {
+        let door = Door::open(false).unwrap();
+        let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+        Door::knock(socket.as_fd(), door.at()).unwrap();
+        // In progress, and it stays so (time is what this tests): nothing
+        // ready, no error, no peer.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(readiness(socket.as_fd()).is_empty());
+        assert_eq!(sockopt::socket_error(&socket).unwrap(), Ok(()));
+        assert!(rustix::net::getpeername(&socket).is_err());
+        let from = local(socket.as_fd()).unwrap();
+        let mut ours = Door::answer(door.at(), from).unwrap();
+        ours.set_nonblocking(false).unwrap();
+        let mut theirs = std::net::TcpStream::from(socket);
+        theirs.write_all(b"over the link").unwrap();
+        let mut got = [0u8; 13];
+        ours.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"over the link");
+        assert_eq!(theirs.peer_addr().unwrap(), door.at());
+    }
+
+    #[test]
+    fn a_blocking_socket_knocks_without_waiting_and_stays_blocking() {
+        let door = Door::open(false).unwrap();
+        let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+        Door::knock(socket.as_fd(), door.at()).unwrap();
+        let status = rustix::fs::fcntl_getfl(&socket).unwrap();
+        assert!(!status.contains(rustix::fs::OFlags::NONBLOCK));
+    }
+
+    #[test]
+    fn addresses_are_mapped_and_unmapped() {
+        let v4 = SocketAddr::from(([127, 0, 0, 1], 80));
+        assert_eq!(unmapped(mapped(v4)), v4);
+        let v6: SocketAddr = "[::1]:80".parse().unwrap();
+        assert_eq!(unmapped(v6), v6);
+        assert_eq!(mapped(v6), v6);
+    }
+}

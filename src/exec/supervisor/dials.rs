@@ -1,0 +1,278 @@
+//! Connections through a link: where a link (`--delay`, faults) relays
+//! the command's TCP connections, its `connect` is carried out by shape.
+//! The command's socket knocks at the link's door (`door.rs`), where it
+//! waits in progress, as over a real link, while shape connects to the
+//! server itself. One round trip of the link after the server answered,
+//! shape answers at the door, which completes the command's connect, and
+//! hands its own end and the server to the relay (`net::proxy::Carrier`),
+//! which carries every byte from then on with the link's delay, jitter,
+//! faults and rate. The command's socket stays a real kernel socket, so
+//! its readiness is true, and its reads and writes need shape for nothing.
+//!
+//! A blocking connect is held until then; a non-blocking one is answered
+//! EINPROGRESS at once. A server that fails fails the command's connect
+//! one round trip late too: a held one with the server's own error, one
+//! in progress as reset (its wait at the door is ended), said once.
+//!
+//! A command that serves is given, for each connection it accepts, a
+//! socket that came through the door, and the relay carries the accepted
+//! connection.
+
+use super::{HeldCall, MOST_NAME, Progress, Supervisor, errno};
+use crate::exec::call::{self, Call};
+use crate::exec::door::{Door, local, unmapped};
+use crate::exec::kernel::{Notification, Response};
+use crate::faults::Way;
+use mio::{Interest, Token};
+use rustix::net::{AddressFamily, SocketType};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// Token of dial `d`'s server socket: `DIALS + d`.
+pub(super) const DIALS: usize = usize::MAX / 2;
+
+/// A connect under way through the link.
+pub(super) struct Dial {
+    /// Shape's copy of the command's socket, until it is connected to the
+    /// relay (kept no longer: the command's close must close it).
+    socket: OwnedFd,
+    /// The socket's inode, to know a connect again while this one runs.
+    inode: (u64, u64),
+    /// The connection to the server, until it answers and is handed over.
+    server: Option<mio::net::TcpStream>,
+    /// What the server's connect came to: its errno if it failed.
+    outcome: Option<Result<(), i32>>,
+    /// When the command's connect completes: one round trip after the
+    /// server answered.
+    pub(super) due: Option<u64>,
+    /// The held call of a blocking connect, and its id, to answer then.
+    caller: Option<(usize, u64)>,
+}
+
+impl Supervisor<'_> {
+    /// A `connect` of the command, where a link relays its connections:
+    /// a TCP socket to an IP address is dialled through the link; the
+    /// rest are let through.
+    pub(super) fn connect(&mut self, notification: Notification) {
+        let Notification { tid, args, .. } = notification;
+        let answer = |supervisor: &mut Self, response| supervisor.respond(&notification, response);
+        let buffer = crate::exec::sockets::buffer_for(&self.ways.buckets);
+        let fd = args[0] as i32;
+        if self.sockets.kind(tid, fd, buffer) != crate::exec::sockets::SocketKind::Stream {
+            return answer(self, Response::Continue);
+        }
+        let (name_at, len) = (args[1], args[2] as u32);
+        let mut raw = vec![0u8; (len as usize).min(MOST_NAME)];
+        if super::read_exactly(tid, name_at, &mut raw).is_err() {
+            return answer(self, Response::Continue);
+        }
+        let Some(server_at) = call::ip_address(&raw) else {
+            return answer(self, Response::Continue);
+        };
+        let Ok(socket) = self.sockets.take(tid, fd) else {
+            return answer(self, Response::Continue);
+        };
+        let Ok(stat) = rustix::fs::fstat(&socket) else {
+            return answer(self, Response::Continue);
+        };
+        let inode = (stat.st_dev, stat.st_ino);
+        if self.dials.iter().any(|(_, dial)| dial.inode == inode) {
+            return answer(self, Response::Error(libc::EALREADY));
+        }
+        if rustix::net::getpeername(&socket).is_ok_and(|peer| peer.is_some()) {
+            // Connected already: the kernel says so.
+            return answer(self, Response::Continue);
+        }
+        match self.dial(socket, inode, server_at, &notification) {
+            Ok(()) => {}
+            Err(err) => answer(self, Response::Error(errno(&err))),
+        }
+    }
+
+    /// Begins dialling `server_at` for the command's `socket`: the server
+    /// is connected to at once, and the socket knocks at the door; the
+    /// command's call waits (blocking) or is answered EINPROGRESS.
+    fn dial(
+        &mut self,
+        socket: OwnedFd,
+        inode: (u64, u64),
+        server_at: SocketAddr,
+        notification: &Notification,
+    ) -> io::Result<()> {
+        let family = rustix::net::sockopt::socket_domain(&socket)?;
+        let server_at = unmapped(server_at);
+        if family == AddressFamily::INET && server_at.is_ipv6() {
+            return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
+        }
+        let server = mio::net::TcpStream::connect(server_at)?;
+        let _ = server.set_nodelay(true);
+        Door::knock(socket.as_fd(), self.door(family)?)?;
+        let nonblocking = rustix::fs::fcntl_getfl(&socket)
+            .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
+        let entry = self.dials.vacant_entry();
+        let key = entry.key();
+        let mut server = server;
+        self.poll
+            .registry()
+            .register(&mut server, Token(DIALS + key), Interest::WRITABLE)?;
+        let caller = match nonblocking {
+            true => None,
+            false => {
+                let copy = socket.try_clone()?;
+                let call = Call::Connect {
+                    fd: notification.args[0] as i32,
+                    name_at: notification.args[1],
+                    len: notification.args[2] as u32,
+                };
+                let held = self.held.insert(HeldCall::new(*notification, copy, call));
+                Some((held, notification.id))
+            }
+        };
+        entry.insert(Dial {
+            socket,
+            inode,
+            server: Some(server),
+            outcome: None,
+            due: None,
+            caller,
+        });
+        if nonblocking {
+            self.respond(notification, Response::Error(libc::EINPROGRESS));
+        }
+        Ok(())
+    }
+
+    /// Dial `key`'s server socket had an event: once it is connected, or
+    /// failed, the command's connect is due one round trip later.
+    pub(super) fn dial_event(&mut self, key: usize) {
+        let now = self.now();
+        let round_trip = self.round_trip();
+        let Some(dial) = self.dials.get_mut(key) else {
+            return;
+        };
+        let Some(server) = &dial.server else {
+            return;
+        };
+        let outcome = match server.take_error() {
+            Ok(Some(err)) | Err(err) => Err(errno(&err)),
+            Ok(None) => match server.peer_addr() {
+                Ok(_) => Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::NotConnected => return,
+                Err(err) => Err(errno(&err)),
+            },
+        };
+        dial.outcome = Some(outcome);
+        dial.due = Some(now.saturating_add(round_trip));
+        if let (Some(server), Err(_)) = (&mut dial.server, outcome) {
+            let _ = self.poll.registry().deregister(server);
+            dial.server = None;
+        }
+    }
+
+    /// The link's round trip now: its delay up and its delay down.
+    fn round_trip(&self) -> u64 {
+        let Some(relay) = &self.relay else {
+            return 0;
+        };
+        let now = relay.conditions.now();
+        crate::duration::nanos(now.delay(Way::Up) + now.delay(Way::Down))
+    }
+
+    /// Ends the dials that are due at `now`.
+    pub(super) fn finish_due_dials(&mut self, now: u64) {
+        let due: Vec<usize> = self
+            .dials
+            .iter()
+            .filter(|(_, dial)| dial.due.is_some_and(|t| t <= now))
+            .map(|(key, _)| key)
+            .collect();
+        for key in due {
+            let dial = self.dials.remove(key);
+            self.finish(dial);
+        }
+    }
+
+    /// Answers the command's socket at the door and hands the relay its
+    /// server, or (the server failed) ends its wait; and answers the
+    /// caller that waits.
+    fn finish(&mut self, dial: Dial) {
+        let Dial {
+            socket,
+            server,
+            outcome,
+            caller,
+            ..
+        } = dial;
+        let answer = match (outcome, server) {
+            (Some(Ok(())), Some(mut server)) => {
+                let _ = self.poll.registry().deregister(&mut server);
+                let server = std::net::TcpStream::from(OwnedFd::from(server));
+                self.carry(socket.as_fd(), server)
+                    .map_err(|err| errno(&err))
+            }
+            (Some(Err(failed)), _) => {
+                let _ = rustix::net::connect_unspec(&socket);
+                if caller.is_none() && failed != libc::ECONNRESET {
+                    let why = crate::message::one_line(&io::Error::from_raw_os_error(failed));
+                    self.say_once(
+                        "failed",
+                        &format!(
+                            "shape: a connect through the link failed ({why}): one in progress                              is told its connection was reset"
+                        ),
+                    );
+                }
+                Err(failed)
+            }
+            _ => Err(libc::ECONNABORTED),
+        };
+        if let Some((held, id)) = caller
+            && self.held.get(held).is_some_and(|h| h.notification.id == id)
+        {
+            let held = self.release(held);
+            let response = match answer {
+                Ok(()) => Response::Value(0),
+                Err(errno) => Response::Error(errno),
+            };
+            self.respond(&held.notification, response);
+        }
+        // Now a socket of the relay's: no longer shaped here.
+        let buffer = crate::exec::sockets::buffer_for(&self.ways.buckets);
+        self.sockets.adopt(socket.as_fd(), buffer);
+    }
+
+    /// Answers the command's `socket`, waiting at the door, and hands
+    /// shape's end to the relay with `server`.
+    fn carry(&mut self, socket: BorrowedFd<'_>, server: std::net::TcpStream) -> io::Result<()> {
+        let Some(relay) = &self.relay else {
+            return Err(io::Error::from_raw_os_error(libc::ECONNABORTED));
+        };
+        let family = rustix::net::sockopt::socket_domain(socket)?;
+        let ours = Door::answer(self.door(family)?, local(socket)?)?;
+        relay.carrier.carry(ours, server);
+        Ok(())
+    }
+
+    /// The door a socket of `family` knocks at.
+    fn door(&self, family: AddressFamily) -> io::Result<SocketAddr> {
+        match &self.doors {
+            Some(doors) => Ok(doors.for_family(family)),
+            None => Err(io::Error::from_raw_os_error(libc::ECONNABORTED)),
+        }
+    }
+
+    /// An `accept` where a link relays connections: `connection`, just
+    /// accepted by shape, goes to the relay, and the command is given a
+    /// socket that came through the door in its place.
+    pub(super) fn relay_accepted(&mut self, connection: OwnedFd) -> io::Result<OwnedFd> {
+        let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None)?;
+        Door::knock(socket.as_fd(), self.door(AddressFamily::INET)?)?;
+        self.carry(socket.as_fd(), std::net::TcpStream::from(connection))?;
+        Ok(socket)
+    }
+
+    /// A held blocking connect waits for its dial to answer it.
+    pub(super) fn connecting(&self) -> Progress {
+        Progress::Wait
+    }
+}
