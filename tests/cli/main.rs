@@ -7,6 +7,7 @@ mod counting;
 mod damage;
 mod exactness;
 mod exec;
+mod exec_link;
 mod failures;
 mod faults;
 mod fleet;

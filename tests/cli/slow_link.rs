@@ -161,10 +161,6 @@ fn each_direction_of_the_proxy_has_its_own_delay() {
 fn delays_of_each_direction_are_refused_where_there_are_no_two() {
     assert_refused(shape(["--delay-up", "1s"]), "--delay-up");
     assert_refused(
-        shape(["--delay-down", "1s", "--exec", "true"]),
-        "--delay-down",
-    );
-    assert_refused(
         shape(["--serve", "127.0.0.1:0", "--delay-up", "1s"]),
         "--delay-up",
     );

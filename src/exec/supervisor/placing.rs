@@ -81,6 +81,17 @@ impl Supervisor<'_> {
         self.sockets.adopt(socket.as_fd(), buffer);
         let listener = self.listener.as_fd();
         let id = notification.id;
+        if least == 0 {
+            // Wherever the kernel would have put it: the lowest free
+            // descriptor, chosen by the kernel as it places it, so that a
+            // descriptor another thread opens meanwhile is never replaced.
+            if let Err(err) = kernel::place(listener, id, socket.as_fd(), None, cloexec)
+                && err.raw_os_error() != Some(libc::ENOENT)
+            {
+                self.respond(notification, Response::Error(errno(&err)));
+            }
+            return;
+        }
         let at = free_descriptor(notification.tid, least);
         let placed = at
             .ok_or_else(|| io::Error::from_raw_os_error(libc::EMFILE))

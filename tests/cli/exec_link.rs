@@ -1,0 +1,395 @@
+//! `--exec` with a link (`--delay`, `--jitter`, a stream's faults): the
+//! command's TCP connections take the link's round trip to connect and
+//! for every exchange, in blocking programs and in event loops (Python's
+//! asyncio, Node, Go's netpoller in a static binary, curl), as clients
+//! and as servers; readiness says the truth, so an idle program does not
+//! spin and one slow connection holds up no other. Each time is at least
+//! the link's (exactly: shape never delivers early) and at most loosely
+//! more, for a busy machine.
+
+use crate::exec::Web;
+use crate::harness::{installed, random_bytes, shape, skipped};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Instant;
+
+/// The link's delay each way in most tests here: a round trip of 100 ms.
+const DELAY: &str = "50ms";
+const ROUND_TRIP_MS: f64 = 100.0;
+
+/// An echo server on loopback: every connection gets back what it sends.
+fn echo_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = stream.set_nodelay(true);
+                let mut reading = stream.try_clone().unwrap();
+                let mut writing = stream;
+                let _ = std::io::copy(&mut reading, &mut writing);
+            });
+        }
+    });
+    address
+}
+
+/// Runs `args` under `--delay DELAY` and more `flags`, and returns its
+/// output, which must be a success.
+fn linked(flags: &[&str], args: &[&str]) -> Output {
+    let mut command = shape(["--delay", DELAY]);
+    command.args(flags).arg("--exec").args(args);
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    output
+}
+
+/// The numbers a program printed after `label` on its lines.
+fn figures(output: &Output, label: &str) -> Vec<f64> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix(label))
+        .flat_map(|rest| rest.split_whitespace().map(|n| n.parse::<f64>().unwrap()))
+        .collect()
+}
+
+/// Each of `times` (ms) is at least `least` round trips of the link, and
+/// their median at most a loose bound more.
+fn round_trips(what: &str, times: &[f64], least: f64) {
+    assert!(!times.is_empty(), "{what}: nothing measured");
+    let floor = least * ROUND_TRIP_MS - 2.0;
+    for &time in times {
+        assert!(
+            time >= floor,
+            "{what}: {time} ms, under {floor} ms: {times:?}"
+        );
+    }
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let ceiling = least * ROUND_TRIP_MS + 400.0;
+    assert!(median <= ceiling, "{what}: median {median} ms: {times:?}");
+}
+
+#[test]
+fn a_blocking_client_connects_and_exchanges_in_a_round_trip_each() {
+    let port = echo_server();
+    let script = "import socket, sys, time\n\
+                  t = time.monotonic()\n\
+                  s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  print('connect', (time.monotonic() - t) * 1000)\n\
+                  s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)\n\
+                  sent = bytes(range(256)) * 40\n\
+                  for i in range(5):\n\
+                  \x20   t = time.monotonic()\n\
+                  \x20   s.sendall(sent)\n\
+                  \x20   got = b''\n\
+                  \x20   while len(got) < len(sent): got += s.recv(65536)\n\
+                  \x20   assert got == sent\n\
+                  \x20   print('exchange', (time.monotonic() - t) * 1000)\n\
+                  s.close()";
+    let output = linked(&[], &["python3", "-c", script, &port]);
+    round_trips("connect", &figures(&output, "connect"), 1.0);
+    round_trips("exchange", &figures(&output, "exchange"), 1.0);
+}
+
+#[test]
+fn asyncio_connections_at_once_are_not_held_up_by_each_other() {
+    let port = echo_server();
+    // Ten connections at once, each a connect and three exchanges: four
+    // round trips each, 400 ms together, where one after another would
+    // take four seconds.
+    let script = "import asyncio, sys, time\n\
+                  async def one(i):\n\
+                  \x20   t = time.monotonic()\n\
+                  \x20   r, w = await asyncio.open_connection('127.0.0.1', int(sys.argv[1]))\n\
+                  \x20   print('connect', (time.monotonic() - t) * 1000)\n\
+                  \x20   for n in range(3):\n\
+                  \x20       t = time.monotonic()\n\
+                  \x20       sent = bytes([i, n]) * 500\n\
+                  \x20       w.write(sent); await w.drain()\n\
+                  \x20       assert await r.readexactly(len(sent)) == sent\n\
+                  \x20       print('exchange', (time.monotonic() - t) * 1000)\n\
+                  \x20   w.close(); await w.wait_closed()\n\
+                  async def main():\n\
+                  \x20   t = time.monotonic()\n\
+                  \x20   await asyncio.gather(*[one(i) for i in range(10)])\n\
+                  \x20   print('all', (time.monotonic() - t) * 1000)\n\
+                  asyncio.run(main())";
+    let output = linked(&[], &["python3", "-c", script, &port]);
+    round_trips("connect", &figures(&output, "connect"), 1.0);
+    round_trips("exchange", &figures(&output, "exchange"), 1.0);
+    let all = figures(&output, "all")[0];
+    assert!(
+        (4.0 * ROUND_TRIP_MS - 2.0..2_500.0).contains(&all),
+        "ten connections of four round trips each took {all} ms together"
+    );
+}
+
+#[test]
+fn node_connects_and_exchanges_in_a_round_trip_each() {
+    if !installed("node") {
+        return;
+    }
+    let port = echo_server();
+    let script = "const net = require('net');\n\
+                  let t = process.hrtime.bigint(); const ms = () => Number(process.hrtime.bigint() - t) / 1e6;\n\
+                  const s = net.connect(Number(process.argv[1]), '127.0.0.1', () => {\n\
+                  \x20 console.log('connect', ms()); let n = 0; let got = Buffer.alloc(0);\n\
+                  \x20 const ask = () => { t = process.hrtime.bigint(); s.write(Buffer.alloc(3000, n)); };\n\
+                  \x20 s.on('data', d => { got = Buffer.concat([got, d]); if (got.length < 3000) return;\n\
+                  \x20   if (!got.equals(Buffer.alloc(3000, n))) process.exit(3);\n\
+                  \x20   console.log('exchange', ms()); got = Buffer.alloc(0);\n\
+                  \x20   if (++n < 5) ask(); else s.end(); });\n\
+                  \x20 ask(); });";
+    let output = linked(&[], &["node", "-e", script, &port]);
+    round_trips("connect", &figures(&output, "connect"), 1.0);
+    round_trips("exchange", &figures(&output, "exchange"), 1.0);
+}
+
+#[test]
+fn a_static_go_program_with_goroutines_on_the_netpoller_keeps_each_round_trip() {
+    if !installed("go") {
+        return;
+    }
+    let scratch = crate::harness::Scratch::new("exec-link-go");
+    let source = scratch.file(
+        "main.go",
+        br#"package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+func main() {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := time.Now()
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			t := time.Now()
+			c, err := net.Dial("tcp", "127.0.0.1:"+os.Args[1])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			connect := time.Since(t)
+			sent := bytes.Repeat([]byte{byte(i)}, 2000)
+			got := make([]byte, len(sent))
+			var exchanges []time.Duration
+			for n := 0; n < 3; n++ {
+				t = time.Now()
+				c.Write(sent)
+				if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, sent) {
+					os.Exit(2)
+				}
+				exchanges = append(exchanges, time.Since(t))
+			}
+			c.Close()
+			mu.Lock()
+			fmt.Println("connect", float64(connect.Microseconds())/1000)
+			for _, e := range exchanges {
+				fmt.Println("exchange", float64(e.Microseconds())/1000)
+			}
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	fmt.Println("all", float64(time.Since(start).Microseconds())/1000)
+}
+"#,
+    );
+    let binary = scratch.path().join("pinger");
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .env("CGO_ENABLED", "0")
+        .env("GO111MODULE", "off")
+        .env("GOCACHE", scratch.path().join("cache"))
+        .env("GOPATH", scratch.path().join("gopath"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let port = echo_server();
+    let output = linked(&[], &[binary.to_str().unwrap(), &port]);
+    round_trips("connect", &figures(&output, "connect"), 1.0);
+    round_trips("exchange", &figures(&output, "exchange"), 1.0);
+    let all = figures(&output, "all")[0];
+    assert!(all < 2_500.0, "eight goroutines at once took {all} ms");
+}
+
+#[test]
+fn curl_fetches_at_the_rate_after_the_links_round_trips() {
+    if !installed("curl") {
+        return;
+    }
+    let body = random_bytes(1 << 20, 81);
+    let web = Web::start(body.clone());
+    let start = Instant::now();
+    let output = linked(
+        &["--rate", "512KiB"],
+        &["curl", "-sS", "-w", "\nconnect %{time_connect}", &web.url()],
+    );
+    let took = start.elapsed().as_secs_f64();
+    let (fetched, said) = output.stdout.split_at(body.len());
+    assert!(fetched == body, "curl's download changed");
+    let said = String::from_utf8_lossy(said);
+    let connect: f64 = said
+        .trim()
+        .strip_prefix("connect ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(connect >= 0.098, "curl connected in {connect} s");
+    // A round trip to connect, one for the request's first byte, then
+    // 1 MiB at 512 KiB/s less its burst.
+    assert!(
+        (1.9..12.0).contains(&took),
+        "1 MiB at 512 KiB/s took {took:.2}s"
+    );
+}
+
+/// A server under `--exec` that echoes one connection, started, with the
+/// port it listens on.
+fn echoing_under_exec(flags: &[&str]) -> (Child, u16) {
+    let serve = "import socket\n\
+                 l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
+                 print(l.getsockname()[1], flush=True)\n\
+                 c, peer = l.accept()\n\
+                 assert peer[0] == '127.0.0.1', peer\n\
+                 while True:\n\
+                 \x20   b = c.recv(65536)\n\
+                 \x20   if not b: break\n\
+                 \x20   c.sendall(b)\n\
+                 print('done', flush=True)";
+    let mut command = shape(["--delay", DELAY]);
+    command.args(flags).args(["--exec", "python3", "-c", serve]);
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.as_mut().unwrap());
+    out.read_line(&mut line).unwrap();
+    (child, line.trim().parse().unwrap())
+}
+
+#[test]
+fn a_server_under_exec_answers_each_exchange_a_round_trip_later() {
+    let (mut child, port) = echoing_under_exec(&[]);
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut times = Vec::new();
+    for n in 0..4u8 {
+        let sent = vec![n; 5000];
+        let start = Instant::now();
+        stream.write_all(&sent).unwrap();
+        let mut got = vec![0; sent.len()];
+        stream.read_exact(&mut got).unwrap();
+        times.push(start.elapsed().as_secs_f64() * 1000.0);
+        assert!(got == sent, "exchange {n} changed");
+    }
+    drop(stream);
+    assert!(child.wait().unwrap().success());
+    round_trips("a server's exchange", &times, 1.0);
+}
+
+#[test]
+fn a_refused_connect_is_refused_a_round_trip_late_blocking_or_not() {
+    let closed = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port().to_string()
+    };
+    let script = "import errno, select, socket, sys, time\n\
+                  t = time.monotonic()\n\
+                  try:\n\
+                  \x20   socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  except ConnectionRefusedError:\n\
+                  \x20   print('blocking', (time.monotonic() - t) * 1000)\n\
+                  s = socket.socket(); s.setblocking(False)\n\
+                  t = time.monotonic()\n\
+                  assert s.connect_ex(('127.0.0.1', int(sys.argv[1]))) == errno.EINPROGRESS\n\
+                  select.select([], [s], [])\n\
+                  assert s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0\n\
+                  print('nonblocking', (time.monotonic() - t) * 1000)";
+    let output = linked(&[], &["python3", "-c", script, &closed]);
+    round_trips(
+        "a refused blocking connect",
+        &figures(&output, "blocking"),
+        1.0,
+    );
+    round_trips(
+        "a refused connect in progress",
+        &figures(&output, "nonblocking"),
+        1.0,
+    );
+}
+
+#[test]
+fn an_idle_program_holding_a_delayed_connection_costs_no_cpu() {
+    let port = echo_server();
+    // Connected, it waits two seconds in select for bytes that never
+    // come: shape must sleep too.
+    let script = "import select, socket, sys\n\
+                  s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  print('idle', flush=True)\n\
+                  assert select.select([s], [], [], 2) == ([], [], [])\n\
+                  print('done', flush=True)\n\
+                  sys.stdin.read()";
+    let mut child = shape(["--delay", DELAY, "--exec", "python3", "-c", script, &port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let cpu = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after_name.split(' ').collect();
+        // utime and stime, the 14th and 15th fields, in clock ticks.
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    assert_eq!(out.next().unwrap().unwrap(), "idle");
+    let before = cpu(child.id());
+    assert_eq!(out.next().unwrap().unwrap(), "done");
+    let spent = cpu(child.id()) - before;
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    // Ticks are 10 ms: two seconds idle may cost a few, never a spin's.
+    assert!(
+        spent <= 10,
+        "shape spent {spent} ticks while the command sat idle"
+    );
+}
+
+#[test]
+fn a_stream_fault_under_exec_cuts_the_commands_download_where_asked() {
+    if !installed("curl") {
+        skipped("curl is not installed");
+        return;
+    }
+    let body = random_bytes(200_000, 82);
+    let web = Web::start(body.clone());
+    let scratch = crate::harness::Scratch::new("exec-link-cut");
+    let (headers, out) = (scratch.path().join("headers"), scratch.path().join("out"));
+    let mut command = shape(["--cut-after", "down:20000", "--exec", "curl", "-sS", "-D"]);
+    command.arg(&headers).arg("-o").arg(&out).arg(web.url());
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    // 18: the transfer ended before the length the headers gave.
+    assert_eq!(output.status.code(), Some(18), "{output:?}");
+    let headers = std::fs::read(headers).unwrap();
+    let out = std::fs::read(out).unwrap();
+    assert_eq!(headers.len() + out.len(), 20_000);
+    assert!(out == body[..out.len()], "what came is not the start");
+}
