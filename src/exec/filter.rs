@@ -5,7 +5,9 @@
 //! and cost nothing, those on higher ones are handed to shape, as is
 //! every call that exists only for sockets (send, receive, accept).
 //! Where a link relays the command's TCP connections, every `connect`
-//! is handed to shape too, which connects the socket through the link.
+//! is handed to shape too, which connects the socket through the link;
+//! where shape keeps copies of the sockets (the command's cannot be
+//! taken), so is every `close` of a high descriptor, to let its copy go.
 //! io_uring is refused so that programs fall back to plain calls; calls
 //! of another architecture (32-bit programs) end the process rather than
 //! pass unshaped. A few BPF instructions from `libc`'s constants: no
@@ -60,7 +62,17 @@ pub fn handed() -> impl Iterator<Item = i64> {
             libc::SYS_fcntl,
             libc::SYS_socket,
             libc::SYS_connect,
+            libc::SYS_close,
         ])
+}
+
+/// The calls handed to shape beyond those it always takes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Also {
+    /// Every `connect`: a link relays TCP connections.
+    pub connects: bool,
+    /// `close` of a high descriptor: shape keeps copies of sockets.
+    pub closes: bool,
 }
 
 /// This machine's architecture, as seccomp names it.
@@ -89,9 +101,9 @@ const JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
 const JGE: u32 = libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K;
 const RET: u32 = libc::BPF_RET | libc::BPF_K;
 
-/// The filter's program, for sockets placed at `base` or more; with
-/// `connects` handed over as well where a link relays them.
-pub fn program(base: u32, connects: bool) -> Vec<libc::sock_filter> {
+/// The filter's program, for sockets placed at `base` or more, with the
+/// calls of `also` handed over as well.
+pub fn program(base: u32, also: Also) -> Vec<libc::sock_filter> {
     let notify = statement(RET, libc::SECCOMP_RET_USER_NOTIF);
     let allow = statement(RET, libc::SECCOMP_RET_ALLOW);
     let mut program = vec![
@@ -117,13 +129,16 @@ pub fn program(base: u32, connects: bool) -> Vec<libc::sock_filter> {
     for &nr in SOCKET_CALLS {
         rule(nr, vec![notify]);
     }
-    if connects {
+    if also.connects {
         rule(libc::SYS_connect, vec![notify]);
     }
     // The descriptor in argument 0 is `base` or more.
     let high = vec![statement(LD, arg(0)), jump(JGE, base, 0, 1), notify, allow];
     for nr in on_a_descriptor() {
         rule(nr, high.clone());
+    }
+    if also.closes {
+        rule(libc::SYS_close, high.clone());
     }
     // splice: from (argument 0) or to (argument 2) a high descriptor.
     rule(
@@ -204,7 +219,11 @@ mod tests {
 
     #[test]
     fn every_call_the_program_hands_over_is_one_shape_knows() {
-        let program = program(512, true);
+        let every = Also {
+            connects: true,
+            closes: true,
+        };
+        let program = program(512, every);
         let inet = libc::AF_INET as u32;
         let dupfd = libc::F_DUPFD as u32;
         for nr in 0..512 {
@@ -216,7 +235,7 @@ mod tests {
 
     #[test]
     fn high_descriptors_and_socket_calls_are_handed_to_shape_and_the_rest_run() {
-        let program = program(512, false);
+        let program = program(512, Also::default());
         let on = |nr, args| run(&program, ARCH, nr, args);
         for &nr in SOCKET_CALLS {
             assert_eq!(on(nr, [3, 0, 0, 0, 0, 0]), NOTIFY, "{nr}");
@@ -253,13 +272,26 @@ mod tests {
             libc::SYS_close,
             libc::SYS_execve,
             libc::SYS_connect,
+            libc::SYS_close,
         ] {
             assert_eq!(on(nr, [600, 0, 0, 0, 0, 0]), ALLOW);
         }
-        let relaying = super::program(512, true);
+        let also = Also {
+            connects: true,
+            closes: true,
+        };
+        let relaying = super::program(512, also);
         assert_eq!(
             run(&relaying, ARCH, libc::SYS_connect, [3, 0, 0, 0, 0, 0]),
             NOTIFY
+        );
+        assert_eq!(
+            run(&relaying, ARCH, libc::SYS_close, [512, 0, 0, 0, 0, 0]),
+            NOTIFY
+        );
+        assert_eq!(
+            run(&relaying, ARCH, libc::SYS_close, [5, 0, 0, 0, 0, 0]),
+            ALLOW
         );
         assert_eq!(
             on(libc::SYS_io_uring_setup, [0; 6]),

@@ -10,6 +10,8 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A child started under the filter: its pid, a pidfd for it, the
 /// filter's listener, and the read end of the pipe on which the child
@@ -41,11 +43,14 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Starts `path` with `argv` and `envp` under `filter`, whose calls that
-/// return USER_NOTIF are handed to the listener returned. The child sets
-/// `no_new_privs` (which needs no privilege), installs the filter, puts
-/// its listener where the parent can take it (in place of the write end
-/// of a pipe the parent waits on, so that the parent knows when), waits
-/// until the parent has taken it, then runs the command.
+/// return USER_NOTIF are handed to the listener returned. The child
+/// shares shape's table of descriptors until it runs the command (clone
+/// with CLONE_FILES and CLONE_VFORK: shape waits meanwhile), so the
+/// listener the filter makes in the child is shape's too, and taking it
+/// needs no `pidfd_getfd`, which Docker's default seccomp profile refuses.
+/// The child sets `no_new_privs` (which needs no privilege), installs the
+/// filter and runs the command; `execve` gives it a table of its own,
+/// without the listener and the pipes, all closed on exec.
 pub fn spawn(
     path: &CStr,
     argv: &[CString],
@@ -54,24 +59,24 @@ pub fn spawn(
 ) -> Result<Spawned, SetupFailed> {
     let fail = |step| move |err| SetupFailed { step, err };
     let (ready_r, ready_w) = pipe().map_err(fail("pipe"))?;
-    let (go_r, go_w) = pipe().map_err(fail("pipe"))?;
     let (failed_r, failed_w) = pipe().map_err(fail("pipe"))?;
-    // Everything the child needs is made before the fork: after it, the
+    // Everything the child needs is made before the clone: after it, the
     // child may only make async-signal-safe calls.
     let (argv_ptrs, envp_ptrs) = (null_ended(argv), null_ended(envp));
     let program = libc::sock_fprog {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
     };
-    let (ready_r_fd, ready_w_fd) = (ready_r.as_raw_fd(), ready_w.as_raw_fd());
-    let (go_r_fd, go_w_fd) = (go_r.as_raw_fd(), go_w.as_raw_fd());
-    let (failed_r_fd, failed_w_fd) = (failed_r.as_raw_fd(), failed_w.as_raw_fd());
-    // SAFETY: the child runs only the async-signal-safe calls of
-    // `child_runs`, on memory made before the fork, and never returns.
-    let pid = unsafe { libc::fork() };
+    let listeners_before = seccomp_listeners();
+    let flags = (libc::CLONE_FILES | libc::CLONE_VFORK | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: clone without CLONE_VM, as fork, with a copy of this
+    // process's memory: the child runs only the async-signal-safe calls
+    // of `child_runs`, on memory made before, and never returns. Shape's
+    // thread waits until the child has run the command or ended.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) } as i32;
     if pid < 0 {
         return Err(SetupFailed {
-            step: "fork",
+            step: "clone",
             err: io::Error::last_os_error(),
         });
     }
@@ -79,10 +84,8 @@ pub fn spawn(
         // SAFETY: in the child, see above.
         unsafe {
             child_runs(
-                [ready_r_fd, go_w_fd, failed_r_fd],
-                ready_w_fd,
-                go_r_fd,
-                failed_w_fd,
+                ready_w.as_raw_fd(),
+                failed_w.as_raw_fd(),
                 &program,
                 path,
                 &argv_ptrs,
@@ -90,7 +93,9 @@ pub fn spawn(
             )
         }
     }
-    drop((ready_w, go_r, failed_w));
+    // The child has run the command (its copies of the write ends closed
+    // on exec) or ended: reading meets the end, or what it said.
+    drop((ready_w, failed_w));
     // SAFETY: a pid of our own child, which we reap only through it.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     let reap = |err: io::Error, step| {
@@ -109,16 +114,38 @@ pub fn spawn(
     if let Err((err, step)) = filter_installed(&ready_r) {
         return Err(reap(err, step));
     }
-    let listener =
-        take_descriptor(pidfd.as_fd(), ready_w_fd).map_err(|err| reap(err, "pidfd_getfd"))?;
-    // The child goes on once its copy of the go pipe has no writer.
-    drop(go_w);
+    let made = seccomp_listeners()
+        .into_iter()
+        .find(|fd| !listeners_before.contains(fd));
+    let Some(listener) = made else {
+        let err = io::Error::other("its listener is not in the table it shared");
+        return Err(reap(err, "seccomp(SECCOMP_SET_MODE_FILTER)"));
+    };
+    // SAFETY: made by the child in the table it shared with this process,
+    // and owned by no one else: the child's own table, since its exec,
+    // closed it.
+    let listener = unsafe { OwnedFd::from_raw_fd(listener) };
     Ok(Spawned {
         pid,
         pidfd,
         listener,
         exec_failed: failed_r,
     })
+}
+
+/// The seccomp listeners among this process's descriptors.
+fn seccomp_listeners() -> Vec<RawFd> {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let link = std::fs::read_link(entry.path()).ok()?;
+            let fd: RawFd = entry.file_name().to_str()?.parse().ok()?;
+            (link.as_os_str() == "anon_inode:seccomp notify").then_some(fd)
+        })
+        .collect()
 }
 
 /// `strings` as the pointers `execve` takes, ended by a null one.
@@ -130,9 +157,9 @@ fn null_ended(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-/// Waits for the child's word on `ready`: it writes an errno and the step
+/// Reads the child's word on `ready`: it writes an errno and the step
 /// that failed if it could not install the filter; an end without one
-/// means the listener is in place.
+/// means it is installed.
 fn filter_installed(ready: &OwnedFd) -> Result<(), (io::Error, &'static str)> {
     let mut said = [0u8; 8];
     let n = loop {
@@ -156,17 +183,15 @@ fn filter_installed(ready: &OwnedFd) -> Result<(), (io::Error, &'static str)> {
 }
 
 /// The child's side of [`spawn`]. Only async-signal-safe calls: it runs
-/// between fork and exec in a copy of a process that has threads.
+/// between clone and exec in a copy of a process that has threads, and
+/// shares its table of descriptors, so closes nothing.
 ///
 /// # Safety
 ///
-/// Only in the child of a fork; the pointers must stay valid (they do:
+/// Only in the child of a clone; the pointers must stay valid (they do:
 /// the child's copy of the parent's memory is never freed).
-#[allow(clippy::too_many_arguments)]
 unsafe fn child_runs(
-    close: [RawFd; 3],
     ready_w: RawFd,
-    go_r: RawFd,
     failed_w: RawFd,
     program: &libc::sock_fprog,
     path: &CStr,
@@ -176,9 +201,6 @@ unsafe fn child_runs(
     // SAFETY (the whole body): plain system calls on descriptors and memory
     // of this process, all async-signal-safe.
     unsafe {
-        for fd in close {
-            libc::close(fd);
-        }
         // What shape's own runtime changed is put back as a command expects
         // it: no signal blocked, SIGPIPE not ignored.
         let mut none: libc::sigset_t = std::mem::zeroed();
@@ -207,18 +229,9 @@ unsafe fn child_runs(
         if listener < 0 {
             tell(1);
         }
-        // From here, the filter's calls wait for shape: none are made until
-        // shape holds the listener. dup3 closes the pipe's write end (the
-        // parent sees its end) and puts the listener in its place.
-        libc::dup3(listener as RawFd, ready_w, libc::O_CLOEXEC);
-        libc::close(listener as RawFd);
-        let mut wait = libc::pollfd {
-            fd: go_r,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        while libc::poll(&mut wait, 1, -1) < 0 {}
-        libc::close(go_r);
+        // From here, the filter's calls wait for shape, which waits for
+        // this exec: none is made before it. The listener, closed on
+        // exec, stays in shape's table only.
         libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
         // A pipe of a low descriptor: the filter lets this write through.
         let errno = *libc::__errno_location();
@@ -236,6 +249,16 @@ pub fn take_descriptor(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> 
     }
     // SAFETY: just made, owned by no one else.
     Ok(unsafe { OwnedFd::from_raw_fd(taken as RawFd) })
+}
+
+/// Whether `pidfd_getfd` is refused here (a container's seccomp profile
+/// refuses it as Docker's default does without CAP_SYS_PTRACE), asked of
+/// shape's own process with a descriptor that is none.
+pub fn taking_refused() -> bool {
+    let Ok(own) = open_pidfd(std::process::id()) else {
+        return false;
+    };
+    take_descriptor(own.as_fd(), -1).is_err_and(|err| refused(&err))
 }
 
 /// A pidfd for thread (or process) `tid`: the thread's own where the
@@ -257,7 +280,7 @@ pub fn open_pidfd(tid: u32) -> io::Result<OwnedFd> {
 }
 
 /// The process that thread `tid` belongs to.
-fn thread_group(tid: u32) -> io::Result<u32> {
+pub fn thread_group(tid: u32) -> io::Result<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
     status
         .lines()
@@ -392,24 +415,56 @@ pub fn still_waiting(listener: BorrowedFd<'_>, id: u64) -> bool {
     }
 }
 
+/// Whether `process_vm_readv` and `process_vm_writev` were refused (a
+/// container's profile, as Docker's default without CAP_SYS_PTRACE): the
+/// caller's memory is then read and written through /proc.
+static VM_CALLS_REFUSED: AtomicBool = AtomicBool::new(false);
+
 /// Reads `buffer.len()` bytes of thread `tid`'s memory at `address`;
 /// returns how many it could.
 pub fn read_memory(tid: u32, address: u64, buffer: &mut [u8]) -> io::Result<usize> {
-    let local = libc::iovec {
-        iov_base: buffer.as_mut_ptr().cast(),
-        iov_len: buffer.len(),
-    };
-    across(tid, address, local, libc::process_vm_readv)
+    if !VM_CALLS_REFUSED.load(Ordering::Relaxed) {
+        let local = libc::iovec {
+            iov_base: buffer.as_mut_ptr().cast(),
+            iov_len: buffer.len(),
+        };
+        match across(tid, address, local, libc::process_vm_readv) {
+            Err(err) if refused(&err) => VM_CALLS_REFUSED.store(true, Ordering::Relaxed),
+            done => return done,
+        }
+    }
+    memory_file(tid, false)?.read_at(buffer, address)
 }
 
 /// Writes `data` into thread `tid`'s memory at `address`; returns how
 /// many bytes it could.
 pub fn write_memory(tid: u32, address: u64, data: &[u8]) -> io::Result<usize> {
-    let local = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    across(tid, address, local, libc::process_vm_writev)
+    if !VM_CALLS_REFUSED.load(Ordering::Relaxed) {
+        let local = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        match across(tid, address, local, libc::process_vm_writev) {
+            Err(err) if refused(&err) => VM_CALLS_REFUSED.store(true, Ordering::Relaxed),
+            done => return done,
+        }
+    }
+    memory_file(tid, true)?.write_at(data, address)
+}
+
+/// Whether `err` is a call refused by a seccomp profile (ENOSYS or EPERM,
+/// as it is written).
+pub fn refused(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EPERM))
+}
+
+/// Thread `tid`'s memory as a file: the kernel lets a process open its
+/// child's, as it would let it trace it, with no call a profile refuses.
+fn memory_file(tid: u32, write: bool) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .open(format!("/proc/{tid}/mem"))
 }
 
 /// The signature of `process_vm_readv` and `process_vm_writev`.

@@ -46,27 +46,11 @@ pub enum NotRun {
     CannotRun(String, String),
     /// Status 1: this system cannot shape a command.
     #[error(
-        "--exec needs seccomp user notification with killable waits (Linux 5.19 or later) and \
-         pidfd_getfd (5.6): {step} failed: {}{}",
-        crate::message::one_line(err),
-        remedy(step, err)
+        "--exec needs seccomp user notification with killable waits (Linux 5.19 or later): \
+         {step} failed: {}",
+        crate::message::one_line(err)
     )]
     Unsupported { step: &'static str, err: io::Error },
-}
-
-/// What lets `step` through where it was refused with `err`, where that
-/// is known: Docker's default seccomp profile allows pidfd_getfd only to
-/// a process with CAP_SYS_PTRACE (podman's allows it to all), and so does
-/// Yama at ptrace_scope 2. A profile refuses with EPERM or ENOSYS, as it
-/// is written; a kernel without pidfd_getfd fails the seccomp step first.
-fn remedy(step: &str, err: &io::Error) -> &'static str {
-    match (step, err.raw_os_error()) {
-        ("pidfd_getfd", Some(libc::EPERM | libc::ENOSYS)) => {
-            " (a container's seccomp profile may refuse it, as Docker's does without \
-             CAP_SYS_PTRACE: docker run --cap-add SYS_PTRACE lets it through)"
-        }
-        _ => "",
-    }
 }
 
 impl NotRun {
@@ -85,6 +69,9 @@ pub struct Started {
     spawned: kernel::Spawned,
     /// The least descriptor of its IP sockets.
     base: u32,
+    /// Shape keeps copies of the sockets it makes for the command: its
+    /// own cannot be taken from it (`pidfd_getfd` is refused).
+    copies: bool,
 }
 
 impl Started {
@@ -122,14 +109,23 @@ pub fn start(command: &[OsString], relayed: bool) -> Result<Started, NotRun> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let base = base();
+    let copies = kernel::taking_refused();
+    let also = filter::Also {
+        connects: relayed,
+        closes: copies,
+    };
     let spawned =
-        kernel::spawn(&path, &argv, &envp, &filter::program(base, relayed)).map_err(|failed| {
+        kernel::spawn(&path, &argv, &envp, &filter::program(base, also)).map_err(|failed| {
             NotRun::Unsupported {
                 step: failed.step,
                 err: failed.err,
             }
         })?;
-    Ok(Started { spawned, base })
+    Ok(Started {
+        spawned,
+        base,
+        copies,
+    })
 }
 
 /// The least descriptor of the command's IP sockets: 512, or half the
@@ -162,6 +158,9 @@ pub fn supervise(
     } = started.spawned;
     let (mut supervisor, waker) =
         supervisor::Supervisor::new(listener, (pid, pidfd), started.base, ways, relay, say)?;
+    if started.copies {
+        supervisor.keep_copies();
+    }
     on_change(Box::new(move || {
         let _ = waker.wake();
     }));

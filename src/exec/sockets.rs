@@ -4,9 +4,10 @@
 //! socket is asked its family and type once, remembered by its inode,
 //! and given send and receive buffers that follow the rate. A TCP socket
 //! connected to the relay of a link is not shaped here: the relay shapes
-//! what it carries. Also keeps
-//! the pidfds of the command's threads, through which its sockets are
-//! taken.
+//! what it carries. A socket is taken from the command through a pidfd
+//! of its thread (`pidfd_getfd`); where a profile refuses that call (as
+//! Docker's default does), shape keeps a copy of each socket it makes for
+//! the command instead, and lets it go once the command holds it no more.
 
 use super::kernel::{open_pidfd, take_descriptor};
 use crate::bucket::Bucket;
@@ -41,6 +42,9 @@ pub struct Sockets {
     pidfds: HashMap<u32, OwnedFd>,
     /// The doors of the relay that carries TCP connections, if any.
     doors: Vec<SocketAddr>,
+    /// Shape's copies of the sockets it made, by inode, where sockets
+    /// cannot be taken from the command.
+    copies: Option<HashMap<(u64, u64), OwnedFd>>,
 }
 
 impl Sockets {
@@ -102,9 +106,18 @@ impl Sockets {
         kind
     }
 
-    /// Takes note of `socket`, made or accepted by shape for the command,
-    /// and gives it buffers of `buffer` bytes each way, if given.
+    /// Takes note of `socket`, made or accepted by shape for the command
+    /// (unless noted as the relay's already), and gives it buffers of `buffer` bytes each way, if given.
     pub fn adopt(&mut self, socket: BorrowedFd<'_>, buffer: Option<usize>) -> SocketKind {
+        let relayed = rustix::fs::fstat(socket).is_ok_and(|stat| {
+            let known = self.kinds.get(&(stat.st_dev, stat.st_ino));
+            known.is_some_and(|(kind, _)| *kind == SocketKind::Unshaped)
+        });
+        if relayed {
+            // Noted as the relay's already, maybe before its handshake
+            // ended (its peer then is not yet the door).
+            return SocketKind::Unshaped;
+        }
         let kind = self.kind_of(socket);
         if let (Some(bytes), true) = (buffer, kind != SocketKind::Unshaped) {
             let _ = sockopt::set_socket_send_buffer_size(socket, bytes);
@@ -120,8 +133,64 @@ impl Sockets {
         kind
     }
 
+    /// Keeps copies of the sockets shape makes from now on, and takes
+    /// them from those: the command's cannot be taken.
+    pub fn keep_copies(&mut self) {
+        self.copies.get_or_insert_with(HashMap::new);
+    }
+
+    /// Whether copies are kept.
+    pub fn keeps_copies(&self) -> bool {
+        self.copies.is_some()
+    }
+
+    /// Keeps a copy of `socket`, just made for the command, if copies are
+    /// kept.
+    pub fn keep(&mut self, socket: BorrowedFd<'_>) {
+        let (Some(copies), Ok(stat)) = (&mut self.copies, rustix::fs::fstat(socket)) else {
+            return;
+        };
+        if let Ok(copy) = socket.try_clone_to_owned() {
+            copies.insert((stat.st_dev, stat.st_ino), copy);
+        }
+    }
+
+    /// Notes that `socket` is the relay's (not shaped here), and lets its
+    /// copy go: the command's close must close it.
+    pub fn relayed(&mut self, socket: BorrowedFd<'_>) {
+        let Ok(stat) = rustix::fs::fstat(socket) else {
+            return;
+        };
+        let key = (stat.st_dev, stat.st_ino);
+        self.kinds.insert(key, (SocketKind::Unshaped, None));
+        if let Some(copies) = &mut self.copies {
+            copies.remove(&key);
+        }
+    }
+
+    /// The sockets copied, by inode.
+    pub fn copied(&self) -> Vec<(u64, u64)> {
+        self.copies
+            .as_ref()
+            .map_or_else(Vec::new, |copies| copies.keys().copied().collect())
+    }
+
+    /// Lets go of the copies of sockets by inode for which `held` is
+    /// false: the command holds them no more.
+    pub fn let_go_unless(&mut self, held: impl Fn(&(u64, u64)) -> bool) {
+        if let Some(copies) = &mut self.copies {
+            copies.retain(|inode, _| held(inode));
+        }
+    }
+
     /// A copy of descriptor `fd` of thread `tid`'s process.
     pub fn take(&mut self, tid: u32, fd: i32) -> io::Result<OwnedFd> {
+        if let Some(copies) = &self.copies {
+            let stat = rustix::fs::stat(format!("/proc/{tid}/fd/{fd}"))?;
+            let copy = copies.get(&(stat.st_dev, stat.st_ino));
+            let copy = copy.ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+            return copy.try_clone();
+        }
         let taken = take_descriptor(self.pidfd(tid)?, fd);
         match taken {
             // A pidfd of a thread that ended, whose number is now another's.

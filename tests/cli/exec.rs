@@ -740,65 +740,147 @@ fn a_socket_moved_to_standard_input_is_said_to_be_unshaped_there() {
     }
 }
 
-/// Runs `shape ARGS` with `call` (a system call's number) refused with
+/// Runs `shape ARGS` with `calls` (system calls' numbers) refused with
 /// EPERM by a seccomp filter of the test's own, put on shape before it
 /// starts (as a container's profile would), through Python's ctypes.
-fn shape_without(call: i64, args: &[&str]) -> Output {
+pub fn shape_without(calls: &[i64], args: &[&str]) -> Output {
+    let mut command = refusing(calls, args);
+    command.stdin(Stdio::null()).output().unwrap()
+}
+
+/// [`shape_without`], started, its standard output piped.
+fn shape_without_spawned(calls: &[i64], args: &[&str]) -> std::process::Child {
+    let mut command = refusing(calls, args);
+    let piped = command.stdin(Stdio::null()).stdout(Stdio::piped());
+    piped.spawn().unwrap()
+}
+
+/// The command of [`shape_without`].
+fn refusing(calls: &[i64], args: &[&str]) -> Command {
     let refuse = "import ctypes, os, struct, sys\n\
                   libc = ctypes.CDLL(None, use_errno=True)\n\
-                  call = int(sys.argv[1])\n\
+                  calls = [int(c) for c in sys.argv[1].split(',')]\n\
                   ld, jeq, ret = 0x20, 0x15, 0x06\n\
                   program = struct.pack('HBBI', ld, 0, 0, 0)\n\
-                  program += struct.pack('HBBI', jeq, 0, 1, call)\n\
-                  program += struct.pack('HBBI', ret, 0, 0, 0x00050000 | 1)\n\
+                  for call in calls:\n\
+                  \x20   program += struct.pack('HBBI', jeq, 0, 1, call)\n\
+                  \x20   program += struct.pack('HBBI', ret, 0, 0, 0x00050000 | 1)\n\
                   program += struct.pack('HBBI', ret, 0, 0, 0x7fff0000)\n\
                   buffer = ctypes.create_string_buffer(program)\n\
-                  fprog = struct.pack('HxxxxxxQ', 4, ctypes.addressof(buffer))\n\
+                  fprog = struct.pack('HxxxxxxQ', 2 + 2 * len(calls), ctypes.addressof(buffer))\n\
                   fbuffer = ctypes.create_string_buffer(fprog)\n\
                   assert libc.prctl(38, 1, 0, 0, 0) == 0\n\
                   assert libc.syscall(int(sys.argv[2]), 1, 0, fbuffer) == 0, ctypes.get_errno()\n\
                   os.execv(sys.argv[3], sys.argv[3:])";
+    let calls: Vec<String> = calls.iter().map(i64::to_string).collect();
     let seccomp = libc::SYS_seccomp.to_string();
     let mut command = Command::new("python3");
     command
         .args([
             "-c",
             refuse,
-            &call.to_string(),
+            &calls.join(","),
             &seccomp,
             env!("CARGO_BIN_EXE_shape"),
         ])
         .args(args);
-    command.stdin(Stdio::null()).output().unwrap()
+    command
 }
 
+/// The calls Docker's default seccomp profile allows only with
+/// CAP_SYS_PTRACE that `--exec` could use.
+pub const PTRACE_CALLS: [i64; 3] = [
+    libc::SYS_pidfd_getfd,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+];
+
 #[test]
-fn where_the_kernel_refuses_what_exec_needs_shape_says_so_and_runs_nothing() {
+fn where_the_kernel_refuses_seccomp_shape_says_so_and_runs_nothing() {
     let scratch = Scratch::new("exec-refused");
     let ran = scratch.path().join("ran");
     let touch = format!("touch '{}'", ran.display());
-    for (call, step) in [
-        (
-            libc::SYS_pidfd_getfd,
-            "pidfd_getfd failed: Operation not permitted",
-        ),
-        (
-            libc::SYS_seccomp,
-            "seccomp(SECCOMP_SET_MODE_FILTER) failed: Operation not permitted",
-        ),
-    ] {
-        let output = shape_without(call, &["--exec", "sh", "-c", &touch]);
-        assert_eq!(output.status.code(), Some(1), "{output:?}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(
-            stderr.contains("--exec needs seccomp user notification"),
-            "{stderr}"
-        );
-        assert!(stderr.contains(step), "{stderr}");
-        assert!(!stderr.contains("os error"), "reasons in words: {stderr}");
-        assert!(!ran.exists(), "the command ran unshaped");
+    let output = shape_without(&[libc::SYS_seccomp], &["--exec", "sh", "-c", &touch]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--exec needs seccomp user notification"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("seccomp(SECCOMP_SET_MODE_FILTER) failed: Operation not permitted"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("os error"), "reasons in words: {stderr}");
+    assert!(!ran.exists(), "the command ran unshaped");
+}
+
+#[test]
+fn without_pidfd_getfd_and_process_vm_calls_a_command_is_shaped_all_the_same() {
+    // As under Docker's default profile: a download by a client, and an
+    // upload to a server of the command's own, each at the rate, every
+    // byte intact; said once.
+    let body = random_bytes(1_000_000, 46);
+    let web = Web::start(body.clone());
+    let fetch = "import sys, urllib.request\n\
+                 sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read())";
+    let start = Instant::now();
+    let output = shape_without(
+        &PTRACE_CALLS,
+        &[
+            "--rate",
+            "512KiB",
+            "--exec",
+            "python3",
+            "-c",
+            fetch,
+            &web.url(),
+        ],
+    );
+    let took = start.elapsed();
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout == body, "the download changed");
+    at_the_rate("a download without pidfd_getfd", body.len(), took);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("refuses pidfd_getfd").count(), 1, "{stderr}");
+
+    // A server that closes its listener and listens on the same port
+    // again, and is sent 300,000 bytes each time: a copy kept by shape
+    // would hold the port (its bind would fail), and a connection's copy
+    // would keep it from ending.
+    let serve = "import socket, sys\n\
+                 port = 0\n\
+                 for round in range(2):\n\
+                 \x20   l = socket.socket(); l.bind(('127.0.0.1', port)); l.listen()\n\
+                 \x20   port = l.getsockname()[1]\n\
+                 \x20   print(port, flush=True)\n\
+                 \x20   c, _ = l.accept(); l.close()\n\
+                 \x20   n = 0\n\
+                 \x20   while True:\n\
+                 \x20       b = c.recv(65536)\n\
+                 \x20       if not b: break\n\
+                 \x20       n += len(b)\n\
+                 \x20   c.close()\n\
+                 \x20   print(n, flush=True)";
+    let mut child = shape_without_spawned(
+        &PTRACE_CALLS,
+        &["--rate", "1MiB", "--exec", "python3", "-c", serve],
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ports = Vec::new();
+    for round in 0..2 {
+        let port: u16 = lines.next().unwrap().unwrap().trim().parse().unwrap();
+        ports.push(port);
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .write_all(&random_bytes(300_000, 47 + round))
+            .unwrap();
+        drop(stream);
+        assert_eq!(lines.next().unwrap().unwrap().trim(), "300000");
     }
+    assert_eq!(ports[0], ports[1]);
+    assert!(child.wait().unwrap().success());
 }
 
 #[test]

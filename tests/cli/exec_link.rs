@@ -95,6 +95,29 @@ fn a_blocking_client_connects_and_exchanges_in_a_round_trip_each() {
 }
 
 #[test]
+fn without_pidfd_getfd_and_process_vm_calls_the_link_is_the_same() {
+    // As under Docker's default profile, a client and a server.
+    let port = echo_server();
+    let script = "import socket, sys, time\n\
+                  t = time.monotonic()\n\
+                  s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  print('connect', (time.monotonic() - t) * 1000)\n\
+                  for i in range(3):\n\
+                  \x20   t = time.monotonic()\n\
+                  \x20   s.sendall(b'x' * 3000)\n\
+                  \x20   got = b''\n\
+                  \x20   while len(got) < 3000: got += s.recv(65536)\n\
+                  \x20   print('exchange', (time.monotonic() - t) * 1000)";
+    let output = crate::exec::shape_without(
+        &crate::exec::PTRACE_CALLS,
+        &["--delay", DELAY, "--exec", "python3", "-c", script, &port],
+    );
+    assert!(output.status.success(), "{output:?}");
+    round_trips("connect", &figures(&output, "connect"), 1.0);
+    round_trips("exchange", &figures(&output, "exchange"), 1.0);
+}
+
+#[test]
 fn asyncio_connections_at_once_are_not_held_up_by_each_other() {
     let port = echo_server();
     // Ten connections at once, each a connect and three exchanges: four

@@ -236,9 +236,8 @@ impl Supervisor<'_> {
             };
             self.respond(&held.notification, response);
         }
-        // Now a socket of the relay's: no longer shaped here.
-        let buffer = crate::exec::sockets::buffer_for(&self.ways.buckets);
-        self.sockets.adopt(socket.as_fd(), buffer);
+        // Now a socket of the relay's: no longer shaped here, nor kept.
+        self.sockets.relayed(socket.as_fd());
     }
 
     /// Answers the command's `socket`, waiting at the door, and hands

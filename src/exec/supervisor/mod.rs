@@ -15,6 +15,7 @@
 //! caller. How each call moves bytes is `moves.rs`; where sockets are
 //! placed, `placing.rs`.
 
+mod copies;
 mod dials;
 mod ending;
 mod moves;
@@ -145,6 +146,9 @@ pub struct Supervisor<'a> {
     dials: Slab<dials::Dial>,
     /// Where the command's connects wait for the link, with a relay.
     doors: Option<Doors>,
+    /// When the copies of sockets were last looked over (where copies
+    /// are kept).
+    collected: u64,
 }
 
 impl<'a> Supervisor<'a> {
@@ -216,6 +220,7 @@ impl<'a> Supervisor<'a> {
                 relay,
                 dials: Slab::new(),
                 doors,
+                collected: 0,
             },
             waker,
         ))
@@ -253,6 +258,9 @@ impl<'a> Supervisor<'a> {
             }
             let now = self.now();
             self.finish_due_dials(now);
+            if self.collect_at().is_some_and(|t| t <= now) {
+                self.collect(None);
+            }
             for (key, held) in &self.held {
                 let due = held
                     .wake_at
@@ -285,12 +293,13 @@ impl<'a> Supervisor<'a> {
     /// covered, and no longer than [`SIGNAL_LOOK`] while calls are held.
     fn timeout(&self) -> Option<Duration> {
         let now = self.now();
-        let dial_due = self.dials.iter().filter_map(|(_, d)| d.due).min();
+        let dials_due = self.dials.iter().filter_map(|(_, d)| d.due);
+        let due = dials_due.chain(self.collect_at()).min();
         if self.held.is_empty() {
-            return dial_due.map(|t| Duration::from_nanos(t.saturating_sub(now)));
+            return due.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         }
         let first = self.held.iter().filter_map(|(_, h)| h.wake_at);
-        let first = first.chain(dial_due).min();
+        let first = first.chain(due).min();
         let until = first.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         Some(until.map_or(SIGNAL_LOOK, |d| d.min(SIGNAL_LOOK)))
     }
@@ -329,6 +338,9 @@ impl<'a> Supervisor<'a> {
         if nr == libc::SYS_socket {
             return self.make_socket(&notification);
         }
+        if nr == libc::SYS_close {
+            return self.close(&notification);
+        }
         if nr == libc::SYS_connect {
             return match self.relay {
                 Some(_) => self.connect(notification),
@@ -353,6 +365,10 @@ impl<'a> Supervisor<'a> {
         let decoded = match spliced_in {
             true => Ok(call::splice_out(&args)),
             false => call::decode(nr, &args, &mut read),
+        };
+        let decoded = match decoded {
+            Ok(call) if self.sockets.keeps_copies() => Ok(self.coarse_without_taking(call)),
+            other => other,
         };
         let (call, socket) = match decoded {
             Ok(Call::Other) | Err(_) => return self.respond(&notification, Response::Continue),

@@ -56,7 +56,10 @@ impl Supervisor<'_> {
                 // need not come to shape, so they go where the command
                 // would have had them.
                 let stream = kind & 0xf == libc::SOCK_STREAM;
-                let least = match self.relay.is_some() && stream {
+                // Where copies are kept, every socket goes high, where
+                // its close is seen.
+                let low = self.relay.is_some() && stream && !self.sockets.keeps_copies();
+                let least = match low {
                     true => 0,
                     false => self.base,
                 };
@@ -78,7 +81,9 @@ impl Supervisor<'_> {
         cloexec: bool,
     ) {
         let buffer = buffer_for(&self.ways.buckets);
-        self.sockets.adopt(socket.as_fd(), buffer);
+        if self.sockets.adopt(socket.as_fd(), buffer) != SocketKind::Unshaped {
+            self.sockets.keep(socket.as_fd());
+        }
         let listener = self.listener.as_fd();
         let id = notification.id;
         if least == 0 {
@@ -168,7 +173,12 @@ impl Supervisor<'_> {
                         if flags & libc::SOCK_NONBLOCK != 0 {
                             let _ = rustix::fs::fcntl_setfl(&relayed, rustix::fs::OFlags::NONBLOCK);
                         }
-                        self.place_socket(&notification, relayed, 0, cloexec);
+                        self.sockets.relayed(relayed.as_fd());
+                        let least = match self.sockets.keeps_copies() {
+                            true => self.base,
+                            false => 0,
+                        };
+                        self.place_socket(&notification, relayed, least, cloexec);
                         Progress::Answered
                     }
                     Err(err) => Progress::Done(Response::Error(errno(&err))),
