@@ -37,13 +37,14 @@ pub struct Fixed {
     pub carried: Carried,
 }
 
-/// What a run's faults act on: a stream (a copy's, a TCP proxy's,
-/// `--exec`'s), or a UDP link's datagrams.
+/// What a run's faults act on: a stream (a copy's, a TCP proxy's), a UDP
+/// link's datagrams, or both (`--exec`'s connections and datagrams).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Carried {
     #[default]
     Stream,
     Datagrams,
+    Both,
 }
 
 impl Carried {
@@ -52,7 +53,8 @@ impl Carried {
     pub fn refuses(self, needs: Needs, flag: &str) -> Option<String> {
         match (self, needs) {
             (Carried::Stream, Needs::Datagrams) => Some(format!(
-                "--{flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR)"
+                "--{flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR) or \
+                 --exec"
             )),
             (Carried::Datagrams, Needs::Stream | Needs::Ending) => {
                 Some(format!("--{flag} does not apply to datagrams (udp:)"))

@@ -28,9 +28,9 @@ pub struct Adjuster {
     /// True until someone sets a burst, for buckets of the shape's own; a
     /// share keeps its own flag.
     burst_follows_rate: AtomicBool,
-    /// Called after each change, so that a user that does not sleep on the
-    /// buckets (a proxy's poll loop) re-times its waits.
-    on_change: Mutex<Option<Box<dyn Fn() + Send>>>,
+    /// Called after each change, so that those that do not sleep on the
+    /// buckets (a proxy's poll loop, `--exec`'s loops) re-time their waits.
+    on_change: Mutex<Vec<Box<dyn Fn() + Send>>>,
     /// The delay, jitter and faults that changes may also retune.
     conditions: Option<Arc<Conditions>>,
     /// What the mode adds to a status line (a UDP link's datagrams).
@@ -51,7 +51,7 @@ impl Adjuster {
             counting,
             followers: Mutex::new(Vec::new()),
             burst_follows_rate: AtomicBool::new(!burst_was_set),
-            on_change: Mutex::new(None),
+            on_change: Mutex::new(Vec::new()),
             conditions: None,
             report: None,
         }
@@ -75,9 +75,10 @@ impl Adjuster {
         self.counting
     }
 
-    /// Calls `notify` after every change from now on.
+    /// Calls `notify` after every change from now on, as well as those
+    /// given before.
     pub fn on_change(&self, notify: Box<dyn Fn() + Send>) {
-        *lock(&self.on_change) = Some(notify);
+        lock(&self.on_change).push(notify);
     }
 
     /// A fresh bucket with the settings bucket `index` has now, which later
@@ -150,7 +151,7 @@ impl Adjuster {
                 None => false,
             });
         }
-        if let Some(notify) = lock(&self.on_change).as_ref() {
+        for notify in lock(&self.on_change).iter() {
             notify();
         }
         Ok(())

@@ -320,6 +320,33 @@ pub fn ip_address(raw: &[u8]) -> Option<std::net::SocketAddr> {
     }
 }
 
+/// `at` as the kernel lays out a `sockaddr_in` or `sockaddr_in6`; as
+/// IPv6 (an IPv4 address mapped) for a socket of IPv6.
+pub fn ip_address_bytes(at: std::net::SocketAddr, v6: bool) -> Vec<u8> {
+    use std::net::SocketAddr;
+    let at = match (at, v6) {
+        (SocketAddr::V4(v4), true) => SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port()),
+        _ => at,
+    };
+    match at {
+        SocketAddr::V4(v4) => {
+            let mut raw = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+            raw.extend(v4.port().to_be_bytes());
+            raw.extend(v4.ip().octets());
+            raw.extend([0; 8]);
+            raw
+        }
+        SocketAddr::V6(v6) => {
+            let mut raw = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+            raw.extend(v6.port().to_be_bytes());
+            raw.extend(v6.flowinfo().to_be_bytes());
+            raw.extend(v6.ip().octets());
+            raw.extend(v6.scope_id().to_ne_bytes());
+            raw
+        }
+    }
+}
+
 /// The u32 at `at`.
 fn read_u32(read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>, at: u64) -> io::Result<u32> {
     let mut bytes = [0; 4];
@@ -667,6 +694,12 @@ mod tests {
         v6.extend(3u32.to_ne_bytes());
         let expected = std::net::SocketAddrV6::new(std::net::Ipv6Addr::LOCALHOST, 443, 0, 3);
         assert_eq!(ip_address(&v6), Some(expected.into()));
+        assert_eq!(ip_address_bytes(expected.into(), true), v6);
+        let four: std::net::SocketAddr = ([10, 0, 0, 1], 53).into();
+        assert_eq!(ip_address(&ip_address_bytes(four, false)), Some(four));
+        let mapped = ip_address(&ip_address_bytes(four, true)).unwrap();
+        assert_eq!(mapped.port(), 53);
+        assert!(mapped.is_ipv6());
         let unix = [libc::AF_UNIX as u8, 0, b'/', b'x'];
         assert_eq!(ip_address(&unix), None);
         assert_eq!(ip_address(&[2]), None);

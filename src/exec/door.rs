@@ -116,6 +116,11 @@ impl Doors {
         }
     }
 
+    /// Whether loopback has IPv6 (and so a door there).
+    pub fn has_v6(&self) -> bool {
+        self.v6.is_some()
+    }
+
     /// Every address a socket that came through a door has as its peer.
     pub fn all(&self) -> Vec<SocketAddr> {
         let v4 = self.v4.at();

@@ -16,7 +16,7 @@ mod kernel;
 mod sockets;
 mod supervisor;
 
-pub use supervisor::{Ended, Ways};
+pub use supervisor::{Ended, MakeLink, Ways};
 
 use crate::conditions::Conditions;
 use crate::net::proxy::Carrier;
@@ -28,11 +28,15 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// Where a link (`--delay`, `--jitter`, faults) carries the command's
-/// TCP connections, and its conditions (a connect takes its round trip).
+/// Where a link (`--delay`, `--jitter`, faults, a UDP link's options)
+/// carries the command's TCP connections and datagrams, and its
+/// conditions (a connect takes its round trip).
 pub struct Relay {
     pub carrier: Carrier,
     pub conditions: Arc<Conditions>,
+    /// What makes a datagram link to a destination of the command's UDP
+    /// sockets.
+    pub datagrams: MakeLink,
 }
 
 /// Why a command was not run, as a shell tells it.

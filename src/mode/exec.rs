@@ -10,13 +10,15 @@ use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use super::proxy::Tuning;
 use crate::cli::Cli;
-use crate::conditions::{Conditions, Fixed, InForce};
+use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::Adjuster;
 use crate::counting::Counting;
-use crate::exec::{self, Ended, NotRun, Relay, Ways};
+use crate::exec::{self, Ended, MakeLink, NotRun, Relay, Ways};
 use crate::exit::Exit;
 use crate::faults::Way;
+use crate::message::one_line;
 use crate::net::proxy;
+use crate::net::udp::{IDLE, Proxy, Route};
 use crate::progress::Printer;
 use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
@@ -24,6 +26,7 @@ use shape_bucket::Limit;
 use shape_bucket::units::{human_bytes, human_rate};
 use std::ffi::OsString;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
@@ -160,21 +163,23 @@ fn say_stats(printer: &Printer, ways: &Ways, started: Instant) {
     ));
 }
 
-/// Whether the command's connections go through a link: a delay, jitter
-/// or a fault was asked for at start.
+/// Whether the command's connections and datagrams go through a link: a
+/// delay, jitter, a fault or a UDP link's option was asked for at start.
 fn linked(cli: &Cli) -> bool {
     cli.delay.is_some()
         || cli.delay_up.is_some()
         || cli.delay_down.is_some()
         || cli.jitter.is_some()
         || !cli.fault_changes().is_empty()
+        || cli.udp.first_given().is_some()
 }
 
 /// The link's conditions: a command started without one has none to
 /// change (its connections are not relayed).
 fn conditions(cli: &Cli) -> Arc<Conditions> {
     let unlinked = (!linked(cli)).then_some(
-        "this command started without a link (--delay, --jitter or a fault): start it with one          ('--delay 0' will do)",
+        "this command started without a link (--delay, --jitter, a fault or a UDP link's \
+         option): start it with one ('--delay 0' will do)",
     );
     Arc::new(Conditions::fixing(
         InForce {
@@ -186,6 +191,7 @@ fn conditions(cli: &Cli) -> Arc<Conditions> {
             faults: unlinked,
             ends: unlinked,
             delay: unlinked,
+            carried: Carried::Both,
             ..Fixed::default()
         },
     ))
@@ -200,7 +206,8 @@ fn ways_passed(passed: &Passed) -> [Arc<Throughput>; 2] {
 }
 
 /// Starts the relay that carries the command's TCP connections through
-/// the link, on a thread of its own.
+/// the link, on a thread of its own, and says how its datagrams' links
+/// are made.
 fn start_relay(
     cli: &Cli,
     adjuster: &Arc<Adjuster>,
@@ -221,11 +228,62 @@ fn start_relay(
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
     };
+    let seed = shaping.seed;
     let carrier = proxy::Carrier::start(shaping).context("the link's relay")?;
+    let say = (!cli.quiet).then(|| printer.clone());
+    let passed = [passed_up, passed_down];
+    let datagrams = datagram_links(cli, adjuster, &conditions, passed, seed, say)?;
     Ok(Relay {
         carrier,
         conditions,
+        datagrams,
     })
+}
+
+/// What makes a datagram link of the command's, for one destination: the
+/// UDP link's proxy, on a thread of its own, impaired as the flags say,
+/// following the link's conditions and paying from both ways' buckets.
+fn datagram_links(
+    cli: &Cli,
+    adjuster: &Arc<Adjuster>,
+    conditions: &Arc<Conditions>,
+    passed: [&Arc<Throughput>; 2],
+    seed: u64,
+    say: Option<Printer>,
+) -> anyhow::Result<MakeLink> {
+    let buckets = adjuster.buckets().to_vec();
+    let ways = super::udp::impairments(cli, [&buckets[0], &buckets[1]])?;
+    let idle = cli.udp.udp_idle.unwrap_or(IDLE);
+    let (adjuster, conditions) = (adjuster.clone(), conditions.clone());
+    let passed = passed.map(Arc::clone);
+    let made = AtomicU64::new(0);
+    Ok(Box::new(move |listen, upstream| {
+        let route = Route {
+            listen,
+            upstream,
+            idle,
+            ways: ways.clone(),
+            // Each link draws its own, in the order they are made.
+            seed: seed.wrapping_add(made.fetch_add(1, Ordering::Relaxed)),
+        };
+        let buckets = [buckets[0].clone(), buckets[1].clone()];
+        let mut proxy = Proxy::bind(route, buckets, passed.clone())?;
+        proxy.follow(conditions.clone());
+        let handle = proxy.handle()?;
+        adjuster.on_change(Box::new(move || handle.wake()));
+        if let Some(say) = &say {
+            proxy.saying(say.clone());
+        }
+        let local = proxy.local()?;
+        std::thread::Builder::new()
+            .name("shape-datagrams".into())
+            .spawn(move || {
+                if let Err(err) = proxy.serve() {
+                    eprintln!("shape: the link to {upstream}: {}", one_line(&err));
+                }
+            })?;
+        Ok(local)
+    }))
 }
 
 /// The first flag given that means nothing to a command's traffic.

@@ -96,19 +96,20 @@ pub fn run(cli: &Cli) -> Exit {
     let mode = Mode::of(cli);
     if !matches!(
         mode,
-        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_)
+        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_) | Mode::Exec(_)
     ) && let Some(flag) = cli.udp.first_given()
     {
         eprintln!(
-            "shape: {flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR)"
+            "shape: {flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR) or \
+             --exec"
         );
         return Exit::Usage;
     }
     // A datagram's faults, where there are none; sent with --remote, the
-    // shape that takes them decides.
+    // shape that takes them decides; --exec has both.
     if !matches!(
         mode,
-        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_) | Mode::Remote(_)
+        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_) | Mode::Remote(_) | Mode::Exec(_)
     ) && let Some(why) = cli
         .fault_changes()
         .iter()

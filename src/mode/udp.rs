@@ -105,7 +105,10 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
 
 /// What each way of the link does to datagrams, as the flags say, paced
 /// by that way's bucket (`buckets`: up, then down).
-fn impairments(cli: &Cli, buckets: [&Arc<Bucket>; 2]) -> anyhow::Result<[Impairment; 2]> {
+pub(super) fn impairments(
+    cli: &Cli,
+    buckets: [&Arc<Bucket>; 2],
+) -> anyhow::Result<[Impairment; 2]> {
     let link = cli.slow_link();
     let counting = cli.counting();
     let queue_given = cli

@@ -416,3 +416,134 @@ fn a_stream_fault_under_exec_cuts_the_commands_download_where_asked() {
     assert_eq!(headers.len() + out.len(), 20_000);
     assert!(out == body[..out.len()], "what came is not the start");
 }
+
+/// A DNS server for one name, on port 53 of its namespace's loopback:
+/// `shape-test.invalid` is 127.0.0.2 (an A record; no AAAA), and a file
+/// says when it listens.
+const DNS_SERVER: &str = "import socket, struct, sys\n\
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.1', 53))\n\
+    open(sys.argv[1], 'w').close()\n\
+    while True:\n\
+    \x20   q, peer = s.recvfrom(512)\n\
+    \x20   end = q.index(b'\\0', 12) + 5\n\
+    \x20   kind = struct.unpack('>H', q[end - 4:end - 2])[0]\n\
+    \x20   answers = b'\\xc0\\x0c\\0\\1\\0\\1\\0\\0\\0\\x3c\\0\\4\\x7f\\0\\0\\2' if kind == 1 else b''\n\
+    \x20   head = q[:2] + b'\\x81\\x80' + q[4:6] + struct.pack('>HHH', 1 if answers else 0, 0, 0)\n\
+    \x20   s.sendto(head + q[12:end] + answers, peer)";
+
+#[test]
+fn a_name_looked_up_by_the_c_library_takes_the_links_round_trip() {
+    if !crate::harness::mount_namespaces() || !installed("ip") {
+        return;
+    }
+    let scratch = crate::harness::Scratch::new("exec-link-dns");
+    let resolv = scratch.file("resolv.conf", b"nameserver 127.0.0.1\noptions attempts:1\n");
+    let listening = scratch.path().join("listening");
+    let lookup = "import socket, time\n\
+                  t = time.monotonic()\n\
+                  found = {a[4][0] for a in socket.getaddrinfo('shape-test.invalid', 80)}\n\
+                  print('lookup', (time.monotonic() - t) * 1000)\n\
+                  print('found', *found)";
+    // A network namespace of the test's own, whose loopback has the
+    // server on port 53, and whose /etc/resolv.conf names it.
+    let script = "ip link set lo up && mount --bind \"$1\" /etc/resolv.conf || exit 1\n\
+                  python3 -c \"$2\" \"$3\" & server=$!\n\
+                  while [ ! -e \"$3\" ]; do sleep 0.01; done\n\
+                  shift 3; \"$@\"; status=$?; kill $server; exit $status";
+    let output = Command::new("unshare")
+        .args([
+            "--map-root-user",
+            "--mount",
+            "--net",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(&resolv)
+        .arg(DNS_SERVER)
+        .arg(&listening)
+        .arg(env!("CARGO_BIN_EXE_shape"))
+        .args(["--delay", DELAY, "--exec", "python3", "-c", lookup])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("found 127.0.0.2\n"), "{said}");
+    round_trips("a lookup", &figures(&output, "lookup"), 1.0);
+}
+
+#[test]
+fn datagrams_take_the_links_round_trip_and_its_losses_and_copies() {
+    let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 2048];
+        while let Ok((n, peer)) = server.recv_from(&mut buffer) {
+            let _ = server.send_to(&buffer[..n], peer);
+        }
+    });
+    // Each datagram sent to the server, unconnected and then connected,
+    // comes back from the server's own address.
+    let script = "import socket, sys, time\n\
+                  server = ('127.0.0.1', int(sys.argv[1]))\n\
+                  n = int(sys.argv[2])\n\
+                  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n\
+                  got = 0\n\
+                  for i in range(n):\n\
+                  \x20   t = time.monotonic(); s.sendto(b'%d' % i, server)\n\
+                  \x20   try:\n\
+                  \x20       while True:\n\
+                  \x20           d, a = s.recvfrom(100)\n\
+                  \x20           assert a == server, a\n\
+                  \x20           got += 1\n\
+                  \x20           if d == b'%d' % i: break\n\
+                  \x20       print('exchange', (time.monotonic() - t) * 1000)\n\
+                  \x20   except socket.timeout: pass\n\
+                  c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.connect(server)\n\
+                  t = time.monotonic(); c.send(b'hi'); assert c.recv(10) == b'hi'\n\
+                  print('connected', (time.monotonic() - t) * 1000)\n\
+                  print('got', got)";
+    let output = linked(&[], &["python3", "-c", script, &port, "5"]);
+    round_trips("a datagram's", &figures(&output, "exchange"), 1.0);
+    round_trips(
+        "a connected datagram's",
+        &figures(&output, "connected"),
+        1.0,
+    );
+    assert_eq!(figures(&output, "got"), [5.0]);
+
+    // Every datagram copied each way: each comes back four times.
+    let mut command = shape([
+        "--duplicate",
+        "1",
+        "--exec",
+        "python3",
+        "-c",
+        script,
+        &port,
+        "3",
+    ]);
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let got = figures(&output, "got")[0];
+    assert!(
+        got >= 3.0 * 2.0,
+        "{got} datagrams came back for 3 sent twice"
+    );
+
+    // Every datagram lost: none comes back, and the exchange times out.
+    let lost = "import socket, sys\n\
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(0.5)\n\
+                s.sendto(b'x', ('127.0.0.1', int(sys.argv[1])))\n\
+                try: s.recvfrom(10); print('came')\n\
+                except socket.timeout: print('lost')";
+    let mut command = shape(["-q", "--drop", "1", "--exec", "python3", "-c", lost, &port]);
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "lost\n",
+        "{output:?}"
+    );
+}

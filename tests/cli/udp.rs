@@ -270,7 +270,7 @@ fn udp_addresses_go_together_and_stream_faults_are_refused() {
         ]),
         "--slice",
     );
-    // A TCP proxy, a copy and --exec have no datagrams to duplicate.
+    // A TCP proxy and a copy have no datagrams to duplicate (--exec has).
     assert_refused(
         shape([
             "--listen",
@@ -283,7 +283,6 @@ fn udp_addresses_go_together_and_stream_faults_are_refused() {
         "--duplicate",
     );
     assert_refused(shape(["--mtu", "1200"]), "--mtu");
-    assert_refused(shape(["--udp-idle", "5s", "--exec", "true"]), "--udp-idle");
 }
 
 #[test]

@@ -22,6 +22,7 @@ use super::{HeldCall, MOST_NAME, Progress, Supervisor, errno};
 use crate::exec::call::{self, Call};
 use crate::exec::door::{Door, local, unmapped};
 use crate::exec::kernel::{Notification, Response};
+use crate::exec::sockets::SocketKind;
 use crate::faults::Way;
 use mio::{Interest, Token};
 use rustix::net::{AddressFamily, SocketType};
@@ -52,14 +53,17 @@ pub(super) struct Dial {
 
 impl Supervisor<'_> {
     /// A `connect` of the command, where a link relays its connections:
-    /// a TCP socket to an IP address is dialled through the link; the
-    /// rest are let through.
+    /// a TCP socket to an IP address is dialled through the link, a UDP
+    /// socket connected to its destination's link; the rest are let
+    /// through.
     pub(super) fn connect(&mut self, notification: Notification) {
         let Notification { tid, args, .. } = notification;
         let answer = |supervisor: &mut Self, response| supervisor.respond(&notification, response);
         let buffer = crate::exec::sockets::buffer_for(&self.ways.buckets);
         let fd = args[0] as i32;
-        if self.sockets.kind(tid, fd, buffer) != crate::exec::sockets::SocketKind::Stream {
+        let kind = self.sockets.kind(tid, fd, buffer);
+        let datagrams = kind == SocketKind::Datagram && self.datagrams_linked();
+        if kind != SocketKind::Stream && !datagrams {
             return answer(self, Response::Continue);
         }
         let (name_at, len) = (args[1], args[2] as u32);
@@ -73,6 +77,9 @@ impl Supervisor<'_> {
         let Ok(socket) = self.sockets.take(tid, fd) else {
             return answer(self, Response::Continue);
         };
+        if datagrams {
+            return self.connect_datagrams(&notification, socket.as_fd(), server_at);
+        }
         let Ok(stat) = rustix::fs::fstat(&socket) else {
             return answer(self, Response::Continue);
         };

@@ -16,6 +16,7 @@
 //! placed, `placing.rs`.
 
 mod copies;
+mod datagrams;
 mod dials;
 mod ending;
 mod moves;
@@ -31,6 +32,7 @@ use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
 use crate::faults::Way;
 use crate::throughput::Throughput;
+pub use datagrams::MakeLink;
 pub use ending::Ended;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -146,6 +148,8 @@ pub struct Supervisor<'a> {
     dials: Slab<dials::Dial>,
     /// Where the command's connects wait for the link, with a relay.
     doors: Option<Doors>,
+    /// The links of the command's datagrams, with a relay.
+    datagram_links: Option<datagrams::DatagramLinks>,
     /// When the copies of sockets were last looked over (where copies
     /// are kept).
     collected: u64,
@@ -189,6 +193,14 @@ impl<'a> Supervisor<'a> {
             Some(_) => Some(Doors::open()?),
             None => None,
         };
+        let mut relay = relay;
+        let datagram_links = relay.as_mut().map(|relay| {
+            let make = std::mem::replace(
+                &mut relay.datagrams,
+                Box::new(|_, _| Err(io::ErrorKind::Unsupported.into())),
+            );
+            datagrams::DatagramLinks::new(make)
+        });
         let inherited = [
             rustix::stdio::stdin(),
             rustix::stdio::stdout(),
@@ -218,6 +230,7 @@ impl<'a> Supervisor<'a> {
                 said: HashSet::new(),
                 own_net: net_namespace("self"),
                 relay,
+                datagram_links,
                 dials: Slab::new(),
                 doors,
                 collected: 0,
@@ -500,6 +513,9 @@ impl<'a> Supervisor<'a> {
     /// so the chunk change), and returns how many are reserved once they
     /// are covered; until then, when they will be is noted.
     fn pay(&mut self, key: usize, way: Way, amount: u64) -> Option<u64> {
+        if self.paid_elsewhere(key) {
+            return Some(amount);
+        }
         let bucket = &self.ways.buckets[way as usize];
         let held = &mut self.held[key];
         let (reservation, reserved) = held
@@ -507,6 +523,20 @@ impl<'a> Supervisor<'a> {
             .get_or_insert_with(|| (bucket.reserve(amount), amount));
         held.wake_at = bucket.deadline(reservation);
         held.wake_at.is_none().then_some(*reserved)
+    }
+
+    /// Whether held call `key` is paid for, and counted, by a datagram
+    /// link rather than here.
+    fn paid_elsewhere(&self, key: usize) -> bool {
+        self.datagrams_linked() && self.held[key].kind == SocketKind::Datagram
+    }
+
+    /// Counts `bytes` passed `way` for held call `key`, unless its link
+    /// counts them.
+    fn count(&self, key: usize, way: Way, bytes: u64) {
+        if !self.paid_elsewhere(key) {
+            self.ways.passed[way as usize].add(bytes);
+        }
     }
 
     /// Returns what held call `key` reserved beyond `used`.

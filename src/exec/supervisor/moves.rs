@@ -52,7 +52,14 @@ impl Supervisor<'_> {
             }
         };
         let flags = transfer.flags;
-        if !kernel::still_waiting(self.listener.as_fd(), held.notification.id) {
+        let id = held.notification.id;
+        let name = match (self.paid_elsewhere(key), self.held[key].socket.try_clone()) {
+            // Sent to its destination's link instead.
+            (true, Ok(socket)) => self.sent_through_link(socket.as_fd(), name),
+            _ => name,
+        };
+        let held = &self.held[key];
+        if !kernel::still_waiting(self.listener.as_fd(), id) {
             // Killed while it waited: what it asked to send goes nowhere.
             self.refund(key, Way::Up, 0);
             return Progress::Answered;
@@ -77,7 +84,7 @@ impl Supervisor<'_> {
         match sent {
             Ok(n) => {
                 self.refund(key, Way::Up, n as u64);
-                self.ways.passed[Way::Up as usize].add(n as u64);
+                self.count(key, Way::Up, n as u64);
                 Progress::Done(Response::Value(n as i64))
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
@@ -158,7 +165,7 @@ impl Supervisor<'_> {
                 &mut name,
                 libc::MSG_DONTWAIT | (flags & libc::MSG_OOB),
             );
-            self.ways.passed[Way::Down as usize].add(got as u64);
+            self.count(key, Way::Down, got as u64);
         }
         Progress::Done(Response::Value(returned as i64))
     }
@@ -193,10 +200,17 @@ impl Supervisor<'_> {
             }
             Ok((n, name_len)) => {
                 data.truncate(n.min(size));
-                held.peeked = Some(Peeked {
+                let name = name[..name_len.min(MOST_NAME)].to_vec();
+                let socket = held.socket.try_clone();
+                let name = match (self.paid_elsewhere(key), socket) {
+                    // Came through its destination's link: from there.
+                    (true, Ok(socket)) => self.received_through_link(socket.as_fd(), name),
+                    _ => name,
+                };
+                self.held[key].peeked = Some(Peeked {
                     data,
                     whole: n,
-                    name: name[..name_len.min(MOST_NAME)].to_vec(),
+                    name,
                 });
                 None
             }
@@ -336,7 +350,7 @@ impl Supervisor<'_> {
         match moved {
             Ok(n) => {
                 self.refund(key, Way::Down, n as u64);
-                self.ways.passed[Way::Down as usize].add(n as u64);
+                self.count(key, Way::Down, n as u64);
                 Progress::Done(Response::Value(n as i64))
             }
             // The pipe is full: a caller that would block waits for room.
@@ -367,7 +381,7 @@ impl Supervisor<'_> {
         let Some(amount) = self.pay(key, way, amount) else {
             return Progress::Wait;
         };
-        self.ways.passed[way as usize].add(amount);
+        self.count(key, way, amount);
         Progress::Done(Response::Continue)
     }
 }

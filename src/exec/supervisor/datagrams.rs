@@ -1,0 +1,153 @@
+//! Datagrams through a link: where a link relays the command's traffic,
+//! each destination of its UDP sockets gets a datagram link of its own
+//! (the UDP link's proxy, made by whoever gave the relay), which delays,
+//! loses, duplicates, reorders and paces datagrams each way as the flags
+//! say. The command's socket sends to the link's loopback address in
+//! place of the destination, and receives from it only what the link lets
+//! through, when it is due: its readiness is true. The addresses the
+//! command gives and is given are turned from one to the other, so that
+//! it sees only its destinations (a resolver checks where its answer came
+//! from). A socket the command connects is connected to the link: its
+//! sends and receives without an address need shape for nothing.
+
+use super::{Supervisor, errno};
+use crate::exec::call;
+use crate::exec::door::{mapped, unmapped};
+use crate::exec::kernel::{Notification, Response};
+use rustix::net::AddressFamily;
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::BorrowedFd;
+
+/// The most destinations with a link of their own; datagrams to more go
+/// unimpaired, said once.
+const MOST_LINKS: usize = 256;
+
+/// Makes a datagram link that listens on the first address (port 0) and
+/// carries to the second; returns where it listens.
+pub type MakeLink = Box<dyn Fn(SocketAddr, SocketAddr) -> io::Result<SocketAddr>>;
+
+/// The datagram links made, each way.
+pub(super) struct DatagramLinks {
+    make: MakeLink,
+    /// By destination, and whether the link listens on IPv6.
+    links: HashMap<(SocketAddr, bool), SocketAddr>,
+    /// Each link's destination, by where it listens.
+    destinations: HashMap<SocketAddr, SocketAddr>,
+}
+
+impl DatagramLinks {
+    pub(super) fn new(make: MakeLink) -> DatagramLinks {
+        DatagramLinks {
+            make,
+            links: HashMap::new(),
+            destinations: HashMap::new(),
+        }
+    }
+}
+
+impl Supervisor<'_> {
+    /// Whether datagrams go through links (and are paid for there).
+    pub(super) fn datagrams_linked(&self) -> bool {
+        self.datagram_links.is_some()
+    }
+
+    /// Where a socket of `family` sends datagrams for `destination`: its
+    /// link's address, the link made on first use; `None` if there is no
+    /// link for it.
+    fn link_to(&mut self, destination: SocketAddr, family: AddressFamily) -> Option<SocketAddr> {
+        let v6_loopback = self.doors.as_ref().is_some_and(|doors| doors.has_v6());
+        let v6 = family == AddressFamily::INET6 && v6_loopback;
+        let destination = unmapped(destination);
+        let links = self.datagram_links.as_mut()?;
+        if let Some(link) = links.links.get(&(destination, v6)) {
+            return Some(*link);
+        }
+        if links.links.len() >= MOST_LINKS {
+            self.say_once(
+                "links",
+                &format!(
+                    "shape: the command sent datagrams to more than {MOST_LINKS} destinations: \
+                     those to the others are not delayed nor impaired"
+                ),
+            );
+            return None;
+        }
+        let listen = match v6 {
+            true => SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+            false => SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        };
+        match (links.make)(listen, destination) {
+            Ok(link) => {
+                links.links.insert((destination, v6), link);
+                links.destinations.insert(link, destination);
+                Some(link)
+            }
+            Err(err) => {
+                let why = crate::message::one_line(&err);
+                self.say_once(
+                    "link failed",
+                    &format!("shape: a datagram link to {destination} failed: {why}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `name`, the address a datagram of `socket` is sent to, as the
+    /// address of its link.
+    pub(super) fn sent_through_link(&mut self, socket: BorrowedFd<'_>, name: Vec<u8>) -> Vec<u8> {
+        let Some(destination) = call::ip_address(&name) else {
+            return name;
+        };
+        let family = rustix::net::sockopt::socket_domain(socket).unwrap_or(AddressFamily::INET);
+        match self.link_to(destination, family) {
+            Some(link) => call::ip_address_bytes(link, family == AddressFamily::INET6),
+            None => name,
+        }
+    }
+
+    /// `name`, where a datagram of `socket` came from, as the destination
+    /// whose link it came through.
+    pub(super) fn received_through_link(&self, socket: BorrowedFd<'_>, name: Vec<u8>) -> Vec<u8> {
+        let Some(links) = &self.datagram_links else {
+            return name;
+        };
+        let Some(from) = call::ip_address(&name) else {
+            return name;
+        };
+        let through = links
+            .destinations
+            .get(&from)
+            .or_else(|| links.destinations.get(&unmapped(from)));
+        let Some(destination) = through else {
+            return name;
+        };
+        let family = rustix::net::sockopt::socket_domain(socket).unwrap_or(AddressFamily::INET);
+        call::ip_address_bytes(*destination, family == AddressFamily::INET6)
+    }
+
+    /// A `connect` of a UDP socket to `destination`: the command's socket
+    /// is connected to its link instead.
+    pub(super) fn connect_datagrams(
+        &mut self,
+        notification: &Notification,
+        socket: BorrowedFd<'_>,
+        destination: SocketAddr,
+    ) {
+        let family = rustix::net::sockopt::socket_domain(socket).unwrap_or(AddressFamily::INET);
+        let Some(link) = self.link_to(destination, family) else {
+            return self.respond(notification, Response::Continue);
+        };
+        let link = match (family == AddressFamily::INET6, link) {
+            (true, SocketAddr::V4(_)) => mapped(link),
+            _ => link,
+        };
+        let answer = match rustix::net::connect(socket, &link) {
+            Ok(()) => Response::Value(0),
+            Err(err) => Response::Error(errno(&err.into())),
+        };
+        self.respond(notification, answer);
+    }
+}
