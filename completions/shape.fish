@@ -20,8 +20,8 @@ complete -c shape -l rate-down -d 'Proxy or --exec: the rate from the server to 
 complete -c shape -l connect -d 'Write to a connection to ADDR' -r
 complete -c shape -l connect-timeout -d 'How long --connect keeps trying each address (default 10s)' -r
 complete -c shape -l delay -d 'Hold every byte this long: a slow link' -r
-complete -c shape -l delay-up -d 'Proxy or UDP link: the delay from clients to the server (default: --delay)' -r
-complete -c shape -l delay-down -d 'Proxy or UDP link: the delay from the server to clients (default: --delay)' -r
+complete -c shape -l delay-up -d 'Proxy, UDP link or --exec: the delay from clients to the server (default: --delay)' -r
+complete -c shape -l delay-down -d 'Proxy, UDP link or --exec: the delay from the server to clients (default: --delay)' -r
 complete -c shape -l jitter -d 'With --delay: vary it by up to this much' -r
 complete -c shape -l max-buffer -d 'The most a slow link holds at once' -r
 complete -c shape -l slice -d 'Write in pieces of about SIZE bytes' -r

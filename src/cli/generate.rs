@@ -176,7 +176,8 @@ Record progress as JSON lines for a script.
 Unix sockets, pipes and files are never shaped, and cost nothing.
 It works for any binary, static ones included, and needs no root: a seccomp filter hands the command's socket calls to shape, which carries each out on its own copy of the socket a chunk at a time and answers with the count (a short read or write); a datagram is paid for whole.
 shape makes and accepts the command's IP sockets itself and gives them descriptors of 512 or more (half the limit of open files, if lower), so that reads and writes on lower descriptors are never handed over; a socket moved to a low descriptor, one the command was given, one made in another network namespace, or a limit too low to leave room there, is shaped only in its sends and receives, and shape says so once.
-It needs Linux 5.19 or later and pidfd_getfd; without them shape says so and exits 1 without running the command (in a Docker container, pidfd_getfd needs \fB\-\-cap\-add SYS_PTRACE\fR). \fBio_uring_setup\fR fails with ENOSYS, so that programs use plain calls; 32-bit programs are ended rather than run unshaped.
+It needs Linux 5.19 or later; without it, or where a profile refuses seccomp, shape says so and exits 1 without running the command. Docker's default seccomp profile is enough, with every capability dropped: where \fBpidfd_getfd\fR and \fBprocess_vm_readv\fR are refused, shape keeps its own copy of each socket it makes for the command and reads its memory through /proc, and says so once. \fBio_uring_setup\fR fails with ENOSYS, so that programs use plain calls; 32-bit programs are ended rather than run unshaped.
+With \fB\-\-delay\fR, \fB\-\-delay\-up\fR, \fB\-\-delay\-down\fR, \fB\-\-jitter\fR, a fault or a UDP link's option, the command's connections and datagrams go through a whole link, as the proxy's and the UDP link's do: its TCP sockets are connected to shape's own link on loopback, so a connect completes one round trip late and poll, select and epoll see data only when it is due; each destination of its UDP sockets has a link of its own, with the UDP link's options, and the addresses the command sees are its servers'. \fB\-\-remote\fR changes the link while it runs.
 \fBsplice\fR into a socket, \fBsendmmsg\fR, \fBrecvmmsg\fR and messages with control data are paid for and let through whole.
 The exit status is the command's (128+N for signal N, 127 if it is not found, 126 if it cannot be run); SIGINT, SIGTERM and SIGHUP sent to shape reach it; when it ends, shape ends, and says so if processes it started still run.
 .TP
@@ -185,6 +186,9 @@ A backup over ssh at 5 MiB/s.
 .TP
 \fBshape \-\-rate 200k \-\-stats \-\-exec ./crawl.sh\fR
 A crawl that forks curl for each page: one limit for all.
+.TP
+\fBshape \-\-delay 150ms \-\-rate\-down 1.6Mbit \-\-rate\-up 750kbit \-\-exec npm test\fR
+A test suite on a 3G link: a 300 ms round trip.
 .SH SOCKETS AND SLOW LINKS
 \fB\-\-listen\fR \fIADDR\fR reads one accepted connection instead of standard input; \fB\-\-connect\fR \fIADDR\fR writes to a connection instead of standard output, and at the end shuts down its sending side and waits for the peer to close.
 Listening, shape says where on standard error (\fBshape: listening on 127.0.0.1:41234\fR) unless \fB\-q\fR is given; port 0 takes any free port.

@@ -273,9 +273,13 @@ pub struct Cli {
     /// sockets (TCP and UDP, IPv4 and IPv6, loopback included) paid for
     /// from shape's bucket; --rate limits each way, --rate-up and
     /// --rate-down set them apart. Unix sockets, pipes and files are
-    /// never shaped. Works for any binary, static ones included, and
-    /// needs no root: a seccomp filter hands the command's socket calls to
-    /// shape (Linux 5.19 or later). The exit status is the command's
+    /// never shaped. With --delay, --jitter, a fault or a UDP link's
+    /// option, its connections and datagrams go through a whole link: a
+    /// connect takes a round trip, and poll and epoll see data when it is
+    /// due. Works for any binary, static ones included, and needs no root
+    /// nor any capability: a seccomp filter hands the command's socket
+    /// calls to shape (Linux 5.19 or later; Docker's default profile is
+    /// enough). The exit status is the command's
     /// (128+N if signal N ended it; 127 if it is not found, 126 if it
     /// cannot be run); SIGINT, SIGTERM and SIGHUP sent to shape reach it.
     #[arg(
@@ -395,8 +399,8 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub delay: Option<Duration>,
 
-    /// Proxy or UDP link: the delay from clients to the server (default:
-    /// --delay).
+    /// Proxy, UDP link or --exec: the delay from clients to the server
+    /// (default: --delay).
     ///
     /// An uplink longer or shorter than the downlink, as a satellite
     /// link's or a mobile one's; with --delay-down, a link whose round
@@ -404,8 +408,8 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
     pub delay_up: Option<Duration>,
 
-    /// Proxy or UDP link: the delay from the server to clients (default:
-    /// --delay).
+    /// Proxy, UDP link or --exec: the delay from the server to clients
+    /// (default: --delay).
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
     pub delay_down: Option<Duration>,
 
