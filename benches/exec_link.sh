@@ -21,13 +21,16 @@ old=${1:-}
 cargo build --release --quiet --bin shape
 shape=$PWD/target/release/shape
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+# Servers started in command substitutions are not this shell's jobs:
+# their pids are kept in a file.
+trap 'kill $(jobs -p) $(cat "$work/pids" 2>/dev/null) 2>/dev/null; rm -rf "$work"' EXIT
 CGO_ENABLED=0 GO111MODULE=off GOCACHE="$work/cache" go build -o "$work/pinger" benches/link_pinger.go
 
 # Starts `$@` in the background and waits for the port it prints.
 port_of() {
     local out=$work/port.$RANDOM
     "$@" >"$out" &
+    echo $! >>"$work/pids"
     until [[ -s $out ]]; do sleep 0.01; done
     head -1 "$out"
 }
