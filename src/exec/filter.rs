@@ -5,7 +5,9 @@
 //! and cost nothing, those on higher ones are handed to shape, as is
 //! every call that exists only for sockets (send, receive, accept).
 //! Where a link relays the command's TCP connections, every `connect`
-//! is handed to shape too, which connects the socket through the link;
+//! is handed to shape too, which connects the socket through the link,
+//! and sends and receives only on high descriptors (the relayed sockets
+//! are low);
 //! where shape keeps copies of the sockets (the command's cannot be
 //! taken), so is every `close` of a high descriptor, to let its copy go.
 //! io_uring is refused so that programs fall back to plain calls; calls
@@ -126,14 +128,21 @@ pub fn program(base: u32, also: Also) -> Vec<libc::sock_filter> {
             libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
         )],
     );
+    // The descriptor in argument 0 is `base` or more.
+    let high = vec![statement(LD, arg(0)), jump(JGE, base, 0, 1), notify, allow];
     for &nr in SOCKET_CALLS {
-        rule(nr, vec![notify]);
+        // Where a link relays TCP, its sockets are low, connected to the
+        // relay, which shapes them: their sends and receives need shape
+        // for nothing. Datagram sockets stay high; accepting is shape's.
+        let accepts = matches!(nr, libc::SYS_accept | libc::SYS_accept4);
+        match also.connects && !accepts {
+            true => rule(nr, high.clone()),
+            false => rule(nr, vec![notify]),
+        }
     }
     if also.connects {
         rule(libc::SYS_connect, vec![notify]);
     }
-    // The descriptor in argument 0 is `base` or more.
-    let high = vec![statement(LD, arg(0)), jump(JGE, base, 0, 1), notify, allow];
     for nr in on_a_descriptor() {
         rule(nr, high.clone());
     }
@@ -293,6 +302,13 @@ mod tests {
             run(&relaying, ARCH, libc::SYS_close, [5, 0, 0, 0, 0, 0]),
             ALLOW
         );
+        for nr in [libc::SYS_sendto, libc::SYS_recvfrom, libc::SYS_recvmmsg] {
+            assert_eq!(run(&relaying, ARCH, nr, [5, 0, 0, 0, 0, 0]), ALLOW);
+            assert_eq!(run(&relaying, ARCH, nr, [512, 0, 0, 0, 0, 0]), NOTIFY);
+        }
+        for nr in [libc::SYS_accept, libc::SYS_accept4] {
+            assert_eq!(run(&relaying, ARCH, nr, [5, 0, 0, 0, 0, 0]), NOTIFY);
+        }
         assert_eq!(
             on(libc::SYS_io_uring_setup, [0; 6]),
             libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32

@@ -547,3 +547,28 @@ fn datagrams_take_the_links_round_trip_and_its_losses_and_copies() {
         "{output:?}"
     );
 }
+
+#[test]
+fn a_datagram_with_control_data_on_an_unconnected_socket_passes_and_is_said_once() {
+    let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 64];
+        while let Ok((n, peer)) = server.recv_from(&mut buffer) {
+            let _ = server.send_to(&buffer[..n], peer);
+        }
+    });
+    // sendmsg with a control message (IP_TOS): the kernel sends it where
+    // the command said, which shape cannot turn to the link.
+    let script = "import socket, struct, sys\n\
+                  server = ('127.0.0.1', int(sys.argv[1]))\n\
+                  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n\
+                  for i in range(2):\n\
+                  \x20   tos = [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack('i', 16))]\n\
+                  \x20   s.sendmsg([b'x'], tos, 0, server)\n\
+                  \x20   print(s.recvfrom(10)[0].decode())";
+    let output = linked(&[], &["python3", "-c", script, &port]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "x\nx\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("control data").count(), 1, "{stderr}");
+}

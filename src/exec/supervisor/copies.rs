@@ -170,7 +170,8 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
 
-        let file = std::fs::File::open("/dev/null").unwrap();
+        // A socket: an inode of its own.
+        let file = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let fd = file.as_raw_fd();
         let stat = rustix::fs::fstat(&file).unwrap();
         let inode = (stat.st_dev, stat.st_ino);

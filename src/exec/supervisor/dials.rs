@@ -59,6 +59,10 @@ impl Supervisor<'_> {
     pub(super) fn connect(&mut self, notification: Notification) {
         let Notification { tid, args, .. } = notification;
         let answer = |supervisor: &mut Self, response| supervisor.respond(&notification, response);
+        if self.elsewhere(tid) {
+            // Its loopback is not shape's: the door is not there.
+            return answer(self, Response::Continue);
+        }
         let buffer = crate::exec::sockets::buffer_for(&self.ways.buckets);
         let fd = args[0] as i32;
         let kind = self.sockets.kind(tid, fd, buffer);

@@ -209,9 +209,12 @@ impl<'a> Supervisor<'a> {
         .into_iter()
         .position(is_ip_socket);
         if let Some(fd) = inherited {
+            let shaped = match relay {
+                Some(_) => "it is not shaped (a link carries the command's connections)",
+                None => "its reads and writes there are not shaped (its sends and receives are)",
+            };
             say(&format!(
-                "shape: the command's descriptor {fd} is an IP socket it was given: its reads \
-                 and writes there are not shaped (its sends and receives are)"
+                "shape: the command's descriptor {fd} is an IP socket it was given: {shaped}"
             ));
         }
         Ok((
@@ -420,6 +423,18 @@ impl<'a> Supervisor<'a> {
         let nonblocking = flags & libc::MSG_DONTWAIT != 0
             || rustix::fs::fcntl_getfl(&socket)
                 .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
+        if kind == SocketKind::Datagram
+            && self.datagrams_linked()
+            && matches!(call, Call::Coarse { .. })
+            && !rustix::net::getpeername(&socket).is_ok_and(|peer| peer.is_some())
+        {
+            self.say_once(
+                "coarse datagrams",
+                "shape: the command sent or received datagrams on an unconnected socket with \
+                 sendmmsg, recvmmsg or control data: those pass without the link's delay and \
+                 faults (they are paid for)",
+            );
+        }
         let key = self.held.insert(HeldCall {
             notification,
             socket,
@@ -528,7 +543,14 @@ impl<'a> Supervisor<'a> {
     /// Whether held call `key` is paid for, and counted, by a datagram
     /// link rather than here.
     fn paid_elsewhere(&self, key: usize) -> bool {
-        self.datagrams_linked() && self.held[key].kind == SocketKind::Datagram
+        let held = &self.held[key];
+        if !self.datagrams_linked() || held.kind != SocketKind::Datagram {
+            return false;
+        }
+        // A call the kernel carries out goes where the command said: to
+        // the link only from a socket connected to it.
+        !matches!(held.call, Call::Coarse { .. })
+            || rustix::net::getpeername(&held.socket).is_ok_and(|peer| peer.is_some())
     }
 
     /// Counts `bytes` passed `way` for held call `key`, unless its link

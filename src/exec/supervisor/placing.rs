@@ -22,13 +22,24 @@ impl Supervisor<'_> {
         }
     }
 
+    /// What is shaped of an IP socket at a low descriptor, which shape did
+    /// not put there: its sends and receives, unless a link relays the
+    /// command's connections (then, as the relay's own sockets, nothing).
+    pub(super) fn low_socket(&self) -> &'static str {
+        match self.relay {
+            Some(_) => "it is not shaped (a link carries the command's connections)",
+            None => "its reads and writes are not shaped (its sends and receives are)",
+        }
+    }
+
     /// Says, once, that a socket was put at low descriptor `to`.
     pub(super) fn say_moved(&mut self, to: i32) {
+        let shaped = self.low_socket();
         self.say_once(
             "moved",
             &format!(
-                "shape: a process of the command moved a socket to descriptor {to}: its reads \
-                 and writes there are not shaped (its sends and receives are)"
+                "shape: a process of the command moved a socket to descriptor {to}: there \
+                 {shaped}"
             ),
         );
     }
@@ -39,11 +50,14 @@ impl Supervisor<'_> {
     /// receives are shaped.
     pub(super) fn make_socket(&mut self, notification: &Notification) {
         let Notification { tid, args, .. } = *notification;
-        if self.own_net.is_none() || net_namespace(&tid.to_string()) != self.own_net {
+        if self.elsewhere(tid) {
+            let shaped = self.low_socket();
             self.say_once(
                 "namespace",
-                "shape: a process of the command made a socket in another network namespace: \
-                 its reads and writes are not shaped (its sends and receives are)",
+                &format!(
+                    "shape: a process of the command made a socket in another network \
+                     namespace: {shaped}"
+                ),
             );
             return self.respond(notification, Response::Continue);
         }
@@ -67,6 +81,12 @@ impl Supervisor<'_> {
             }
             Err(err) => self.respond(notification, Response::Error(errno(&err))),
         }
+    }
+
+    /// Whether thread `tid` is in another network namespace than shape's
+    /// (or either cannot be told): its sockets are its kernel's.
+    pub(super) fn elsewhere(&self, tid: u32) -> bool {
+        self.own_net.is_none() || net_namespace(&tid.to_string()) != self.own_net
     }
 
     /// Gives `socket` to the caller of `notification` at its lowest free
@@ -107,14 +127,14 @@ impl Supervisor<'_> {
             Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
             Err(_) => {
                 let low = kernel::place(listener, id, socket.as_fd(), None, cloexec);
+                let shaped = self.low_socket();
                 match low {
                     Ok(fd) => self.say_once(
                         "limit",
                         &format!(
                             "shape: a process of the command has no room for sockets at \
-                             descriptor {least} or above (its limit of open files): its socket \
-                             at {fd} is shaped only in its sends and receives, not its reads and \
-                             writes; raise the limit (ulimit -n)"
+                             descriptor {least} or above (its limit of open files): at {fd} \
+                             {shaped}; raise the limit (ulimit -n)"
                         ),
                     ),
                     Err(err) => self.respond(notification, Response::Error(errno(&err))),
