@@ -20,6 +20,7 @@ pub use supervisor::{Ended, MakeLink, Ways};
 
 use crate::conditions::Conditions;
 use crate::net::proxy::Carrier;
+use crate::net::udp::FlowEnds;
 use std::sync::Arc;
 
 use std::ffi::{CString, OsStr, OsString};
@@ -37,6 +38,9 @@ pub struct Relay {
     /// What makes a datagram link to a destination of the command's UDP
     /// sockets.
     pub datagrams: MakeLink,
+    /// Where the datagram links' flows send from: a datagram the command
+    /// sends there answers one that crossed the link already.
+    pub flow_ends: FlowEnds,
 }
 
 /// Why a command was not run, as a shell tells it.

@@ -18,7 +18,7 @@ use crate::exit::Exit;
 use crate::faults::Way;
 use crate::message::one_line;
 use crate::net::proxy;
-use crate::net::udp::{IDLE, Proxy, Route};
+use crate::net::udp::{FlowEnds, IDLE, Proxy, Route};
 use crate::progress::Printer;
 use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
@@ -232,25 +232,48 @@ fn start_relay(
     let carrier = proxy::Carrier::start(shaping).context("the link's relay")?;
     let say = (!cli.quiet).then(|| printer.clone());
     let passed = [passed_up, passed_down];
-    let datagrams = datagram_links(cli, adjuster, &conditions, passed, seed, say)?;
+    let flow_ends = FlowEnds::default();
+    let links = Links {
+        adjuster,
+        conditions: &conditions,
+        passed,
+        seed,
+        say,
+        flow_ends: flow_ends.clone(),
+    };
+    let datagrams = datagram_links(cli, links)?;
     Ok(Relay {
         carrier,
         conditions,
         datagrams,
+        flow_ends,
     })
+}
+
+/// What the command's datagram links share: the run's settings and
+/// conditions, the counts of both ways, the seed, where to say what they
+/// have to say, and where their flows send from.
+struct Links<'a> {
+    adjuster: &'a Arc<Adjuster>,
+    conditions: &'a Arc<Conditions>,
+    passed: [&'a Arc<Throughput>; 2],
+    seed: u64,
+    say: Option<Printer>,
+    flow_ends: FlowEnds,
 }
 
 /// What makes a datagram link of the command's, for one destination: the
 /// UDP link's proxy, on a thread of its own, impaired as the flags say,
 /// following the link's conditions and paying from both ways' buckets.
-fn datagram_links(
-    cli: &Cli,
-    adjuster: &Arc<Adjuster>,
-    conditions: &Arc<Conditions>,
-    passed: [&Arc<Throughput>; 2],
-    seed: u64,
-    say: Option<Printer>,
-) -> anyhow::Result<MakeLink> {
+fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeLink> {
+    let Links {
+        adjuster,
+        conditions,
+        passed,
+        seed,
+        say,
+        flow_ends,
+    } = links;
     let buckets = adjuster.buckets().to_vec();
     let ways = super::udp::impairments(cli, [&buckets[0], &buckets[1]])?;
     let idle = cli.udp.udp_idle.unwrap_or(IDLE);
@@ -269,6 +292,7 @@ fn datagram_links(
         let buckets = [buckets[0].clone(), buckets[1].clone()];
         let mut proxy = Proxy::bind(route, buckets, passed.clone())?;
         proxy.follow(conditions.clone());
+        proxy.noting_ends(flow_ends.clone());
         let handle = proxy.handle()?;
         adjuster.on_change(Box::new(move || handle.wake()));
         if let Some(say) = &say {

@@ -572,3 +572,56 @@ fn a_datagram_with_control_data_on_an_unconnected_socket_passes_and_is_said_once
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.matches("control data").count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_client_and_a_server_both_of_the_command_cross_the_link_once() {
+    // A test suite's client and its own server on loopback, in one
+    // process: each exchange takes one round trip, not two.
+    let script = "import socket, threading, time\n\
+                  l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
+                  def serve():\n\
+                  \x20   c, _ = l.accept()\n\
+                  \x20   while (b := c.recv(100)): c.sendall(b)\n\
+                  threading.Thread(target=serve, daemon=True).start()\n\
+                  t = time.monotonic()\n\
+                  c = socket.create_connection(l.getsockname())\n\
+                  print('connect', (time.monotonic() - t) * 1000)\n\
+                  for i in range(3):\n\
+                  \x20   t = time.monotonic(); c.sendall(b'ping')\n\
+                  \x20   assert c.recv(100) == b'ping'\n\
+                  \x20   print('exchange', (time.monotonic() - t) * 1000)";
+    let output = linked(&[], &["python3", "-c", script]);
+    round_trips("connect", &figures(&output, "connect"), 1.0);
+    let exchanges = figures(&output, "exchange");
+    round_trips("exchange", &exchanges, 1.0);
+    assert!(
+        exchanges.iter().all(|&ms| ms < 2.0 * ROUND_TRIP_MS - 5.0),
+        "an exchange crossed the link twice: {exchanges:?}"
+    );
+}
+
+#[test]
+fn a_datagram_client_and_server_both_of_the_command_cross_the_link_once() {
+    // The server answers where the datagram came from: the link's own
+    // socket, whose datagram crossed the link already.
+    let script = "import socket, threading, time\n\
+                  server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                  server.bind(('127.0.0.1', 0))\n\
+                  def serve():\n\
+                  \x20   while True:\n\
+                  \x20       d, peer = server.recvfrom(100); server.sendto(d, peer)\n\
+                  threading.Thread(target=serve, daemon=True).start()\n\
+                  c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(5)\n\
+                  for i in range(3):\n\
+                  \x20   t = time.monotonic(); c.sendto(b'%d' % i, server.getsockname())\n\
+                  \x20   d, peer = c.recvfrom(100)\n\
+                  \x20   assert d == b'%d' % i and peer == server.getsockname(), (d, peer)\n\
+                  \x20   print('exchange', (time.monotonic() - t) * 1000)";
+    let output = linked(&[], &["python3", "-c", script]);
+    let exchanges = figures(&output, "exchange");
+    round_trips("exchange", &exchanges, 1.0);
+    assert!(
+        exchanges.iter().all(|&ms| ms < 1.5 * ROUND_TRIP_MS),
+        "an exchange crossed the link more than once each way: {exchanges:?}"
+    );
+}

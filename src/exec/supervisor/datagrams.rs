@@ -14,6 +14,7 @@ use super::{Supervisor, errno};
 use crate::exec::call;
 use crate::exec::door::{mapped, unmapped};
 use crate::exec::kernel::{Notification, Response};
+use crate::net::udp::FlowEnds;
 use rustix::net::AddressFamily;
 use std::collections::HashMap;
 use std::io;
@@ -35,14 +36,17 @@ pub(super) struct DatagramLinks {
     links: HashMap<(SocketAddr, bool), SocketAddr>,
     /// Each link's destination, by where it listens.
     destinations: HashMap<SocketAddr, SocketAddr>,
+    /// Where the links' flows send from.
+    flow_ends: FlowEnds,
 }
 
 impl DatagramLinks {
-    pub(super) fn new(make: MakeLink) -> DatagramLinks {
+    pub(super) fn new(make: MakeLink, flow_ends: FlowEnds) -> DatagramLinks {
         DatagramLinks {
             make,
             links: HashMap::new(),
             destinations: HashMap::new(),
+            flow_ends,
         }
     }
 }
@@ -63,6 +67,11 @@ impl Supervisor<'_> {
         let links = self.datagram_links.as_mut()?;
         if let Some(link) = links.links.get(&(destination, v6)) {
             return Some(*link);
+        }
+        if links.flow_ends.contains(&destination) {
+            // An answer to a datagram of the command's own that crossed
+            // a link: it goes back through that link.
+            return None;
         }
         if links.links.len() >= MOST_LINKS {
             self.say_once(

@@ -16,7 +16,9 @@
 //!
 //! A command that serves is given, for each connection it accepts, a
 //! socket that came through the door, and the relay carries the accepted
-//! connection.
+//! connection; but a connection from the command itself (a test suite's
+//! client to its own server), which came through the link already, is
+//! given as it is, so that it crosses the link once.
 
 use super::{HeldCall, MOST_NAME, Progress, Supervisor, errno};
 use crate::exec::call::{self, Call};
@@ -26,12 +28,47 @@ use crate::exec::sockets::SocketKind;
 use crate::faults::Way;
 use mio::{Interest, Token};
 use rustix::net::{AddressFamily, SocketType};
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Token of dial `d`'s server socket: `DIALS + d`.
 pub(super) const DIALS: usize = usize::MAX / 2;
+
+/// The most of shape's own ends of connections to loopback remembered.
+const MOST_OWN_ENDS: usize = 4096;
+
+/// Where shape's own connections to servers on loopback come from, the
+/// latest [`MOST_OWN_ENDS`]: a connection the command accepts from one of
+/// them is the command's own, through the link already.
+#[derive(Default)]
+pub(super) struct OwnEnds {
+    order: VecDeque<SocketAddr>,
+    known: HashSet<SocketAddr>,
+}
+
+impl OwnEnds {
+    fn insert(&mut self, end: SocketAddr) {
+        if self.known.insert(end) {
+            self.order.push_back(end);
+        }
+        while self.order.len() > MOST_OWN_ENDS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.known.remove(&oldest);
+            }
+        }
+    }
+
+    /// Whether `end` is one, forgotten once asked: it connects once.
+    fn take(&mut self, end: SocketAddr) -> bool {
+        let known = self.known.remove(&end);
+        if known {
+            self.order.retain(|kept| *kept != end);
+        }
+        known
+    }
+}
 
 /// A connect under way through the link.
 pub(super) struct Dial {
@@ -118,6 +155,11 @@ impl Supervisor<'_> {
         }
         let server = mio::net::TcpStream::connect(server_at)?;
         let _ = server.set_nodelay(true);
+        if server_at.ip().is_loopback()
+            && let Ok(end) = server.local_addr()
+        {
+            self.own_ends.insert(end);
+        }
         Door::knock(socket.as_fd(), self.door(family)?)?;
         let nonblocking = rustix::fs::fcntl_getfl(&socket)
             .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
@@ -275,6 +317,11 @@ impl Supervisor<'_> {
     /// accepted by shape, goes to the relay, and the command is given a
     /// socket that came through the door in its place.
     pub(super) fn relay_accepted(&mut self, connection: OwnedFd) -> io::Result<OwnedFd> {
+        let peer = rustix::net::getpeername(&connection).ok().flatten();
+        let peer = peer.and_then(|peer| SocketAddr::try_from(peer).ok());
+        if peer.is_some_and(|peer| self.own_ends.take(unmapped(peer))) {
+            return Ok(connection);
+        }
         let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None)?;
         Door::knock(socket.as_fd(), self.door(AddressFamily::INET)?)?;
         self.carry(socket.as_fd(), std::net::TcpStream::from(connection))?;

@@ -146,6 +146,8 @@ pub struct Supervisor<'a> {
     relay: Option<Relay>,
     /// Connects under way through the link.
     dials: Slab<dials::Dial>,
+    /// Where shape's own connections to loopback servers come from.
+    own_ends: dials::OwnEnds,
     /// Where the command's connects wait for the link, with a relay.
     doors: Option<Doors>,
     /// The links of the command's datagrams, with a relay.
@@ -195,11 +197,9 @@ impl<'a> Supervisor<'a> {
         };
         let mut relay = relay;
         let datagram_links = relay.as_mut().map(|relay| {
-            let make = std::mem::replace(
-                &mut relay.datagrams,
-                Box::new(|_, _| Err(io::ErrorKind::Unsupported.into())),
-            );
-            datagrams::DatagramLinks::new(make)
+            let none: MakeLink = Box::new(|_, _| Err(io::ErrorKind::Unsupported.into()));
+            let make = std::mem::replace(&mut relay.datagrams, none);
+            datagrams::DatagramLinks::new(make, relay.flow_ends.clone())
         });
         let inherited = [
             rustix::stdio::stdin(),
@@ -235,6 +235,7 @@ impl<'a> Supervisor<'a> {
                 relay,
                 datagram_links,
                 dials: Slab::new(),
+                own_ends: dials::OwnEnds::default(),
                 doors,
                 collected: 0,
             },

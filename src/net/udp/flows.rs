@@ -10,10 +10,10 @@ use crate::bucket::Bucket;
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
 use slab::Slab;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Flows are looked over for idleness this often at most.
 const IDLE_LOOK: u64 = 1_000_000_000;
@@ -39,6 +39,19 @@ pub(super) struct Own {
     pub(super) buckets: [Arc<Bucket>; 2],
 }
 
+/// Where the flows of datagram links send from, while they live: shared
+/// with whoever must know a datagram that came from one (`--exec`, whose
+/// command may answer one, and whose answer has crossed no link yet).
+#[derive(Debug, Default, Clone)]
+pub struct FlowEnds(Arc<Mutex<HashSet<SocketAddr>>>);
+
+impl FlowEnds {
+    /// Whether a flow sends from `at`.
+    pub fn contains(&self, at: &SocketAddr) -> bool {
+        crate::lock::lock(&self.0).contains(at)
+    }
+}
+
 /// Every client's flow; flow `key`'s socket is poll's `Token(key)`.
 #[derive(Default)]
 pub(super) struct Flows {
@@ -46,6 +59,8 @@ pub(super) struct Flows {
     by_client: HashMap<SocketAddr, usize>,
     made: u64,
     idle_looked: u64,
+    /// Where the flows send from, if someone asked to know.
+    pub(super) ends: Option<FlowEnds>,
 }
 
 impl Flows {
@@ -70,6 +85,9 @@ impl Flows {
         };
         let mut socket = UdpSocket::bind(any)?;
         socket.connect(upstream)?;
+        if let (Some(ends), Ok(at)) = (&self.ends, socket.local_addr()) {
+            crate::lock::lock(&ends.0).insert(at);
+        }
         let entry = self.flows.vacant_entry();
         let key = entry.key();
         registry.register(&mut socket, Token(key), Interest::READABLE)?;
@@ -130,6 +148,9 @@ impl Flows {
             .map(|key| {
                 let mut flow = self.flows.remove(key);
                 let _ = registry.deregister(&mut flow.socket);
+                if let (Some(ends), Ok(at)) = (&self.ends, flow.socket.local_addr()) {
+                    crate::lock::lock(&ends.0).remove(&at);
+                }
                 self.by_client.remove(&flow.client);
                 flow
             })

@@ -10,6 +10,7 @@ mod handle;
 mod link;
 mod proxy;
 
+pub use flows::FlowEnds;
 pub use handle::Handle;
 pub use link::{Impairment, QueueDrop, default_queue};
 pub use proxy::{IDLE, Proxy, Route};

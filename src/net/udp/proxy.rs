@@ -5,7 +5,7 @@
 //! One thread and one poll: it sleeps until a datagram comes, one is due
 //! to leave, or a flow's idle time may have run out.
 
-use super::flows::{Flows, Own};
+use super::flows::{FlowEnds, Flows, Own};
 use super::handle::{Asked, Handle};
 use super::link::{Impairment, Link, Tally};
 use crate::bucket::Bucket;
@@ -167,6 +167,11 @@ impl Proxy {
     /// a rate.
     pub fn per_flow(&mut self, buckets: Box<OwnBuckets>) {
         self.per_flow = Some(buckets);
+    }
+
+    /// Notes where each of its flows sends from in `ends`, while it lives.
+    pub fn noting_ends(&mut self, ends: FlowEnds) {
+        self.flows.ends = Some(ends);
     }
 
     /// Follows `conditions` from now on: a change reaches both ways at
