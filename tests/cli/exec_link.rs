@@ -625,3 +625,57 @@ fn a_datagram_client_and_server_both_of_the_command_cross_the_link_once() {
         "an exchange crossed the link more than once each way: {exchanges:?}"
     );
 }
+
+#[test]
+fn a_running_commands_link_is_changed_by_remote_and_one_without_cannot_be() {
+    let port = echo_server();
+    let runtime = crate::harness::Runtime::new("exec-link-remote");
+    // An exchange each time a line comes on its input; the connection
+    // stays open across the change.
+    let script = "import socket, sys, time\n\
+                  s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  for line in sys.stdin:\n\
+                  \x20   t = time.monotonic(); s.sendall(b'x'); assert s.recv(10) == b'x'\n\
+                  \x20   print('exchange', (time.monotonic() - t) * 1000, flush=True)";
+    let mut command = runtime.shape(["--delay", "10ms", "--exec", "python3", "-c", script]);
+    let mut child = command
+        .arg(&port)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    runtime.wait_registered(pid);
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut exchange = || -> f64 {
+        input.write_all(b"go\n").unwrap();
+        let line = output.next().unwrap().unwrap();
+        line.strip_prefix("exchange ").unwrap().parse().unwrap()
+    };
+    let before = exchange();
+    assert!(
+        (19.0..400.0).contains(&before),
+        "{before} ms at 10 ms each way"
+    );
+    let remote = runtime.remote(pid, ["--delay", "100ms"]);
+    assert!(remote.status.success(), "{}", remote.stderr);
+    let after = exchange();
+    assert!(after >= 198.0, "{after} ms at 100 ms each way");
+    drop(input);
+    assert!(child.wait().unwrap().success());
+
+    // Without a link at start, there is none to change: said, and refused.
+    let mut command = runtime.shape(["--rate", "1MiB", "--exec", "cat"]);
+    let mut child = command.stdin(Stdio::piped()).spawn().unwrap();
+    runtime.wait_registered(child.id());
+    let remote = runtime.remote(child.id(), ["--delay", "100ms"]);
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    assert!(!remote.status.success());
+    assert!(
+        remote.stderr.contains("without a link"),
+        "{}",
+        remote.stderr
+    );
+}
