@@ -181,18 +181,7 @@ func main() {
 }
 "#,
     );
-    let binary = scratch.path().join("getter");
-    let built = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .env("CGO_ENABLED", "0")
-        .env("GO111MODULE", "off")
-        .env("GOCACHE", scratch.path().join("cache"))
-        .env("GOPATH", scratch.path().join("gopath"))
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
+    let binary = static_go(&scratch, &source, "getter");
     let kind = Command::new("file").arg(&binary).output().unwrap();
     assert!(
         String::from_utf8_lossy(&kind.stdout).contains("statically linked"),
@@ -204,6 +193,24 @@ func main() {
     assert!(output.status.success(), "{output:?}");
     assert!(output.stdout == body, "the Go client's download changed");
     at_the_rate("a static Go client", body.len(), took);
+}
+
+/// `source` built with Go, without cgo (so, static), as `name` in
+/// `scratch`.
+pub fn static_go(scratch: &Scratch, source: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let binary = scratch.path().join(name);
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(source)
+        .env("CGO_ENABLED", "0")
+        .env("GO111MODULE", "off")
+        .env("GOCACHE", scratch.path().join("cache"))
+        .env("GOPATH", scratch.path().join("gopath"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    binary
 }
 
 #[test]

@@ -35,6 +35,20 @@ fn echo_server() -> String {
     address
 }
 
+/// A UDP echo server on loopback: every datagram goes back where it came
+/// from.
+fn udp_echo_server() -> String {
+    let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 2048];
+        while let Ok((n, peer)) = server.recv_from(&mut buffer) {
+            let _ = server.send_to(&buffer[..n], peer);
+        }
+    });
+    port
+}
+
 /// Runs `args` under `--delay DELAY` and more `flags`, and returns its
 /// output, which must be a success.
 fn linked(flags: &[&str], args: &[&str]) -> Output {
@@ -231,18 +245,7 @@ func main() {
 }
 "#,
     );
-    let binary = scratch.path().join("pinger");
-    let built = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .env("CGO_ENABLED", "0")
-        .env("GO111MODULE", "off")
-        .env("GOCACHE", scratch.path().join("cache"))
-        .env("GOPATH", scratch.path().join("gopath"))
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
+    let binary = crate::exec::static_go(&scratch, &source, "pinger");
     let port = echo_server();
     let output = linked(&[], &[binary.to_str().unwrap(), &port]);
     round_trips("connect", &figures(&output, "connect"), 1.0);
@@ -476,14 +479,7 @@ fn a_name_looked_up_by_the_c_library_takes_the_links_round_trip() {
 
 #[test]
 fn datagrams_take_the_links_round_trip_and_its_losses_and_copies() {
-    let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let port = server.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 2048];
-        while let Ok((n, peer)) = server.recv_from(&mut buffer) {
-            let _ = server.send_to(&buffer[..n], peer);
-        }
-    });
+    let port = udp_echo_server();
     // Each datagram sent to the server, unconnected and then connected,
     // comes back from the server's own address.
     let script = "import socket, sys, time\n\
@@ -550,14 +546,7 @@ fn datagrams_take_the_links_round_trip_and_its_losses_and_copies() {
 
 #[test]
 fn a_datagram_with_control_data_on_an_unconnected_socket_passes_and_is_said_once() {
-    let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let port = server.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 64];
-        while let Ok((n, peer)) = server.recv_from(&mut buffer) {
-            let _ = server.send_to(&buffer[..n], peer);
-        }
-    });
+    let port = udp_echo_server();
     // sendmsg with a control message (IP_TOS): the kernel sends it where
     // the command said, which shape cannot turn to the link.
     let script = "import socket, struct, sys\n\
