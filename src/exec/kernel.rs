@@ -1,11 +1,12 @@
 //! The kernel calls of `--exec` that no safe wrapper offers: starting the
-//! command under a seccomp filter whose listener shape holds, the
-//! listener's ioctls (receiving a call, answering it, placing a socket in
-//! the caller), taking a descriptor from the command (`pidfd_getfd`),
-//! reading and writing its memory (`process_vm_readv`,
-//! `process_vm_writev`), and the socket calls shape makes for it with raw
-//! addresses. Every `unsafe` of `--exec` is in this file, each with why
-//! it is sound.
+//! command under a seccomp filter whose listener shape holds (the child
+//! shares shape's table of descriptors until its exec), the listener's
+//! ioctls (receiving a call, answering it, placing a socket in the
+//! caller), taking a descriptor from the command (`pidfd_getfd`, where a
+//! profile allows it), reading and writing its memory (`process_vm_readv`
+//! and `process_vm_writev`, or /proc where a profile refuses them), and
+//! the socket calls shape makes for it with raw addresses. Every `unsafe`
+//! of `--exec` is in this file, each with why it is sound.
 
 use std::ffi::{CStr, CString};
 use std::io;

@@ -107,7 +107,8 @@ impl Sockets {
     }
 
     /// Takes note of `socket`, made or accepted by shape for the command
-    /// (unless noted as the relay's already), and gives it buffers of `buffer` bytes each way, if given.
+    /// (unless noted as the relay's already), and gives it buffers of
+    /// `buffer` bytes each way, if given.
     pub fn adopt(&mut self, socket: BorrowedFd<'_>, buffer: Option<usize>) -> SocketKind {
         let relayed = rustix::fs::fstat(socket).is_ok_and(|stat| {
             let known = self.kinds.get(&(stat.st_dev, stat.st_ino));

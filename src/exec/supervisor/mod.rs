@@ -30,7 +30,9 @@ use super::kernel::{self, Notification, Response};
 use super::sockets::{SocketKind, Sockets, buffer_for};
 use crate::bucket::Bucket;
 use crate::chunk::chunk_size;
+use crate::conditions::Conditions;
 use crate::faults::Way;
+use crate::net::proxy::Carrier;
 use crate::throughput::Throughput;
 pub use datagrams::MakeLink;
 pub use ending::Ended;
@@ -104,6 +106,14 @@ impl HeldCall {
     }
 }
 
+/// What the supervisor keeps of a link's relay: where it hands TCP
+/// connections, and the link's conditions (a connect takes its round
+/// trip).
+struct Relaying {
+    carrier: Carrier,
+    conditions: Arc<Conditions>,
+}
+
 /// A receive's bytes, seen but not yet consumed.
 struct Peeked {
     data: Vec<u8>,
@@ -143,7 +153,7 @@ pub struct Supervisor<'a> {
     /// This process's network namespace.
     own_net: Option<u64>,
     /// Where a link relays the command's TCP connections, if one does.
-    relay: Option<Relay>,
+    relay: Option<Relaying>,
     /// Connects under way through the link.
     dials: Slab<dials::Dial>,
     /// Where shape's own connections to loopback servers come from.
@@ -191,16 +201,22 @@ impl<'a> Supervisor<'a> {
                 let _ = waker.wake();
             })?;
         }
-        let doors = match relay {
-            Some(_) => Some(Doors::open()?),
-            None => None,
+        let (relay, datagram_links, doors) = match relay {
+            Some(Relay {
+                carrier,
+                conditions,
+                datagrams,
+                flow_ends,
+            }) => (
+                Some(Relaying {
+                    carrier,
+                    conditions,
+                }),
+                Some(datagrams::DatagramLinks::new(datagrams, flow_ends)),
+                Some(Doors::open()?),
+            ),
+            None => (None, None, None),
         };
-        let mut relay = relay;
-        let datagram_links = relay.as_mut().map(|relay| {
-            let none: MakeLink = Box::new(|_, _| Err(io::ErrorKind::Unsupported.into()));
-            let make = std::mem::replace(&mut relay.datagrams, none);
-            datagrams::DatagramLinks::new(make, relay.flow_ends.clone())
-        });
         let inherited = [
             rustix::stdio::stdin(),
             rustix::stdio::stdout(),
