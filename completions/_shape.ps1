@@ -46,6 +46,7 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--delay', '--delay', [CompletionResultType]::ParameterName, 'Hold every byte this long: a slow link')
             [CompletionResult]::new('--delay-up', '--delay-up', [CompletionResultType]::ParameterName, 'Proxy, UDP link or --exec: the delay from clients to the server (default: --delay)')
             [CompletionResult]::new('--delay-down', '--delay-down', [CompletionResultType]::ParameterName, 'Proxy, UDP link or --exec: the delay from the server to clients (default: --delay)')
+            [CompletionResult]::new('--link', '--link', [CompletionResultType]::ParameterName, 'A known link by name: ''slow-3g'', ''cable'', ''lte''...; ''list'' shows them')
             [CompletionResult]::new('--jitter', '--jitter', [CompletionResultType]::ParameterName, 'With --delay: vary it by up to this much')
             [CompletionResult]::new('--max-buffer', '--max-buffer', [CompletionResultType]::ParameterName, 'The most a slow link holds at once')
             [CompletionResult]::new('--slice', '--slice', [CompletionResultType]::ParameterName, 'Write in pieces of about SIZE bytes')

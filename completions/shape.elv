@@ -43,6 +43,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --delay 'Hold every byte this long: a slow link'
             cand --delay-up 'Proxy, UDP link or --exec: the delay from clients to the server (default: --delay)'
             cand --delay-down 'Proxy, UDP link or --exec: the delay from the server to clients (default: --delay)'
+            cand --link 'A known link by name: ''slow-3g'', ''cable'', ''lte''...; ''list'' shows them'
             cand --jitter 'With --delay: vary it by up to this much'
             cand --max-buffer 'The most a slow link holds at once'
             cand --slice 'Write in pieces of about SIZE bytes'

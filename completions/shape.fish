@@ -22,6 +22,7 @@ complete -c shape -l connect-timeout -d 'How long --connect keeps trying each ad
 complete -c shape -l delay -d 'Hold every byte this long: a slow link' -r
 complete -c shape -l delay-up -d 'Proxy, UDP link or --exec: the delay from clients to the server (default: --delay)' -r
 complete -c shape -l delay-down -d 'Proxy, UDP link or --exec: the delay from the server to clients (default: --delay)' -r
+complete -c shape -l link -d 'A known link by name: \'slow-3g\', \'cable\', \'lte\'...; \'list\' shows them' -r
 complete -c shape -l jitter -d 'With --delay: vary it by up to this much' -r
 complete -c shape -l max-buffer -d 'The most a slow link holds at once' -r
 complete -c shape -l slice -d 'Write in pieces of about SIZE bytes' -r
@@ -51,7 +52,8 @@ zsh\t''
 fish\t''
 elvish\t''
 powershell\t''
-toxics\t'README\'s table of `--serve`\'s toxics, from the one table of them'"
+toxics\t'README\'s table of `--serve`\'s toxics, from the one table of them'
+links\t'README\'s table of known links (`--link`), from the one table of them'"
 complete -c shape -s l -l lines -d 'Count lines instead of bytes'
 complete -c shape -s 0 -l null -d 'Count NUL-terminated records instead of bytes'
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'

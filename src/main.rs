@@ -17,6 +17,7 @@ mod message;
 mod mode;
 mod net;
 mod pipe;
+mod profiles;
 mod progress;
 mod serve;
 mod slowlink;

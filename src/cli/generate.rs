@@ -31,6 +31,12 @@ fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
             }
             return Ok(());
         }
+        Generated::Links => {
+            for row in crate::profiles::readme_rows() {
+                writeln!(out, "{row}")?;
+            }
+            return Ok(());
+        }
     };
     if shell != Shell::Bash {
         clap_complete::generate(shell, &mut command(), "shape", out);
@@ -54,7 +60,9 @@ fn write_man(out: &mut dyn Write) -> io::Result<()> {
     out.write_all(SYNOPSIS.as_bytes())?;
     man.render_description_section(out)?;
     man.render_options_section(out)?;
-    let sections = MAN_SECTIONS.replace("@TOXICS@\n", &toxics_for_the_man_page());
+    let sections = MAN_SECTIONS
+        .replace("@TOXICS@\n", &toxics_for_the_man_page())
+        .replace("@LINKS@\n", &crate::profiles::man_rows());
     out.write_all(sections.as_bytes())?;
     man.render_version_section(out)
 }
@@ -209,6 +217,11 @@ A far, uneven link with little buffering.
 .TP
 \fBproducer | shape \-\-rate 100kbit \-\-delay 300ms | consumer\fR
 The same for a pipe.
+.SH LINKS BY NAME
+\fB\-\-link\fR \fINAME\fR sets a known link: each way's rate, and each way's delay, half its round trip, as its source gives them (packet\-level figures, not DevTools' request\-level latency).
+It works for a pipe (whose data is the way down), a proxy, a UDP link and \fB\-\-exec\fR; \fB\-\-rate\fR, \fB\-\-rate\-up\fR, \fB\-\-rate\-down\fR, \fB\-\-delay\fR, \fB\-\-delay\-up\fR and \fB\-\-delay\-down\fR given too take the place of the link's.
+\fBshape \-\-link list\fR prints the table:
+@LINKS@
 .SH UDP PROXY
 \fB\-\-listen udp:\fR\fIADDR\fR with \fB\-\-connect udp:\fR\fIADDR\fR is a datagram link with netem's model, in user space, without root and seeded.
 Each client address is a flow, with a socket of its own toward the server so that replies find their way back; a flow that sends and receives nothing for \fB\-\-udp\-idle\fR (120 s) is forgotten.

@@ -14,6 +14,7 @@ use crate::control::{RateSchedule, ShareName};
 use crate::counting::{Counting, Written};
 use crate::faults::{Change, FaultFlags, Faults, Way, parse_probability};
 use crate::net::Address;
+use crate::profiles::{LinkArg, Profile};
 use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
 use clap::{Parser, ValueEnum};
@@ -94,7 +95,7 @@ exit statuses; 'man shape' has it all, with remote control, shares and toxiproxy
 // The doc comments below are --help text: brackets in them ('[BURST]',
 // '[::1]:port') are literal, not links.
 #[allow(rustdoc::broken_intra_doc_links)]
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(
     name = "shape",
     version = env!("SHAPE_VERSION"),
@@ -102,7 +103,7 @@ exit statuses; 'man shape' has it all, with remote control, shares and toxiproxy
     after_long_help = EXAMPLES,
     max_term_width = 100,
     group(clap::ArgGroup::new("two_ways").args(["listen", "exec"]).multiple(true)),
-    group(clap::ArgGroup::new("delays").args(["delay", "delay_up", "delay_down"]).multiple(true))
+    group(clap::ArgGroup::new("delays").args(["delay", "delay_up", "delay_down", "link"]).multiple(true))
 )]
 pub struct Cli {
     /// Inputs, read in order; '-' is standard input. None means standard
@@ -413,6 +414,19 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
     pub delay_down: Option<Duration>,
 
+    /// A known link by name: 'slow-3g', 'cable', 'lte'...; 'list' shows
+    /// them.
+    ///
+    /// Sets each way's rate and delay (half the round trip) as the link's
+    /// source gives them: Chrome DevTools' and Lighthouse's presets
+    /// (slow-3g, slow-4g, also called fast-3g, fast-4g) and WebPageTest's
+    /// (cable, dsl, fios, dialup, lte, 3g, 3g-fast, 3g-slow, 2g, edge). A
+    /// pipe's data is the way down. --rate, --rate-up, --rate-down,
+    /// --delay, --delay-up and --delay-down given too take the place of
+    /// the link's.
+    #[arg(long, value_name = "NAME", value_parser = crate::profiles::parse_link, hide_short_help = true, help_heading = "Slow links and faults")]
+    pub link: Option<LinkArg>,
+
     /// With --delay: vary it by up to this much.
     ///
     /// Vary the delay of each chunk at random, evenly within DURATION
@@ -551,6 +565,9 @@ pub enum Generated {
     Powershell,
     /// README's table of `--serve`'s toxics, from the one table of them.
     Toxics,
+    /// README's table of known links (`--link`), from the one table of
+    /// them.
+    Links,
 }
 
 /// The flags whose values take a unit after a number.
@@ -617,6 +634,34 @@ impl Cli {
     /// --delay, else unchanged.
     pub fn delay_changes(&self) -> [Option<Duration>; 2] {
         [self.delay_up, self.delay_down].map(|own| own.or(self.delay))
+    }
+
+    /// This command line with `profile`'s rates and delays where no flag
+    /// gives them: each way's, where there are two, else the way down's.
+    pub fn with_profile(&self, profile: &Profile, two_ways: bool) -> Cli {
+        let mut cli = self.clone();
+        let [up, down] = [profile.up, profile.down].map(|text| crate::counting::Written {
+            text: text.to_string(),
+            value: text.parse().unwrap_or(RateSpec::Unlimited),
+        });
+        let one_way = profile.one_way();
+        match two_ways {
+            true => {
+                if cli.rate.is_none() {
+                    cli.rate_up.get_or_insert(up);
+                    cli.rate_down.get_or_insert(down);
+                }
+                if cli.delay.is_none() {
+                    cli.delay_up.get_or_insert(one_way);
+                    cli.delay_down.get_or_insert(one_way);
+                }
+            }
+            false => {
+                cli.rate.get_or_insert(down);
+                cli.delay.get_or_insert(one_way);
+            }
+        }
+        cli
     }
 
     /// What --delay, --jitter and --max-buffer ask of the link, with the

@@ -23,6 +23,7 @@ use crate::control::ShareName;
 use crate::exit::Exit;
 use crate::message::{clip_quoted, one_line};
 use crate::net::Address;
+use crate::profiles::{self, LinkArg};
 
 /// One thing shape can be asked to do.
 enum Mode<'a> {
@@ -83,8 +84,36 @@ impl<'a> Mode<'a> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Runs what `cli` asks for.
+/// Runs what `cli` asks for, a known link's figures given where its flags
+/// give none.
 pub fn run(cli: &Cli) -> Exit {
+    let profile = match cli.link {
+        None => return run_mode(cli),
+        Some(LinkArg::List) => return crate::exit::print_whole(profiles::table().as_bytes()),
+        Some(LinkArg::Profile(profile)) => profile,
+    };
+    let two_ways = match Mode::of(cli) {
+        Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) => true,
+        Mode::Copy => false,
+        Mode::Remote(_) => {
+            eprintln!(
+                "shape: --link applies at start: change a running shape with --rate and --delay"
+            );
+            return Exit::Usage;
+        }
+        _ => {
+            eprintln!(
+                "shape: --link applies to a pipe, a proxy (--listen with --connect), a UDP link \
+                 or --exec"
+            );
+            return Exit::Usage;
+        }
+    };
+    run_mode(&cli.with_profile(profile, two_ways))
+}
+
+/// Runs what `cli` asks for, as it asks.
+fn run_mode(cli: &Cli) -> Exit {
     if let Some(flag) = pv_display_flag(cli) {
         eprintln!(
             "shape: {flag} is pv's, to pick the bar's parts: shape's bar shows the count, the \

@@ -13,6 +13,7 @@ mod faults;
 mod fleet;
 mod fleet_hosted;
 mod generated;
+mod links;
 mod live;
 mod net;
 mod options;
