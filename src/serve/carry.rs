@@ -34,6 +34,8 @@ pub enum Effect {
     /// Nothing passes from now on, and the connection is closed after
     /// this long if given: `timeout`.
     Hold { close_after: Option<Duration> },
+    /// A known link's rate and delay for the stream: `link`.
+    Link { limit: Limit, delay: Duration },
 }
 
 /// What `toxic` asks of the stream it is on, made from its attributes as
@@ -95,7 +97,28 @@ pub fn effect(toxic: &Toxic) -> Effect {
         // A datagram's alone: the model refuses them on a stream
         // (`datagrams.rs` carries them out on a UDP link).
         Kind::Duplicate | Kind::Reorder => Effect::Nothing,
+        Kind::Link => match link(toxic, &given) {
+            Some((limit, delay)) => Effect::Link { limit, delay },
+            None => Effect::Nothing,
+        },
     }
+}
+
+/// The rate and delay of the known link a `link` toxic names, for the
+/// stream it is on: upstream (clients to the server) is the link's way
+/// up; none if it names none.
+pub fn link(toxic: &Toxic, given: &Attributes) -> Option<(Limit, Duration)> {
+    let profile = given.profile("profile")?;
+    let rate = match toxic.stream.as_str() {
+        "upstream" => profile.up,
+        _ => profile.down,
+    };
+    let limit = rate
+        .parse::<shape_bucket::RateSpec>()
+        .ok()?
+        .in_bytes()
+        .ok()?;
+    Some((limit, profile.one_way()))
 }
 
 /// `value` for the stream a toxic is on: its effect is given to that
@@ -112,6 +135,31 @@ mod tests {
 
     fn toxic(kind: &str, attributes: Value) -> Toxic {
         Toxic::made(0, kind, "downstream", attributes, 1.0)
+    }
+
+    #[test]
+    fn a_link_gives_its_stream_the_links_rate_that_way_and_half_its_round_trip() {
+        let on = |stream: &str, profile: &str| {
+            let toxic = Toxic::made(0, "link", stream, json!({"profile": profile}), 1.0);
+            effect(&toxic)
+        };
+        let half = Duration::from_millis(75);
+        let rate = |text: &str| text.parse::<shape_bucket::RateSpec>().unwrap();
+        assert_eq!(
+            on("downstream", "slow-4g"),
+            Effect::Link {
+                limit: rate("1.6Mbit").in_bytes().unwrap(),
+                delay: half
+            }
+        );
+        assert_eq!(
+            on("upstream", "fast-3g"),
+            Effect::Link {
+                limit: rate("750kbit").in_bytes().unwrap(),
+                delay: half
+            }
+        );
+        assert_eq!(on("downstream", ""), Effect::Nothing);
     }
 
     fn faults(effect: Effect) -> crate::faults::Faults {

@@ -176,6 +176,18 @@ impl Sum {
             Kind::Duplicate => strike(&mut self.duplicate, given.probability("probability")),
             Kind::Reorder => strike(&mut self.reorder, given.probability("probability")),
             Kind::Noop => {}
+            Kind::Link => {
+                if let Some((limit, delay)) = crate::serve::carry::link(toxic, &given) {
+                    self.delay += delay;
+                    if let Limit::Rate(rate) = limit
+                        && self
+                            .rate
+                            .is_none_or(|least| rate.bytes_per_sec() < least.bytes_per_sec())
+                    {
+                        (self.rate, self.burst) = (Some(rate), None);
+                    }
+                }
+            }
             // A stream's alone: the model refuses them on a UDP proxy.
             Kind::SlowClose | Kind::Timeout | Kind::ResetPeer | Kind::Slicer => {}
         }

@@ -123,6 +123,13 @@ impl Sum {
             Effect::Delay { delay, jitter } => (sum.delay, sum.jitter) = (*delay, *jitter),
             Effect::Faults(changes) => sum.changes = changes.clone(),
             Effect::Hold { close_after } => (sum.holds, sum.close_after) = (true, *close_after),
+            Effect::Link { limit, delay } => {
+                sum.pay = Some(PayBy::Own {
+                    limit: *limit,
+                    burst: bandwidth_burst(*limit),
+                });
+                sum.delay = *delay;
+            }
         }
         sum
     }

@@ -33,6 +33,8 @@ pub enum Unit {
     Probability,
     /// 0 or 1.
     Flag,
+    /// The name of a known link (`--link`).
+    Profile,
 }
 
 impl Unit {
@@ -46,6 +48,7 @@ impl Unit {
             Unit::KiloBytesPerSecond => "KB/s of 1000 bytes",
             Unit::Probability => "0 to 1",
             Unit::Flag => "0 or 1",
+            Unit::Profile => "a known link's name (`shape --link list`)",
         }
     }
 
@@ -53,6 +56,7 @@ impl Unit {
     fn wanted(self) -> &'static str {
         match self {
             Unit::Probability => "a number from 0 to 1",
+            Unit::Profile => "a known link's name, as 'shape --link list' gives them",
             _ => "a whole number",
         }
     }
@@ -62,6 +66,12 @@ impl Unit {
     fn fits(self, value: &Value) -> bool {
         match self {
             Unit::Probability => value.as_f64().is_some_and(|p| (0.0..=1.0).contains(&p)),
+            Unit::Profile => value.as_str().is_some_and(|name| {
+                matches!(
+                    crate::profiles::parse_link(name),
+                    Ok(crate::profiles::LinkArg::Profile(_))
+                )
+            }),
             _ => value.is_i64(),
         }
     }
@@ -70,6 +80,8 @@ impl Unit {
     fn zero(self) -> Value {
         match self {
             Unit::Probability => Value::from(0.0),
+            // No link yet: the toxic does nothing until given one.
+            Unit::Profile => Value::from(""),
             _ => Value::from(0),
         }
     }
@@ -129,6 +141,7 @@ pub enum Kind {
     Corrupt,
     Duplicate,
     Reorder,
+    Link,
 }
 
 const fn of(name: &'static str, unit: Unit) -> Attribute {
@@ -271,6 +284,15 @@ pub static TOXICS: &[Row] = &[
         extras: None,
         on: On::Datagrams,
     },
+    Row {
+        kind: Kind::Link,
+        attributes: &[of("profile", Unit::Profile)],
+        extra: true,
+        does: "a known link: its stream's rate (down for downstream, up for upstream) and half its round trip, as `--link` gives them",
+        by: "`--link`",
+        extras: None,
+        on: On::Both,
+    },
 ];
 
 impl Row {
@@ -308,6 +330,7 @@ impl Kind {
             Kind::Corrupt => "corrupt",
             Kind::Duplicate => "duplicate",
             Kind::Reorder => "reorder",
+            Kind::Link => "link",
         }
     }
 
@@ -386,7 +409,7 @@ mod tests {
                 json!(row.kind.name())
             );
         }
-        assert_eq!(TOXICS.len(), 12);
+        assert_eq!(TOXICS.len(), 13);
         assert_eq!(Kind::named("bogus"), None);
         assert_eq!(Kind::named("Latency"), None, "names are exact");
     }

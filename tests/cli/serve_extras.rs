@@ -301,3 +301,35 @@ fn hostile_api_clients_neither_kill_the_server_nor_stall_its_connections() {
         );
     }
 }
+
+#[test]
+fn a_link_toxic_gives_its_stream_a_known_links_rate_and_half_its_round_trip() {
+    let server = Toxiproxy::start(&[]);
+    let listen = server.proxy("mobile", &echo_server(), json!({}));
+    for stream in ["upstream", "downstream"] {
+        let toxic = json!({"type": "link", "stream": stream, "attributes": {"profile": "slow-3g"}});
+        let made = server.toxic("mobile", toxic);
+        assert_eq!(made["attributes"]["profile"], "slow-3g", "{made}");
+    }
+    // slow-3g: a round trip of 400 ms, 400 kbit/s (50,000 B/s) each way.
+    let start = Instant::now();
+    assert_eq!(round_trip(&listen, b"ping"), b"ping");
+    let took = start.elapsed();
+    assert!(
+        (Duration::from_millis(400)..Duration::from_millis(1_200)).contains(&took),
+        "a round trip took {took:?}"
+    );
+    let payload = vec![5u8; 100_000];
+    let start = Instant::now();
+    assert!(round_trip(&listen, &payload) == payload);
+    let took = start.elapsed();
+    // 100,000 bytes at 50,000 B/s each way, one way after the other
+    // overlapping: at least 2 s less the bursts, plus the round trip.
+    assert!(took >= Duration::from_millis(1_900), "100 KB took {took:?}");
+
+    // A name that is no known link is refused, with what it must be.
+    let bad = json!({"name": "bad", "type": "link", "attributes": {"profile": "5g"}});
+    let (status, said) = server.call("POST", "/proxies/mobile/toxics", Some(bad));
+    assert_eq!(status, 400, "{said}");
+    assert!(said.to_string().contains("known link"), "{said}");
+}

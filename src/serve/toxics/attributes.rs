@@ -70,6 +70,15 @@ impl<'a> Attributes<'a> {
         self.whole(name, Unit::Flag) != 0
     }
 
+    /// The known link named, if one is.
+    pub fn profile(&self, name: &str) -> Option<&'static crate::profiles::Profile> {
+        let named = self.values.get(name).and_then(Value::as_str)?;
+        match crate::profiles::parse_link(named) {
+            Ok(crate::profiles::LinkArg::Profile(profile)) => Some(profile),
+            _ => None,
+        }
+    }
+
     /// A probability, from 0 to 1.
     pub fn probability(&self, name: &str) -> f64 {
         debug_assert_eq!(
