@@ -640,7 +640,7 @@ impl Cli {
     /// gives them: each way's, where there are two, else the way down's.
     pub fn with_profile(&self, profile: &Profile, two_ways: bool) -> Cli {
         let mut cli = self.clone();
-        let [up, down] = [profile.up, profile.down].map(|text| crate::counting::Written {
+        let [up, down] = [profile.up, profile.down].map(|text| Written {
             text: text.to_string(),
             value: text.parse().unwrap_or(RateSpec::Unlimited),
         });
