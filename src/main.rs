@@ -23,6 +23,7 @@ mod serve;
 mod slowlink;
 mod started;
 mod throughput;
+mod trace;
 
 use std::process::ExitCode;
 

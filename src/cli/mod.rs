@@ -17,12 +17,16 @@ use crate::net::Address;
 use crate::profiles::{LinkArg, Profile};
 use crate::progress::ProgressMode;
 use crate::slowlink::SlowLink;
+use crate::trace::Trace;
 use clap::{Parser, ValueEnum};
 use shape_bucket::RateSpec;
 use shape_bucket::units::Quantity;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
-use values::{parse_burst, parse_interval, parse_max_buffer, parse_origin, parse_seed};
+use values::{
+    parse_burst, parse_interval, parse_max_buffer, parse_origin, parse_seed, parse_trace,
+};
 
 /// The command line of this process, as clap reads it, with everything
 /// after `--exec` taken as the command to run (flags included), as `nice`
@@ -427,6 +431,26 @@ pub struct Cli {
     #[arg(long, value_name = "NAME", value_parser = crate::profiles::parse_link, hide_short_help = true, help_heading = "Slow links and faults")]
     pub link: Option<LinkArg>,
 
+    /// Pipe: follow a recorded link (Mahimahi's trace format).
+    ///
+    /// Each line of FILE is a time in milliseconds at which the link may
+    /// deliver a packet of 1,500 bytes; a time repeated is several
+    /// packets, and the trace repeats when it ends. Mahimahi's recorded
+    /// cellular traces are in its repository, under traces/. Takes the
+    /// place of --rate.
+    #[arg(long, value_name = "FILE", value_parser = parse_trace, conflicts_with_all = ["rate", "schedule", "rate_file", "share"], hide_short_help = true, help_heading = "Slow links and faults")]
+    pub trace: Option<Arc<Trace>>,
+
+    /// Proxy, UDP link or --exec: follow a recorded link from clients to
+    /// the server (as --trace).
+    #[arg(long, value_name = "FILE", value_parser = parse_trace, conflicts_with_all = ["rate", "rate_up", "schedule", "rate_file", "share"], hide_short_help = true, help_heading = "Slow links and faults")]
+    pub trace_up: Option<Arc<Trace>>,
+
+    /// Proxy, UDP link or --exec: follow a recorded link from the server
+    /// to clients (as --trace).
+    #[arg(long, value_name = "FILE", value_parser = parse_trace, conflicts_with_all = ["rate", "rate_down", "schedule", "rate_file", "share"], hide_short_help = true, help_heading = "Slow links and faults")]
+    pub trace_down: Option<Arc<Trace>>,
+
     /// With --delay: vary it by up to this much.
     ///
     /// Vary the delay of each chunk at random, evenly within DURATION
@@ -636,6 +660,15 @@ impl Cli {
         [self.delay_up, self.delay_down].map(|own| own.or(self.delay))
     }
 
+    /// The traces given, each with the index of the way it sets: a
+    /// pipe's one way, else up (0) and down (1).
+    pub fn traces(&self) -> Vec<(usize, Arc<Trace>)> {
+        [(0, &self.trace), (0, &self.trace_up), (1, &self.trace_down)]
+            .into_iter()
+            .filter_map(|(way, trace)| trace.clone().map(|trace| (way, trace)))
+            .collect()
+    }
+
     /// This command line with `profile`'s rates and delays where no flag
     /// gives them: each way's, where there are two, else the way down's.
     pub fn with_profile(&self, profile: &Profile, two_ways: bool) -> Cli {
@@ -647,8 +680,11 @@ impl Cli {
         let one_way = profile.one_way();
         match two_ways {
             true => {
-                if cli.rate.is_none() {
+                // A way that follows a trace takes its rate from it.
+                if cli.rate.is_none() && cli.trace_up.is_none() {
                     cli.rate_up.get_or_insert(up);
+                }
+                if cli.rate.is_none() && cli.trace_down.is_none() {
                     cli.rate_down.get_or_insert(down);
                 }
                 if cli.delay.is_none() {
@@ -657,7 +693,9 @@ impl Cli {
                 }
             }
             false => {
-                cli.rate.get_or_insert(down);
+                if cli.trace.is_none() {
+                    cli.rate.get_or_insert(down);
+                }
                 cli.delay.get_or_insert(one_way);
             }
         }

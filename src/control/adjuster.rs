@@ -21,10 +21,10 @@ pub struct Adjuster {
     buckets: Vec<Arc<Bucket>>,
     /// What the buckets' tokens stand for.
     counting: Counting,
-    /// Buckets made from the settings while running, reached while they
-    /// live. The lock also keeps a change from falling between making one
-    /// and registering it.
-    followers: Mutex<Vec<Weak<Bucket>>>,
+    /// Buckets made from the settings while running, each with the index
+    /// of the bucket it follows, reached while they live. The lock also
+    /// keeps a change from falling between making one and registering it.
+    followers: Mutex<Vec<(usize, Weak<Bucket>)>>,
     /// True until someone sets a burst, for buckets of the shape's own; a
     /// share keeps its own flag.
     burst_follows_rate: AtomicBool,
@@ -88,8 +88,8 @@ impl Adjuster {
         let model = &self.buckets[index];
         let bucket = Arc::new(crate::bucket::own(model.limit(), model.burst())?);
         bucket.set_paused(model.paused());
-        followers.retain(|follower| follower.strong_count() > 0);
-        followers.push(Arc::downgrade(&bucket));
+        followers.retain(|(_, follower)| follower.strong_count() > 0);
+        followers.push((index, Arc::downgrade(&bucket)));
         Ok(bucket)
     }
 
@@ -146,7 +146,7 @@ impl Adjuster {
             for bucket in &self.buckets {
                 apply(bucket, &change)?;
             }
-            followers.retain(|follower| match follower.upgrade() {
+            followers.retain(|(_, follower)| match follower.upgrade() {
                 Some(bucket) => apply(&bucket, &change).is_ok(),
                 None => false,
             });
@@ -155,6 +155,36 @@ impl Adjuster {
             notify();
         }
         Ok(())
+    }
+
+    /// Sets bucket `index` alone (one way, as a trace does), and those
+    /// that follow it: `Some` a limit and its burst, resumed; `None`
+    /// paused.
+    pub fn set_way(&self, index: usize, setting: Option<(Limit, u64)>) {
+        let change = match setting {
+            Some((limit, burst)) => Adjustment {
+                limit: Some(limit),
+                burst: Some(burst.clamp(1, shape_bucket::MAX_BURST)),
+                paused: Some(false),
+            },
+            None => Adjustment {
+                paused: Some(true),
+                ..Adjustment::default()
+            },
+        };
+        {
+            let mut followers = lock(&self.followers);
+            if let Some(bucket) = self.buckets.get(index) {
+                let _ = apply(bucket, &change);
+            }
+            followers.retain(|(way, follower)| match follower.upgrade() {
+                Some(bucket) => *way != index || apply(&bucket, &change).is_ok(),
+                None => false,
+            });
+        }
+        for notify in lock(&self.on_change).iter() {
+            notify();
+        }
     }
 
     /// The buckets every change applies to, in the order given.

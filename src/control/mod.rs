@@ -19,6 +19,7 @@ mod running;
 mod schedule;
 pub mod share;
 mod signals;
+pub mod traced;
 
 pub use adjuster::{Adjuster, default_burst};
 pub use dir::{ControlDir, Registration};

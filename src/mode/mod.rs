@@ -87,6 +87,10 @@ pub struct UsageError(pub String);
 /// Runs what `cli` asks for, a known link's figures given where its flags
 /// give none.
 pub fn run(cli: &Cli) -> Exit {
+    if let Some(why) = misplaced_trace(cli, &Mode::of(cli)) {
+        eprintln!("shape: {why}");
+        return Exit::Usage;
+    }
     let profile = match cli.link {
         None => return run_mode(cli),
         Some(LinkArg::List) => return crate::exit::print_whole(profiles::table().as_bytes()),
@@ -181,6 +185,33 @@ fn run_mode(cli: &Cli) -> Exit {
             None => Exit::Failure,
         }
     })
+}
+
+/// Why a trace given does not apply to `mode`, if it does not: a pipe
+/// has one way (`--trace`), a proxy, a UDP link and `--exec` two
+/// (`--trace-up`, `--trace-down`).
+fn misplaced_trace(cli: &Cli, mode: &Mode) -> Option<String> {
+    let one = cli.trace.is_some();
+    let two = cli.trace_up.is_some() || cli.trace_down.is_some();
+    match mode {
+        _ if !one && !two => None,
+        Mode::Copy if two => Some(
+            "--trace-up and --trace-down apply to a proxy (--listen with --connect), a UDP link \
+             or --exec: a pipe follows --trace"
+                .into(),
+        ),
+        Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) if one => Some(
+            "--trace applies to a pipe: a proxy, a UDP link or --exec follows --trace-up and \
+             --trace-down"
+                .into(),
+        ),
+        Mode::Copy | Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) => None,
+        _ => Some(
+            "a trace applies to a pipe (--trace), a proxy, a UDP link or --exec (--trace-up, \
+             --trace-down)"
+                .into(),
+        ),
+    }
 }
 
 /// The first of pv's display flags given, which shape refuses.

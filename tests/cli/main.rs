@@ -29,5 +29,6 @@ mod share;
 mod slow_link;
 mod timing;
 mod toxiproxy_cli;
+mod traces;
 mod udp;
 mod usage;

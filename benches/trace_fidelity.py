@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""How closely shape follows a recorded link (`--trace`), on traces made
+here (never Mahimahi's own): for each, the bytes delivered in every one
+second window after the first, against what the trace allows in it,
+while the sender keeps the queue full; in a pipe (`--trace`) and through
+the proxy (`--trace-down`: a server sends as fast as it can, and the
+client reads).
+
+    cargo build --release && benches/trace_fidelity.py
+
+Prints a Markdown table: trace, path, each window's delivered over
+allowed, the worst window's error, and the total's.
+"""
+import bisect
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SHAPE = os.path.join(os.path.dirname(__file__), "..", "target", "release", "shape")
+OPPORTUNITY = 1500
+
+
+def trace_text(seconds):
+    """A trace of one second per rate (bits a second), evenly spread."""
+    lines = []
+    for second, bits in enumerate(seconds):
+        per_second = bits // 12_000
+        for n in range(per_second):
+            lines.append(second * 1000 + 1 + n * 1000 // max(per_second, 1))
+    lines.append(len(seconds) * 1000)
+    return "".join(f"{t}\n" for t in lines)
+
+
+def allowed(text, start_ms, end_ms):
+    """Bytes the trace allows in [start_ms, end_ms), repeating: the
+    opportunities up to each end, as shape counts them."""
+    times = [int(t) for t in text.split()]
+    period = times[-1]
+
+    def by(t):
+        if t < 0:
+            return 0
+        whole, within = divmod(t, period)
+        return whole * len(times) + bisect.bisect_right(times, within)
+
+    return (by(end_ms - 1) - by(start_ms - 1)) * OPPORTUNITY
+
+
+def read_timed(read, origin, seconds):
+    """(time since `origin`, bytes) of what `read` delivers: the origin
+    is when shape was started, which is when its trace starts, within
+    its start-up (a few milliseconds)."""
+    marks = []
+    while True:
+        data = read(65536)
+        if not data:
+            break
+        at = time.monotonic() - origin
+        marks.append((at, len(data)))
+        if at > seconds:
+            break
+    return marks
+
+
+def windows(marks, count):
+    got = [0] * count
+    for at, n in marks:
+        second = int(at)
+        if second < count:
+            got[second] += n
+    return got
+
+
+def pipe(path, seconds):
+    shape = subprocess.Popen([SHAPE, "-q", "--trace", path], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    origin = time.monotonic()
+
+    def feed():
+        try:
+            while True:
+                shape.stdin.write(b"\0" * 65536)
+        except (BrokenPipeError, ValueError):
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    fd = shape.stdout.fileno()
+    marks = read_timed(lambda n: os.read(fd, n), origin, seconds)
+    shape.kill()
+    shape.wait()
+    return marks
+
+
+def proxy(path, seconds):
+    sink = socket.socket()
+    sink.bind(("127.0.0.1", 0))
+    sink.listen()
+
+    def serve():
+        conn, _ = sink.accept()
+        try:
+            while True:
+                conn.sendall(b"\0" * 65536)
+        except OSError:
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    shape = subprocess.Popen(
+        [SHAPE, "-q", "--listen", f"127.0.0.1:{port}", "--connect", f"127.0.0.1:{sink.getsockname()[1]}",
+         "--trace-down", path])
+    origin = time.monotonic()
+    while True:
+        try:
+            client = socket.create_connection(("127.0.0.1", port))
+            break
+        except OSError:
+            time.sleep(0.01)
+    marks = read_timed(client.recv, origin, seconds)
+    client.close()
+    shape.kill()
+    shape.wait()
+    return marks
+
+
+def main():
+    cases = [
+        ("step 1, 10, 0.5 Mbit/s", [1_000_000, 10_000_000, 500_000] * 2),
+        ("2 s outage", [12_000_000, 0, 0, 12_000_000, 12_000_000]),
+        ("one line (12 Mbit/s)", None),
+    ]
+    print("| trace | path | delivered / allowed, each second after the first | worst | total |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, seconds in cases:
+        text = "1\n" if seconds is None else trace_text(seconds)
+        count = 6 if seconds is None else len(seconds)
+        with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
+            f.write(text)
+        for label, run in (("pipe", pipe), ("proxy", proxy)):
+            marks = run(f.name, count)
+            got = windows(marks, count)
+            cells, worst, total_got, total_allowed = [], 0.0, 0, 0
+            for s in range(1, count):
+                allow = allowed(text, s * 1000, (s + 1) * 1000)
+                total_got += got[s]
+                total_allowed += allow
+                if allow == 0:
+                    cells.append(f"{got[s]}/0")
+                    continue
+                error = abs(got[s] - allow)
+                if error > 2 * OPPORTUNITY:
+                    worst = max(worst, error / allow)
+                cells.append(f"{got[s] / allow:.3f}")
+            total = abs(total_got - total_allowed) / max(total_allowed, 1)
+            print(f"| {name} | {label} | {', '.join(cells)} | {worst:.1%} | {total:.2%} |")
+        os.unlink(f.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

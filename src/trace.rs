@@ -1,0 +1,168 @@
+//! A recorded link (`--trace FILE`, `--trace-up`, `--trace-down`), in
+//! Mahimahi's trace format: each line is a time in milliseconds at which
+//! the link may deliver one packet of 1,500 bytes; a time repeated is
+//! several opportunities in that millisecond, and the trace repeats when
+//! it ends, its last time being its period. Loaded once and shared: a
+//! way that follows it keeps no more than where it is.
+//!
+//! What the trace allows is given to the bucket window by window
+//! (`control/traced.rs`): the bytes of a window's opportunities, at that
+//! window's rate, with a burst of one opportunity at most, so that
+//! capacity left unused is lost.
+
+use std::path::Path;
+
+/// The bytes one opportunity delivers.
+pub const OPPORTUNITY: u64 = 1_500;
+
+/// A trace: its opportunities' times within one period, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    /// Where it was read from, for messages.
+    pub name: String,
+    times: Vec<u64>,
+}
+
+impl Trace {
+    /// Reads the trace at `path`; a bad one is refused in one line that
+    /// names the file, and the line where it can.
+    pub fn load(path: &Path) -> Result<Trace, String> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| format!("{name}: {}", crate::message::one_line(&err)))?;
+        Trace::read(&name, &text)
+    }
+
+    /// Reads a trace from `text`, named `name`.
+    pub fn read(name: &str, text: &str) -> Result<Trace, String> {
+        let mut times: Vec<u64> = Vec::new();
+        for (at, line) in text.lines().enumerate() {
+            let number = at + 1;
+            let said = line.trim();
+            let time: u64 = said.parse().map_err(|_| {
+                format!("{name}:{number}: '{said}' is not a time in whole milliseconds")
+            })?;
+            if let Some(&last) = times.last()
+                && time < last
+            {
+                return Err(format!(
+                    "{name}:{number}: {time} comes after {last}: times must not go backwards"
+                ));
+            }
+            times.push(time);
+        }
+        match times.last() {
+            None => Err(format!("{name}: no times: a trace needs at least one line")),
+            Some(0) => Err(format!(
+                "{name}:{}: the trace lasts 0 ms: its last time is its period, and must be \
+                 above 0",
+                times.len()
+            )),
+            Some(_) => Ok(Trace {
+                name: name.to_string(),
+                times,
+            }),
+        }
+    }
+
+    /// Its period, in milliseconds: its last time.
+    pub fn period(&self) -> u64 {
+        self.times.last().copied().unwrap_or(1)
+    }
+
+    /// The opportunities up to and including millisecond `t` of the trace
+    /// repeated from time 0.
+    fn opportunities_by(&self, t: u64) -> u64 {
+        let period = self.period();
+        let (whole, within) = (t / period, t % period);
+        let this_one = self.times.partition_point(|&time| time <= within) as u64;
+        whole
+            .saturating_mul(self.times.len() as u64)
+            .saturating_add(this_one)
+    }
+
+    /// The bytes it delivers in milliseconds `from` (included) to `to`
+    /// (excluded).
+    pub fn bytes_between(&self, from: u64, to: u64) -> u64 {
+        if to <= from {
+            return 0;
+        }
+        let before = match from {
+            0 => 0,
+            from => self.opportunities_by(from - 1),
+        };
+        (self.opportunities_by(to - 1) - before) * OPPORTUNITY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<Trace, String> {
+        Trace::read("t.trace", text)
+    }
+
+    #[test]
+    fn opportunities_are_counted_per_window_and_the_trace_repeats() {
+        // Two at 1 ms, one at 3 ms, one at 10 ms: a period of 10 ms.
+        let trace = read("1\n1\n3\n10\n").unwrap();
+        assert_eq!(trace.period(), 10);
+        assert_eq!(trace.bytes_between(0, 1), 0);
+        assert_eq!(trace.bytes_between(0, 2), 2 * OPPORTUNITY);
+        assert_eq!(trace.bytes_between(0, 10), 3 * OPPORTUNITY);
+        assert_eq!(trace.bytes_between(0, 11), 4 * OPPORTUNITY);
+        // The second period: 11, 11 and 13, then 20; 10 ends the first.
+        assert_eq!(trace.bytes_between(11, 12), 2 * OPPORTUNITY);
+        assert_eq!(trace.bytes_between(10, 20), 4 * OPPORTUNITY);
+        assert_eq!(trace.bytes_between(0, 1_001), 100 * 4 * OPPORTUNITY);
+        assert_eq!(trace.bytes_between(5, 5), 0);
+    }
+
+    #[test]
+    fn a_one_line_trace_is_twelve_megabits() {
+        // One packet a millisecond: 1,500 bytes each, 12 Mbit/s.
+        let trace = read("1\n").unwrap();
+        assert_eq!(trace.bytes_between(1, 1_001) * 8, 12_000_000);
+    }
+
+    #[test]
+    fn a_bad_trace_is_refused_naming_the_file_and_line() {
+        assert_eq!(
+            read("").unwrap_err(),
+            "t.trace: no times: a trace needs at least one line"
+        );
+        assert_eq!(
+            read("1\nfast\n").unwrap_err(),
+            "t.trace:2: 'fast' is not a time in whole milliseconds"
+        );
+        assert_eq!(
+            read("1\n\n2\n").unwrap_err(),
+            "t.trace:2: '' is not a time in whole milliseconds"
+        );
+        assert_eq!(
+            read("5\n7\n6\n").unwrap_err(),
+            "t.trace:3: 6 comes after 7: times must not go backwards"
+        );
+        assert!(
+            read("0\n0\n")
+                .unwrap_err()
+                .starts_with("t.trace:2: the trace lasts 0 ms")
+        );
+        assert!(read("-1\n").is_err());
+        assert!(read("1.5\n").is_err());
+    }
+
+    #[test]
+    fn a_long_trace_loads_fast() {
+        let text: String = (0..150_000u64)
+            .map(|i| format!("{}\n", i / 3 + 1))
+            .collect();
+        let started = std::time::Instant::now();
+        let trace = read(&text).unwrap();
+        // A loose bound for a debug build on a busy machine; the bench
+        // gives the release figure.
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(trace.period(), 50_000);
+    }
+}
