@@ -23,6 +23,9 @@ complete -c shape -l delay -d 'Hold every byte this long: a slow link' -r
 complete -c shape -l delay-up -d 'Proxy, UDP link or --exec: the delay from clients to the server (default: --delay)' -r
 complete -c shape -l delay-down -d 'Proxy, UDP link or --exec: the delay from the server to clients (default: --delay)' -r
 complete -c shape -l link -d 'A known link by name: \'slow-3g\', \'cable\', \'lte\'...; \'list\' shows them' -r
+complete -c shape -l trace -d 'Pipe: follow a recorded link (Mahimahi\'s trace format)' -r
+complete -c shape -l trace-up -d 'Proxy, UDP link or --exec: follow a recorded link from clients to the server (as --trace)' -r
+complete -c shape -l trace-down -d 'Proxy, UDP link or --exec: follow a recorded link from the server to clients (as --trace)' -r
 complete -c shape -l jitter -d 'With --delay: vary it by up to this much' -r
 complete -c shape -l max-buffer -d 'The most a slow link holds at once' -r
 complete -c shape -l slice -d 'Write in pieces of about SIZE bytes' -r

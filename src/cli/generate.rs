@@ -222,6 +222,13 @@ The same for a pipe.
 It works for a pipe (whose data is the way down), a proxy, a UDP link and \fB\-\-exec\fR; \fB\-\-rate\fR, \fB\-\-rate\-up\fR, \fB\-\-rate\-down\fR, \fB\-\-delay\fR, \fB\-\-delay\-up\fR and \fB\-\-delay\-down\fR given too take the place of the link's.
 \fBshape \-\-link list\fR prints the table:
 @LINKS@
+.SH RECORDED LINKS
+\fB\-\-trace\fR \fIFILE\fR (a pipe), \fB\-\-trace\-up\fR \fIFILE\fR and \fB\-\-trace\-down\fR \fIFILE\fR (a proxy, a UDP link, \fB\-\-exec\fR) replay a recorded link in Mahimahi's trace format: each line is a time in milliseconds at which the link may deliver a packet of 1,500 bytes, a time repeated is several packets, and the trace repeats when it ends, its last time being its period.
+Bytes are counted one by one, and an opportunity with nothing waiting is lost; bytes wait for the link as for any rate.
+A trace takes the place of its way's rate: \fB\-\-rate\fR (or that way's), \fB\-\-schedule\fR, \fB\-\-rate\-file\fR and \fB\-\-share\fR are refused with it; it combines with the delay, jitter, loss and faults.
+A bad trace is refused in one line naming the file and the line.
+Each way's bucket is given, every 10 ms, that window's bytes at its rate (paused in an outage), with a burst of one packet.
+Mahimahi's recorded traces are in its repository, under traces/ (GPL-licensed, not shipped with shape).
 .SH UDP PROXY
 \fB\-\-listen udp:\fR\fIADDR\fR with \fB\-\-connect udp:\fR\fIADDR\fR is a datagram link with netem's model, in user space, without root and seeded.
 Each client address is a flow, with a socket of its own toward the server so that replies find their way back; a flow that sends and receives nothing for \fB\-\-udp\-idle\fR (120 s) is forgotten.
