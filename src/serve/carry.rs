@@ -109,8 +109,8 @@ pub fn effect(toxic: &Toxic) -> Effect {
 /// up; none if it names none.
 pub fn link(toxic: &Toxic, given: &Attributes) -> Option<(Limit, Duration)> {
     let profile = given.profile("profile")?;
-    let rate = match toxic.stream.as_str() {
-        "upstream" => profile.up,
+    let rate = match crate::faults::Way::of_stream(&toxic.stream) {
+        Some(crate::faults::Way::Up) => profile.up,
         _ => profile.down,
     };
     let limit = rate
