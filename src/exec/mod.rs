@@ -6,7 +6,7 @@
 //! (`supervisor/`) makes the command's IP sockets, places them where the
 //! filter knows them, and carries their calls out, paced, on its own
 //! copies of them (`sockets.rs` tells which descriptors are shaped). The
-//! kernel calls are in `kernel.rs`; what a call asks is read by
+//! kernel calls are in `kernel/`; what a call asks is read by
 //! `call.rs`.
 
 mod call;
