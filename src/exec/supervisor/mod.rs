@@ -12,41 +12,42 @@
 //! is lost or read twice, and the caller never finds in the socket what
 //! it was already given. Any other call is let through at once. A held
 //! call never blocks the loop: a slow socket holds up only its own
-//! caller. How each call moves bytes is `moves.rs`; where sockets are
-//! placed, `placing.rs`.
+//! caller. Here, the loop; how a call is taken, `calls.rs`; what a held
+//! call keeps and how it is paid for, `held.rs`; how each call moves
+//! bytes, `moves.rs`; where sockets are placed, `placing.rs`.
 
+mod calls;
 mod copies;
 mod datagrams;
 mod dials;
 mod ending;
+mod held;
 mod moves;
 mod placing;
 mod signals;
 
 use super::Relay;
-use super::call::{self, Call};
 use super::door::Doors;
-use super::kernel::{self, Notification, Response};
-use super::sockets::{SocketKind, Sockets, buffer_for};
+use super::kernel::{self};
+use super::sockets::Sockets;
 use crate::bucket::Bucket;
-use crate::chunk::chunk_size;
 use crate::conditions::Conditions;
 use crate::faults::Way;
 use crate::net::proxy::Carrier;
 use crate::throughput::Throughput;
 pub use datagrams::MakeLink;
 pub use ending::Ended;
+use held::{HeldCall, Peeked, Progress};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use moves::read_exactly;
-use placing::{free_descriptor, is_ip_socket, net_namespace};
-use rustix::event::{PollFd, PollFlags};
-use shape_bucket::{Clock, Reservation};
+use placing::{is_ip_socket, net_namespace};
+use shape_bucket::Clock;
 use signals::SIGNAL_LOOK;
 use slab::Slab;
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,68 +69,12 @@ pub struct Ways {
     pub passed: [Arc<Throughput>; 2],
 }
 
-/// A call held until it can be carried out.
-struct HeldCall {
-    notification: Notification,
-    socket: OwnedFd,
-    kind: SocketKind,
-    call: Call,
-    /// The socket's file status says non-blocking, or the call does.
-    nonblocking: bool,
-    /// The tokens reserved, and how many.
-    paid: Option<(Reservation, u64)>,
-    /// What a receive found waiting, before it is consumed.
-    peeked: Option<Peeked>,
-    /// When its tokens are covered, if it waits for them.
-    wake_at: Option<u64>,
-    /// Another descriptor it moves bytes to (a splice's pipe).
-    other: Option<OwnedFd>,
-    /// The descriptor poll watches for it, if any.
-    watched: Option<RawFd>,
-}
-
-impl HeldCall {
-    /// `call` of `notification` on `socket`, held, nothing done yet.
-    fn new(notification: Notification, socket: OwnedFd, call: Call) -> HeldCall {
-        HeldCall {
-            notification,
-            socket,
-            kind: SocketKind::Stream,
-            call,
-            nonblocking: false,
-            paid: None,
-            peeked: None,
-            wake_at: None,
-            other: None,
-            watched: None,
-        }
-    }
-}
-
 /// What the supervisor keeps of a link's relay: where it hands TCP
 /// connections, and the link's conditions (a connect takes its round
 /// trip).
 struct Relaying {
     carrier: Carrier,
     conditions: Arc<Conditions>,
-}
-
-/// A receive's bytes, seen but not yet consumed.
-struct Peeked {
-    data: Vec<u8>,
-    /// What the receive returned: with MSG_TRUNC, a datagram's length.
-    whole: usize,
-    name: Vec<u8>,
-}
-
-/// Where a held call stands after a step.
-enum Progress {
-    /// Still waiting: for tokens, or for its socket.
-    Wait,
-    /// To be answered so.
-    Done(Response),
-    /// Answered already.
-    Answered,
 }
 
 /// The loop and its state.
@@ -335,261 +280,6 @@ impl<'a> Supervisor<'a> {
         let first = first.chain(due).min();
         let until = first.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         Some(until.map_or(SIGNAL_LOOK, |d| d.min(SIGNAL_LOOK)))
-    }
-
-    /// Takes every call waiting on the listener.
-    fn take_calls(&mut self) -> io::Result<()> {
-        loop {
-            let mut look = [PollFd::new(&self.listener, PollFlags::IN)];
-            let zero = rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            match rustix::event::poll(&mut look, Some(&zero)) {
-                Ok(0) => return Ok(()),
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(err) => return Err(err.into()),
-            }
-            if !look[0].revents().contains(PollFlags::IN) {
-                // Hung up: no process is left under the filter.
-                return Ok(());
-            }
-            match kernel::receive(self.listener.as_fd()) {
-                Ok(notification) => self.take(notification),
-                // The caller was killed before it could be received.
-                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(err) => return Err(err),
-            }
-        }
-    }
-
-    /// Answers `notification` at once, or holds it and takes its first
-    /// step.
-    fn take(&mut self, notification: Notification) {
-        let Notification { tid, nr, args, .. } = notification;
-        if nr == libc::SYS_socket {
-            return self.make_socket(&notification);
-        }
-        if nr == libc::SYS_close {
-            return self.close(&notification);
-        }
-        if nr == libc::SYS_connect {
-            return match self.relay {
-                Some(_) => self.connect(notification),
-                None => self.respond(&notification, Response::Continue),
-            };
-        }
-        let Some(fd) = call::descriptor(nr, &args) else {
-            return self.respond(&notification, Response::Continue);
-        };
-        let buffer = buffer_for(&self.ways.buckets);
-        let (mut fd, mut kind) = (fd, self.sockets.kind(tid, fd, buffer));
-        let mut spliced_in = false;
-        if kind == SocketKind::Unshaped && nr == libc::SYS_splice {
-            // splice out of a socket (into a pipe) is a receive.
-            (fd, spliced_in) = (args[0] as i32, true);
-            kind = self.sockets.kind(tid, fd, buffer);
-        }
-        if kind == SocketKind::Unshaped {
-            return self.respond(&notification, Response::Continue);
-        }
-        let mut read = |at, into: &mut [u8]| read_exactly(tid, at, into);
-        let decoded = match spliced_in {
-            true => Ok(call::splice_out(&args)),
-            false => call::decode(nr, &args, &mut read),
-        };
-        let decoded = match decoded {
-            Ok(call) if self.sockets.keeps_copies() => Ok(self.coarse_without_taking(call)),
-            other => other,
-        };
-        let (call, socket) = match decoded {
-            Ok(Call::Other) | Err(_) => return self.respond(&notification, Response::Continue),
-            Ok(Call::DupTo { to, .. }) => {
-                if to < self.base as i32 {
-                    self.say_moved(to);
-                }
-                return self.respond(&notification, Response::Continue);
-            }
-            Ok(call) => match self.sockets.take(tid, fd) {
-                Ok(socket) => (call, socket),
-                Err(_) => return self.respond(&notification, Response::Continue),
-            },
-        };
-        if let Call::Dup { least, cloexec, .. } = call {
-            // `close(0); dup(socket)` puts a socket on standard input, as
-            // inetd's children expect: that is honoured (and said), other
-            // copies are kept high.
-            let least = least.max(0) as u32;
-            if let Some(stdio @ 0..=2) = free_descriptor(tid, least) {
-                self.say_moved(stdio as i32);
-                return self.respond(&notification, Response::Continue);
-            }
-            return self.place_socket(&notification, socket, least.max(self.base), cloexec);
-        }
-        let flags = match &call {
-            Call::Transfer(transfer) => transfer.flags,
-            _ => 0,
-        };
-        let flags = match &call {
-            Call::SpliceOut { flags, .. } if flags & libc::SPLICE_F_NONBLOCK != 0 => {
-                libc::MSG_DONTWAIT
-            }
-            _ => flags,
-        };
-        let nonblocking = flags & libc::MSG_DONTWAIT != 0
-            || rustix::fs::fcntl_getfl(&socket)
-                .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
-        if kind == SocketKind::Datagram
-            && self.datagrams_linked()
-            && matches!(call, Call::Coarse { .. })
-            && !rustix::net::getpeername(&socket).is_ok_and(|peer| peer.is_some())
-        {
-            self.say_once(
-                "coarse datagrams",
-                "shape: the command sent or received datagrams on an unconnected socket with \
-                 sendmmsg, recvmmsg or control data: those pass without the link's delay and \
-                 faults (they are paid for)",
-            );
-        }
-        let key = self.held.insert(HeldCall {
-            notification,
-            socket,
-            kind,
-            call,
-            nonblocking,
-            paid: None,
-            peeked: None,
-            wake_at: None,
-            other: None,
-            watched: None,
-        });
-        self.step(key);
-    }
-
-    /// Answers `notification`; a caller killed meanwhile needs none.
-    fn respond(&self, notification: &Notification, response: Response) {
-        let _ = kernel::respond(self.listener.as_fd(), notification.id, response);
-    }
-
-    /// Takes held call `key` as far as it can go, and lets it go once
-    /// answered.
-    fn step(&mut self, key: usize) {
-        let Some(held) = self.held.get(key) else {
-            return;
-        };
-        let step = match &held.call {
-            Call::Transfer(transfer) if transfer.way == Way::Up => self.send(key),
-            Call::Transfer(_) => self.receive(key),
-            Call::SendFile { .. } => self.send_file(key),
-            Call::Coarse { .. } => self.coarse(key),
-            Call::Accept { .. } => self.accept(key),
-            Call::SpliceOut { .. } => self.splice_out(key),
-            Call::Connect { .. } => self.connecting(),
-            Call::Socket { .. } | Call::Dup { .. } | Call::DupTo { .. } | Call::Other => {
-                Progress::Done(Response::Continue)
-            }
-        };
-        match step {
-            Progress::Wait => {}
-            Progress::Done(answer) => {
-                let held = self.release(key);
-                self.respond(&held.notification, answer);
-            }
-            Progress::Answered => {
-                self.release(key);
-            }
-        }
-    }
-
-    /// Lets held call `key` go.
-    fn release(&mut self, key: usize) -> HeldCall {
-        let held = self.held.remove(key);
-        if let Some(fd) = held.watched {
-            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
-        }
-        held
-    }
-
-    /// Watches held call `key`'s socket for `interest`.
-    fn watch(&mut self, key: usize, interest: Interest) -> Progress {
-        let fd = self.held[key].socket.as_raw_fd();
-        self.watch_fd(key, fd, interest)
-    }
-
-    /// Watches `fd` of held call `key` (its socket, or the other
-    /// descriptor it moves bytes to) for `interest`.
-    fn watch_fd(&mut self, key: usize, fd: RawFd, interest: Interest) -> Progress {
-        let held = &mut self.held[key];
-        let registry = self.poll.registry();
-        let token = Token(key + FIRST_CALL);
-        if let Some(old) = held.watched.filter(|&old| old != fd) {
-            let _ = registry.deregister(&mut SourceFd(&old));
-            held.watched = None;
-        }
-        let watched = match held.watched {
-            Some(_) => registry.reregister(&mut SourceFd(&fd), token, interest),
-            None => registry.register(&mut SourceFd(&fd), token, interest),
-        };
-        match watched {
-            Ok(()) => {
-                held.watched = Some(fd);
-                Progress::Wait
-            }
-            Err(err) => Progress::Done(Response::Error(errno(&err))),
-        }
-    }
-
-    /// Reserves `amount` tokens of `way` for held call `key` (once: a
-    /// call that waits keeps what it first reserved, though the rate and
-    /// so the chunk change), and returns how many are reserved once they
-    /// are covered; until then, when they will be is noted.
-    fn pay(&mut self, key: usize, way: Way, amount: u64) -> Option<u64> {
-        if self.paid_elsewhere(key) {
-            return Some(amount);
-        }
-        let bucket = &self.ways.buckets[way as usize];
-        let held = &mut self.held[key];
-        let (reservation, reserved) = held
-            .paid
-            .get_or_insert_with(|| (bucket.reserve(amount), amount));
-        held.wake_at = bucket.deadline(reservation);
-        held.wake_at.is_none().then_some(*reserved)
-    }
-
-    /// Whether held call `key` is paid for, and counted, by a datagram
-    /// link rather than here.
-    fn paid_elsewhere(&self, key: usize) -> bool {
-        let held = &self.held[key];
-        if !self.datagrams_linked() || held.kind != SocketKind::Datagram {
-            return false;
-        }
-        // A call the kernel carries out goes where the command said: to
-        // the link only from a socket connected to it.
-        !matches!(held.call, Call::Coarse { .. })
-            || rustix::net::getpeername(&held.socket).is_ok_and(|peer| peer.is_some())
-    }
-
-    /// Counts `bytes` passed `way` for held call `key`, unless its link
-    /// counts them.
-    fn count(&self, key: usize, way: Way, bytes: u64) {
-        if !self.paid_elsewhere(key) {
-            self.ways.passed[way as usize].add(bytes);
-        }
-    }
-
-    /// Returns what held call `key` reserved beyond `used`.
-    fn refund(&mut self, key: usize, way: Way, used: u64) {
-        let bucket = &self.ways.buckets[way as usize];
-        if let Some((mut reservation, amount)) = self.held[key].paid.take() {
-            bucket.give_back(&mut reservation, amount.saturating_sub(used));
-        }
-    }
-
-    /// The most bytes a stream call of `way` moves at once: one chunk.
-    fn chunk(&self, way: Way) -> u64 {
-        let bucket = &self.ways.buckets[way as usize];
-        chunk_size(bucket.limit(), bucket.burst()) as u64
     }
 }
 
