@@ -5,10 +5,11 @@
 //! explain.
 
 use crate::harness::*;
-use crate::proxy::{Proxy, connect, echo, server};
-use std::io::{Read, Write};
+use crate::proxy::{echo, server};
+use crate::slow_link::proxy_round_trips;
+
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn the_table_names_every_link_with_its_figures_and_source() {
@@ -80,31 +81,12 @@ fn a_pipe_on_a_link_goes_at_its_rate_down_and_the_rate_given_wins() {
     );
 }
 
-/// The round trips of three small exchanges through `args`' proxy.
-fn round_trips(args: &[&str]) -> Vec<Duration> {
-    let upstream = server(echo);
-    let proxy = Proxy::start(&upstream, args);
-    let mut stream = connect(&proxy.address);
-    let mut times: Vec<Duration> = (0..3u8)
-        .map(|i| {
-            let started = Instant::now();
-            stream.write_all(&[i; 5]).unwrap();
-            let mut back = [0; 5];
-            stream.read_exact(&mut back).unwrap();
-            assert_eq!(back, [i; 5]);
-            started.elapsed()
-        })
-        .collect();
-    times.sort();
-    times
-}
-
 #[test]
 fn a_proxy_on_a_link_takes_its_round_trip_and_a_delay_given_wins() {
-    let times = round_trips(&["--link", "slow-3g"]);
+    let times = proxy_round_trips(&["--link", "slow-3g"]);
     assert!(times[0] >= Duration::from_millis(400), "{times:?}");
     assert!(times[1] < Duration::from_millis(900), "{times:?}");
-    let times = round_trips(&["--link", "slow-3g", "--delay", "10ms"]);
+    let times = proxy_round_trips(&["--link", "slow-3g", "--delay", "10ms"]);
     assert!(times[0] >= Duration::from_millis(20), "{times:?}");
     assert!(times[1] < Duration::from_millis(300), "{times:?}");
 }

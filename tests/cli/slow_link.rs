@@ -88,12 +88,13 @@ fn a_full_buffer_stops_shape_reading() {
     assert!(accepted >= 256 * 1024, "only {accepted} bytes taken in");
 }
 
-#[test]
-fn a_round_trip_through_a_delayed_proxy_takes_twice_the_delay() {
+/// The round trips of three small exchanges through a proxy started with
+/// `args` in front of an echo server, shortest first.
+pub fn proxy_round_trips(args: &[&str]) -> Vec<Duration> {
     let upstream = server(echo);
-    let proxy = Proxy::start(&upstream, &["--delay", "100ms"]);
+    let proxy = Proxy::start(&upstream, args);
     let mut stream = connect(&proxy.address);
-    let mut round_trips: Vec<Duration> = (0..3)
+    let mut times: Vec<Duration> = (0..3u8)
         .map(|i| {
             let started = Instant::now();
             stream.write_all(&[i; 5]).unwrap();
@@ -103,7 +104,13 @@ fn a_round_trip_through_a_delayed_proxy_takes_twice_the_delay() {
             started.elapsed()
         })
         .collect();
-    round_trips.sort();
+    times.sort();
+    times
+}
+
+#[test]
+fn a_round_trip_through_a_delayed_proxy_takes_twice_the_delay() {
+    let round_trips = proxy_round_trips(&["--delay", "100ms"]);
     assert!(
         round_trips[0] >= Duration::from_millis(200),
         "a round trip took {:?}, less than both delays",
