@@ -8,6 +8,7 @@
 use super::Adjuster;
 use crate::trace::Trace;
 use shape_bucket::Limit;
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,10 +28,15 @@ pub fn setting(trace: &Trace, k: u64) -> Option<(Limit, u64)> {
 
 /// Follows `traces` (each with the index of the way it sets) from
 /// `started`, on a thread of its own for as long as the process runs;
-/// the first window is set before this returns.
-pub fn follow(traces: Vec<(usize, Arc<Trace>)>, adjuster: Arc<Adjuster>, started: Instant) {
+/// the first window is set before this returns. Fails only if the thread
+/// cannot be had.
+pub fn follow(
+    traces: Vec<(usize, Arc<Trace>)>,
+    adjuster: Arc<Adjuster>,
+    started: Instant,
+) -> io::Result<()> {
     if traces.is_empty() {
-        return;
+        return Ok(());
     }
     let mut last: Vec<Option<Option<(Limit, u64)>>> = vec![None; traces.len()];
     let mut set = move |k: u64| {
@@ -53,7 +59,6 @@ pub fn follow(traces: Vec<(usize, Arc<Trace>)>, adjuster: Arc<Adjuster>, started
             }
         })
         .map(drop)
-        .unwrap_or_default();
 }
 
 #[cfg(test)]

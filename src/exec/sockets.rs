@@ -169,11 +169,18 @@ impl Sockets {
         }
     }
 
-    /// The sockets copied, by inode.
-    pub fn copied(&self) -> Vec<(u64, u64)> {
+    /// Whether any socket is copied.
+    pub fn has_copies(&self) -> bool {
         self.copies
             .as_ref()
-            .map_or_else(Vec::new, |copies| copies.keys().copied().collect())
+            .is_some_and(|copies| !copies.is_empty())
+    }
+
+    /// Whether the socket of `inode` is copied.
+    pub fn is_copied(&self, inode: &(u64, u64)) -> bool {
+        self.copies
+            .as_ref()
+            .is_some_and(|copies| copies.contains_key(inode))
     }
 
     /// Lets go of the copies of sockets by inode for which `held` is

@@ -89,7 +89,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
             cli,
             &adjuster,
             conditions,
-            &ways_passed(&passed),
+            &[passed_up.clone(), passed_down.clone()],
             &printer,
         )?),
         false => None,
@@ -195,14 +195,6 @@ fn conditions(cli: &Cli) -> Arc<Conditions> {
             ..Fixed::default()
         },
     ))
-}
-
-/// Both ways' counts of what passed.
-fn ways_passed(passed: &Passed) -> [Arc<Throughput>; 2] {
-    match passed {
-        Passed::Ways { up, down } => [up.clone(), down.clone()],
-        _ => [Arc::default(), Arc::default()],
-    }
 }
 
 /// Starts the relay that carries the command's TCP connections through

@@ -106,7 +106,7 @@ pub fn go_live(
     if !start.schedule.is_empty() {
         control::follow(start.schedule.clone(), adjuster.clone(), started);
     }
-    control::traced::follow(cli.traces(), adjuster.clone(), started);
+    control::traced::follow(cli.traces(), adjuster.clone(), started)?;
     let run = Run {
         adjuster,
         passed: passed.clone(),

@@ -41,7 +41,7 @@ impl Supervisor<'_> {
         // Let go first: once the command's close is done, a port it
         // held is free for it to bind again.
         if let Some(closed) = closed
-            && self.sockets.copied().contains(&closed)
+            && self.sockets.is_copied(&closed)
         {
             let process = kernel::thread_group(tid).unwrap_or(tid);
             self.collect(Some((process, fd)));
@@ -53,7 +53,7 @@ impl Supervisor<'_> {
     /// descriptor `closing` of a process (which is being closed) aside.
     pub(super) fn collect(&mut self, closing: Option<(u32, i32)>) {
         self.collected = self.now();
-        if self.sockets.copied().is_empty() {
+        if !self.sockets.has_copies() {
             return;
         }
         let held = held_high(self.child.0 as u32, self.base, closing);
@@ -79,14 +79,15 @@ impl Supervisor<'_> {
         };
         self.say_once(
             "coarse",
-            "shape: a sendfile or splice on a socket is paid for whole and let through,              without pidfd_getfd",
+            "shape: a sendfile or splice on a socket is paid for whole and let through, \
+             without pidfd_getfd",
         );
         coarse
     }
 
     /// When copies are next looked over, if any are kept.
     pub(super) fn collect_at(&self) -> Option<u64> {
-        (!self.sockets.copied().is_empty()).then(|| self.collected + COLLECT.as_nanos() as u64)
+        (self.sockets.has_copies()).then(|| self.collected + COLLECT.as_nanos() as u64)
     }
 }
 

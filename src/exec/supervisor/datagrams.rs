@@ -104,22 +104,22 @@ impl Supervisor<'_> {
         }
     }
 
-    /// `name`, the address a datagram of `socket` is sent to, as the
+    /// `name`, the address held call `key` sends a datagram to, as the
     /// address of its link.
-    pub(super) fn sent_through_link(&mut self, socket: BorrowedFd<'_>, name: Vec<u8>) -> Vec<u8> {
+    pub(super) fn sent_through_link(&mut self, key: usize, name: Vec<u8>) -> Vec<u8> {
         let Some(destination) = call::ip_address(&name) else {
             return name;
         };
-        let family = rustix::net::sockopt::socket_domain(socket).unwrap_or(AddressFamily::INET);
+        let family = self.family_of(key);
         match self.link_to(destination, family) {
             Some(link) => call::ip_address_bytes(link, family == AddressFamily::INET6),
             None => name,
         }
     }
 
-    /// `name`, where a datagram of `socket` came from, as the destination
-    /// whose link it came through.
-    pub(super) fn received_through_link(&self, socket: BorrowedFd<'_>, name: Vec<u8>) -> Vec<u8> {
+    /// `name`, where the datagram held call `key` receives came from, as
+    /// the destination whose link it came through.
+    pub(super) fn received_through_link(&self, key: usize, name: Vec<u8>) -> Vec<u8> {
         let Some(links) = &self.datagram_links else {
             return name;
         };
@@ -133,8 +133,13 @@ impl Supervisor<'_> {
         let Some(destination) = through else {
             return name;
         };
-        let family = rustix::net::sockopt::socket_domain(socket).unwrap_or(AddressFamily::INET);
+        let family = self.family_of(key);
         call::ip_address_bytes(*destination, family == AddressFamily::INET6)
+    }
+
+    /// The address family of held call `key`'s socket.
+    fn family_of(&self, key: usize) -> AddressFamily {
+        rustix::net::sockopt::socket_domain(&self.held[key].socket).unwrap_or(AddressFamily::INET)
     }
 
     /// A `connect` of a UDP socket to `destination`: the command's socket

@@ -20,7 +20,7 @@
 //! client to its own server), which came through the link already, is
 //! given as it is, so that it crosses the link once.
 
-use super::{HeldCall, MOST_NAME, Progress, Supervisor, errno};
+use super::{HeldCall, MOST_NAME, Supervisor, errno};
 use crate::exec::call::{self, Call};
 use crate::exec::door::{Door, local, unmapped};
 use crate::exec::kernel::{Notification, Response};
@@ -28,7 +28,7 @@ use crate::exec::sockets::SocketKind;
 use crate::faults::Way;
 use mio::{Interest, Token};
 use rustix::net::{AddressFamily, SocketType};
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -39,34 +39,24 @@ pub(super) const DIALS: usize = usize::MAX / 2;
 /// The most of shape's own ends of connections to loopback remembered.
 const MOST_OWN_ENDS: usize = 4096;
 
-/// Where shape's own connections to servers on loopback come from, the
-/// latest [`MOST_OWN_ENDS`]: a connection the command accepts from one of
-/// them is the command's own, through the link already.
+/// Where shape's own connections to servers on loopback come from: a
+/// connection the command accepts from one of them is the command's own,
+/// through the link already. Past [`MOST_OWN_ENDS`], all are forgotten,
+/// as `Sockets` forgets what it knows: one forgotten is relayed twice.
 #[derive(Default)]
-pub(super) struct OwnEnds {
-    order: VecDeque<SocketAddr>,
-    known: HashSet<SocketAddr>,
-}
+pub(super) struct OwnEnds(HashSet<SocketAddr>);
 
 impl OwnEnds {
     fn insert(&mut self, end: SocketAddr) {
-        if self.known.insert(end) {
-            self.order.push_back(end);
+        if self.0.len() >= MOST_OWN_ENDS {
+            self.0.clear();
         }
-        while self.order.len() > MOST_OWN_ENDS {
-            if let Some(oldest) = self.order.pop_front() {
-                self.known.remove(&oldest);
-            }
-        }
+        self.0.insert(end);
     }
 
     /// Whether `end` is one, forgotten once asked: it connects once.
     fn take(&mut self, end: SocketAddr) -> bool {
-        let known = self.known.remove(&end);
-        if known {
-            self.order.retain(|kept| *kept != end);
-        }
-        known
+        self.0.remove(&end)
     }
 }
 
@@ -77,15 +67,23 @@ pub(super) struct Dial {
     socket: OwnedFd,
     /// The socket's inode, to know a connect again while this one runs.
     inode: (u64, u64),
-    /// The connection to the server, until it answers and is handed over.
-    server: Option<mio::net::TcpStream>,
-    /// What the server's connect came to: its errno if it failed.
-    outcome: Option<Result<(), i32>>,
+    /// Where the connect to the server stands.
+    server: Server,
     /// When the command's connect completes: one round trip after the
     /// server answered.
     pub(super) due: Option<u64>,
     /// The held call of a blocking connect, and its id, to answer then.
     caller: Option<(usize, u64)>,
+}
+
+/// Where a dial's connect to the server stands.
+enum Server {
+    /// Under way.
+    Connecting(mio::net::TcpStream),
+    /// Connected, to be handed to the relay when due.
+    Connected(mio::net::TcpStream),
+    /// Failed with this errno.
+    Failed(i32),
 }
 
 impl Supervisor<'_> {
@@ -185,8 +183,7 @@ impl Supervisor<'_> {
         entry.insert(Dial {
             socket,
             inode,
-            server: Some(server),
-            outcome: None,
+            server: Server::Connecting(server),
             due: None,
             caller,
         });
@@ -204,23 +201,25 @@ impl Supervisor<'_> {
         let Some(dial) = self.dials.get_mut(key) else {
             return;
         };
-        let Some(server) = &dial.server else {
+        let Server::Connecting(server) = &mut dial.server else {
             return;
         };
-        let outcome = match server.take_error() {
-            Ok(Some(err)) | Err(err) => Err(errno(&err)),
+        let failed = match server.take_error() {
+            Ok(Some(err)) | Err(err) => Some(errno(&err)),
             Ok(None) => match server.peer_addr() {
-                Ok(_) => Ok(()),
+                Ok(_) => None,
                 Err(err) if err.kind() == io::ErrorKind::NotConnected => return,
-                Err(err) => Err(errno(&err)),
+                Err(err) => Some(errno(&err)),
             },
         };
-        dial.outcome = Some(outcome);
+        let _ = self.poll.registry().deregister(server);
+        let state = std::mem::replace(&mut dial.server, Server::Failed(libc::ECONNABORTED));
+        dial.server = match (state, failed) {
+            (_, Some(failed)) => Server::Failed(failed),
+            (Server::Connecting(server), None) => Server::Connected(server),
+            (other, None) => other,
+        };
         dial.due = Some(now.saturating_add(round_trip));
-        if let (Some(server), Err(_)) = (&mut dial.server, outcome) {
-            let _ = self.poll.registry().deregister(server);
-            dial.server = None;
-        }
     }
 
     /// The link's round trip now: its delay up and its delay down.
@@ -253,31 +252,31 @@ impl Supervisor<'_> {
         let Dial {
             socket,
             server,
-            outcome,
             caller,
             ..
         } = dial;
-        let answer = match (outcome, server) {
-            (Some(Ok(())), Some(mut server)) => {
-                let _ = self.poll.registry().deregister(&mut server);
+        let answer = match server {
+            Server::Connected(server) => {
                 let server = std::net::TcpStream::from(OwnedFd::from(server));
                 self.carry(socket.as_fd(), server)
                     .map_err(|err| errno(&err))
             }
-            (Some(Err(failed)), _) => {
+            Server::Failed(failed) => {
                 let _ = rustix::net::connect_unspec(&socket);
                 if caller.is_none() && failed != libc::ECONNRESET {
                     let why = crate::message::one_line(&io::Error::from_raw_os_error(failed));
                     self.say_once(
                         "failed",
                         &format!(
-                            "shape: a connect through the link failed ({why}): one in progress                              is told its connection was reset"
+                            "shape: a connect through the link failed ({why}): one in progress \
+                             is told its connection was reset"
                         ),
                     );
                 }
                 Err(failed)
             }
-            _ => Err(libc::ECONNABORTED),
+            // Not due before its server answered.
+            Server::Connecting(_) => Err(libc::ECONNABORTED),
         };
         if let Some((held, id)) = caller
             && self.held.get(held).is_some_and(|h| h.notification.id == id)
@@ -326,10 +325,5 @@ impl Supervisor<'_> {
         Door::knock(socket.as_fd(), self.door(AddressFamily::INET)?)?;
         self.carry(socket.as_fd(), std::net::TcpStream::from(connection))?;
         Ok(socket)
-    }
-
-    /// A held blocking connect waits for its dial to answer it.
-    pub(super) fn connecting(&self) -> Progress {
-        Progress::Wait
     }
 }

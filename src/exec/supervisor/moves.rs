@@ -53,10 +53,10 @@ impl Supervisor<'_> {
         };
         let flags = transfer.flags;
         let id = held.notification.id;
-        let name = match (self.paid_elsewhere(key), self.held[key].socket.try_clone()) {
+        let name = match self.paid_elsewhere(key) {
             // Sent to its destination's link instead.
-            (true, Ok(socket)) => self.sent_through_link(socket.as_fd(), name),
-            _ => name,
+            true => self.sent_through_link(key, name),
+            false => name,
         };
         let held = &self.held[key];
         if !kernel::still_waiting(self.listener.as_fd(), id) {
@@ -201,11 +201,10 @@ impl Supervisor<'_> {
             Ok((n, name_len)) => {
                 data.truncate(n.min(size));
                 let name = name[..name_len.min(MOST_NAME)].to_vec();
-                let socket = held.socket.try_clone();
-                let name = match (self.paid_elsewhere(key), socket) {
+                let name = match self.paid_elsewhere(key) {
                     // Came through its destination's link: from there.
-                    (true, Ok(socket)) => self.received_through_link(socket.as_fd(), name),
-                    _ => name,
+                    true => self.received_through_link(key, name),
+                    false => name,
                 };
                 self.held[key].peeked = Some(Peeked {
                     data,
