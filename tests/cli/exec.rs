@@ -740,7 +740,7 @@ fn a_socket_moved_to_standard_input_is_said_to_be_unshaped_there() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             stderr.contains(
-                "moved a socket to descriptor 0: there its reads and writes are not shaped"
+                "moved a socket to descriptor 0: its reads and writes there are not shaped"
             ),
             "{moving}: {stderr}"
         );

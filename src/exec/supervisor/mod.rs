@@ -170,12 +170,9 @@ impl<'a> Supervisor<'a> {
         .into_iter()
         .position(is_ip_socket);
         if let Some(fd) = inherited {
-            let shaped = match relay {
-                Some(_) => "it is not shaped (a link carries the command's connections)",
-                None => "its reads and writes there are not shaped (its sends and receives are)",
-            };
             say(&format!(
-                "shape: the command's descriptor {fd} is an IP socket it was given: {shaped}"
+                "shape: the command's descriptor {fd} is an IP socket it was given: {}",
+                placing::low_socket(relay.is_some())
             ));
         }
         Ok((

@@ -22,14 +22,9 @@ impl Supervisor<'_> {
         }
     }
 
-    /// What is shaped of an IP socket at a low descriptor, which shape did
-    /// not put there: its sends and receives, unless a link relays the
-    /// command's connections (then, as the relay's own sockets, nothing).
+    /// What is shaped of an IP socket at a low descriptor, said.
     pub(super) fn low_socket(&self) -> &'static str {
-        match self.relay {
-            Some(_) => "it is not shaped (a link carries the command's connections)",
-            None => "its reads and writes are not shaped (its sends and receives are)",
-        }
+        low_socket(self.relay.is_some())
     }
 
     /// Says, once, that a socket was put at low descriptor `to`.
@@ -37,10 +32,7 @@ impl Supervisor<'_> {
         let shaped = self.low_socket();
         self.say_once(
             "moved",
-            &format!(
-                "shape: a process of the command moved a socket to descriptor {to}: there \
-                 {shaped}"
-            ),
+            &format!("shape: a process of the command moved a socket to descriptor {to}: {shaped}"),
         );
     }
 
@@ -133,8 +125,8 @@ impl Supervisor<'_> {
                         "limit",
                         &format!(
                             "shape: a process of the command has no room for sockets at \
-                             descriptor {least} or above (its limit of open files): at {fd} \
-                             {shaped}; raise the limit (ulimit -n)"
+                             descriptor {least} or above (its limit of open files): its socket \
+                             at {fd}: {shaped}; raise the limit (ulimit -n)"
                         ),
                     ),
                     Err(err) => self.respond(notification, Response::Error(errno(&err))),
@@ -212,6 +204,16 @@ impl Supervisor<'_> {
             }
             Err(err) => Progress::Done(Response::Error(errno(&err))),
         }
+    }
+}
+
+/// What is shaped of an IP socket at a low descriptor, which shape did
+/// not put there: its sends and receives, unless a link relays the
+/// command's connections (then, as the relay's own sockets, nothing).
+pub(super) fn low_socket(relayed: bool) -> &'static str {
+    match relayed {
+        true => "it is not shaped (a link carries the command's connections)",
+        false => "its reads and writes there are not shaped (its sends and receives are)",
     }
 }
 

@@ -127,20 +127,7 @@ impl Rules for &Shaping {
 /// process is ended. Fails only if the proxy cannot start; after that, a
 /// failure ends one connection, never the proxy.
 pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
-    raise_file_limit();
-    let mut event_loop = EventLoop::new(shaping.report.clone(), shaping.seed)?;
-    // A change of settings may move every deadline: poll is woken, and
-    // every waiting connection is stepped again. Whoever changes the
-    // settings here says so once all buckets (each connection's own too)
-    // have changed; a change from elsewhere (another process on a share,
-    // a fleet's leases) is seen by a thread asleep on the shared buckets'
-    // generation. Nothing polls.
-    shaping
-        .settings
-        .on_change(Box::new(event_loop.wake_on_change()));
-    for way in Way::BOTH {
-        event_loop.watch(shaping.settings.shared(way))?;
-    }
+    let mut event_loop = shaped_loop(shaping)?;
     // Looked up once, at start, so that a name that does not resolve is
     // said before anything is accepted.
     let upstream = match connect {
@@ -160,10 +147,34 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
         Box::new(shaping),
     )?;
     event_loop.say(&format!("shape: listening on {listen}"));
+    say_seed(&event_loop, shaping);
+    event_loop.run()
+}
+
+/// A loop with no routes yet, woken by every change of `shaping`'s
+/// settings. A change of settings may move every deadline: poll is woken,
+/// and every waiting connection is stepped again. Whoever changes the
+/// settings here says so once all buckets (each connection's own too)
+/// have changed; a change from elsewhere (another process on a share, a
+/// fleet's leases) is seen by a thread asleep on the shared buckets'
+/// generation. Nothing polls.
+fn shaped_loop<'a>(shaping: &Shaping) -> io::Result<EventLoop<'a>> {
+    raise_file_limit();
+    let mut event_loop = EventLoop::new(shaping.report.clone(), shaping.seed)?;
+    shaping
+        .settings
+        .on_change(Box::new(event_loop.wake_on_change()));
+    for way in Way::BOTH {
+        event_loop.watch(shaping.settings.shared(way))?;
+    }
+    Ok(event_loop)
+}
+
+/// Says the seed where faults or jitter draw from it.
+fn say_seed(event_loop: &EventLoop, shaping: &Shaping) {
     if shaping.say_seed {
         event_loop.say(&format!("shape: seed {}", shaping.seed));
     }
-    event_loop.run()
 }
 
 /// Where connections made elsewhere are handed to be carried, shaped:
@@ -183,19 +194,7 @@ impl Carrier {
         std::thread::Builder::new()
             .name("shape-relay".into())
             .spawn(move || {
-                raise_file_limit();
-                let started = EventLoop::new(shaping.report.clone(), shaping.seed).and_then(
-                    |mut event_loop| {
-                        shaping
-                            .settings
-                            .on_change(Box::new(event_loop.wake_on_change()));
-                        for way in Way::BOTH {
-                            event_loop.watch(shaping.settings.shared(way))?;
-                        }
-                        Ok(event_loop)
-                    },
-                );
-                let mut event_loop = match started {
+                let mut event_loop = match shaped_loop(&shaping) {
                     Ok(event_loop) => event_loop,
                     Err(err) => {
                         let _ = ready.send(Err(err));
@@ -204,9 +203,7 @@ impl Carrier {
                 };
                 event_loop.open_unlistened("the link", Box::new(&shaping));
                 event_loop.take_commands(taken);
-                if shaping.say_seed {
-                    event_loop.say(&format!("shape: seed {}", shaping.seed));
-                }
+                say_seed(&event_loop, &shaping);
                 let _ = ready.send(Ok(event_loop.waker()));
                 if let Err(err) = event_loop.run() {
                     // What it carries cannot go on: said, and ended.

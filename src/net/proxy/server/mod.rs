@@ -78,8 +78,9 @@ pub(super) struct EventLoop<'a> {
     watched: Vec<Arc<Bucket>>,
     /// Connections to step in this round, kept to reuse its memory.
     ready: Vec<usize>,
-    /// Connections whose rules changed, to step in this round whether
-    /// they wait for anything or not.
+    /// Connections whose rules changed, and those just handed over
+    /// (`Command::Carry`), to step in this round whether they wait for
+    /// anything or not.
     retuned: Vec<usize>,
     /// The moment each connection waits for, filed after each step.
     deadlines: Deadlines,
