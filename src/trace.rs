@@ -10,10 +10,17 @@
 //! window's rate, with a burst of one opportunity at most, so that
 //! capacity left unused is lost.
 
+use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 /// The bytes one opportunity delivers.
 pub const OPPORTUNITY: u64 = 1_500;
+
+/// The largest trace file read: twenty times the longest of Mahimahi's
+/// recorded traces (3.4 MB), and a bound on what a file named by mistake
+/// (`/dev/zero`) costs.
+pub const MOST_BYTES: u64 = 64 << 20;
 
 /// A trace: its opportunities' times within one period, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,40 +30,92 @@ pub struct Trace {
     times: Vec<u64>,
 }
 
+/// Why a trace was refused: where (the file, and the line where there is
+/// one), and why. What the line said is kept apart, so that a server can
+/// refuse a file named through its API without repeating what is in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    at: String,
+    said: Option<String>,
+    why: String,
+}
+
+impl Refusal {
+    fn new(at: String, why: impl Into<String>) -> Refusal {
+        Refusal {
+            at,
+            said: None,
+            why: why.into(),
+        }
+    }
+
+    /// The refusal without anything the file says: where and why.
+    pub fn without_contents(&self) -> String {
+        match &self.said {
+            Some(_) => format!("{}: a line {}", self.at, self.why),
+            None => self.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.said {
+            Some(said) => write!(f, "{}: '{said}' {}", self.at, self.why),
+            None => write!(f, "{}: {}", self.at, self.why),
+        }
+    }
+}
+
 impl Trace {
     /// Reads the trace at `path`; a bad one is refused in one line that
     /// names the file, and the line where it can.
-    pub fn load(path: &Path) -> Result<Trace, String> {
+    pub fn load(path: &Path) -> Result<Trace, Refusal> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("{name}: {}", crate::message::one_line(&err)))?;
+        let unread =
+            |err: std::io::Error| Refusal::new(name.clone(), crate::message::one_line(&err));
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MOST_BYTES + 1).read_to_string(&mut text))
+            .map_err(unread)?;
+        if text.len() as u64 > MOST_BYTES {
+            return Err(Refusal::new(
+                name,
+                format!("larger than {} MiB: not a trace", MOST_BYTES >> 20),
+            ));
+        }
         Trace::read(&name, &text)
     }
 
     /// Reads a trace from `text`, named `name`.
-    pub fn read(name: &str, text: &str) -> Result<Trace, String> {
+    pub fn read(name: &str, text: &str) -> Result<Trace, Refusal> {
         let mut times: Vec<u64> = Vec::new();
         for (at, line) in text.lines().enumerate() {
-            let number = at + 1;
+            let at = format!("{name}:{}", at + 1);
             let said = line.trim();
-            let time: u64 = said.parse().map_err(|_| {
-                format!("{name}:{number}: '{said}' is not a time in whole milliseconds")
+            let time: u64 = said.parse().map_err(|_| Refusal {
+                at: at.clone(),
+                said: Some(said.to_string()),
+                why: "is not a time in whole milliseconds".into(),
             })?;
             if let Some(&last) = times.last()
                 && time < last
             {
-                return Err(format!(
-                    "{name}:{number}: {time} comes after {last}: times must not go backwards"
+                return Err(Refusal::new(
+                    at,
+                    format!("{time} comes after {last}: times must not go backwards"),
                 ));
             }
             times.push(time);
         }
         match times.last() {
-            None => Err(format!("{name}: no times: a trace needs at least one line")),
-            Some(0) => Err(format!(
-                "{name}:{}: the trace lasts 0 ms: its last time is its period, and must be \
-                 above 0",
-                times.len()
+            None => Err(Refusal::new(
+                name.to_string(),
+                "no times: a trace needs at least one line",
+            )),
+            Some(0) => Err(Refusal::new(
+                format!("{name}:{}", times.len()),
+                "the trace lasts 0 ms: its last time is its period, and must be above 0",
             )),
             Some(_) => Ok(Trace {
                 name: name.to_string(),
@@ -68,6 +127,13 @@ impl Trace {
     /// Its period, in milliseconds: its last time.
     pub fn period(&self) -> u64 {
         self.times.last().copied().unwrap_or(1)
+    }
+
+    /// What it delivers on average, over one period: what a queue in front
+    /// of it is sized by.
+    pub fn average(&self) -> shape_bucket::Limit {
+        let bytes = self.times.len() as u64 * OPPORTUNITY;
+        shape_bucket::Limit::per_second(bytes.saturating_mul(1_000) / self.period())
     }
 
     /// The opportunities up to and including millisecond `t` of the trace
@@ -100,7 +166,7 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Result<Trace, String> {
-        Trace::read("t.trace", text)
+        Trace::read("t.trace", text).map_err(|refusal| refusal.to_string())
     }
 
     #[test]
@@ -117,6 +183,7 @@ mod tests {
         assert_eq!(trace.bytes_between(10, 20), 4 * OPPORTUNITY);
         assert_eq!(trace.bytes_between(0, 1_001), 100 * 4 * OPPORTUNITY);
         assert_eq!(trace.bytes_between(5, 5), 0);
+        assert_eq!(trace.average(), shape_bucket::Limit::per_second(600_000));
     }
 
     #[test]
@@ -149,8 +216,24 @@ mod tests {
                 .unwrap_err()
                 .starts_with("t.trace:2: the trace lasts 0 ms")
         );
+        assert_eq!(
+            Trace::read("t.trace", "1\nsecret\n")
+                .unwrap_err()
+                .without_contents(),
+            "t.trace:2: a line is not a time in whole milliseconds"
+        );
         assert!(read("-1\n").is_err());
         assert!(read("1.5\n").is_err());
+    }
+
+    #[test]
+    fn a_file_too_large_for_a_trace_is_refused_without_reading_it_all() {
+        let refusal = Trace::load(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(
+            refusal.to_string(),
+            "/dev/zero: larger than 64 MiB: not a trace"
+        );
+        assert!(Trace::load(Path::new("/nonexistent/t.trace")).is_err());
     }
 
     #[test]

@@ -88,7 +88,9 @@ pub fn parse_max_buffer(text: &str) -> Result<Quantity, String> {
 
 /// Reads `--trace`'s file (and `--trace-up`'s, `--trace-down`'s).
 pub fn parse_trace(path: &str) -> Result<std::sync::Arc<crate::trace::Trace>, String> {
-    crate::trace::Trace::load(std::path::Path::new(path)).map(std::sync::Arc::new)
+    crate::trace::Trace::load(std::path::Path::new(path))
+        .map(std::sync::Arc::new)
+        .map_err(|refusal| refusal.to_string())
 }
 
 #[cfg(test)]

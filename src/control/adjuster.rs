@@ -160,18 +160,8 @@ impl Adjuster {
     /// Sets bucket `index` alone (one way, as a trace does), and those
     /// that follow it: `Some` a limit and its burst, resumed; `None`
     /// paused.
-    pub fn set_way(&self, index: usize, setting: Option<(Limit, u64)>) {
-        let change = match setting {
-            Some((limit, burst)) => Adjustment {
-                limit: Some(limit),
-                burst: Some(burst.clamp(1, shape_bucket::MAX_BURST)),
-                paused: Some(false),
-            },
-            None => Adjustment {
-                paused: Some(true),
-                ..Adjustment::default()
-            },
-        };
+    pub fn set_way(&self, index: usize, setting: super::traced::Setting) {
+        let change = super::traced::adjustment(setting);
         {
             let mut followers = lock(&self.followers);
             if let Some(bucket) = self.buckets.get(index) {

@@ -6,10 +6,13 @@
 //! delivers nothing (an outage). The trace repeats.
 
 use super::Adjuster;
+use super::protocol::{Adjustment, apply};
+use crate::bucket::Bucket;
 use crate::trace::Trace;
 use shape_bucket::Limit;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The window each setting holds for, in milliseconds: fine enough that
@@ -17,19 +20,50 @@ use std::time::{Duration, Instant};
 /// hundred changes a second.
 pub const WINDOW_MS: u64 = 10;
 
-/// What the trace gives in window `k` (milliseconds `k·WINDOW_MS` on): a
-/// limit and its burst, or `None` (nothing: paused).
-pub fn setting(trace: &Trace, k: u64) -> Option<(Limit, u64)> {
+/// What a trace gives one window: a limit and its burst, or `None`
+/// (nothing: paused).
+pub type Setting = Option<(Limit, u64)>;
+
+/// What the trace gives in window `k` (milliseconds `k·WINDOW_MS` on).
+pub fn setting(trace: &Trace, k: u64) -> Setting {
     let from = k.saturating_mul(WINDOW_MS);
     let bytes = trace.bytes_between(from, from.saturating_add(WINDOW_MS));
     let burst = bytes.min(crate::trace::OPPORTUNITY);
     (bytes > 0).then(|| (Limit::per_second(bytes * (1_000 / WINDOW_MS)), burst))
 }
 
+/// What `setting` asks of a bucket: the limit and burst, resumed; or
+/// paused, keeping them.
+pub fn adjustment(setting: Setting) -> Adjustment {
+    match setting {
+        Some((limit, burst)) => Adjustment {
+            limit: Some(limit),
+            burst: Some(burst.clamp(1, shape_bucket::MAX_BURST)),
+            paused: Some(false),
+        },
+        None => Adjustment {
+            paused: Some(true),
+            ..Adjustment::default()
+        },
+    }
+}
+
+/// A trace followed on a thread of its own, until this is dropped: the
+/// thread sees it at its next window and ends.
+pub struct Following {
+    stopped: Arc<AtomicBool>,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Follows `traces` (each with the index of the way it sets) from
-/// `started`, on a thread of its own for as long as the process runs;
-/// the first window is set before this returns. Fails only if the thread
-/// cannot be had.
+/// `started`, giving the process's buckets what they allow, for as long
+/// as the process runs; the first window is set before this returns.
+/// Fails only if the thread cannot be had.
 pub fn follow(
     traces: Vec<(usize, Arc<Trace>)>,
     adjuster: Arc<Adjuster>,
@@ -38,27 +72,70 @@ pub fn follow(
     if traces.is_empty() {
         return Ok(());
     }
-    let mut last: Vec<Option<Option<(Limit, u64)>>> = vec![None; traces.len()];
-    let mut set = move |k: u64| {
+    let following = follow_with(
+        traces,
+        move |way, setting| adjuster.set_way(way, setting),
+        started,
+    )?;
+    // The run follows its traces until it ends.
+    std::mem::forget(following);
+    Ok(())
+}
+
+/// Follows `trace` from now with `bucket`, calling `changed` after each
+/// change (what spends from it may be waiting on a pause, with nothing
+/// else to wake it), until the [`Following`] returned is dropped: a
+/// toxic's trace, which lasts as long as the toxic.
+pub fn follow_bucket(
+    trace: Arc<Trace>,
+    bucket: Arc<Bucket>,
+    changed: impl Fn() + Send + 'static,
+) -> io::Result<Following> {
+    follow_with(
+        vec![(0, trace)],
+        move |_, setting| {
+            // A limit and a clamped burst are always valid.
+            let _ = apply(&*bucket, &adjustment(setting));
+            changed();
+        },
+        Instant::now(),
+    )
+}
+
+/// Follows `traces` from `started`, calling `set` with a way's index and
+/// its setting whenever that changes, on a thread of its own until the
+/// [`Following`] is dropped; the first window is set before this returns.
+fn follow_with(
+    traces: Vec<(usize, Arc<Trace>)>,
+    mut set: impl FnMut(usize, Setting) + Send + 'static,
+    started: Instant,
+) -> io::Result<Following> {
+    let mut last: Vec<Option<Setting>> = vec![None; traces.len()];
+    let mut set_window = move |k: u64| {
         for ((way, trace), last) in traces.iter().zip(last.iter_mut()) {
             let now = setting(trace, k);
             if *last != Some(now) {
-                adjuster.set_way(*way, now);
+                set(*way, now);
                 *last = Some(now);
             }
         }
     };
-    set(0);
+    set_window(0);
+    let stopped = Arc::new(AtomicBool::new(false));
+    let stop = stopped.clone();
     std::thread::Builder::new()
         .name("shape-trace".into())
         .spawn(move || {
             for k in 1.. {
                 let at = started + Duration::from_millis(k * WINDOW_MS);
                 std::thread::sleep(at.saturating_duration_since(Instant::now()));
-                set(k);
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                set_window(k);
             }
-        })
-        .map(drop)
+        })?;
+    Ok(Following { stopped })
 }
 
 #[cfg(test)]
@@ -92,5 +169,51 @@ mod tests {
             setting(&trace, 4),
             Some((Limit::per_second(1_500_000), 1_500))
         );
+    }
+}
+
+#[cfg(test)]
+mod following {
+    use super::*;
+
+    #[test]
+    fn a_followed_bucket_is_set_at_once_and_left_alone_once_dropped() {
+        // Opportunities at 1..=9 ms of a 100 ms period: window 0 carries
+        // nine, the rest none.
+        let text: String = (1..=9)
+            .map(|t| format!("{t}\n"))
+            .chain(["100\n".into()])
+            .collect();
+        let trace = Arc::new(Trace::read("t", &text).unwrap());
+        let bucket = Arc::new(crate::bucket::own(Limit::Unlimited, 1).unwrap());
+        let started = Instant::now();
+        let changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = changes.clone();
+        let following = follow_bucket(trace, bucket.clone(), move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+        assert_eq!(changes.load(Ordering::Relaxed), 1, "the first window");
+        assert_eq!(
+            bucket.limit_and_burst(),
+            (Limit::per_second(1_350_000), 1_500)
+        );
+        // Window 1 has nothing: the bucket is paused then (a busy machine
+        // may take longer; the loop waits for it).
+        while !bucket.paused() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Said after the change: a moment later than it.
+        while changes.load(Ordering::Relaxed) < 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(following);
+        // The second period (from 100 ms) would resume it: once stopped,
+        // nothing does.
+        std::thread::sleep(
+            (started + Duration::from_millis(150)).saturating_duration_since(Instant::now()),
+        );
+        assert!(bucket.paused());
+        assert_eq!(changes.load(Ordering::Relaxed), 2);
     }
 }

@@ -125,10 +125,13 @@ pub(super) fn impairments(
     Ok(Way::BOTH.map(|way| {
         let faults = cli.faults(way);
         let (limit, burst) = buckets[way as usize].limit_and_burst();
+        // A traced way's queue holds what its trace gives on average.
+        let traced = [&cli.trace_up, &cli.trace_down][way as usize];
+        let queued = traced.as_ref().map_or(limit, |trace| trace.average());
         let udp = &cli.udp;
         Impairment {
             packets: counting == Counting::Datagrams,
-            queue: queue_given.unwrap_or_else(|| default_queue(limit, counting)),
+            queue: queue_given.unwrap_or_else(|| default_queue(queued, counting)),
             held_most: link.delays().then(|| link.capacity(limit, burst)),
             queue_drop: udp.queue_drop.map(Into::into).unwrap_or_default(),
             keep_order: udp.jitter_keeps_order,

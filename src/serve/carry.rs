@@ -10,7 +10,9 @@
 use super::model::Toxic;
 use super::toxics::{Attributes, Kind};
 use crate::faults::{Bytes, Change, Directed, Probability, Slice, Span, Trigger};
+use crate::trace::Trace;
 use shape_bucket::{Limit, MAX_BURST, Rate};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What one toxic asks of its stream.
@@ -36,6 +38,10 @@ pub enum Effect {
     Hold { close_after: Option<Duration> },
     /// A known link's rate and delay for the stream: `link`.
     Link { limit: Limit, delay: Duration },
+    /// A recorded link for the stream, shared by the proxy's connections
+    /// as one link is, with a known link's delay if one is named: `link`
+    /// with a `trace`.
+    Traced { trace: Arc<Trace>, delay: Duration },
 }
 
 /// What `toxic` asks of the stream it is on, made from its attributes as
@@ -97,9 +103,13 @@ pub fn effect(toxic: &Toxic) -> Effect {
         // A datagram's alone: the model refuses them on a stream
         // (`datagrams.rs` carries them out on a UDP link).
         Kind::Duplicate | Kind::Reorder => Effect::Nothing,
-        Kind::Link => match link(toxic, &given) {
-            Some((limit, delay)) => Effect::Link { limit, delay },
-            None => Effect::Nothing,
+        Kind::Link => match (&toxic.trace, link(toxic, &given)) {
+            (Some(trace), known) => Effect::Traced {
+                trace: trace.clone(),
+                delay: known.map_or(Duration::ZERO, |(_, delay)| delay),
+            },
+            (None, Some((limit, delay))) => Effect::Link { limit, delay },
+            (None, None) => Effect::Nothing,
         },
     }
 }
@@ -160,6 +170,14 @@ mod tests {
             }
         );
         assert_eq!(on("downstream", ""), Effect::Nothing);
+        let trace = Arc::new(Trace::read("t", "1\n").unwrap());
+        let mut traced = Toxic::made(0, "link", "downstream", json!({"profile": "slow-4g"}), 1.0);
+        traced.trace = Some(trace.clone());
+        assert_eq!(
+            effect(&traced),
+            Effect::Traced { trace, delay: half },
+            "the trace holds the rate, the known link gives the delay"
+        );
     }
 
     fn faults(effect: Effect) -> crate::faults::Faults {

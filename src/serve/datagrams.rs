@@ -3,7 +3,9 @@
 //! running on a thread of its own (the event loop carries streams).
 //!
 //! Toxics add up as a stream's do: latencies and jitters add, and the
-//! least bandwidth and the least limit_data hold. Loss, corrupt,
+//! least bandwidth and the least limit_data hold; a recorded link (a
+//! `link` toxic with a trace) holds over any bandwidth, and its way's
+//! bucket follows the trace. Loss, corrupt,
 //! duplicate and reorder draw for each datagram, with their probability
 //! times their toxicity (the share of datagrams they strike); several of
 //! a kind strike as independent draws would.
@@ -12,10 +14,12 @@ use super::model::{Proxy, Toxic};
 use super::shaping::{Counters, MOST_HELD, bandwidth_burst};
 use super::toxics::{Attributes, Kind};
 use crate::bucket::Bucket;
+use crate::control::traced::{self, Following};
 use crate::counting::Counting;
 use crate::faults::{Loss, Way};
 use crate::net::udp::{self, Handle, Impairment, Route};
 use crate::progress::Printer;
+use crate::trace::Trace;
 use shape_bucket::{Limit, Rate};
 use std::io;
 use std::net::SocketAddr;
@@ -28,6 +32,8 @@ pub struct Running {
     thread: Option<JoinHandle<()>>,
     /// Client to upstream, then back.
     buckets: [Arc<Bucket>; 2],
+    /// The trace each way's bucket follows, if it follows one.
+    following: [Option<(Arc<Trace>, Following)>; 2],
 }
 
 impl Running {
@@ -73,23 +79,55 @@ impl Running {
                     ));
                 }
             })?;
-        let running = Running {
+        let mut running = Running {
             handle,
             thread: Some(thread),
             buckets,
+            following: [None, None],
         };
+        running.follow(&ways.traces)?;
         Ok((running, bound))
     }
 
     /// Carries out `toxics` from now on: what is queued and held stays.
-    pub fn retune(&self, toxics: &[Toxic]) {
+    pub fn retune(&mut self, toxics: &[Toxic]) -> io::Result<()> {
         let ways = Ways::of(toxics);
-        for (bucket, (limit, burst)) in self.buckets.iter().zip(ways.limits) {
-            if bucket.limit_and_burst() != (limit, burst) {
+        self.follow(&ways.traces)?;
+        for (way, (limit, burst)) in ways.limits.into_iter().enumerate() {
+            let bucket = &self.buckets[way];
+            if ways.traces[way].is_none() && bucket.limit_and_burst() != (limit, burst) {
                 let _ = bucket.set(limit, burst);
             }
         }
         self.handle.retune(ways.impairments);
+        Ok(())
+    }
+
+    /// Has each way's bucket follow its trace, if it has one: the one it
+    /// follows already goes on where it is, and a way whose trace is gone
+    /// is let go (resumed, if its trace had paused it).
+    fn follow(&mut self, traces: &[Option<Arc<Trace>>; 2]) -> io::Result<()> {
+        for (way, wanted) in traces.iter().enumerate() {
+            let same = match (&self.following[way], wanted) {
+                (Some((followed, _)), Some(trace)) => Arc::ptr_eq(followed, trace),
+                (None, None) => true,
+                _ => false,
+            };
+            if same {
+                continue;
+            }
+            let bucket = &self.buckets[way];
+            if self.following[way].take().is_some() {
+                bucket.set_paused(false);
+            }
+            if let Some(trace) = wanted {
+                let handle = self.handle.clone();
+                let following =
+                    traced::follow_bucket(trace.clone(), bucket.clone(), move || handle.wake())?;
+                self.following[way] = Some((trace.clone(), following));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -105,8 +143,9 @@ impl Drop for Running {
 /// What a UDP proxy's toxics add up to, each way.
 struct Ways {
     impairments: [Impairment; 2],
-    /// Each way's bucket: its limit and burst.
+    /// Each way's bucket: its limit and burst, unless it follows a trace.
     limits: [(Limit, u64); 2],
+    traces: [Option<Arc<Trace>>; 2],
 }
 
 impl Ways {
@@ -124,10 +163,18 @@ impl Ways {
             let limit = sum.rate.map_or(Limit::Unlimited, Limit::Rate);
             (limit, sum.burst.unwrap_or_else(|| bandwidth_burst(limit)))
         });
-        let impairments = [0, 1].map(|way| sums[way].impairment(limits[way].0));
+        let impairments = [0, 1].map(|way| {
+            // A traced way's queue holds what its trace gives on average.
+            let queued = sums[way]
+                .trace
+                .as_ref()
+                .map_or(limits[way].0, |t| t.average());
+            sums[way].impairment(queued)
+        });
         Ways {
             impairments,
             limits,
+            traces: sums.map(|sum| sum.trace),
         }
     }
 }
@@ -144,6 +191,8 @@ struct Sum {
     corrupt: f64,
     duplicate: f64,
     reorder: f64,
+    /// The recorded link it follows: the first added.
+    trace: Option<Arc<Trace>>,
 }
 
 impl Sum {
@@ -177,6 +226,9 @@ impl Sum {
             Kind::Reorder => strike(&mut self.reorder, given.probability("probability")),
             Kind::Noop => {}
             Kind::Link => {
+                if self.trace.is_none() {
+                    self.trace = toxic.trace.clone();
+                }
                 if let Some((limit, delay)) = crate::serve::carry::link(toxic, &given) {
                     self.delay += delay;
                     if let Limit::Rate(rate) = limit
@@ -193,7 +245,7 @@ impl Sum {
         }
     }
 
-    /// The link's impairment, paid from a bucket of `limit`.
+    /// The link's impairment, its queue sized for `limit`.
     fn impairment(&self, limit: Limit) -> Impairment {
         Impairment {
             packets: false,

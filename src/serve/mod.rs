@@ -25,6 +25,7 @@ pub mod model;
 pub mod proxies;
 mod runtime;
 pub mod shaping;
+mod shared;
 mod signals;
 mod status;
 pub mod toxics;
@@ -150,7 +151,7 @@ fn start_event_loop(
     failing: signals::Failing,
 ) -> Result<(Loop, std::thread::JoinHandle<std::io::Result<()>>), Refused> {
     let (commands, taken) = channel();
-    let (ready, waker) = channel();
+    let (ready, reach) = channel();
     let event_loop = std::thread::Builder::new()
         .name("proxies".into())
         .spawn(move || {
@@ -163,14 +164,19 @@ fn start_event_loop(
             served
         })
         .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
-    let Ok(waker) = waker.recv() else {
+    let Ok(reach) = reach.recv() else {
         let why = match event_loop.join() {
             Ok(Err(err)) => err.to_string(),
             _ => "the event loop did not start".into(),
         };
         return Err(Refused::Failed(why));
     };
-    Ok((Loop { commands, waker }, event_loop))
+    let loop_reached = Loop {
+        commands,
+        waker: reach.waker,
+        changed: reach.changed,
+    };
+    Ok((loop_reached, event_loop))
 }
 
 /// The API listening on `address`: on IPv4 where the name has both, as

@@ -1,14 +1,17 @@
 //! What a toxiproxy server holds, and every change its API makes to it,
 //! with toxiproxy's answers: the proxies by name (each with its listen
 //! address, upstream, whether enabled, and its toxics), as plain data
-//! without sockets. The server carries a change out on its event loop
-//! after this has accepted it.
+//! without sockets; a trace a toxic names is read here, when given, so
+//! that a bad one is refused with the change. The server carries a change
+//! out on its event loop after this has accepted it.
 
-use super::toxics::{BadAttribute, Kind, On, merge};
+use super::toxics::{Attributes, BadAttribute, Kind, On, merge};
 use crate::faults::Way;
+use crate::trace::Trace;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// An answer other than success, as toxiproxy words and numbers it:
 /// `{"error": "...", "status": N}`.
@@ -73,6 +76,9 @@ pub struct Toxic {
     /// Written as toxiproxy writes it: `1`, `0.5`.
     #[serde(serialize_with = "as_toxiproxy_writes_it")]
     pub toxicity: f64,
+    /// The trace its `trace` attribute names, read when that was given.
+    #[serde(skip)]
+    pub trace: Option<Arc<Trace>>,
 }
 
 #[cfg(test)]
@@ -92,6 +98,7 @@ impl Toxic {
             kind,
             stream: stream.into(),
             toxicity,
+            trace: None,
         }
     }
 }
@@ -291,6 +298,11 @@ impl Model {
         if let Some(attributes) = attributes_given(given)? {
             let mut merged = toxic.attributes.clone();
             merge(toxic.kind, &mut merged, attributes)?;
+            // Read again whenever given, so that a trace file changed is
+            // taken up by giving its path again.
+            if attributes.contains_key("trace") {
+                toxic.trace = trace_of(toxic.kind, &merged)?;
+            }
             toxic.attributes = merged;
         }
         if let Some(toxicity) = given.get("toxicity") {
@@ -381,6 +393,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         .transpose()?
         .unwrap_or(1.0);
     struck_whole(proxy.protocol, kind, toxicity)?;
+    let trace = trace_of(kind, &attributes)?;
     proxy.toxics.push(Toxic {
         id,
         revision: 0,
@@ -389,8 +402,20 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         kind,
         stream,
         toxicity,
+        trace,
     });
     Ok(())
+}
+
+/// The trace a toxic of `kind` with `attributes` follows, if it names
+/// one.
+fn trace_of(kind: Kind, attributes: &Map<String, Value>) -> Result<Option<Arc<Trace>>, ApiError> {
+    if kind.attribute("trace").is_none() {
+        return Ok(None);
+    }
+    Attributes::of(kind, attributes)
+        .trace("trace")
+        .map_err(|why| ApiError::bad_body(format!("attribute trace: {why}")))
 }
 
 /// Refuses a toxicity between 0 and 1 for a toxic that, on a UDP proxy,

@@ -1,5 +1,5 @@
 //! The proxies running on the event loop, as the API side keeps them:
-//! each running proxy's route, the buckets of its shared bandwidths and
+//! each running proxy's route, the buckets its connections share and
 //! the counters of what it passed. Each change is a [`Command`] sent with
 //! the loop's waker, and the API waits for the loop to say it is done, so
 //! that an answer means the change is in force: a proxy disabled refuses
@@ -10,8 +10,8 @@ use super::api::Carrier;
 use super::datagrams;
 use super::model::{ApiError, Model, Protocol, Proxy};
 use super::shaping::{Counters, Effects, ToxicRules};
+use super::shared::SharedBuckets;
 use super::status::Status;
-use crate::bucket::Bucket;
 use crate::faults::Way;
 use crate::net::Address;
 use crate::net::proxy::{Command, Upstream};
@@ -34,6 +34,8 @@ const PATIENCE: Duration = Duration::from_secs(5);
 pub struct Loop {
     pub commands: Sender<Command>,
     pub waker: Arc<mio::Waker>,
+    /// Steps every waiting connection again: a shared bucket changed.
+    pub changed: Arc<dyn Fn() + Send + Sync>,
 }
 
 impl Loop {
@@ -68,8 +70,8 @@ struct Running {
     route: Option<usize>,
     /// A UDP proxy's link, on its own thread, while enabled.
     datagrams: Option<datagrams::Running>,
-    /// The bucket of each shared bandwidth, by toxic id.
-    shared: Vec<(u64, Arc<Bucket>)>,
+    /// The buckets its connections spend from together.
+    shared: SharedBuckets,
     /// Its toxics' effects, worked out once each.
     effects: Effects,
     counters: Counters,
@@ -123,7 +125,7 @@ impl Proxies {
             Running {
                 route: None,
                 datagrams: None,
-                shared: Vec::new(),
+                shared: SharedBuckets::default(),
                 effects: Effects::default(),
                 counters,
             }
@@ -135,27 +137,18 @@ impl Proxies {
         Status::over(self.tallies.clone())
     }
 
-    /// The rules of `proxy`'s toxics, making or changing the buckets of
-    /// its shared bandwidths.
+    /// The rules of `proxy`'s toxics, making, changing or letting go the
+    /// buckets its connections share.
     fn rules(&mut self, proxy: &Proxy) -> ToxicRules {
+        let changed = self.event_loop.changed.clone();
         let running = self.running(proxy);
-        let kept = std::mem::take(&mut running.shared);
-        let rules = ToxicRules::new(
+        let mut change = running.shared.change(changed);
+        ToxicRules::new(
             &proxy.toxics,
             &mut running.effects,
-            |id, limit, burst| match kept.iter().find(|(kept, _)| *kept == id) {
-                Some((_, bucket)) => {
-                    if bucket.limit_and_burst() != (limit, burst) {
-                        let _ = bucket.set(limit, burst);
-                    }
-                    Some(bucket.clone())
-                }
-                None => crate::bucket::own(limit, burst).ok().map(Arc::new),
-            },
+            |id, wanted| change.bucket(id, wanted),
             running.counters.clone(),
-        );
-        running.shared = rules.shared().to_vec();
-        rules
+        )
     }
 }
 
@@ -244,8 +237,17 @@ impl Carrier for Proxies {
 
     fn retune(&mut self, proxy: &Proxy) {
         if proxy.protocol == Protocol::Udp {
-            if let Some(datagrams) = self.running(proxy).datagrams.as_ref() {
-                datagrams.retune(&proxy.toxics);
+            let say = self.say.clone();
+            if let Some(datagrams) = self.running(proxy).datagrams.as_mut()
+                && let Err(err) = datagrams.retune(&proxy.toxics)
+                && let Some(say) = say
+            {
+                // Only a thread for a trace can be refused.
+                let why = crate::message::one_line(&err);
+                say.line(&format!(
+                    "shape: udp proxy {}: its trace: {why}",
+                    proxy.name
+                ));
             }
             return;
         }

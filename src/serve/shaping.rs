@@ -5,10 +5,13 @@
 //!
 //! Several toxics of a kind on one stream add up as toxiproxy's chain of
 //! them does: latencies and jitters add, the least bandwidth holds, and
-//! faults apply in the order the toxics were added.
+//! faults apply in the order the toxics were added. A recorded link (a
+//! `link` toxic with a trace) is the stream's link: its rate holds over
+//! any bandwidth, and of several the first added holds.
 
 use super::carry::{Effect, effect};
 use super::model::Toxic;
+use super::shared::Shared;
 use crate::bucket::Bucket;
 use crate::conditions::InForce;
 use crate::duration::least;
@@ -56,8 +59,6 @@ pub struct Counters {
 pub struct ToxicRules {
     /// Up, then down.
     ways: [Vec<Segment>; 2],
-    /// The bucket of each shared bandwidth, by toxic id.
-    shared: Vec<(u64, Arc<Bucket>)>,
     counters: Counters,
 }
 
@@ -84,25 +85,37 @@ struct Sum {
     close_after: Option<Duration>,
 }
 
-/// How a sum pays: a bucket of the connection's own, or a shared one.
+/// How a sum pays: a bucket of the connection's own, a shared one, or a
+/// recorded link's.
 #[derive(Clone)]
 enum PayBy {
     Own { limit: Limit, burst: u64 },
     Shared(Arc<Bucket>),
+    Traced(Arc<Bucket>),
 }
 
 impl PayBy {
     fn limit(&self) -> Limit {
         match self {
             PayBy::Own { limit, .. } => *limit,
-            PayBy::Shared(bucket) => bucket.limit(),
+            PayBy::Shared(bucket) | PayBy::Traced(bucket) => bucket.limit(),
+        }
+    }
+
+    /// True if this holds over `other`, which comes after it: a recorded
+    /// link over any bandwidth, else the slower.
+    fn holds_over(&self, other: &PayBy) -> bool {
+        match (self, other) {
+            (PayBy::Traced(_), _) => true,
+            (_, PayBy::Traced(_)) => false,
+            (this, other) => slower(this.limit(), other.limit()),
         }
     }
 }
 
 impl Sum {
     /// What `effect` alone gives, with `shared`, the bucket of a shared
-    /// bandwidth.
+    /// bandwidth or a recorded link.
     fn of(effect: &Effect, shared: Option<&Arc<Bucket>>) -> Sum {
         let mut sum = Sum::default();
         match effect {
@@ -130,6 +143,10 @@ impl Sum {
                 });
                 sum.delay = *delay;
             }
+            Effect::Traced { trace: _, delay } => {
+                sum.pay = shared.map(|bucket| PayBy::Traced(bucket.clone()));
+                sum.delay = *delay;
+            }
         }
         sum
     }
@@ -139,11 +156,8 @@ impl Sum {
     /// of a kind replaces an earlier one, the earliest close holds.
     fn add(&mut self, other: &Sum) {
         if let Some(pay) = &other.pay {
-            let slower = self
-                .pay
-                .as_ref()
-                .is_some_and(|this| slower(this.limit(), pay.limit()));
-            if !slower {
+            let holds = self.pay.as_ref().is_some_and(|this| this.holds_over(pay));
+            if !holds {
                 self.pay = Some(pay.clone());
             }
         }
@@ -175,7 +189,7 @@ impl Sum {
         WayPlan {
             pay: match self.pay {
                 Some(PayBy::Own { limit, burst }) => Pay::Own { limit, burst },
-                Some(PayBy::Shared(bucket)) => Pay::Bucket(bucket),
+                Some(PayBy::Shared(bucket) | PayBy::Traced(bucket)) => Pay::Bucket(bucket),
                 None => Pay::Own {
                     limit: Limit::Unlimited,
                     burst: 1,
@@ -217,31 +231,33 @@ impl Effects {
 
 impl ToxicRules {
     /// The rules of `toxics`, counting what passes in `counters`, with
-    /// their effects from `effects`. Each shared bandwidth spends from
-    /// the bucket `shared(id, limit, burst)` gives for it (none: the
-    /// toxic does nothing).
+    /// their effects from `effects`. Each toxic that shares a bucket
+    /// among the proxy's connections spends from the bucket
+    /// `shared(id, what)` gives for it (none: the toxic does nothing).
     pub fn new(
         toxics: &[Toxic],
         effects: &mut Effects,
-        mut shared: impl FnMut(u64, Limit, u64) -> Option<Arc<Bucket>>,
+        mut shared: impl FnMut(u64, Shared) -> Option<Arc<Bucket>>,
         counters: Counters,
     ) -> ToxicRules {
-        let mut buckets = Vec::new();
         let mut ways: [Vec<Segment>; 2] = Default::default();
         for (toxic, effect) in toxics.iter().zip(effects.of(toxics)) {
-            let bucket = match effect {
+            let bucket = match &effect {
                 Effect::Limit {
                     limit,
                     burst,
                     shared: true,
                 } => {
-                    let burst = burst.unwrap_or_else(|| bandwidth_burst(limit));
-                    let bucket = shared(toxic.id, limit, burst);
-                    if let Some(bucket) = &bucket {
-                        buckets.push((toxic.id, bucket.clone()));
-                    }
-                    bucket
+                    let burst = burst.unwrap_or_else(|| bandwidth_burst(*limit));
+                    shared(
+                        toxic.id,
+                        Shared::Bandwidth {
+                            limit: *limit,
+                            burst,
+                        },
+                    )
                 }
+                Effect::Traced { trace, .. } => shared(toxic.id, Shared::Trace(trace.clone())),
                 _ => None,
             };
             // A toxicity of 0 or less strikes nobody.
@@ -262,16 +278,7 @@ impl ToxicRules {
                 }),
             }
         }
-        ToxicRules {
-            ways,
-            shared: buckets,
-            counters,
-        }
-    }
-
-    /// The bucket of each shared bandwidth, by toxic id.
-    pub fn shared(&self) -> &[(u64, Arc<Bucket>)] {
-        &self.shared
+        ToxicRules { ways, counters }
     }
 
     /// How the toxics that strike a connection with `luck` shape its
@@ -372,7 +379,7 @@ mod tests {
         ToxicRules::new(
             toxics,
             &mut Effects::default(),
-            |_, _, _| None,
+            |_, _| None,
             Default::default(),
         )
     }
@@ -480,7 +487,7 @@ mod tests {
         let rules = ToxicRules::new(
             &toxics,
             &mut Effects::default(),
-            |_, _, _| Some(shared.clone()),
+            |_, _| Some(shared.clone()),
             Default::default(),
         );
         let plan = rules.plan(&mut Luck::new(0)).unwrap();
@@ -488,6 +495,37 @@ mod tests {
             Pay::Bucket(bucket) => assert!(Arc::ptr_eq(bucket, &shared)),
             Pay::Own { .. } => panic!("a bucket of its own"),
         }
+    }
+
+    #[test]
+    fn a_recorded_link_holds_over_any_bandwidth_and_adds_its_delay() {
+        let traced = Arc::new(crate::bucket::own(Limit::per_second(1_500_000), 1).unwrap());
+        let mut link = toxic(2, "link", "downstream", 1.0, json!({"profile": "slow-4g"}));
+        link.trace = Some(Arc::new(crate::trace::Trace::read("t", "1\n").unwrap()));
+        // A slower bandwidth before it, and one after.
+        let toxics = [
+            toxic(1, "bandwidth", "downstream", 1.0, json!({"rate": 1})),
+            link,
+            toxic(3, "bandwidth", "downstream", 1.0, json!({"rate": 2})),
+        ];
+        let rules = ToxicRules::new(
+            &toxics,
+            &mut Effects::default(),
+            |id, wanted| {
+                assert!(id == 2 && matches!(wanted, Shared::Trace(_)));
+                Some(traced.clone())
+            },
+            Default::default(),
+        );
+        let plan = rules.plan(&mut Luck::new(0)).unwrap();
+        match &plan.ways[1].pay {
+            Pay::Bucket(bucket) => assert!(Arc::ptr_eq(bucket, &traced)),
+            Pay::Own { .. } => panic!("a bucket of its own"),
+        }
+        assert_eq!(
+            terms(&plan.ways[1]).delay(Way::Down),
+            Duration::from_millis(75)
+        );
     }
 
     proptest::proptest! {
@@ -522,6 +560,7 @@ mod tests {
                 kind,
                 stream: "downstream".into(),
                 toxicity,
+                trace: None,
             }];
             let plan = rules(&toxics).plan(&mut Luck::new(0)).unwrap();
             for way in &plan.ways {

@@ -35,6 +35,8 @@ pub enum Unit {
     Flag,
     /// The name of a known link (`--link`).
     Profile,
+    /// The path of a trace file on the server (`--trace-down`).
+    TracePath,
 }
 
 impl Unit {
@@ -49,6 +51,7 @@ impl Unit {
             Unit::Probability => "0 to 1",
             Unit::Flag => "0 or 1",
             Unit::Profile => "a known link's name (`shape --link list`)",
+            Unit::TracePath => "a trace file's path on the server (Mahimahi's format)",
         }
     }
 
@@ -56,7 +59,10 @@ impl Unit {
     fn wanted(self) -> &'static str {
         match self {
             Unit::Probability => "a number from 0 to 1",
-            Unit::Profile => "a known link's name, as 'shape --link list' gives them",
+            Unit::Profile => {
+                "a known link's name, as 'shape --link list' gives them, or \"\" for none"
+            }
+            Unit::TracePath => "a trace file's path, or \"\" for none",
             _ => "a whole number",
         }
     }
@@ -67,11 +73,14 @@ impl Unit {
         match self {
             Unit::Probability => value.as_f64().is_some_and(|p| (0.0..=1.0).contains(&p)),
             Unit::Profile => value.as_str().is_some_and(|name| {
-                matches!(
-                    crate::profiles::parse_link(name),
-                    Ok(crate::profiles::LinkArg::Profile(_))
-                )
+                name.is_empty()
+                    || matches!(
+                        crate::profiles::parse_link(name),
+                        Ok(crate::profiles::LinkArg::Profile(_))
+                    )
             }),
+            // Read when given: the model refuses a file that is no trace.
+            Unit::TracePath => value.is_string(),
             _ => value.is_i64(),
         }
     }
@@ -81,7 +90,7 @@ impl Unit {
         match self {
             Unit::Probability => Value::from(0.0),
             // No link yet: the toxic does nothing until given one.
-            Unit::Profile => Value::from(""),
+            Unit::Profile | Unit::TracePath => Value::from(""),
             _ => Value::from(0),
         }
     }
@@ -286,10 +295,10 @@ pub static TOXICS: &[Row] = &[
     },
     Row {
         kind: Kind::Link,
-        attributes: &[of("profile", Unit::Profile)],
+        attributes: &[of("profile", Unit::Profile), of("trace", Unit::TracePath)],
         extra: true,
-        does: "a known link: its stream's rate (down for downstream, up for upstream) and half its round trip, as `--link` gives them",
-        by: "`--link`",
+        does: "a known link: its stream's rate (down for downstream, up for upstream) and half its round trip, as `--link` gives them; with a trace, the rate follows it, shared by the proxy's connections as one link",
+        by: "`--link`, `--trace-down`",
         extras: None,
         on: On::Both,
     },
@@ -343,7 +352,7 @@ impl Kind {
     }
 
     /// Its attribute `name`, if it has one.
-    fn attribute(self, name: &str) -> Option<&'static Attribute> {
+    pub fn attribute(self, name: &str) -> Option<&'static Attribute> {
         self.row().attributes.iter().find(|a| a.name == name)
     }
 

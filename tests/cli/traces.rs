@@ -156,3 +156,102 @@ fn bad_traces_and_misplaced_trace_flags_are_refused() {
         "--trace",
     );
 }
+
+/// A trace whose second passes 150,000 bytes in its first 100 ms and
+/// nothing in the rest: what passes it in under a second is at most that.
+fn bursty_trace(scratch: &Scratch) -> std::path::PathBuf {
+    let mut text: String = (1..=100).map(|t| format!("{t}\n")).collect();
+    text.push_str("1000\n");
+    scratch.file("bursty", text.as_bytes())
+}
+
+#[test]
+fn a_link_toxic_follows_its_trace_shared_by_the_proxy_s_connections() {
+    let scratch = Scratch::new("trace-toxic");
+    let trace = bursty_trace(&scratch);
+    let server = crate::serve::Toxiproxy::start(&[]);
+    let listen = server.proxy("phone", &crate::serve::echo_server(), serde_json::json!({}));
+    // cable's rate (5 Mbit/s down) would pass 300 KB in half a second;
+    // the trace holds the rate, cable gives the delay.
+    let started = Instant::now();
+    let toxic =
+        serde_json::json!({"type": "link", "attributes": {"profile": "cable", "trace": trace}});
+    let made = server.toxic("phone", toxic);
+    assert_eq!(
+        made["attributes"]["trace"],
+        trace.to_str().unwrap(),
+        "{made}"
+    );
+    // Two connections at once, 150 KB each: the trace's first second
+    // passes 150 KB in all, so the last bytes wait for its second.
+    let clients: Vec<_> = (0..2)
+        .map(|n| {
+            let listen = listen.clone();
+            std::thread::spawn(move || {
+                let payload = vec![n as u8; 150_000];
+                assert!(crate::serve::round_trip(&listen, &payload) == payload);
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(950), "300 KB took {took:?}");
+    assert!(took < Duration::from_secs(10), "300 KB took {took:?}");
+
+    // A bad trace is refused naming the file and line, not what it holds;
+    // so are a file that is not there and one that is not a file.
+    let bad = scratch.file("bad", b"1\nsecret-word\n");
+    for (path, says) in [
+        (bad.to_str().unwrap(), format!("{}:2", bad.display())),
+        ("/nonexistent/t", "/nonexistent/t: ".into()),
+        (scratch.path().to_str().unwrap(), "not a file".into()),
+    ] {
+        let toxic =
+            serde_json::json!({"name": "bad", "type": "link", "attributes": {"trace": path}});
+        let (status, said) = server.call("POST", "/proxies/phone/toxics", Some(toxic));
+        assert_eq!(status, 400, "{said}");
+        let said = said["error"].as_str().unwrap().to_string();
+        assert!(said.contains(&says) && said.contains("trace"), "{said}");
+        assert!(!said.contains("secret"), "{said}");
+    }
+    // Given a trace no more, the stream is the known link's again.
+    let (status, said) = server.call(
+        "PATCH",
+        "/proxies/phone/toxics/link_downstream",
+        Some(serde_json::json!({"attributes": {"trace": ""}})),
+    );
+    assert_eq!(status, 200, "{said}");
+    let started = Instant::now();
+    let payload = vec![7u8; 150_000];
+    assert!(crate::serve::round_trip(&listen, &payload) == payload);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_udp_proxy_s_link_toxic_holds_datagrams_until_its_trace_delivers() {
+    let scratch = Scratch::new("trace-udp-toxic");
+    // One opportunity a second, at its end.
+    let trace = scratch.file("sparse", b"1000\n");
+    let server = crate::serve::Toxiproxy::from(shape(["--serve", "127.0.0.1:0"]));
+    let upstream = crate::udp::echo();
+    let upstream = upstream.strip_prefix("udp:").unwrap();
+    let to = server.proxy("dns", upstream, serde_json::json!({"protocol": "udp"}));
+    let started = Instant::now();
+    let toxic = serde_json::json!({"type": "link", "attributes": {"trace": trace}});
+    server.toxic("dns", toxic);
+    let socket = crate::udp::client();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    socket.send_to(b"ping", &to).unwrap();
+    let mut buffer = [0u8; 16];
+    let n = socket.recv(&mut buffer).unwrap();
+    assert_eq!(&buffer[..n], b"ping");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(950),
+        "the answer came in {took:?}"
+    );
+}

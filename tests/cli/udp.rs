@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// An upstream that echoes every datagram back to whoever sent it.
-fn echo() -> String {
+pub fn echo() -> String {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     let address = format!("udp:{}", socket.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -50,7 +50,7 @@ fn what_befell(link: &Listening) -> String {
         .to_string()
 }
 
-fn client() -> UdpSocket {
+pub fn client() -> UdpSocket {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_millis(1500)))

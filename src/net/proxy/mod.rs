@@ -231,19 +231,31 @@ impl Carrier {
     }
 }
 
+/// How a loop run by commands is reached from other threads.
+pub struct Reach {
+    /// What every command must be sent with.
+    pub waker: Arc<mio::Waker>,
+    /// What steps every waiting connection again, for a bucket whose
+    /// settings were changed from outside the loop (a trace followed).
+    pub changed: Arc<dyn Fn() + Send + Sync>,
+}
+
 /// An event loop with no routes yet, run on the calling thread until a
-/// [`Command::Stop`] comes through `commands`; `ready` gets its waker
-/// first, which every command must be sent with.
+/// [`Command::Stop`] comes through `commands`; `ready` gets its reach
+/// first.
 pub fn run_by_commands(
     report: Option<Printer>,
     seed: u64,
     commands: Receiver<Command>,
-    ready: Sender<Arc<mio::Waker>>,
+    ready: Sender<Reach>,
 ) -> io::Result<()> {
     raise_file_limit();
     let mut event_loop = EventLoop::new(report, seed)?;
     event_loop.take_commands(commands);
-    let _ = ready.send(event_loop.waker());
+    let _ = ready.send(Reach {
+        waker: event_loop.waker(),
+        changed: Arc::new(event_loop.wake_on_change()),
+    });
     event_loop.run()
 }
 

@@ -3,7 +3,10 @@
 //! probabilities, each within what shape can carry out.
 
 use super::{Kind, Unit};
+use crate::trace::Trace;
 use serde_json::{Map, Value};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest time an attribute gives: shape's longest delay, an hour.
@@ -77,6 +80,26 @@ impl<'a> Attributes<'a> {
             Ok(crate::profiles::LinkArg::Profile(profile)) => Some(profile),
             _ => None,
         }
+    }
+
+    /// The trace the attribute `name` names, read from the server's files
+    /// (a path relative to where it was started); none if `""` or absent.
+    /// A refusal says where and why, never what the file holds: the API
+    /// must not be a way to read the server's files.
+    pub fn trace(&self, name: &str) -> Result<Option<Arc<Trace>>, String> {
+        let path = self.values.get(name).and_then(Value::as_str).unwrap_or("");
+        if path.is_empty() {
+            return Ok(None);
+        }
+        // A pipe or a device would keep the API waiting, or never end.
+        match std::fs::metadata(path) {
+            Ok(found) if found.is_file() => {}
+            Ok(_) => return Err(format!("{path}: not a file")),
+            Err(err) => return Err(format!("{path}: {}", crate::message::one_line(&err))),
+        }
+        Trace::load(Path::new(path))
+            .map(|trace| Some(Arc::new(trace)))
+            .map_err(|refusal| refusal.without_contents())
     }
 
     /// A probability, from 0 to 1.
