@@ -2,9 +2,10 @@
 """How closely shape follows a recorded link (`--trace`), on traces made
 here (never Mahimahi's own): for each, the bytes delivered in every one
 second window after the first, against what the trace allows in it,
-while the sender keeps the queue full; in a pipe (`--trace`) and through
+while the sender keeps the queue full; in a pipe (`--trace`), through
 the proxy (`--trace-down`: a server sends as fast as it can, and the
-client reads).
+client reads), and through a `--serve` proxy whose `link` toxic names
+the trace.
 
     cargo build --release && benches/trace_fidelity.py
 
@@ -12,6 +13,7 @@ Prints a Markdown table: trace, path, each window's delivered over
 allowed, the worst window's error, and the total's.
 """
 import bisect
+import json
 import os
 import socket
 import subprocess
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 SHAPE = os.path.join(os.path.dirname(__file__), "..", "target", "release", "shape")
 OPPORTUNITY = 1500
@@ -51,15 +54,21 @@ def allowed(text, start_ms, end_ms):
 
 
 def read_timed(read, origin, seconds):
-    """(time since `origin`, bytes) of what `read` delivers: the origin
-    is when shape was started, which is when its trace starts, within
-    its start-up (a few milliseconds)."""
+    """(time since the trace's start, bytes) of what `read` delivers. The
+    start is `origin`, or if None the first byte's time, less the
+    millisecond at which every trace here delivers first: a pipe's
+    input waits from the start, so that is exact, where shape's start-up
+    (a few milliseconds, more on a busy machine) would shift each
+    window."""
     marks = []
     while True:
         data = read(65536)
         if not data:
             break
-        at = time.monotonic() - origin
+        now = time.monotonic()
+        if origin is None:
+            origin = now - 0.001
+        at = now - origin
         marks.append((at, len(data)))
         if at > seconds:
             break
@@ -77,7 +86,6 @@ def windows(marks, count):
 
 def pipe(path, seconds):
     shape = subprocess.Popen([SHAPE, "-q", "--trace", path], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    origin = time.monotonic()
 
     def feed():
         try:
@@ -88,13 +96,14 @@ def pipe(path, seconds):
 
     threading.Thread(target=feed, daemon=True).start()
     fd = shape.stdout.fileno()
-    marks = read_timed(lambda n: os.read(fd, n), origin, seconds)
+    marks = read_timed(lambda n: os.read(fd, n), None, seconds)
     shape.kill()
     shape.wait()
     return marks
 
 
-def proxy(path, seconds):
+def sending_server():
+    """A server that sends as fast as it can to its one client."""
     sink = socket.socket()
     sink.bind(("127.0.0.1", 0))
     sink.listen()
@@ -108,19 +117,53 @@ def proxy(path, seconds):
             pass
 
     threading.Thread(target=serve, daemon=True).start()
+    return sink.getsockname()[1]
+
+
+def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    shape = subprocess.Popen(
-        [SHAPE, "-q", "--listen", f"127.0.0.1:{port}", "--connect", f"127.0.0.1:{sink.getsockname()[1]}",
-         "--trace-down", path])
-    origin = time.monotonic()
+        return probe.getsockname()[1]
+
+
+def connected(port):
     while True:
         try:
-            client = socket.create_connection(("127.0.0.1", port))
-            break
+            return socket.create_connection(("127.0.0.1", port))
         except OSError:
             time.sleep(0.01)
+
+
+def proxy(path, seconds):
+    upstream, port = sending_server(), free_port()
+    shape = subprocess.Popen(
+        [SHAPE, "-q", "--listen", f"127.0.0.1:{port}", "--connect", f"127.0.0.1:{upstream}",
+         "--trace-down", path])
+    # The trace starts as shape does, before the client connects.
+    origin = time.monotonic()
+    client = connected(port)
+    marks = read_timed(client.recv, origin, seconds)
+    client.close()
+    shape.kill()
+    shape.wait()
+    return marks
+
+
+def toxic(path, seconds):
+    upstream, port, api = sending_server(), free_port(), free_port()
+    shape = subprocess.Popen([SHAPE, "-q", "--serve", f"127.0.0.1:{api}"])
+    connected(api).close()
+
+    def post(where, body):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{api}{where}", data=json.dumps(body).encode(), method="POST")
+        urllib.request.urlopen(request).read()
+
+    post("/proxies", {"name": "p", "listen": f"127.0.0.1:{port}", "upstream": f"127.0.0.1:{upstream}"})
+    # The trace starts when the toxic is made.
+    origin = time.monotonic()
+    post("/proxies/p/toxics", {"type": "link", "attributes": {"trace": path}})
+    client = connected(port)
     marks = read_timed(client.recv, origin, seconds)
     client.close()
     shape.kill()
@@ -141,7 +184,7 @@ def main():
         count = 6 if seconds is None else len(seconds)
         with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
             f.write(text)
-        for label, run in (("pipe", pipe), ("proxy", proxy)):
+        for label, run in (("pipe", pipe), ("proxy", proxy), ("toxic", toxic)):
             marks = run(f.name, count)
             got = windows(marks, count)
             cells, worst, total_got, total_allowed = [], 0.0, 0, 0

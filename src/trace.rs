@@ -90,11 +90,12 @@ impl Trace {
     /// Reads a trace from `text`, named `name`.
     pub fn read(name: &str, text: &str) -> Result<Trace, Refusal> {
         let mut times: Vec<u64> = Vec::new();
-        for (at, line) in text.lines().enumerate() {
-            let at = format!("{name}:{}", at + 1);
+        for (index, line) in text.lines().enumerate() {
+            // Made only for a refusal: a long trace loads in milliseconds.
+            let at = || format!("{name}:{}", index + 1);
             let said = line.trim();
             let time: u64 = said.parse().map_err(|_| Refusal {
-                at: at.clone(),
+                at: at(),
                 said: Some(said.to_string()),
                 why: "is not a time in whole milliseconds".into(),
             })?;
@@ -102,7 +103,7 @@ impl Trace {
                 && time < last
             {
                 return Err(Refusal::new(
-                    at,
+                    at(),
                     format!("{time} comes after {last}: times must not go backwards"),
                 ));
             }
