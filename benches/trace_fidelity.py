@@ -140,7 +140,12 @@ def proxy(path, seconds):
         [SHAPE, "-q", "--listen", f"127.0.0.1:{port}", "--connect", f"127.0.0.1:{upstream}",
          "--trace-down", path])
     # The trace starts as shape does, before the client connects.
-    origin = time.monotonic()
+    return read_through(shape, port, time.monotonic(), seconds)
+
+
+def read_through(shape, port, origin, seconds):
+    """What a client of `port` reads, timed from `origin`; then `shape`
+    is stopped."""
     client = connected(port)
     marks = read_timed(client.recv, origin, seconds)
     client.close()
@@ -163,12 +168,7 @@ def toxic(path, seconds):
     # The trace starts when the toxic is made.
     origin = time.monotonic()
     post("/proxies/p/toxics", {"type": "link", "attributes": {"trace": path}})
-    client = connected(port)
-    marks = read_timed(client.recv, origin, seconds)
-    client.close()
-    shape.kill()
-    shape.wait()
-    return marks
+    return read_through(shape, port, origin, seconds)
 
 
 def main():
