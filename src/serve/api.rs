@@ -4,9 +4,11 @@
 //! every route is tested without a socket; the HTTP server hands each
 //! request here.
 
+use super::dashboard::{self, Flow};
 use super::model::{ApiError, Model, Proxy, ProxyGiven};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// The version the API reports: the toxiproxy whose API shape serves.
 /// Clients decide from it what the server supports (the Ruby client uses
@@ -29,6 +31,8 @@ pub trait Carrier {
     fn retune(&mut self, proxy: &Proxy);
     /// What every running proxy passed, in Prometheus' text format.
     fn metrics(&self, model: &Model) -> Option<String>;
+    /// What has flowed through each running proxy, by name.
+    fn flows(&self) -> BTreeMap<String, Flow>;
 }
 
 /// What a request gets back.
@@ -117,6 +121,11 @@ fn route(
         }
         ("POST", ["populate"]) => Ok(populate(model, carrier, body)),
         ("GET", ["proxies"]) => Ok(Reply::json(200, &model.proxies)),
+        // The dashboard's reading of it all, with what flows (shape's own).
+        ("GET", ["ui", "state"]) => {
+            Ok(Reply::json(200, &dashboard::state(model, &carrier.flows())))
+        }
+        ("GET", ["ui", "toxics"]) => Ok(Reply::json(200, &dashboard::kinds())),
         ("POST", ["proxies"]) => {
             // `null` is a proxy with nothing given, as Go decodes it.
             let given: Option<ProxyGiven> = parse(body)?;
@@ -368,6 +377,9 @@ mod tests {
         fn retune(&mut self, _: &Proxy) {}
         fn metrics(&self, _: &Model) -> Option<String> {
             Some(String::new())
+        }
+        fn flows(&self) -> BTreeMap<String, Flow> {
+            BTreeMap::new()
         }
     }
 

@@ -8,7 +8,9 @@
 //! Either way a page could open a proxy from the LAN to a local database
 //! or socket. So a request is refused, with 403, when:
 //! - its User-Agent is a browser's (toxiproxy's own rule: it begins with
-//!   `Mozilla/`);
+//!   `Mozilla/`), unless the browser says the request is the dashboard's
+//!   own (`Sec-Fetch-Site: same-origin`, and a change carries the API's
+//!   own `Origin`);
 //! - it carries an `Origin` other than the API's own;
 //! - a browser says it comes from another site (`Sec-Fetch-Site`
 //!   `cross-site` or `same-site`);
@@ -17,8 +19,12 @@
 //!
 //! An origin allowed on purpose (`--serve-allow-origin`, for a browser UI)
 //! passes the first three, and gets the CORS headers it needs; the Host
-//! rule holds for everyone. Plain HTTP clients (curl, toxiproxy's clients)
-//! send none of these headers and are not affected.
+//! rule holds for everyone. The dashboard's page and files (`GET /`,
+//! `/ui/app.js`, `/ui/style.css`) are the same for everyone and hold
+//! nothing of the server's: they pass all but the Host rule, and no other
+//! page may frame them (the answers' Content-Security-Policy). Plain HTTP
+//! clients (curl, toxiproxy's clients) send none of these headers and are
+//! not affected.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -29,6 +35,10 @@ pub struct Asking<'a> {
     pub origin: Option<&'a str>,
     pub fetch_site: Option<&'a str>,
     pub host: Option<&'a str>,
+    /// GET or HEAD: a request that changes nothing.
+    pub reads: bool,
+    /// One of the dashboard's own files.
+    pub page: bool,
 }
 
 /// Why a request was refused: the body of the 403.
@@ -97,12 +107,31 @@ impl Guard {
         if origin.as_ref().is_some_and(|o| self.allowed.contains(o)) {
             return Ok(true);
         }
-        // A browser gets toxiproxy's answer, whatever else it sends.
+        if asking.page && asking.reads {
+            return Ok(false);
+        }
+        // A browser gets toxiproxy's answer, unless it says the request is
+        // the dashboard's own: a browser sends Origin with every change,
+        // and a page of another origin cannot make it lie about either.
         if asking
             .user_agent
             .is_some_and(|ua| ua.starts_with("Mozilla/"))
         {
-            return Err(Refusal::Browser);
+            let same_origin = asking.fetch_site.map(str::trim) == Some("same-origin");
+            let own = match &origin {
+                Some(origin) => self.is_own_origin(origin, asking.host),
+                None => asking.reads,
+            };
+            // Beyond loopback any Host is answered, and a page rebound to
+            // the server would be "same-origin": a browser must name the
+            // server by an address or a name of its own.
+            let named = asking.host.is_some_and(|host| {
+                self.host_is_ours(host) || host_without_port(host).parse::<IpAddr>().is_ok()
+            });
+            return match same_origin && own && named {
+                true => Ok(false),
+                false => Err(Refusal::Browser),
+            };
         }
         if origin.is_some_and(|origin| !self.is_own_origin(&origin, asking.host)) {
             return Err(Refusal::Origin);
@@ -179,6 +208,8 @@ mod tests {
                 "origin" => asking.origin = Some(value),
                 "site" => asking.fetch_site = Some(value),
                 "host" => asking.host = Some(value),
+                "method" => asking.reads = matches!(*value, "GET" | "HEAD"),
+                "page" => asking.page = true,
                 _ => unreachable!(),
             }
         }
@@ -253,6 +284,77 @@ mod tests {
         assert_eq!(g.check(&asking(&other)), Err(Refusal::Browser));
         let scripted = [("origin", "http://localhost:3001")];
         assert_eq!(g.check(&asking(&scripted)), Err(Refusal::Origin));
+    }
+
+    #[test]
+    fn the_dashboard_s_own_requests_pass_and_no_other_page_s_do() {
+        let g = guard(&[]);
+        let browser = [("ua", "Mozilla/5.0"), ("host", "127.0.0.1:8474")];
+        let with = |more: &[(&str, &'static str)]| {
+            let mut pairs = browser.to_vec();
+            pairs.extend_from_slice(more);
+            g.check(&asking(&pairs))
+        };
+        // The page and its files, from anywhere: typed, linked or its own.
+        for site in ["none", "cross-site", "same-origin"] {
+            assert_eq!(
+                with(&[("page", ""), ("method", "GET"), ("site", site)]),
+                Ok(false)
+            );
+        }
+        // The page's own reads and changes.
+        assert_eq!(
+            with(&[("method", "GET"), ("site", "same-origin")]),
+            Ok(false)
+        );
+        let change = [
+            ("method", "POST"),
+            ("site", "same-origin"),
+            ("origin", "http://127.0.0.1:8474"),
+        ];
+        assert_eq!(with(&change), Ok(false));
+        // Refused: a change without its origin; any other page's request,
+        // on another port too; a browser that does not say; a POST to a
+        // page's path.
+        for refused in [
+            &[("method", "POST"), ("site", "same-origin")][..],
+            &[
+                ("method", "POST"),
+                ("site", "same-site"),
+                ("origin", "http://127.0.0.1:9000"),
+            ],
+            &[("method", "GET"), ("site", "same-site")],
+            &[("method", "GET"), ("site", "cross-site")],
+            &[("method", "GET")],
+            &[("method", "POST"), ("page", ""), ("site", "cross-site")],
+        ] {
+            assert_eq!(with(refused), Err(Refusal::Browser), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn beyond_loopback_the_dashboard_is_driven_by_address_or_own_name_only() {
+        let g = Guard::new("0.0.0.0:8474".parse().unwrap(), "0.0.0.0", &[]);
+        let from = |host: &'static str, origin: &'static str| {
+            let pairs = [
+                ("ua", "Mozilla/5.0"),
+                ("method", "POST"),
+                ("site", "same-origin"),
+                ("host", host),
+                ("origin", origin),
+            ];
+            g.check(&asking(&pairs))
+        };
+        assert_eq!(
+            from("192.168.1.5:8474", "http://192.168.1.5:8474"),
+            Ok(false)
+        );
+        assert_eq!(from("localhost:8474", "http://localhost:8474"), Ok(false));
+        // A name could be a page's own, rebound to this server.
+        assert_eq!(
+            from("rebound.example:8474", "http://rebound.example:8474"),
+            Err(Refusal::Browser)
+        );
     }
 
     #[test]

@@ -230,26 +230,31 @@ async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Full<B
     let id = shared.ids.next();
     let headers = request.headers();
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+    let page = reads
+        .then(|| super::dashboard::file(request.uri().path()))
+        .flatten();
     let asking = Asking {
         user_agent: text(header::USER_AGENT),
         origin: text(header::ORIGIN),
         fetch_site: text(header::HeaderName::from_static("sec-fetch-site")),
         host: text(header::HOST),
+        reads,
+        page: page.is_some(),
     };
     let cors = match shared.guard.check(&asking) {
         Ok(true) => headers.get(header::ORIGIN).cloned(),
         Ok(false) => None,
         Err(refusal) => {
-            let mut refused = plain(StatusCode::FORBIDDEN, refusal.body());
-            refused.headers_mut().insert(
-                header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            );
+            let refused = plain(StatusCode::FORBIDDEN, refusal.body());
             return finish(refused, &id, None);
         }
     };
     if request.method() == Method::OPTIONS && cors.is_some() {
         return finish(preflight(), &id, cors);
+    }
+    if let Some(page) = page {
+        return finish(reply(page), &id, cors);
     }
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -275,12 +280,16 @@ async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Full<B
             Err(answer) => answer,
         },
     };
-    let response = Response::builder()
+    finish(reply(answer), &id, cors)
+}
+
+/// The response that gives `answer`.
+fn reply(answer: Reply) -> Response<Full<Bytes>> {
+    Response::builder()
         .status(answer.status)
         .header(header::CONTENT_TYPE, answer.content_type)
         .body(Full::new(Bytes::from(answer.body.unwrap_or_default())))
-        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "bad status\n"));
-    finish(response, &id, cors)
+        .unwrap_or_else(|_| plain(StatusCode::INTERNAL_SERVER_ERROR, "bad status\n"))
 }
 
 /// The body of a request, at most [`MOST_BODY`] bytes, within
@@ -353,7 +362,9 @@ fn preflight() -> Response<Full<Bytes>> {
 
 /// `response` with the headers every answer carries: the request's id
 /// (as toxiproxy's `X-Toxiproxy-Request-Id`), the server's name and
-/// version, and for an origin let in, CORS's.
+/// version, what keeps the dashboard from loading anything but its own
+/// files or being framed by another page, and for an origin let in,
+/// CORS's.
 fn finish(
     mut response: Response<Full<Bytes>>,
     id: &str,
@@ -367,6 +378,18 @@ fn finish(
         header::SERVER,
         HeaderValue::from_static(concat!("shape/", env!("CARGO_PKG_VERSION"))),
     );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        ),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Some(origin) = cors {
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         headers.insert(header::VARY, HeaderValue::from_static("Origin"));

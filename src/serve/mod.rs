@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod carry;
+mod dashboard;
 mod datagrams;
 pub mod guard;
 pub mod http;

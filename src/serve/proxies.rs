@@ -7,6 +7,7 @@
 //! so that wait is short even under load.
 
 use super::api::Carrier;
+use super::dashboard::Flow;
 use super::datagrams;
 use super::model::{ApiError, Model, Protocol, Proxy};
 use super::shaping::{Counters, Effects, ToxicRules};
@@ -260,6 +261,31 @@ impl Carrier for Proxies {
             rules,
             retuned,
         });
+    }
+
+    fn flows(&self) -> BTreeMap<String, Flow> {
+        let each = self
+            .event_loop
+            .ask(|counted| Command::CountEach { counted })
+            .unwrap_or_default();
+        self.running
+            .iter()
+            .map(|(name, running)| {
+                let flow = Flow {
+                    up: running.counters.sent[Way::Up as usize].total(),
+                    down: running.counters.sent[Way::Down as usize].total(),
+                    connections: match running.datagrams {
+                        Some(_) => None,
+                        None => Some(
+                            running
+                                .route
+                                .map_or(0, |route| each.get(&route).copied().unwrap_or(0)),
+                        ),
+                    },
+                };
+                (name.clone(), flow)
+            })
+            .collect()
     }
 
     fn metrics(&self, model: &Model) -> Option<String> {

@@ -5,6 +5,7 @@ mod harness;
 mod container;
 mod counting;
 mod damage;
+mod dashboard;
 mod exactness;
 mod exec;
 mod exec_link;

@@ -43,6 +43,10 @@ pub enum Command {
     },
     /// Say how many connections are open, over every route.
     Count { counted: SyncSender<usize> },
+    /// Say how many connections each route has open, by route key.
+    CountEach {
+        counted: SyncSender<std::collections::HashMap<usize, usize>>,
+    },
     /// Close everything and end the loop.
     Stop,
 }
@@ -142,6 +146,13 @@ impl<'a> EventLoop<'a> {
                 }
                 Command::Count { counted } => {
                     let _ = counted.send(self.connections.len());
+                }
+                Command::CountEach { counted } => {
+                    let mut each = std::collections::HashMap::new();
+                    for (_, connection) in &self.connections {
+                        *each.entry(connection.route).or_insert(0) += 1;
+                    }
+                    let _ = counted.send(each);
                 }
                 Command::Stop => going = false,
             }
