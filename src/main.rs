@@ -28,6 +28,8 @@ mod trace;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // While there is one thread: threads take their creator's.
+    net::low_ports::take_if_given();
     // Under toxiproxy-server's name, its command line.
     let mut args = std::env::args_os().map(|arg| arg.to_string_lossy().into_owned());
     let program = args.next().unwrap_or_default();

@@ -123,12 +123,39 @@ impl Address {
         Ok((host, port).to_socket_addrs()?.collect())
     }
 
+    /// The one socket address a host and port are listened on at, as Go's
+    /// `net.Listen` (and so toxiproxy) picks it: the first IPv4 address
+    /// the name resolves to, else the first. `localhost` is 127.0.0.1
+    /// wherever it also resolves to ::1.
+    fn listen_at(host: &str, port: u16) -> io::Result<SocketAddr> {
+        let all = Self::resolve(host, port, true)?;
+        all.iter()
+            .find(|address| address.is_ipv4())
+            .or(all.first())
+            .copied()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
+    }
+
+    /// The socket address a TCP or UDP address is listened on at (see
+    /// `listen_at`).
+    pub fn listen_address(&self) -> io::Result<SocketAddr> {
+        match self {
+            Address::Tcp { host, port } | Address::Udp { host, port } => {
+                Self::listen_at(host, *port)
+            }
+            Address::Unix(_) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a Unix socket has no socket address",
+            )),
+        }
+    }
+
     /// Listens on this address. Port 0 asks the system for a free port;
     /// [`Listening::local`] says which.
     pub fn listen(&self) -> io::Result<Listening> {
         match self {
             Address::Tcp { host, port } => {
-                let listener = TcpListener::bind(&*Self::resolve(host, *port, true)?)?;
+                let listener = TcpListener::bind(Self::listen_at(host, *port)?)?;
                 super::deepen_backlog(&listener)?;
                 Ok(Listening::Tcp(listener))
             }
@@ -150,7 +177,10 @@ impl Address {
                 "not a udp: address",
             ));
         };
-        Self::resolve(host, *port, listening)?
+        if listening {
+            return Self::listen_at(host, *port);
+        }
+        Self::resolve(host, *port, false)?
             .into_iter()
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))

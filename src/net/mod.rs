@@ -4,6 +4,7 @@
 mod address;
 pub(crate) mod alarm;
 pub(crate) mod deadlines;
+pub mod low_ports;
 pub mod proxy;
 mod resources;
 pub mod udp;

@@ -335,15 +335,15 @@ pub fn populate_with(
     Ok(done)
 }
 
-/// True if listen address `given` is `bound`, once resolved.
+/// True if listen address `given` is `bound`, once resolved as a proxy
+/// listening on it would be (`localhost` is 127.0.0.1 where it is ::1
+/// too, as in toxiproxy).
 fn same_address(given: &str, bound: &str) -> bool {
-    use std::net::ToSocketAddrs;
     given == bound
         || given
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut all| all.next())
-            .is_some_and(|address| address.to_string() == bound)
+            .parse::<crate::net::Address>()
+            .and_then(|address| address.listen_address().map_err(|err| err.to_string()))
+            .is_ok_and(|address| address.to_string() == bound)
 }
 
 /// Carries out a change of proxy `name`'s toxics, if it is running.

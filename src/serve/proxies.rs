@@ -377,7 +377,9 @@ impl Proxies {
 
 /// Why listening on `listen` (given as `given`) failed, in Go's words
 /// where the system refused the bind, as toxiproxy says it and tests
-/// match it: `listen tcp 127.0.0.1:3310: bind: address already in use`.
+/// match it, naming the address as resolved:
+/// `listen tcp 127.0.0.1:3310: bind: address already in use` for
+/// `localhost:3310`.
 fn bind_failed(listen: &Address, given: &str, err: &std::io::Error) -> String {
     let network = match listen {
         Address::Tcp { .. } => "tcp",
@@ -387,7 +389,10 @@ fn bind_failed(listen: &Address, given: &str, err: &std::io::Error) -> String {
     match err.raw_os_error() {
         Some(code) if !network.is_empty() => {
             let text = std::io::Error::from_raw_os_error(code).to_string();
-            format!("listen {network} {given}: bind: {}", go_error_text(&text))
+            let at = listen
+                .listen_address()
+                .map_or_else(|_| given.to_string(), |at| at.to_string());
+            format!("listen {network} {at}: bind: {}", go_error_text(&text))
         }
         _ => format!("listen {given}: {}", crate::message::one_line(err)),
     }
@@ -440,9 +445,21 @@ mod tests {
             "listen tcp 127.0.0.1:3310: bind: address already in use"
         );
         let denied = std::io::Error::from_raw_os_error(13);
+        let low: Address = "127.0.0.1:80".parse().unwrap();
         assert_eq!(
-            bind_failed(&listen, "127.0.0.1:80", &denied),
+            bind_failed(&low, "127.0.0.1:80", &denied),
             "listen tcp 127.0.0.1:80: bind: permission denied"
+        );
+        // A name is said as resolved, IPv4 first as Go listens.
+        let named: Address = "localhost:3310".parse().unwrap();
+        assert_eq!(
+            bind_failed(&named, "localhost:3310", &in_use),
+            "listen tcp 127.0.0.1:3310: bind: address already in use"
+        );
+        let v6: Address = "[::1]:3310".parse().unwrap();
+        assert_eq!(
+            bind_failed(&v6, "[::1]:3310", &in_use),
+            "listen tcp [::1]:3310: bind: address already in use"
         );
     }
 }

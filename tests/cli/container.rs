@@ -220,30 +220,68 @@ fn an_upstream_named_as_compose_names_it_is_reached_after_it_moves() {
     assert!(get(&proxied, "/version").starts_with("{\"version\": "));
 }
 
+/// `image` run with `config` mounted as compose mounts it and read at
+/// start, the API published and each of `ports` inside published too:
+/// what keeps it, the API's address and each port's.
+fn run_with_config(
+    image: &str,
+    config: &[u8],
+    ports: &[u16],
+) -> (Made, Scratch, String, Vec<String>) {
+    let dir = Scratch::new("container-config");
+    let config = dir.file("toxiproxy.json", config);
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let mut made = Made::default();
+    let name = unique("config");
+    let api = free_port();
+    let mut args = vec![
+        "-p".to_string(),
+        format!("127.0.0.1:{api}:8474"),
+        "-v".into(),
+        format!("{}:/config/toxiproxy.json:ro,Z", config.display()),
+    ];
+    let mut published = Vec::new();
+    for inside in ports {
+        let outside = free_port();
+        args.extend(["-p".into(), format!("127.0.0.1:{outside}:{inside}")]);
+        published.push(format!("127.0.0.1:{outside}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    made.run(
+        &name,
+        &args,
+        image,
+        &["-host=0.0.0.0", "-config=/config/toxiproxy.json"],
+    );
+    (made, dir, format!("127.0.0.1:{api}"), published)
+}
+
 #[test]
 fn a_config_mounted_as_compose_mounts_it_is_read_at_start() {
     let Some(image) = image() else {
         return;
     };
-    let dir = Scratch::new("container-config");
-    let config = dir.file(
-        "toxiproxy.json",
-        br#"[{"name": "from_config", "listen": "0.0.0.0:9001", "upstream": "127.0.0.1:8474"}]"#,
-    );
-    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let mut made = Made::default();
-    let name = unique("config");
-    let port = free_port();
-    let published = format!("127.0.0.1:{port}:8474");
-    let volume = format!("{}:/config/toxiproxy.json:ro,Z", config.display());
-    made.run(
-        &name,
-        &["-p", &published, "-v", &volume],
-        &image,
-        &["-host=0.0.0.0", "-config=/config/toxiproxy.json"],
-    );
-    let proxies = get(&format!("127.0.0.1:{port}"), "/proxies");
+    let config =
+        br#"[{"name": "from_config", "listen": "0.0.0.0:9001", "upstream": "127.0.0.1:8474"}]"#;
+    let (_made, _dir, api, _) = run_with_config(&image, config, &[]);
+    let proxies = get(&api, "/proxies");
     assert!(proxies.contains("\"from_config\""), "{proxies}");
+}
+
+#[test]
+fn a_config_listening_on_port_80_serves_there_as_the_unprivileged_user() {
+    let Some(image) = image() else {
+        return;
+    };
+    // Under podman, which leaves ports below 1024 privileged: the
+    // image's user (65534 in shape's) needs the binary's capability.
+    let config = br#"[{"name": "web", "listen": "0.0.0.0:80", "upstream": "127.0.0.1:8474"}]"#;
+    let (_made, _dir, api, published) = run_with_config(&image, config, &[80]);
+    let proxies = get(&api, "/proxies");
+    assert!(proxies.contains("\"0.0.0.0:80\""), "{proxies}");
+    // Through port 80, to the API itself.
+    let version = get(&published[0], "/version");
+    assert!(version.contains("\"version\""), "{version}");
 }
 
 #[test]

@@ -12,6 +12,17 @@ const kinds = new Map(); // toxic type -> its row of the table
 let profiles = [];
 const cards = new Map(); // proxy name -> its card
 let polling = null;
+// Only graphs on screen are drawn: a thousand proxies cost what a
+// screenful does.
+const onScreen = new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    const shown = cards.get(entry.target.dataset.name);
+    if (!shown) continue;
+    shown.visible = entry.isIntersecting;
+    if (shown.visible) draw(shown.parts.graph, ratesOf(shown.samples), colours());
+  }
+});
+let colourCache = null;
 
 // ---- The API ----
 
@@ -137,7 +148,8 @@ function card(name) {
       attempt(() => api("DELETE", proxyPath(name)));
     }
   });
-  return { root, parts, samples: [], toxicsShown: null };
+  onScreen.observe(root);
+  return { root, parts, samples: [], toxicsShown: null, visible: false };
 }
 
 async function toggle(proxy) {
@@ -175,7 +187,6 @@ function update(shown, proxy, at) {
   );
   const peak = Math.max(0, ...rates.map((r) => Math.max(r.up, r.down)));
   parts.peak.textContent = `last ${SECONDS} s · peak ${rate(peak)}`;
-  draw(parts.graph, rates);
   const toxics = JSON.stringify(proxy.toxics);
   // Left alone while one of its forms is being filled in.
   if (toxics !== shown.toxicsShown && !parts.toxics.querySelector("form")) {
@@ -197,7 +208,19 @@ function ratesOf(samples) {
   return rates;
 }
 
-function draw(canvas, rates) {
+// The graph's colours, read from the style once.
+function colours() {
+  if (!colourCache) {
+    const styles = getComputedStyle(document.documentElement);
+    colourCache = {
+      up: styles.getPropertyValue("--up").trim() || "#b35900",
+      down: styles.getPropertyValue("--down").trim() || "#0b63c4",
+    };
+  }
+  return colourCache;
+}
+
+function draw(canvas, rates, colour) {
   const width = canvas.clientWidth || 300;
   const ratio = window.devicePixelRatio || 1;
   if (canvas.width !== Math.round(width * ratio)) {
@@ -209,9 +232,8 @@ function draw(canvas, rates) {
   g.clearRect(0, 0, width, 80);
   const most = Math.max(1, ...rates.map((r) => Math.max(r.up, r.down)));
   const step = width / SECONDS;
-  const styles = getComputedStyle(canvas);
-  for (const [way, colour] of [["up", "--up"], ["down", "--down"]]) {
-    g.strokeStyle = styles.getPropertyValue(colour).trim() || "#333";
+  for (const way of ["up", "down"]) {
+    g.strokeStyle = colour[way];
     g.lineWidth = 2;
     g.beginPath();
     rates.forEach((r, i) => {
@@ -426,9 +448,14 @@ function show(state) {
   }
   for (const [name, shown] of cards) {
     if (!seen.has(name)) {
+      onScreen.unobserve(shown.root);
       shown.root.remove();
       cards.delete(name);
     }
+  }
+  // Drawn after every card is in place, so that sizes are laid out once.
+  for (const shown of cards.values()) {
+    if (shown.visible) draw(shown.parts.graph, ratesOf(shown.samples), colours());
   }
   document.getElementById("empty").hidden = state.proxies.length !== 0;
   const t = state.totals;
