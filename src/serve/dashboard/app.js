@@ -398,6 +398,7 @@ function attributeFields(kind, values) {
     input.dataset.attribute = attribute.name;
     input.dataset.input = attribute.input;
     input.dataset.optional = attribute.extra ? "1" : "";
+    input.dataset.given = given !== undefined ? "1" : "";
     const unit = attribute.extra ? `${attribute.unit}, optional` : attribute.unit;
     return element("label", {}, `${attribute.name} (${unit}) `, input);
   });
@@ -406,7 +407,9 @@ function attributeFields(kind, values) {
 function fieldValue(input) {
   switch (input.dataset.input) {
     case "flag":
-      return input.checked ? 1 : input.dataset.optional ? undefined : 0;
+      // An optional flag the toxic has is turned off by sending 0.
+      if (input.checked) return 1;
+      return input.dataset.optional && !input.dataset.given ? undefined : 0;
     case "profile":
     case "text":
       return input.value;
