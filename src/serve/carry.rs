@@ -119,9 +119,9 @@ pub fn effect(toxic: &Toxic) -> Effect {
 /// up; none if it names none.
 pub fn link(toxic: &Toxic, given: &Attributes) -> Option<(Limit, Duration)> {
     let profile = given.profile("profile")?;
-    let rate = match crate::faults::Way::of_stream(&toxic.stream) {
-        Some(crate::faults::Way::Up) => profile.up,
-        _ => profile.down,
+    let rate = match toxic.stream.way {
+        crate::faults::Way::Up => profile.up,
+        crate::faults::Way::Down => profile.down,
     };
     let limit = rate
         .parse::<shape_bucket::RateSpec>()

@@ -16,7 +16,7 @@ use super::toxics::{Attributes, Kind};
 use crate::bucket::Bucket;
 use crate::control::traced::{self, Following};
 use crate::counting::Counting;
-use crate::faults::{Loss, Way};
+use crate::faults::Loss;
 use crate::net::udp::{self, Handle, Impairment, Route};
 use crate::progress::Printer;
 use crate::trace::Trace;
@@ -152,11 +152,8 @@ impl Ways {
     fn of(toxics: &[Toxic]) -> Ways {
         let mut sums = [Sum::default(), Sum::default()];
         for toxic in toxics {
-            let Some(way) = Way::of_stream(&toxic.stream) else {
-                continue;
-            };
             if toxic.toxicity > 0.0 {
-                sums[way as usize].add(toxic);
+                sums[toxic.stream.way as usize].add(toxic);
             }
         }
         let limits = sums.each_ref().map(|sum| {

@@ -71,8 +71,7 @@ pub struct Toxic {
     pub name: String,
     #[serde(rename = "type")]
     pub kind: Kind,
-    /// `upstream` or `downstream`, in any case, as given.
-    pub stream: String,
+    pub stream: Stream,
     /// Written as toxiproxy writes it: `1`, `0.5`.
     #[serde(serialize_with = "as_toxiproxy_writes_it")]
     pub toxicity: f64,
@@ -96,10 +95,36 @@ impl Toxic {
                 .clone(),
             name: format!("{}_{stream}_{id}", kind.name()),
             kind,
-            stream: stream.into(),
+            stream: Stream::parse(stream).expect("a stream"),
             toxicity,
             trace: None,
         }
+    }
+}
+
+/// A toxic's stream: the way it acts on, read once when the toxic is
+/// made, and the word it was given as, which the API shows back
+/// (toxiproxy takes `upstream` and `downstream` in any case, and keeps
+/// them as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stream {
+    pub way: Way,
+    pub said: String,
+}
+
+impl Stream {
+    /// The stream `said` names, if it names one.
+    pub fn parse(said: &str) -> Option<Stream> {
+        Way::of_stream(said).map(|way| Stream {
+            way,
+            said: said.to_string(),
+        })
+    }
+}
+
+impl Serialize for Stream {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.said)
     }
 }
 
@@ -356,14 +381,12 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
             Some(_) => Err(ApiError::bad_body(format!("{field} must be a string"))),
         }
     };
-    // Kept as given, and taken in any case, as toxiproxy takes it.
-    let stream = text("stream", Way::Down.stream())?;
-    if Way::of_stream(&stream).is_none() {
-        return Err(ApiError::new(
+    let stream = Stream::parse(&text("stream", Way::Down.stream())?).ok_or_else(|| {
+        ApiError::new(
             "stream was invalid, can be either upstream or downstream",
             400,
-        ));
-    }
+        )
+    })?;
     let kind = text("type", "")?;
     let kind = Kind::named(&kind).ok_or_else(|| ApiError::new("invalid toxic type", 400))?;
     if !proxy.protocol.takes(kind.row().on) {
@@ -378,7 +401,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
     }
     let mut name = text("name", "")?;
     if name.is_empty() {
-        name = format!("{}_{stream}", kind.name());
+        name = format!("{}_{}", kind.name(), stream.said);
     }
     let mut attributes = kind.defaults();
     if proxy.toxics.iter().any(|t| t.name == name) {
@@ -457,6 +480,28 @@ mod tests {
 
     fn map(value: Value) -> Map<String, Value> {
         value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_stream_is_read_once_in_any_case_and_shown_as_given() {
+        let stream = Stream::parse("UpStream").unwrap();
+        assert_eq!(stream.way, Way::Up);
+        assert_eq!(serde_json::to_value(&stream).unwrap(), json!("UpStream"));
+        assert_eq!(Stream::parse("down").map(|s| s.way), None);
+        let mut model = Model::default();
+        model
+            .create(ProxyGiven {
+                name: Some("p".into()),
+                upstream: Some("127.0.0.1:1".into()),
+                ..ProxyGiven::default()
+            })
+            .unwrap();
+        let given = json!({"type": "latency", "stream": "DOWNSTREAM"});
+        let toxic = model.add_toxic("p", given.as_object().unwrap()).unwrap();
+        assert_eq!(
+            (toxic.stream.way, toxic.name.as_str()),
+            (Way::Down, "latency_DOWNSTREAM")
+        );
     }
 
     #[test]

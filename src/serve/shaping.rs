@@ -264,8 +264,7 @@ impl ToxicRules {
             if toxic.toxicity <= 0.0 || toxic.toxicity.is_nan() {
                 continue;
             }
-            // The model took only streams that name a way.
-            let way = Way::of_stream(&toxic.stream).unwrap_or(Way::Down);
+            let way = toxic.stream.way;
             let sum = Sum::of(&effect, bucket.as_ref());
             let segments = &mut ways[way as usize];
             match (toxic.toxicity >= 1.0, segments.last_mut()) {
@@ -558,7 +557,7 @@ mod tests {
                 attributes,
                 name: kind.name().into(),
                 kind,
-                stream: "downstream".into(),
+                stream: crate::serve::model::Stream::parse("downstream").unwrap(),
                 toxicity,
                 trace: None,
             }];
