@@ -67,59 +67,87 @@ pub fn called_so(argv0: &OsStr) -> bool {
         .is_some_and(|name| name == "toxiproxy-server" || name == "toxiproxy")
 }
 
-/// The flags of toxiproxy-server: name, whether it is a bool, its
-/// usage's type word, and its help.
-const FLAGS: [(&str, bool, &str, &str); 7] = [
-    (
-        "config",
-        false,
-        "string",
-        "JSON file containing proxies to create on startup",
-    ),
-    (
-        "host",
-        false,
-        "string",
-        "Host for toxiproxy's API to listen on (default \"localhost\")",
-    ),
-    (
-        "port",
-        false,
-        "string",
-        "Port for toxiproxy's API to listen on (default \"8474\")",
-    ),
-    (
-        "proxy-metrics",
-        true,
-        "",
-        "enable toxiproxy-specific prometheus metrics (default \"false\")",
-    ),
-    (
-        "runtime-metrics",
-        true,
-        "",
-        "enable runtime-related prometheus metrics (default \"false\")",
-    ),
-    (
-        "seed",
-        false,
-        "int",
-        "Seed for randomizing toxics with (default: drawn at start)",
-    ),
-    ("version", true, "", "print the version (default \"false\")"),
+/// A flag of toxiproxy-server that is a bool: given alone, or `=true`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Switch {
+    ProxyMetrics,
+    RuntimeMetrics,
+    Version,
+}
+
+/// A flag of toxiproxy-server that takes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Valued {
+    Config,
+    Host,
+    Port,
+    Seed,
+}
+
+/// What a flag is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    Switch(Switch),
+    /// A value, with the type word of the usage.
+    Value(Valued, &'static str),
+}
+
+/// One of toxiproxy-server's flags, as its usage lists it.
+struct Flag {
+    name: &'static str,
+    takes: Takes,
+    help: &'static str,
+}
+
+/// The flags of toxiproxy-server, in its usage's order.
+const FLAGS: [Flag; 7] = [
+    Flag {
+        name: "config",
+        takes: Takes::Value(Valued::Config, "string"),
+        help: "JSON file containing proxies to create on startup",
+    },
+    Flag {
+        name: "host",
+        takes: Takes::Value(Valued::Host, "string"),
+        help: "Host for toxiproxy's API to listen on (default \"localhost\")",
+    },
+    Flag {
+        name: "port",
+        takes: Takes::Value(Valued::Port, "string"),
+        help: "Port for toxiproxy's API to listen on (default \"8474\")",
+    },
+    Flag {
+        name: "proxy-metrics",
+        takes: Takes::Switch(Switch::ProxyMetrics),
+        help: "enable toxiproxy-specific prometheus metrics (default \"false\")",
+    },
+    Flag {
+        name: "runtime-metrics",
+        takes: Takes::Switch(Switch::RuntimeMetrics),
+        help: "enable runtime-related prometheus metrics (default \"false\")",
+    },
+    Flag {
+        name: "seed",
+        takes: Takes::Value(Valued::Seed, "int"),
+        help: "Seed for randomizing toxics with (default: drawn at start)",
+    },
+    Flag {
+        name: "version",
+        takes: Takes::Switch(Switch::Version),
+        help: "print the version (default \"false\")",
+    },
 ];
 
 /// toxiproxy-server's usage, as Go's `flag` package prints it, for
 /// `program`.
 pub fn usage(program: &str) -> String {
     let mut text = format!("Usage of {program}:\n");
-    for (name, _, kind, help) in FLAGS {
-        let kind = if kind.is_empty() {
-            String::new()
-        } else {
-            format!(" {kind}")
+    for flag in &FLAGS {
+        let kind = match flag.takes {
+            Takes::Switch(_) => String::new(),
+            Takes::Value(_, kind) => format!(" {kind}"),
         };
-        text.push_str(&format!("  -{name}{kind}\n    \t{help}\n"));
+        text.push_str(&format!("  -{}{kind}\n    \t{}\n", flag.name, flag.help));
     }
     text
 }
@@ -141,52 +169,63 @@ pub fn parse(args: &[String]) -> Asked {
             Some((name, value)) => (name, Some(value.to_string())),
             None => (bare, None),
         };
-        let Some(&(_, is_bool, _, _)) = FLAGS.iter().find(|(known, ..)| *known == name) else {
+        let Some(flag) = FLAGS.iter().find(|flag| flag.name == name) else {
             if name == "help" || name == "h" {
                 return Asked::Help;
             }
             return Asked::Refused(format!("flag provided but not defined: -{name}"));
         };
-        if is_bool {
-            let value = match given.as_deref().map(go_bool) {
-                None => true,
-                Some(Some(value)) => value,
-                Some(None) => {
-                    return Asked::Refused(format!(
-                        "invalid boolean value {:?} for -{name}: parse error",
-                        given.unwrap_or_default()
-                    ));
+        match flag.takes {
+            Takes::Switch(switch) => {
+                let value = match given.as_deref().map(go_bool) {
+                    None => true,
+                    Some(Some(value)) => value,
+                    Some(None) => {
+                        return Asked::Refused(format!(
+                            "invalid boolean value {:?} for -{name}: parse error",
+                            given.unwrap_or_default()
+                        ));
+                    }
+                };
+                match switch {
+                    Switch::ProxyMetrics => flags.proxy_metrics = value,
+                    Switch::RuntimeMetrics => flags.runtime_metrics = value,
+                    Switch::Version => version = value,
                 }
-            };
-            match name {
-                "proxy-metrics" => flags.proxy_metrics = value,
-                "runtime-metrics" => flags.runtime_metrics = value,
-                _ => version = value,
             }
-            continue;
-        }
-        let Some(value) = given.or_else(|| words.next().cloned()) else {
-            return Asked::Refused(format!("flag needs an argument: -{name}"));
-        };
-        match name {
-            "config" => flags.config = Some(PathBuf::from(value)),
-            "host" => flags.host = value,
-            "port" => flags.port = value,
-            _ => match value.parse::<i64>() {
-                // Go's seed is an int64: shape draws from its bits.
-                Ok(seed) => flags.seed = Some(seed as u64),
-                Err(_) => {
-                    return Asked::Refused(format!(
-                        "invalid value {value:?} for flag -seed: parse error"
-                    ));
+            Takes::Value(valued, _) => {
+                let Some(value) = given.or_else(|| words.next().cloned()) else {
+                    return Asked::Refused(format!("flag needs an argument: -{name}"));
+                };
+                if let Err(why) = set(&mut flags, valued, value) {
+                    return Asked::Refused(why);
                 }
-            },
+            }
         }
     }
     match version {
         true => Asked::Version,
         false => Asked::Serve(flags),
     }
+}
+
+/// Sets the flag `valued` to `value`, or says why it cannot be.
+fn set(flags: &mut ToxiproxyFlags, valued: Valued, value: String) -> Result<(), String> {
+    match valued {
+        Valued::Config => flags.config = Some(PathBuf::from(value)),
+        Valued::Host => flags.host = value,
+        Valued::Port => flags.port = value,
+        // Go's seed is an int64: shape draws from its bits.
+        Valued::Seed => match value.parse::<i64>() {
+            Ok(seed) => flags.seed = Some(seed as u64),
+            Err(_) => {
+                return Err(format!(
+                    "invalid value {value:?} for flag -seed: parse error"
+                ));
+            }
+        },
+    }
+    Ok(())
 }
 
 /// A bool as Go's `strconv.ParseBool` reads it.
