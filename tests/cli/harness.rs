@@ -232,7 +232,9 @@ pub struct Running {
     pub child: Child,
     pub pid: u32,
     arrivals: Option<Arrivals>,
-    stderr: Option<JoinHandle<Vec<u8>>>,
+    /// Its standard error so far, and the thread that reads it.
+    said: Arc<Mutex<Vec<u8>>>,
+    stderr: Option<JoinHandle<()>>,
 }
 
 impl Running {
@@ -257,14 +259,39 @@ impl Running {
             .spawn()
             .expect("shape runs");
         let arrivals = Arrivals::record(child.stdout.take().unwrap(), keep);
-        let stderr = drain(child.stderr.take().unwrap());
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let stderr = {
+            let said = said.clone();
+            let mut from = child.stderr.take().unwrap();
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 4096];
+                while let Ok(n @ 1..) = from.read(&mut buffer) {
+                    said.lock().unwrap().extend_from_slice(&buffer[..n]);
+                }
+            })
+        };
         let pid = child.id();
         Running {
             child,
             pid,
             arrivals: Some(arrivals),
+            said,
             stderr: Some(stderr),
         }
+    }
+
+    /// Waits up to ten seconds for a line of standard error containing
+    /// `text`, and returns all it said by then.
+    pub fn wait_for_stderr(&self, text: &str) -> String {
+        wait_for_line(text, || {
+            String::from_utf8_lossy(&self.said.lock().unwrap()).into_owned()
+        })
+    }
+
+    /// All it said on standard error, once it has ended.
+    fn all_said(&mut self) -> String {
+        self.stderr.take().unwrap().join().unwrap();
+        String::from_utf8_lossy(&self.said.lock().unwrap()).into_owned()
     }
 
     /// Bytes that arrived in [from, to).
@@ -273,6 +300,15 @@ impl Running {
             .as_ref()
             .expect("only taken by finish")
             .bytes_between(from, to)
+    }
+
+    /// Waits up to ten seconds for `bytes` to have arrived since `from`.
+    pub fn wait_for_bytes(&self, from: Instant, bytes: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.bytes_between(from, Instant::now()) < bytes {
+            assert!(Instant::now() < deadline, "{bytes} bytes never came");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Bytes per second that arrived from `from` for `length`, waiting for
@@ -316,8 +352,7 @@ impl Running {
     pub fn finish_with_reads(mut self) -> (ExitStatus, (Vec<u8>, Vec<usize>), String) {
         let status = self.child.wait().unwrap();
         let arrivals = self.arrivals.take().unwrap();
-        let stderr =
-            String::from_utf8_lossy(&self.stderr.take().unwrap().join().unwrap()).into_owned();
+        let stderr = self.all_said();
         // The reader ends with the stream: the reads are all in.
         let output = arrivals.reader_output();
         (status, output, stderr)
@@ -327,8 +362,7 @@ impl Running {
     pub fn finish(mut self) -> (ExitStatus, Vec<u8>, String) {
         let status = self.child.wait().unwrap();
         let output = self.arrivals.take().unwrap().finish();
-        let stderr =
-            String::from_utf8_lossy(&self.stderr.take().unwrap().join().unwrap()).into_owned();
+        let stderr = self.all_said();
         (status, output, stderr)
     }
 }
@@ -509,9 +543,15 @@ impl Listening {
 /// collected as it comes) containing `text`, and returns all it said by
 /// then.
 pub fn wait_until_said(said: &Mutex<String>, text: &str) -> String {
+    wait_for_line(text, || said.lock().unwrap().clone())
+}
+
+/// Waits up to ten seconds for a line containing `text` in what `said`
+/// gives, and returns all of it by then.
+fn wait_for_line(text: &str, said: impl Fn() -> String) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let now = said.lock().unwrap().clone();
+        let now = said();
         if now.lines().any(|line| line.contains(text)) {
             return now;
         }

@@ -63,8 +63,10 @@ fn the_limit_can_be_lifted_and_the_burst_changed() {
 #[test]
 fn pause_holds_the_data_and_resume_brings_no_catch_up() {
     let runtime = Runtime::new("remote-pause");
+    let started = Instant::now();
     let shape = runtime.start(["--rate", "2MiB", "--burst", "64KiB"]);
-    std::thread::sleep(Duration::from_millis(300));
+    // Flowing past its burst when paused.
+    shape.wait_for_bytes(started, 128 * 1024);
     let answer = runtime.remote(shape.pid, ["--pause"]);
     assert!(
         String::from_utf8_lossy(&answer.stdout).ends_with(", paused\n"),
@@ -214,9 +216,8 @@ fn a_schedule_changes_the_rate_on_time_and_bad_ones_are_usage_errors() {
 fn sigusr1_prints_one_status_line() {
     let runtime = Runtime::new("status");
     let shape = runtime.start(["--rate", "1MiB"]);
-    std::thread::sleep(Duration::from_millis(500));
     shape.signal(Signal::USR1);
-    std::thread::sleep(Duration::from_millis(200));
+    shape.wait_for_stderr("rate 1.00 MiB/s");
     let (_, _, stderr) = shape.stop();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
@@ -275,7 +276,11 @@ fn planted_and_foreign_control_messages_are_refused() {
     )
     .unwrap();
     shape.signal(Signal::USR2);
-    std::thread::sleep(Duration::from_millis(300));
+    shape.wait_for_stderr("planted: ");
+    shape.wait_for_stderr("garbled: ");
+    if foreign.is_some() {
+        shape.wait_for_stderr("foreign: ");
+    }
     let answer = runtime.remote(shape.pid, ["--burst", "64k"]);
     let pid = shape.pid;
     let (_, _, stderr) = shape.stop();
@@ -304,7 +309,7 @@ fn a_control_directory_open_to_others_is_not_used() {
         Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
         false,
     );
-    std::thread::sleep(Duration::from_millis(300));
+    shape.wait_for_stderr("remote control is off");
     let answer = runtime.remote(shape.pid, ["--rate", "2MiB"]);
     let (_, _, stderr) = shape.stop();
     assert!(
@@ -318,9 +323,10 @@ fn a_control_directory_open_to_others_is_not_used() {
 #[test]
 fn a_change_reaches_a_shape_asleep_at_a_slow_rate_at_once() {
     let runtime = Runtime::new("remote-wake");
+    let started = Instant::now();
     let shape = runtime.start(["--rate", "1KiB", "--burst", "64KiB"]);
-    // Let the burst drain, so that shape sleeps on the 1 KiB/s schedule.
-    std::thread::sleep(Duration::from_millis(500));
+    // The burst drained, shape sleeps on the 1 KiB/s schedule.
+    shape.wait_for_bytes(started, 64 * 1024);
     let answer = runtime.remote(shape.pid, ["--rate", "10MiB"]);
     let changed = Instant::now();
     assert_eq!(answer.code(), 0, "{}", answer.stderr);
@@ -423,7 +429,7 @@ fn a_rate_file_burst_over_the_maximum_is_refused_at_start_and_on_sighup() {
     let shape = runtime.start(["--rate-file", file.to_str().unwrap()]);
     std::fs::write(&file, too_big).unwrap();
     shape.signal(Signal::HUP);
-    std::thread::sleep(Duration::from_millis(300));
+    shape.wait_for_stderr("settings unchanged");
     let settings = runtime.remote(shape.pid, ["--resume"]);
     let pid = shape.pid;
     let (_, _, stderr) = shape.stop();
@@ -508,7 +514,7 @@ fn sigusr1_says_the_rate_of_the_last_second_which_is_nothing_when_idle() {
     // Idle, with the input still open, for more than a second.
     std::thread::sleep(Duration::from_millis(1500));
     shape.signal(Signal::USR1);
-    std::thread::sleep(Duration::from_millis(200));
+    shape.wait_for_stderr(" now; ");
     drop(input);
     let (_, _, stderr) = shape.finish();
     assert!(
