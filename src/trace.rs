@@ -34,15 +34,15 @@ pub struct Trace {
 /// one), and why. What the line said is kept apart, so that a server can
 /// refuse a file named through its API without repeating what is in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub struct BadTrace {
     at: String,
     said: Option<String>,
     why: String,
 }
 
-impl Refusal {
-    fn new(at: String, why: impl Into<String>) -> Refusal {
-        Refusal {
+impl BadTrace {
+    fn new(at: String, why: impl Into<String>) -> BadTrace {
+        BadTrace {
             at,
             said: None,
             why: why.into(),
@@ -58,7 +58,7 @@ impl Refusal {
     }
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for BadTrace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.said {
             Some(said) => write!(f, "{}: '{said}' {}", self.at, self.why),
@@ -70,16 +70,16 @@ impl fmt::Display for Refusal {
 impl Trace {
     /// Reads the trace at `path`; a bad one is refused in one line that
     /// names the file, and the line where it can.
-    pub fn load(path: &Path) -> Result<Trace, Refusal> {
+    pub fn load(path: &Path) -> Result<Trace, BadTrace> {
         let name = path.display().to_string();
         let unread =
-            |err: std::io::Error| Refusal::new(name.clone(), crate::message::one_line(&err));
+            |err: std::io::Error| BadTrace::new(name.clone(), crate::message::one_line(&err));
         let mut text = String::new();
         std::fs::File::open(path)
             .and_then(|file| file.take(MOST_BYTES + 1).read_to_string(&mut text))
             .map_err(unread)?;
         if text.len() as u64 > MOST_BYTES {
-            return Err(Refusal::new(
+            return Err(BadTrace::new(
                 name,
                 format!("larger than {} MiB: not a trace", MOST_BYTES >> 20),
             ));
@@ -88,13 +88,13 @@ impl Trace {
     }
 
     /// Reads a trace from `text`, named `name`.
-    pub fn read(name: &str, text: &str) -> Result<Trace, Refusal> {
+    pub fn read(name: &str, text: &str) -> Result<Trace, BadTrace> {
         let mut times: Vec<u64> = Vec::new();
         for (index, line) in text.lines().enumerate() {
             // Made only for a refusal: a long trace loads in milliseconds.
             let at = || format!("{name}:{}", index + 1);
             let said = line.trim();
-            let time: u64 = said.parse().map_err(|_| Refusal {
+            let time: u64 = said.parse().map_err(|_| BadTrace {
                 at: at(),
                 said: Some(said.to_string()),
                 why: "is not a time in whole milliseconds".into(),
@@ -102,7 +102,7 @@ impl Trace {
             if let Some(&last) = times.last()
                 && time < last
             {
-                return Err(Refusal::new(
+                return Err(BadTrace::new(
                     at(),
                     format!("{time} comes after {last}: times must not go backwards"),
                 ));
@@ -110,11 +110,11 @@ impl Trace {
             times.push(time);
         }
         match times.last() {
-            None => Err(Refusal::new(
+            None => Err(BadTrace::new(
                 name.to_string(),
                 "no times: a trace needs at least one line",
             )),
-            Some(0) => Err(Refusal::new(
+            Some(0) => Err(BadTrace::new(
                 format!("{name}:{}", times.len()),
                 "the trace lasts 0 ms: its last time is its period, and must be above 0",
             )),

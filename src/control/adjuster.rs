@@ -160,7 +160,7 @@ impl Adjuster {
     /// Sets bucket `index` alone (one way, as a trace does), and those
     /// that follow it: `Some` a limit and its burst, resumed; `None`
     /// paused.
-    pub fn set_way(&self, index: usize, setting: super::traced::Setting) {
+    pub fn set_way(&self, index: usize, setting: super::traced::WindowLimit) {
         let change = super::traced::adjustment(setting);
         {
             let mut followers = lock(&self.followers);

@@ -22,10 +22,10 @@ pub const WINDOW_MS: u64 = 10;
 
 /// What a trace gives one window: a limit and its burst, or `None`
 /// (nothing: paused).
-pub type Setting = Option<(Limit, u64)>;
+pub type WindowLimit = Option<(Limit, u64)>;
 
 /// What the trace gives in window `k` (milliseconds `k·WINDOW_MS` on).
-pub fn setting(trace: &Trace, k: u64) -> Setting {
+pub fn setting(trace: &Trace, k: u64) -> WindowLimit {
     let from = k.saturating_mul(WINDOW_MS);
     let bytes = trace.bytes_between(from, from.saturating_add(WINDOW_MS));
     let burst = bytes.min(crate::trace::OPPORTUNITY);
@@ -34,7 +34,7 @@ pub fn setting(trace: &Trace, k: u64) -> Setting {
 
 /// What `setting` asks of a bucket: the limit and burst, resumed; or
 /// paused, keeping them.
-pub fn adjustment(setting: Setting) -> Adjustment {
+pub fn adjustment(setting: WindowLimit) -> Adjustment {
     match setting {
         Some((limit, burst)) => Adjustment {
             limit: Some(limit),
@@ -107,10 +107,10 @@ pub fn follow_bucket(
 /// [`Following`] is dropped; the first window is set before this returns.
 fn follow_with(
     traces: Vec<(usize, Arc<Trace>)>,
-    mut set: impl FnMut(usize, Setting) + Send + 'static,
+    mut set: impl FnMut(usize, WindowLimit) + Send + 'static,
     started: Instant,
 ) -> io::Result<Following> {
-    let mut last: Vec<Option<Setting>> = vec![None; traces.len()];
+    let mut last: Vec<Option<WindowLimit>> = vec![None; traces.len()];
     let mut set_window = move |k: u64| {
         for ((way, trace), last) in traces.iter().zip(last.iter_mut()) {
             let now = setting(trace, k);

@@ -4,7 +4,7 @@
 //! every route is tested without a socket; the HTTP server hands each
 //! request here.
 
-use super::dashboard::{self, Flow};
+use super::dashboard::{self, Traffic};
 use super::model::{ApiError, Model, Proxy, ProxyGiven};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -32,7 +32,7 @@ pub trait Carrier {
     /// What every running proxy passed, in Prometheus' text format.
     fn metrics(&self, model: &Model) -> Option<String>;
     /// What has flowed through each running proxy, by name.
-    fn flows(&self) -> BTreeMap<String, Flow>;
+    fn traffic(&self) -> BTreeMap<String, Traffic>;
 }
 
 /// What a request gets back.
@@ -122,9 +122,10 @@ fn route(
         ("POST", ["populate"]) => Ok(populate(model, carrier, body)),
         ("GET", ["proxies"]) => Ok(Reply::json(200, &model.proxies)),
         // The dashboard's reading of it all, with what flows (shape's own).
-        ("GET", ["ui", "state"]) => {
-            Ok(Reply::json(200, &dashboard::state(model, &carrier.flows())))
-        }
+        ("GET", ["ui", "state"]) => Ok(Reply::json(
+            200,
+            &dashboard::state(model, &carrier.traffic()),
+        )),
         ("GET", ["ui", "toxics"]) => Ok(Reply::json(200, &dashboard::kinds())),
         ("POST", ["proxies"]) => {
             // `null` is a proxy with nothing given, as Go decodes it.
@@ -378,7 +379,7 @@ mod tests {
         fn metrics(&self, _: &Model) -> Option<String> {
             Some(String::new())
         }
-        fn flows(&self) -> BTreeMap<String, Flow> {
+        fn traffic(&self) -> BTreeMap<String, Traffic> {
             BTreeMap::new()
         }
     }

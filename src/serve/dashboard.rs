@@ -36,7 +36,7 @@ pub fn file(path: &str) -> Option<Reply> {
 
 /// What has flowed through one proxy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Flow {
+pub struct Traffic {
     /// Bytes sent on, from clients to the upstream, then back.
     pub up: u64,
     pub down: u64,
@@ -48,12 +48,12 @@ pub struct Flow {
 /// `GET /ui/state`: every proxy as the API shows it, with its flow, and
 /// the totals; `at` is the server's clock in milliseconds, so that the
 /// page's rates are the server's and not the network's.
-pub fn state(model: &Model, flows: &BTreeMap<String, Flow>) -> Value {
+pub fn state(model: &Model, flows: &BTreeMap<String, Traffic>) -> Value {
     static STARTED: OnceLock<Instant> = OnceLock::new();
     let at = STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64;
-    let mut totals = Flow {
+    let mut totals = Traffic {
         connections: Some(0),
-        ..Flow::default()
+        ..Traffic::default()
     };
     let proxies: Vec<Value> = model
         .proxies
@@ -166,7 +166,7 @@ mod tests {
         model.create(given("b")).unwrap();
         let flows = BTreeMap::from([(
             "a".to_string(),
-            Flow {
+            Traffic {
                 up: 10,
                 down: 20,
                 connections: Some(3),

@@ -71,7 +71,7 @@ pub struct Toxic {
     pub name: String,
     #[serde(rename = "type")]
     pub kind: Kind,
-    pub stream: Stream,
+    pub stream: ToxicStream,
     /// Written as toxiproxy writes it: `1`, `0.5`.
     #[serde(serialize_with = "as_toxiproxy_writes_it")]
     pub toxicity: f64,
@@ -95,7 +95,7 @@ impl Toxic {
                 .clone(),
             name: format!("{}_{stream}_{id}", kind.name()),
             kind,
-            stream: Stream::parse(stream).expect("a stream"),
+            stream: ToxicStream::parse(stream).expect("a stream"),
             toxicity,
             trace: None,
         }
@@ -107,22 +107,22 @@ impl Toxic {
 /// (toxiproxy takes `upstream` and `downstream` in any case, and keeps
 /// them as given).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stream {
+pub struct ToxicStream {
     pub way: Way,
     pub said: String,
 }
 
-impl Stream {
+impl ToxicStream {
     /// The stream `said` names, if it names one.
-    pub fn parse(said: &str) -> Option<Stream> {
-        Way::of_stream(said).map(|way| Stream {
+    pub fn parse(said: &str) -> Option<ToxicStream> {
+        Way::of_stream(said).map(|way| ToxicStream {
             way,
             said: said.to_string(),
         })
     }
 }
 
-impl Serialize for Stream {
+impl Serialize for ToxicStream {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.said)
     }
@@ -381,7 +381,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
             Some(_) => Err(ApiError::bad_body(format!("{field} must be a string"))),
         }
     };
-    let stream = Stream::parse(&text("stream", Way::Down.stream())?).ok_or_else(|| {
+    let stream = ToxicStream::parse(&text("stream", Way::Down.stream())?).ok_or_else(|| {
         ApiError::new(
             "stream was invalid, can be either upstream or downstream",
             400,
@@ -484,10 +484,10 @@ mod tests {
 
     #[test]
     fn a_stream_is_read_once_in_any_case_and_shown_as_given() {
-        let stream = Stream::parse("UpStream").unwrap();
+        let stream = ToxicStream::parse("UpStream").unwrap();
         assert_eq!(stream.way, Way::Up);
         assert_eq!(serde_json::to_value(&stream).unwrap(), json!("UpStream"));
-        assert_eq!(Stream::parse("down").map(|s| s.way), None);
+        assert_eq!(ToxicStream::parse("down").map(|s| s.way), None);
         let mut model = Model::default();
         model
             .create(ProxyGiven {

@@ -7,7 +7,7 @@
 //! so that wait is short even under load.
 
 use super::api::Carrier;
-use super::dashboard::Flow;
+use super::dashboard::Traffic;
 use super::datagrams;
 use super::model::{ApiError, Model, Protocol, Proxy};
 use super::shaping::{Counters, Effects, ToxicRules};
@@ -263,7 +263,7 @@ impl Carrier for Proxies {
         });
     }
 
-    fn flows(&self) -> BTreeMap<String, Flow> {
+    fn traffic(&self) -> BTreeMap<String, Traffic> {
         let each = self
             .event_loop
             .ask(|counted| Command::CountEach { counted })
@@ -271,7 +271,7 @@ impl Carrier for Proxies {
         self.running
             .iter()
             .map(|(name, running)| {
-                let flow = Flow {
+                let flow = Traffic {
                     up: running.counters.sent[Way::Up as usize].total(),
                     down: running.counters.sent[Way::Down as usize].total(),
                     connections: match running.datagrams {

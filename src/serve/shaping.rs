@@ -11,7 +11,7 @@
 
 use super::carry::{Effect, effect};
 use super::model::Toxic;
-use super::shared::Shared;
+use super::shared::Wanted;
 use crate::bucket::Bucket;
 use crate::conditions::InForce;
 use crate::duration::least;
@@ -237,7 +237,7 @@ impl ToxicRules {
     pub fn new(
         toxics: &[Toxic],
         effects: &mut Effects,
-        mut shared: impl FnMut(u64, Shared) -> Option<Arc<Bucket>>,
+        mut shared: impl FnMut(u64, Wanted) -> Option<Arc<Bucket>>,
         counters: Counters,
     ) -> ToxicRules {
         let mut ways: [Vec<Segment>; 2] = Default::default();
@@ -251,13 +251,13 @@ impl ToxicRules {
                     let burst = burst.unwrap_or_else(|| bandwidth_burst(*limit));
                     shared(
                         toxic.id,
-                        Shared::Bandwidth {
+                        Wanted::Bandwidth {
                             limit: *limit,
                             burst,
                         },
                     )
                 }
-                Effect::Traced { trace, .. } => shared(toxic.id, Shared::Trace(trace.clone())),
+                Effect::Traced { trace, .. } => shared(toxic.id, Wanted::Trace(trace.clone())),
                 _ => None,
             };
             // A toxicity of 0 or less strikes nobody.
@@ -511,7 +511,7 @@ mod tests {
             &toxics,
             &mut Effects::default(),
             |id, wanted| {
-                assert!(id == 2 && matches!(wanted, Shared::Trace(_)));
+                assert!(id == 2 && matches!(wanted, Wanted::Trace(_)));
                 Some(traced.clone())
             },
             Default::default(),
@@ -557,7 +557,7 @@ mod tests {
                 attributes,
                 name: kind.name().into(),
                 kind,
-                stream: crate::serve::model::Stream::parse("downstream").unwrap(),
+                stream: crate::serve::model::ToxicStream::parse("downstream").unwrap(),
                 toxicity,
                 trace: None,
             }];

@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// A bucket that a proxy's connections spend from together, as a toxic
 /// asks for one.
 #[derive(Clone)]
-pub enum Shared {
+pub enum Wanted {
     /// A shared bandwidth's: this limit and burst.
     Bandwidth { limit: Limit, burst: u64 },
     /// A recorded link's, following the trace.
@@ -38,12 +38,12 @@ pub type Changed = Arc<dyn Fn() + Send + Sync>;
 
 impl SharedBuckets {
     /// Starts a change of the proxy's toxics: every bucket asked for with
-    /// [`Change::bucket`] is kept, and those not asked for are let go
+    /// [`Keeping::bucket`] is kept, and those not asked for are let go
     /// (a trace no longer followed) when the change is dropped. A new
     /// trace's bucket calls `changed` after each change.
-    pub fn change(&mut self, changed: Changed) -> Change<'_> {
+    pub fn change(&mut self, changed: Changed) -> Keeping<'_> {
         let before = std::mem::take(&mut self.0);
-        Change {
+        Keeping {
             buckets: self,
             before,
             changed,
@@ -52,22 +52,22 @@ impl SharedBuckets {
 }
 
 /// A change of a proxy's toxics under way.
-pub struct Change<'a> {
+pub struct Keeping<'a> {
     buckets: &'a mut SharedBuckets,
     before: Vec<Kept>,
     changed: Changed,
 }
 
-impl Change<'_> {
+impl Keeping<'_> {
     /// The bucket toxic `id` asks for as `wanted`: the one it had if that
     /// still serves (a bandwidth's given the new limit; a trace's if it
     /// is the same trace), or a new one. None if none can be made.
-    pub fn bucket(&mut self, id: u64, wanted: Shared) -> Option<Arc<Bucket>> {
+    pub fn bucket(&mut self, id: u64, wanted: Wanted) -> Option<Arc<Bucket>> {
         let had = self.before.iter().position(|kept| {
             kept.id == id
                 && match (&wanted, &kept.following) {
-                    (Shared::Bandwidth { .. }, None) => true,
-                    (Shared::Trace(trace), Some((followed, _))) => Arc::ptr_eq(trace, followed),
+                    (Wanted::Bandwidth { .. }, None) => true,
+                    (Wanted::Trace(trace), Some((followed, _))) => Arc::ptr_eq(trace, followed),
                     _ => false,
                 }
         });
@@ -75,7 +75,7 @@ impl Change<'_> {
             Some(at) => self.before.swap_remove(at),
             None => made(id, &wanted, &self.changed)?,
         };
-        if let Shared::Bandwidth { limit, burst } = wanted
+        if let Wanted::Bandwidth { limit, burst } = wanted
             && kept.bucket.limit_and_burst() != (limit, burst)
         {
             let _ = kept.bucket.set(limit, burst);
@@ -87,16 +87,16 @@ impl Change<'_> {
 }
 
 /// A new bucket for toxic `id`, following its trace if it has one.
-fn made(id: u64, wanted: &Shared, changed: &Changed) -> Option<Kept> {
+fn made(id: u64, wanted: &Wanted, changed: &Changed) -> Option<Kept> {
     let (limit, burst) = match wanted {
-        Shared::Bandwidth { limit, burst } => (*limit, *burst),
+        Wanted::Bandwidth { limit, burst } => (*limit, *burst),
         // Set to the trace's first window at once.
-        Shared::Trace(_) => (Limit::Unlimited, 1),
+        Wanted::Trace(_) => (Limit::Unlimited, 1),
     };
     let bucket = Arc::new(crate::bucket::own(limit, burst).ok()?);
     let following = match wanted {
-        Shared::Bandwidth { .. } => None,
-        Shared::Trace(trace) => Some((trace.clone(), {
+        Wanted::Bandwidth { .. } => None,
+        Wanted::Trace(trace) => Some((trace.clone(), {
             let changed = changed.clone();
             traced::follow_bucket(trace.clone(), bucket.clone(), move || changed()).ok()?
         })),
@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn a_bucket_is_kept_while_asked_for_and_a_new_trace_gets_a_new_one() {
         let mut buckets = SharedBuckets::default();
-        let bandwidth = |rate| Shared::Bandwidth {
+        let bandwidth = |rate| Wanted::Bandwidth {
             limit: Limit::per_second(rate),
             burst: 10,
         };
@@ -124,7 +124,7 @@ mod tests {
             let mut change = buckets.change(Arc::new(|| {}));
             (
                 change.bucket(1, bandwidth(1000)).unwrap(),
-                change.bucket(2, Shared::Trace(trace.clone())).unwrap(),
+                change.bucket(2, Wanted::Trace(trace.clone())).unwrap(),
             )
         };
         // Its first window (0 to 9 ms) has nine opportunities.
@@ -133,7 +133,7 @@ mod tests {
             let mut change = buckets.change(Arc::new(|| {}));
             (
                 change.bucket(1, bandwidth(2000)).unwrap(),
-                change.bucket(2, Shared::Trace(trace.clone())).unwrap(),
+                change.bucket(2, Wanted::Trace(trace.clone())).unwrap(),
             )
         };
         assert!(Arc::ptr_eq(&first, &again), "a bandwidth keeps its bucket");
@@ -144,7 +144,7 @@ mod tests {
         );
         let other = Arc::new(Trace::read("u", "1\n").unwrap());
         let mut change = buckets.change(Arc::new(|| {}));
-        let new = change.bucket(2, Shared::Trace(other)).unwrap();
+        let new = change.bucket(2, Wanted::Trace(other)).unwrap();
         assert!(!Arc::ptr_eq(&traced, &new), "another trace, another bucket");
         drop(change);
         assert_eq!(buckets.0.len(), 1, "toxic 1, not asked for, is let go");

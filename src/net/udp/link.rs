@@ -129,7 +129,7 @@ pub type Tagged = (u64, Vec<u8>);
 
 /// A datagram in the delay line, in the order it is due, then arrived.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Held {
+struct InLine {
     due: u64,
     order: u64,
     datagram: Tagged,
@@ -158,7 +158,7 @@ pub struct Link {
     /// The tokens reserved for the head of the queue, and when they are
     /// covered (`None`: they are).
     paying: Option<(Reservation, Option<u64>)>,
-    line: BinaryHeap<Reverse<Held>>,
+    line: BinaryHeap<Reverse<InLine>>,
     /// The latest time due in the line, for `keep_order`.
     last_due: u64,
     /// Bytes in the line.
@@ -355,7 +355,7 @@ impl Link {
         };
         self.last_due = self.last_due.max(due);
         self.arrived += 1;
-        self.line.push(Reverse(Held {
+        self.line.push(Reverse(InLine {
             due,
             order: self.arrived,
             datagram,
