@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn the_docs_list_every_toxic_as_the_table_has_it() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../../README.md");
         let man = crate::cli::generate::toxics_for_the_man_page();
         for line in readme_rows() {
             assert!(

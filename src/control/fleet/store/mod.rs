@@ -91,28 +91,28 @@ const LEAST_LEASE_US: u64 = 100_000;
 /// no room) and the share's lease time in us; granted is -1 if the share
 /// counts something else than the caller, -2 if its settings cannot be
 /// read.
-const LEASE: &str = include_str!("scripts/lease.lua");
+const LEASE: &str = include_str!("../scripts/lease.lua");
 
 /// Gives back unused tokens (the first argument) of the member (the
 /// second) by ending its stretch earlier, never before now, and forgets
 /// the member.
-const GIVE_BACK: &str = include_str!("scripts/give_back.lua");
+const GIVE_BACK: &str = include_str!("../scripts/give_back.lua");
 
 /// Changes the settings of an existing share that counts the first
 /// argument: rate, burst and paused where given (not empty). A burst never
 /// set follows the rate: the fifth argument is the burst that goes with
 /// the new rate. Returns the generation, or 0 if there is no such share,
 /// -1 if it counts something else.
-const UPDATE: &str = include_str!("scripts/update.lua");
+const UPDATE: &str = include_str!("../scripts/update.lua");
 
 /// Starts a share afresh with the settings given (rate, burst, counting,
 /// follows), unpaused, as the next generation: one script, so that it is
 /// atomic on a cluster too, where MULTI cannot be routed.
-const REPLACE: &str = include_str!("scripts/replace.lua");
+const REPLACE: &str = include_str!("../scripts/replace.lua");
 
 /// Shapes on the share whose deadlines are the key: those not yet
 /// forgotten, by the clock of the node that holds it.
-const MEMBERS: &str = include_str!("scripts/members.lua");
+const MEMBERS: &str = include_str!("../scripts/members.lua");
 
 /// A connection to the Redis that holds a share.
 pub struct Store {

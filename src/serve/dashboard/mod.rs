@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-const PAGE: &str = include_str!("dashboard/page.html");
-const SCRIPT: &str = include_str!("dashboard/app.js");
-const STYLE: &str = include_str!("dashboard/style.css");
+const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("app.js");
+const STYLE: &str = include_str!("style.css");
 
 /// The dashboard's own file at `path`, if it is one: the same for
 /// everyone, and holding nothing of the server's.
