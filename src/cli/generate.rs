@@ -26,6 +26,7 @@ fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
         Generated::Elvish => Shell::Elvish,
         Generated::Powershell => Shell::PowerShell,
         Generated::Toxics => {
+            #[cfg(feature = "serve")]
             for row in crate::serve::toxics::readme_rows() {
                 writeln!(out, "{row}")?;
             }
@@ -67,11 +68,15 @@ fn write_man(out: &mut dyn Write) -> io::Result<()> {
     man.render_version_section(out)
 }
 
-/// The command as the generated files describe it: with the package's
-/// version alone, not the commit of the checkout that built it, so that
-/// the committed files stay the same from commit to commit.
+/// The man page's list of `--serve`'s toxics, in a build without it.
+#[cfg(not(feature = "serve"))]
+pub fn toxics_for_the_man_page() -> String {
+    ".PP\nThis build of shape has no \\fB\\-\\-serve\\fR (cargo's `serve` feature).\n".into()
+}
+
 /// The man page's list of `--serve`'s toxics, from the one table of them:
 /// each kind with its attributes and units, and what shape does with it.
+#[cfg(feature = "serve")]
 pub fn toxics_for_the_man_page() -> String {
     use crate::serve::toxics::{TOXICS, signature};
     // The table's Markdown quotes, in bold.
@@ -118,6 +123,9 @@ pub fn toxics_for_the_man_page() -> String {
     man
 }
 
+/// The command as the generated files describe it: with the package's
+/// version alone, not the commit of the checkout that built it, so that
+/// the committed files stay the same from commit to commit.
 fn command() -> clap::Command {
     Cli::command().version(env!("CARGO_PKG_VERSION"))
 }

@@ -7,14 +7,17 @@
 //! here, once, as one line.
 
 mod copy;
+#[cfg(feature = "exec")]
 mod exec;
 mod input;
 mod live;
 mod proxy;
 mod remote;
+#[cfg(feature = "serve")]
 mod serve;
 mod share;
-pub mod toxiproxy;
+#[cfg(feature = "serve")]
+mod toxiproxy;
 mod udp;
 
 use crate::cli::{Cli, Generated, RemoteTarget};
@@ -165,8 +168,14 @@ fn run_mode(cli: &Cli) -> Exit {
                 .into(),
         )
         .into()),
+        #[cfg(feature = "serve")]
         Mode::Serve(address) => serve::run(cli, address),
+        #[cfg(not(feature = "serve"))]
+        Mode::Serve(_) => Err(not_built("--serve", "serve")),
+        #[cfg(feature = "exec")]
         Mode::Exec(command) => exec::run(cli, command),
+        #[cfg(not(feature = "exec"))]
+        Mode::Exec(_) => Err(not_built("--exec", "exec")),
         Mode::Copy if cli.rate_up.is_some() || cli.rate_down.is_some() => Err(UsageError(
             "--rate-up and --rate-down apply to a proxy (--listen with --connect) or --exec".into(),
         )
@@ -185,6 +194,35 @@ fn run_mode(cli: &Cli) -> Exit {
             None => Exit::Failure,
         }
     })
+}
+
+/// The refusal of `what`, left out of this build with cargo's `feature`.
+#[cfg(any(not(feature = "serve"), not(feature = "exec")))]
+fn not_built(what: &str, feature: &str) -> anyhow::Error {
+    UsageError(format!(
+        "{what} is not in this build of shape: it was built without the `{feature}` feature"
+    ))
+    .into()
+}
+
+/// True if shape was started under toxiproxy-server's name.
+pub fn called_as_toxiproxy(argv0: &std::ffi::OsStr) -> bool {
+    crate::cli::toxiproxy::called_so(argv0)
+}
+
+/// Runs toxiproxy-server's command line, `args` after `program`.
+pub fn run_as_toxiproxy(program: &str, args: &[String]) -> Exit {
+    #[cfg(feature = "serve")]
+    return toxiproxy::run(program, args);
+    #[cfg(not(feature = "serve"))]
+    {
+        let _ = args;
+        eprintln!(
+            "{program}: {}",
+            not_built("toxiproxy-server's command line", "serve")
+        );
+        Exit::Usage
+    }
 }
 
 /// Why a trace given does not apply to `mode`, if it does not: a pipe

@@ -11,7 +11,7 @@
 //! skipped, as the size and user are shape's.
 
 use crate::harness::*;
-use crate::serve::{free_port, free_ports};
+use crate::harness::{free_port, free_ports};
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -5,8 +5,8 @@
 //! client sees of the page (its headers, and who else is refused) is
 //! checked here without a browser.
 
+use crate::harness::{available, ours, set_up};
 use crate::serve::{Toxiproxy, echo_server};
-use crate::serve_clients::{ours, set_up};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -19,7 +19,7 @@ fn the_dashboard_drives_the_server_in_a_real_browser() {
     }
     for browser in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
         let found = std::path::Path::new(browser).exists();
-        if !crate::harness::available(
+        if !available(
             found,
             &format!("{browser} is missing"),
             ".ci/run installs it",

@@ -529,7 +529,7 @@ impl Sshd {
         };
         keygen("host")?;
         keygen("user")?;
-        let port = crate::serve::free_port();
+        let port = crate::harness::free_port();
         let path = |name: &str| scratch.path().join(name).display().to_string();
         let config = format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\

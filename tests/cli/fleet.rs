@@ -712,6 +712,7 @@ fn a_server_that_is_not_redis_and_a_redis_user_without_rights_are_said_plainly()
     assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
 }
 
+#[cfg(feature = "exec")]
 #[test]
 fn two_execs_on_a_fleet_share_hold_its_total() {
     if !installed("curl") {

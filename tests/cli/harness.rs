@@ -759,3 +759,29 @@ pub fn exit_within(child: &mut Child, most: Duration) -> Option<ExitStatus> {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A port free a moment ago.
+pub fn free_port() -> u16 {
+    free_ports::<1>()[0]
+}
+
+/// `N` free loopback ports, all different: each is held until all are
+/// chosen (chosen one after another, the system may give one twice).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held = [(); N].map(|()| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    held.map(|listener| listener.local_addr().unwrap().port())
+}
+
+/// The repository's `path`.
+pub fn ours(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// True if `path` exists; if not, the test is skipped, except under CI.
+pub fn set_up(path: &std::path::Path) -> bool {
+    available(
+        path.exists(),
+        &format!("{} is missing: run tests/clients/setup", path.display()),
+        ".ci/run installs it with tests/clients/setup",
+    )
+}

@@ -92,6 +92,7 @@ fn a_proxy_on_a_link_takes_its_round_trip_and_a_delay_given_wins() {
 }
 
 #[test]
+#[cfg(feature = "exec")]
 fn a_command_on_a_link_connects_in_its_round_trip() {
     let upstream = server(echo);
     let port = upstream.rsplit(':').next().unwrap().to_string();

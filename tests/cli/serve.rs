@@ -188,18 +188,6 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// A port free a moment ago.
-pub fn free_port() -> u16 {
-    free_ports::<1>()[0]
-}
-
-/// `N` free loopback ports, all different: each is held until all are
-/// chosen (chosen one after another, the system may give one twice).
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let held = [(); N].map(|()| TcpListener::bind("127.0.0.1:0").unwrap());
-    held.map(|listener| listener.local_addr().unwrap().port())
-}
-
 /// An echo server: every connection echoed on a thread of its own.
 pub fn echo_server() -> String {
     crate::proxy::server(crate::proxy::echo)

@@ -14,23 +14,9 @@
 //! Go in GOPATH mode. Without it the test says it was skipped, under CI
 //! too.
 
+use crate::harness::{ours, set_up};
 use crate::serve::{Toxiproxy, echo_server};
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The repository's `path`.
-pub fn ours(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// True if `path` exists; if not, the test is skipped, except under CI.
-pub fn set_up(path: &Path) -> bool {
-    crate::harness::available(
-        path.exists(),
-        &format!("{} is missing: run tests/clients/setup", path.display()),
-        ".ci/run installs it with tests/clients/setup",
-    )
-}
 
 /// Runs `command` with the API's port and an echo server's address, and
 /// expects it to say `ok` and exit 0.

@@ -3,8 +3,9 @@
 //! or stall it. After each attack the server still answers and its proxies
 //! still carry data intact.
 
+use crate::harness::free_port;
 use crate::harness::*;
-use crate::serve::{Toxiproxy, echo_server, free_port, round_trip};
+use crate::serve::{Toxiproxy, echo_server, round_trip};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

@@ -2,7 +2,8 @@
 //! as scripts and images start it.
 
 use crate::harness::*;
-use crate::serve::{Toxiproxy, echo_server, free_port, free_ports, round_trip};
+use crate::harness::{free_port, free_ports};
+use crate::serve::{Toxiproxy, echo_server, round_trip};
 use serde_json::json;
 use std::process::{Command, Stdio};
 

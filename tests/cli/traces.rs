@@ -157,6 +157,7 @@ fn bad_traces_and_misplaced_trace_flags_are_refused() {
     );
 }
 
+#[cfg(feature = "serve")]
 /// A trace whose second passes 150,000 bytes in its first 100 ms and
 /// nothing in the rest: what passes it in under a second is at most that.
 fn bursty_trace(scratch: &Scratch) -> std::path::PathBuf {
@@ -165,6 +166,7 @@ fn bursty_trace(scratch: &Scratch) -> std::path::PathBuf {
     scratch.file("bursty", text.as_bytes())
 }
 
+#[cfg(feature = "serve")]
 #[test]
 fn a_link_toxic_follows_its_trace_shared_by_the_proxy_s_connections() {
     let scratch = Scratch::new("trace-toxic");
@@ -229,6 +231,7 @@ fn a_link_toxic_follows_its_trace_shared_by_the_proxy_s_connections() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+#[cfg(feature = "serve")]
 #[test]
 fn a_udp_proxy_s_link_toxic_holds_datagrams_until_its_trace_delivers() {
     let scratch = Scratch::new("trace-udp-toxic");

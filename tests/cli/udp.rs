@@ -5,6 +5,7 @@ mod dns;
 mod hostile;
 mod iperf;
 mod quic;
+#[cfg(feature = "serve")]
 mod serve;
 
 use crate::harness::*;

@@ -2,7 +2,6 @@
 //! the answers, and a seed gives the same retries every run.
 
 use crate::harness::*;
-use crate::serve::free_port;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

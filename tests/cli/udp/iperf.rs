@@ -3,7 +3,6 @@
 //! link says it did.
 
 use crate::harness::*;
-use crate::serve::free_ports;
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::Duration;

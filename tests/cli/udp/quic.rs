@@ -3,7 +3,6 @@
 //! allow.
 
 use crate::harness::*;
-use crate::serve_clients::{ours, set_up};
 use std::process::{Child, Command, Stdio};
 
 /// aioquic's server of tests/clients/quic_download.py, killed when

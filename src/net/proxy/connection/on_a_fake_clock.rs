@@ -345,6 +345,7 @@ fn a_fault_sent_while_running_counts_from_that_moment() {
     assert_eq!(to.writes.last().map(|w| w.0), Some(135 * MS));
 }
 
+#[cfg(feature = "serve")]
 #[test]
 fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
     // As `shape --serve` sets up toxiproxy's bandwidth toxic: a bucket of
