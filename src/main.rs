@@ -2,9 +2,12 @@
 //! and turn the outcome into an exit status. What each part owns is in
 //! ARCHITECTURE.md; the token bucket is the `shape-bucket` crate.
 
-// A build without `--serve` or `--exec` leaves what only they use unused:
-// the full build, which CI lints, is where dead code is caught.
-#![cfg_attr(not(all(feature = "serve", feature = "exec")), allow(dead_code))]
+// A build without `--serve`, `--exec` or fleets leaves what only they use
+// unused: the full build, which CI lints, is where dead code is caught.
+#![cfg_attr(
+    not(all(feature = "serve", feature = "exec", feature = "fleet")),
+    allow(dead_code)
+)]
 
 mod bucket;
 mod chunk;

@@ -1,8 +1,8 @@
 //! How shape words what it says on standard error: one line per message,
 //! reasons in words, without the "(os error N)" that Rust's I/O errors
 //! append, control characters escaped so that a hostile value cannot
-//! break the line, and values quoted back cut short so that a huge one
-//! cannot make the line huge.
+//! break the line, values quoted back cut short so that a huge one
+//! cannot make the line huge, and a password in an address hidden.
 
 use std::fmt::Display;
 
@@ -86,9 +86,46 @@ pub fn escape_controls(text: &str) -> String {
     escaped
 }
 
+/// `text` with the password of an address in it, if any, as `***`: for
+/// messages that must show what the user typed.
+pub fn hide_password(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let credentials = &rest[..at];
+            let user = credentials
+                .split_once(':')
+                .map_or(credentials, |(user, _)| user);
+            let shown = if credentials.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_string()
+            };
+            format!("{scheme}://{shown}{}", &rest[at..])
+        }
+        None => text.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_in_an_address_is_hidden() {
+        assert_eq!(
+            hide_password("redis://user:secret@/x"),
+            "redis://user:***@/x"
+        );
+        assert_eq!(
+            hide_password("share:redis://:p@h/x"),
+            "share:redis://:***@h/x"
+        );
+        assert_eq!(hide_password("backup"), "backup");
+    }
 
     #[test]
     fn control_characters_are_escaped_as_json_escapes_them() {

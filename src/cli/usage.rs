@@ -2,9 +2,9 @@
 //! standard output with status 0, anything else one line naming the flag
 //! and the value, with status 2.
 
-use crate::control::fleet::hide_password;
 use crate::counting::Counting;
 use crate::exit::Exit;
+use crate::message::hide_password;
 use crate::message::{clip_quoted, escape_controls};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use std::io::IsTerminal;

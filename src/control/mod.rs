@@ -12,6 +12,10 @@
 
 mod adjuster;
 mod dir;
+#[cfg(feature = "fleet")]
+pub mod fleet;
+#[cfg(not(feature = "fleet"))]
+#[path = "left_out_fleet.rs"]
 pub mod fleet;
 mod messages;
 mod protocol;
@@ -26,6 +30,22 @@ pub use dir::{ControlDir, Registration};
 pub use protocol::{Request, Settings};
 pub use running::{Run, follow, start};
 pub use schedule::{RateFile, RateSchedule};
+
+/// What spending from a fleet's share does while Redis cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Fallback {
+    /// Go on at the last known rate per shape (this shape's part of the
+    /// share's rate, as Redis last gave it).
+    #[default]
+    Last,
+    /// Hold the data until Redis is back.
+    Block,
+    /// Go on without a limit until Redis is back.
+    Open,
+}
+
+/// How a fleet's share is named: a Redis address, by one of these.
+pub const REDIS_SCHEMES: [&str; 3] = ["redis://", "rediss://", "redis+unix://"];
 
 /// A share's name: of this machine's, or a fleet's in Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,11 @@
 //! Integration tests: the real `shape` binary, driven as a user drives it.
-//! Tests of `--serve` and `--exec` are built only with their features.
+//! Tests of `--serve`, `--exec` and fleets are built only with their
+//! features.
 
 // Without them, helpers only their tests use are unused: the full build,
 // which CI lints, is where dead code is caught.
 #![cfg_attr(
-    not(all(feature = "serve", feature = "exec")),
+    not(all(feature = "serve", feature = "exec", feature = "fleet")),
     allow(dead_code, unused_imports)
 )]
 
@@ -23,7 +24,9 @@ mod exec;
 mod exec_link;
 mod failures;
 mod faults;
+#[cfg(feature = "fleet")]
 mod fleet;
+#[cfg(feature = "fleet")]
 mod fleet_hosted;
 mod generated;
 mod links;

@@ -167,10 +167,12 @@ fn each_direction_of_the_proxy_has_its_own_delay() {
 #[test]
 fn delays_of_each_direction_are_refused_where_there_are_no_two() {
     assert_refused(shape(["--delay-up", "1s"]), "--delay-up");
+    #[cfg(feature = "serve")]
     assert_refused(
         shape(["--serve", "127.0.0.1:0", "--delay-up", "1s"]),
         "--delay-up",
     );
+    #[cfg(feature = "serve")]
     assert_refused(
         shape(["--serve", "127.0.0.1:0", "--delay", "1s"]),
         "--delay",

@@ -25,33 +25,20 @@ mod store;
 mod swarm;
 mod url;
 
+pub use super::Fallback;
 pub use member::{Departure, Member};
 pub use plan::Held;
 pub use store::StoreError;
-pub use url::{RedisShare, hide_password};
+pub use url::RedisShare;
 
 use crate::bucket::{Bucket, own_empty};
 use crate::counting::Counting;
 use crate::progress::Printer;
-use clap::ValueEnum;
 use member::Identity;
 use plan::{Event, Leases};
 use shape_bucket::{Clock, Limit, MonotonicClock};
 use std::sync::Arc;
 use store::Store;
-
-/// What spending from a fleet's share does while Redis cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum Fallback {
-    /// Go on at the last known rate per shape (this shape's part of the
-    /// share's rate, as Redis last gave it).
-    #[default]
-    Last,
-    /// Hold the data until Redis is back.
-    Block,
-    /// Go on without a limit until Redis is back.
-    Open,
-}
 
 /// Why a fleet's share could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -5,8 +5,9 @@
 //! also come from `SHAPE_REDIS_PASSWORD` (for a Unix socket, only from
 //! there), so that it stays out of `ps`; it is never shown: the address
 //! prints with `***` in its place, and so does a malformed one in a usage
-//! error ([`hide_password`]). Whether the server is one of a cluster is
-//! found out on connecting ([`super::link`]), not written in the address.
+//! error (`crate::message::hide_password`). Whether the server is one of a
+//! cluster is found out on connecting ([`super::link`]), not written in
+//! the address.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -53,7 +54,7 @@ pub enum Endpoint {
 impl RedisShare {
     /// True if `text` names a share in Redis rather than on this machine.
     pub fn is_redis(text: &str) -> bool {
-        ["redis://", "rediss://", "redis+unix://"]
+        crate::control::REDIS_SCHEMES
             .iter()
             .any(|scheme| text.starts_with(scheme))
     }
@@ -249,30 +250,6 @@ impl fmt::Display for RedisShare {
     }
 }
 
-/// `text` with the password of an address in it, if any, as `***`: for
-/// messages that must show what the user typed.
-pub fn hide_password(text: &str) -> String {
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return text.to_string();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => {
-            let credentials = &rest[..at];
-            let user = credentials
-                .split_once(':')
-                .map_or(credentials, |(user, _)| user);
-            let shown = if credentials.contains(':') {
-                format!("{user}:***")
-            } else {
-                user.to_string()
-            };
-            format!("{scheme}://{shown}{}", &rest[at..])
-        }
-        None => text.to_string(),
-    }
-}
-
 impl fmt::Debug for RedisShare {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{self}")
@@ -317,16 +294,6 @@ mod tests {
             unix.to_string(),
             "redis+unix:///run/redis/redis.sock/jobs?db=3"
         );
-
-        assert_eq!(
-            hide_password("redis://user:secret@/x"),
-            "redis://user:***@/x"
-        );
-        assert_eq!(
-            hide_password("share:redis://:p@h/x"),
-            "share:redis://:***@h/x"
-        );
-        assert_eq!(hide_password("backup"), "backup");
 
         let v6 = share("redis://[::1]:7000/x");
         assert_eq!(v6.to_string(), "redis://[::1]:7000/0/x");
