@@ -8,6 +8,11 @@
     not(all(feature = "serve", feature = "exec", feature = "fleet")),
     allow(dead_code)
 )]
+// `unsafe` is allowed in three places alone, each saying why it is sound:
+// the kernel calls of `--exec` (exec/kernel), the mapping of a share file
+// (control/share/mapping.rs) and the check of the standard streams at
+// start (started.rs).
+#![deny(unsafe_code)]
 
 mod bucket;
 mod chunk;
@@ -30,6 +35,7 @@ mod progress;
 #[cfg(feature = "serve")]
 mod serve;
 mod slowlink;
+#[allow(unsafe_code)]
 mod started;
 mod throughput;
 mod trace;

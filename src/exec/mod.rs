@@ -12,6 +12,7 @@
 mod call;
 mod door;
 mod filter;
+#[allow(unsafe_code)]
 mod kernel;
 mod sockets;
 mod supervisor;

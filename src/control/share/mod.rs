@@ -10,6 +10,7 @@
 //! never read blindly. The bucket is lock-free: a participant killed at any
 //! instant never blocks the others.
 
+#[allow(unsafe_code)]
 mod mapping;
 
 use crate::bucket::{BURST_FOLLOWS_RATE, Bucket};
