@@ -42,42 +42,47 @@ enum Mode<'a> {
         listen: &'a Address,
         connect: &'a Address,
     },
-    /// A udp: address with a stream's.
-    Mixed,
     Serve(&'a Address),
     Exec(&'a [std::ffi::OsString]),
     Copy,
 }
 
 impl<'a> Mode<'a> {
-    /// The mode `cli` asks for.
-    fn of(cli: &'a Cli) -> Mode<'a> {
+    /// The mode `cli` asks for, or why there is none: a udp: address
+    /// given with a stream's.
+    fn of(cli: &'a Cli) -> Result<Mode<'a>, UsageError> {
         if let Some(what) = cli.generate {
-            return Mode::Generate(what);
+            return Ok(Mode::Generate(what));
         }
         if let Some(target) = &cli.remote {
-            return Mode::Remote(target);
+            return Ok(Mode::Remote(target));
         }
         match (&cli.share, cli.status, cli.reset) {
-            (Some(name), true, _) => return Mode::ShareStatus(name),
-            (Some(name), _, true) => return Mode::ShareReset(name),
+            (Some(name), true, _) => return Ok(Mode::ShareStatus(name)),
+            (Some(name), _, true) => return Ok(Mode::ShareReset(name)),
             _ => {}
         }
         if let Some(address) = &cli.serve {
-            return Mode::Serve(address);
+            return Ok(Mode::Serve(address));
         }
         if let Some(command) = &cli.exec {
-            return Mode::Exec(command);
+            return Ok(Mode::Exec(command));
         }
         let udp = |address: &Option<Address>| matches!(address, Some(Address::Udp { .. }));
-        match (&cli.listen, &cli.connect) {
+        Ok(match (&cli.listen, &cli.connect) {
             (Some(listen), Some(connect)) if udp(&cli.listen) && udp(&cli.connect) => {
                 Mode::Datagrams { listen, connect }
             }
-            _ if udp(&cli.listen) || udp(&cli.connect) => Mode::Mixed,
+            _ if udp(&cli.listen) || udp(&cli.connect) => {
+                return Err(UsageError(
+                    "a udp: address carries datagrams: --listen udp:ADDR goes with --connect \
+                     udp:ADDR"
+                        .into(),
+                ));
+            }
             (Some(listen), Some(connect)) => Mode::Proxy { listen, connect },
             _ => Mode::Copy,
-        }
+        })
     }
 }
 
@@ -90,7 +95,14 @@ pub struct UsageError(pub String);
 /// Runs what `cli` asks for, a known link's figures given where its flags
 /// give none.
 pub fn run(cli: &Cli) -> Exit {
-    if let Some(why) = misplaced_trace(cli, &Mode::of(cli)) {
+    let mode = match Mode::of(cli) {
+        Ok(mode) => mode,
+        Err(why) => {
+            eprintln!("shape: {why}");
+            return Exit::Usage;
+        }
+    };
+    if let Some(why) = misplaced_trace(cli, &mode) {
         eprintln!("shape: {why}");
         return Exit::Usage;
     }
@@ -99,7 +111,7 @@ pub fn run(cli: &Cli) -> Exit {
         Some(LinkArg::List) => return crate::exit::print_whole(profiles::table().as_bytes()),
         Some(LinkArg::Profile(profile)) => profile,
     };
-    let two_ways = match Mode::of(cli) {
+    let two_ways = match mode {
         Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) => true,
         Mode::Copy => false,
         Mode::Remote(_) => {
@@ -129,10 +141,17 @@ fn run_mode(cli: &Cli) -> Exit {
         );
         return Exit::Usage;
     }
-    let mode = Mode::of(cli);
+    // Checked in `run`, before a known link's figures were given.
+    let mode = match Mode::of(cli) {
+        Ok(mode) => mode,
+        Err(why) => {
+            eprintln!("shape: {why}");
+            return Exit::Usage;
+        }
+    };
     if !matches!(
         mode,
-        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_) | Mode::Exec(_)
+        Mode::Datagrams { .. } | Mode::Generate(_) | Mode::Exec(_)
     ) && let Some(flag) = cli.udp.first_given()
     {
         eprintln!(
@@ -145,7 +164,7 @@ fn run_mode(cli: &Cli) -> Exit {
     // shape that takes them decides; --exec has both.
     if !matches!(
         mode,
-        Mode::Datagrams { .. } | Mode::Mixed | Mode::Generate(_) | Mode::Remote(_) | Mode::Exec(_)
+        Mode::Datagrams { .. } | Mode::Generate(_) | Mode::Remote(_) | Mode::Exec(_)
     ) && let Some(why) = cli
         .fault_changes()
         .iter()
@@ -163,11 +182,6 @@ fn run_mode(cli: &Cli) -> Exit {
         Mode::ShareReset(name) => share::reset(name),
         Mode::Proxy { listen, connect } => proxy::run(cli, listen, connect),
         Mode::Datagrams { listen, connect } => udp::run(cli, listen, connect),
-        Mode::Mixed => Err(UsageError(
-            "a udp: address carries datagrams: --listen udp:ADDR goes with --connect udp:ADDR"
-                .into(),
-        )
-        .into()),
         #[cfg(feature = "serve")]
         Mode::Serve(address) => serve::run(cli, address),
         #[cfg(not(feature = "serve"))]
