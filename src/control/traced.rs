@@ -178,11 +178,12 @@ mod following {
 
     #[test]
     fn a_followed_bucket_is_set_at_once_and_left_alone_once_dropped() {
-        // Opportunities at 1..=9 ms of a 100 ms period: window 0 carries
-        // nine, the rest none.
+        // Opportunities at 1..=9 ms of a 1 s period: window 0 carries
+        // nine, the rest none (a period long enough that a busy machine's
+        // delays never reach the next one before the drop).
         let text: String = (1..=9)
             .map(|t| format!("{t}\n"))
-            .chain(["100\n".into()])
+            .chain(["1000\n".into()])
             .collect();
         let trace = Arc::new(Trace::read("t", &text).unwrap());
         let bucket = Arc::new(crate::bucket::own(Limit::Unlimited, 1).unwrap());
@@ -208,10 +209,10 @@ mod following {
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(following);
-        // The second period (from 100 ms) would resume it: once stopped,
+        // The second period (from 1 s) would resume it: once stopped,
         // nothing does.
         std::thread::sleep(
-            (started + Duration::from_millis(150)).saturating_duration_since(Instant::now()),
+            (started + Duration::from_millis(1_050)).saturating_duration_since(Instant::now()),
         );
         assert!(bucket.paused());
         assert_eq!(changes.load(Ordering::Relaxed), 2);
