@@ -98,6 +98,27 @@ impl Redis {
             .unwrap();
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
+
+    /// How many times a script was asked for, run or refused, so far.
+    fn scripts_asked(&self) -> u64 {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter(|line| line.starts_with("cmdstat_eval"))
+            .flat_map(|line| line.split([':', ',']))
+            .filter_map(|field| field.split_once('='))
+            .filter(|(name, _)| name.ends_with("calls"))
+            .filter_map(|(_, n)| n.trim().parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits up to ten seconds for `more` scripts asked for after `from`.
+    fn wait_for_scripts(&self, from: u64, more: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.scripts_asked() < from + more {
+            assert!(Instant::now() < deadline, "Redis was asked nothing more");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Redis {
@@ -460,24 +481,32 @@ fn trouble_mid_run_is_said_by_its_cause_once_and_when_it_heals() {
     let runtime = Runtime::new("fleet-trouble-rt");
     let mut command = runtime.shape(["--progress", "none"]);
     command.args(["--share", &share, "--rate", "2MiB"]);
+    let started = Instant::now();
     let shape = Running::start(
         command,
         Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
         false,
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // On the share, and spending.
+    shape.wait_for_bytes(started, 1);
     // A key of the share that holds something else, then the right one.
     redis.cli(&["DEL", "shape:{acl}:settings"]);
     redis.cli(&["SET", "shape:{acl}:settings", "not a hash"]);
-    std::thread::sleep(Duration::from_millis(1000));
+    shape.wait_for_stderr("WRONGTYPE");
+    // Retried, and not said again (below).
+    redis.wait_for_scripts(redis.scripts_asked(), 10);
     redis.cli(&["DEL", "shape:{acl}:settings"]);
-    std::thread::sleep(Duration::from_millis(800));
+    shape.wait_for_stderr("Redis serves the share again");
     let settings = redis.cli(&["HGET", "shape:{acl}:settings", "rate"]);
     // The user loses the right to run scripts, then gets it back.
     redis.cli(&["ACL", "SETUSER", "default", "-@scripting"]);
-    std::thread::sleep(Duration::from_millis(1000));
+    shape.wait_for_stderr("NOPERM");
+    redis.wait_for_scripts(redis.scripts_asked(), 10);
     redis.cli(&["ACL", "SETUSER", "default", "+@all"]);
-    std::thread::sleep(Duration::from_millis(800));
+    shape.wait_for_stderr_times("Redis serves the share again", 2);
+    // Some more leases, to see that nothing more is said of it.
+    let healed = Instant::now();
+    shape.wait_for_bytes(healed, 256 << 10);
     let (_, _, stderr) = shape.stop();
     let refused = stderr.matches("Redis refused the lease").count();
     assert_eq!(refused, 2, "{stderr}");

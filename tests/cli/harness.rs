@@ -283,7 +283,13 @@ impl Running {
     /// Waits up to ten seconds for a line of standard error containing
     /// `text`, and returns all it said by then.
     pub fn wait_for_stderr(&self, text: &str) -> String {
-        wait_for_line(text, || {
+        self.wait_for_stderr_times(text, 1)
+    }
+
+    /// Waits up to ten seconds for `times` lines of standard error
+    /// containing `text`, and returns all it said by then.
+    pub fn wait_for_stderr_times(&self, text: &str, times: usize) -> String {
+        wait_for_lines(text, times, || {
             String::from_utf8_lossy(&self.said.lock().unwrap()).into_owned()
         })
     }
@@ -549,13 +555,22 @@ pub fn wait_until_said(said: &Mutex<String>, text: &str) -> String {
 /// Waits up to ten seconds for a line containing `text` in what `said`
 /// gives, and returns all of it by then.
 fn wait_for_line(text: &str, said: impl Fn() -> String) -> String {
+    wait_for_lines(text, 1, said)
+}
+
+/// Waits up to ten seconds for `times` lines containing `text` in what
+/// `said` gives, and returns all of it by then.
+fn wait_for_lines(text: &str, times: usize, said: impl Fn() -> String) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let now = said();
-        if now.lines().any(|line| line.contains(text)) {
+        if now.lines().filter(|line| line.contains(text)).count() >= times {
             return now;
         }
-        assert!(Instant::now() < deadline, "never said {text:?}: {now}");
+        assert!(
+            Instant::now() < deadline,
+            "never said {text:?} {times} times: {now}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
