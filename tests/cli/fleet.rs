@@ -173,8 +173,12 @@ fn a_remote_change_reaches_every_shape_on_every_machine() {
     let share = redis.share("crawl");
     let args = ["--share", &share, "--rate", "1MiB", "--burst", "256KiB"];
     let (a, b) = (Runtime::new("fleet-ra"), Runtime::new("fleet-rb"));
+    let started = Instant::now();
     let shapes = [machine(&a, &args), machine(&b, &args)];
-    std::thread::sleep(Duration::from_millis(500));
+    // Both on the share, and spending.
+    for shape in &shapes {
+        shape.wait_for_bytes(started, 1);
+    }
     let answer = run(
         a.shape(["--remote", &format!("share:{share}"), "--rate", "4MiB"]),
         Stdio::null(),
@@ -438,8 +442,10 @@ fn a_shares_settings_survive_a_redis_restart() {
     };
     let share = redis.share("kept");
     let runtime = Runtime::new("fleet-restart-rt");
+    let started = Instant::now();
     let shape = machine(&runtime, &["--share", &share, "--rate", "1MiB"]);
-    std::thread::sleep(Duration::from_millis(400));
+    // On the share, and spending.
+    shape.wait_for_bytes(started, 1);
     let answer = run(
         runtime.shape(["--remote", &format!("share:{share}"), "--rate", "4MiB"]),
         Stdio::null(),
