@@ -149,29 +149,30 @@ def screenshot(path):
     print(f"saved {path}")
 
 
+def idle(server, label):
+    """The server's CPU over 60 s with the page open and nothing flowing,
+    after 5 s to settle."""
+    time.sleep(5)
+    before, started = server.cpu_seconds(), time.monotonic()
+    time.sleep(60)
+    used = server.cpu_seconds() - before
+    print(f"page open, idle, {label}: {used:.2f} CPU s in "
+          f"{time.monotonic() - started:.0f} s ({used / 60:.2%} of a core)")
+
+
 def bench():
     server = Server()
     upstream = echo_server()
     driver = browser()
     try:
         ready(driver, server.port)
-        time.sleep(5)
-        before, started = server.cpu_seconds(), time.monotonic()
-        time.sleep(60)
-        used = server.cpu_seconds() - before
-        print(f"page open, idle, no proxies: {used:.2f} CPU s in "
-              f"{time.monotonic() - started:.0f} s ({used / 60:.2%} of a core)")
+        idle(server, "no proxies")
         for n in range(1000):
             server.call("POST", "/proxies", {"name": f"p{n:04}", "listen": "127.0.0.1:0",
                                              "upstream": upstream})
         times = sorted(ready(driver, server.port) for _ in range(5))
         print("1,000 proxies, page ready in (s): " + ", ".join(f"{t:.3f}" for t in times))
-        time.sleep(5)
-        before, started = server.cpu_seconds(), time.monotonic()
-        time.sleep(60)
-        used = server.cpu_seconds() - before
-        print(f"page open, idle, 1,000 proxies: {used:.2f} CPU s in "
-              f"{time.monotonic() - started:.0f} s ({used / 60:.2%} of a core)")
+        idle(server, "1,000 proxies")
     finally:
         driver.quit()
         server.stop()
