@@ -4,9 +4,8 @@
 //! fleet's share would hold (a membership, its departure) has no value,
 //! so the code that would use one is never reached.
 
-pub use super::Fallback;
+pub use super::{Fallback, Joining};
 use crate::bucket::Bucket;
-use crate::counting::Counting;
 use crate::progress::Printer;
 use shape_bucket::Limit;
 use std::sync::Arc;
@@ -87,16 +86,6 @@ impl Departure {
     pub fn leave(&self) {
         match *self {}
     }
-}
-
-/// What joining a fleet's share is given.
-pub struct Joining {
-    pub limit: Limit,
-    pub burst: u64,
-    pub counting: Counting,
-    pub settings_given: bool,
-    pub burst_given: bool,
-    pub fallback: Fallback,
 }
 
 /// Joins a share that cannot be named.

@@ -44,6 +44,18 @@ pub enum Fallback {
     Open,
 }
 
+/// What a shape joining a fleet's share brings: its settings, and whether
+/// the user gave them.
+pub struct Joining {
+    pub limit: shape_bucket::Limit,
+    pub burst: u64,
+    pub counting: crate::counting::Counting,
+    pub settings_given: bool,
+    /// The burst was given; if not, it follows the rate.
+    pub burst_given: bool,
+    pub fallback: Fallback,
+}
+
 /// How a fleet's share is named: a Redis address, by one of these.
 pub const REDIS_SCHEMES: [&str; 3] = ["redis://", "rediss://", "redis+unix://"];
 

@@ -25,18 +25,18 @@ mod store;
 mod swarm;
 mod url;
 
-pub use super::Fallback;
+pub use super::{Fallback, Joining};
 pub use member::{Departure, Member};
 pub use plan::Held;
 pub use store::StoreError;
 pub use url::RedisShare;
 
 use crate::bucket::{Bucket, own_empty};
-use crate::counting::Counting;
+
 use crate::progress::Printer;
 use member::Identity;
 use plan::{Event, Leases};
-use shape_bucket::{Clock, Limit, MonotonicClock};
+use shape_bucket::{Clock, MonotonicClock};
 use std::sync::Arc;
 use store::Store;
 
@@ -56,18 +56,6 @@ impl FleetError {
             why: crate::message::one_line(&why.to_string()),
         }
     }
-}
-
-/// What a shape joining a fleet's share brings: its settings, and whether
-/// the user gave them.
-pub struct Joining {
-    pub limit: Limit,
-    pub burst: u64,
-    pub counting: Counting,
-    pub settings_given: bool,
-    /// The burst was given; if not, it follows the rate.
-    pub burst_given: bool,
-    pub fallback: Fallback,
 }
 
 /// Joins `share`: the share's settings win if other shapes are on it (the
