@@ -15,18 +15,13 @@
 #![deny(unsafe_code)]
 
 mod bucket;
-mod chunk;
 mod cli;
 mod conditions;
 mod control;
-mod counting;
-mod duration;
 #[cfg(feature = "exec")]
 mod exec;
-mod exit;
 mod faults;
-mod lock;
-mod message;
+mod leaves;
 mod mode;
 mod net;
 mod pipe;
@@ -37,9 +32,9 @@ mod serve;
 mod slowlink;
 #[allow(unsafe_code)]
 mod started;
-mod throughput;
 mod trace;
 
+use leaves::{chunk, counting, duration, exit, lock, message, say, throughput};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -5,6 +5,7 @@
 
 use crate::counting::Counting;
 use crate::lock::{lock, wait_timeout};
+use crate::say::Printer;
 use crate::throughput::Passed;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -69,29 +70,12 @@ pub struct Reporter {
     printer: Printer,
 }
 
-/// Prints a line on standard error without breaking a progress bar.
-#[derive(Clone, Default)]
-pub struct Printer(Option<ProgressBar>);
-
-impl Printer {
-    /// Prints `line`, lifting the bar out of the way if there is one.
-    pub fn line(&self, line: &str) {
-        // One line, whatever it quotes: a value from outside (an API
-        // request, a peer) cannot break it or drive the terminal.
-        let line = crate::message::escape_controls(line);
-        match &self.0 {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
-        }
-    }
-}
-
 impl Reporter {
     /// Starts drawing `source` in `style` every `interval`.
     pub fn start(style: Style, interval: Duration, source: Source) -> Reporter {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let mut draw = Drawing::new(style, interval, &source);
-        let printer = Printer(match &draw {
+        let printer = Printer::over(match &draw {
             Drawing::Bar(bar) => Some(bar.clone()),
             Drawing::Json { .. } | Drawing::Numeric => None,
         });

@@ -6,7 +6,7 @@
 
 pub use super::{Fallback, Joining};
 use crate::bucket::Bucket;
-use crate::progress::Printer;
+use crate::say::Printer;
 use shape_bucket::Limit;
 use std::sync::Arc;
 

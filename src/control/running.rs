@@ -9,7 +9,7 @@ use super::schedule::RateFile;
 use super::signals::{Handlers, answer};
 use crate::counting::Counting;
 use crate::message::one_line;
-use crate::progress::Printer;
+use crate::say::Printer;
 use crate::throughput::Passed;
 use shape_bucket::Limit;
 use std::io;

@@ -19,7 +19,7 @@ use crate::faults::Way;
 use crate::message::one_line;
 use crate::net::proxy;
 use crate::net::udp::{FlowEnds, IDLE, Proxy, Route};
-use crate::progress::Printer;
+use crate::say::Printer;
 use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
 use shape_bucket::Limit;

@@ -3,7 +3,7 @@
 
 use crate::cli::Cli;
 use crate::net::Address;
-use crate::progress::Printer;
+use crate::say::Printer;
 use std::fmt;
 use std::fs::File;
 use std::io;

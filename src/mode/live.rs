@@ -9,7 +9,8 @@ use crate::control::{
     self, Adjuster, ControlDir, RateFile, Registration, Run, ShareName, default_burst, fleet, share,
 };
 use crate::counting::{Counting, Written};
-use crate::progress::{Printer, ProgressMode, Reporter, Source, Style};
+use crate::progress::{ProgressMode, Reporter, Source, Style};
+use crate::say::Printer;
 use crate::throughput::Passed;
 use shape_bucket::{Limit, RateSpec};
 use std::io::{self, IsTerminal};

@@ -18,7 +18,7 @@ use crate::control::traced::{self, Following};
 use crate::counting::Counting;
 use crate::faults::Loss;
 use crate::net::udp::{self, Handle, Impairment, Route};
-use crate::progress::Printer;
+use crate::say::Printer;
 use crate::trace::Trace;
 use shape_bucket::{Limit, Rate};
 use std::io;

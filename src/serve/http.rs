@@ -22,7 +22,7 @@
 
 use super::api::Reply;
 use super::guard::{Asking, Guard};
-use crate::progress::Printer;
+use crate::say::Printer;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};

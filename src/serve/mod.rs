@@ -34,7 +34,7 @@ pub mod toxics;
 use crate::message::one_line;
 use crate::net::Address;
 use crate::net::proxy::run_by_commands;
-use crate::progress::Printer;
+use crate::say::Printer;
 use model::{Model, ProxyGiven};
 pub use proxies::Extras;
 use proxies::{Loop, Proxies};

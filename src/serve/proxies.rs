@@ -16,7 +16,7 @@ use super::status::Status;
 use crate::faults::Way;
 use crate::net::Address;
 use crate::net::proxy::{Command, Upstream};
-use crate::progress::Printer;
+use crate::say::Printer;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};

@@ -5,7 +5,7 @@
 //! event loop failing ends the wait too, so that the server ends through
 //! `main` like any other failure.
 
-use crate::progress::Printer;
+use crate::say::Printer;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::{Handle, Signals};
 use std::sync::{Arc, Mutex};

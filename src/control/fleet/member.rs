@@ -11,7 +11,7 @@ use super::plan::{Ask, Event, LeaseReply, Leases, Local, Step, Trouble};
 use super::store::Store;
 use super::url::RedisShare;
 use crate::bucket::Bucket;
-use crate::progress::Printer;
+use crate::say::Printer;
 use shape_bucket::{Clock, Limit, MonotonicClock};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};

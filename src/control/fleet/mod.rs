@@ -33,7 +33,7 @@ pub use url::RedisShare;
 
 use crate::bucket::{Bucket, own_empty};
 
-use crate::progress::Printer;
+use crate::say::Printer;
 use member::Identity;
 use plan::{Event, Leases};
 use shape_bucket::{Clock, MonotonicClock};

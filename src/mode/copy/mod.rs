@@ -21,7 +21,8 @@ use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, UnitsOf, reset_on_close,
     when_reader_gone,
 };
-use crate::progress::{Printer, Reporter};
+use crate::progress::Reporter;
+use crate::say::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};

@@ -37,7 +37,7 @@ use crate::bucket::Bucket;
 use crate::conditions::Conditions;
 use crate::faults::Way;
 use crate::net::Address;
-use crate::progress::Printer;
+use crate::say::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
 use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};

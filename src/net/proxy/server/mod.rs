@@ -23,7 +23,7 @@ use crate::message::one_line;
 use crate::net::alarm::Alarm;
 use crate::net::deadlines::Deadlines;
 use crate::net::{Address, Listening};
-use crate::progress::Printer;
+use crate::say::Printer;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, Damaged, MonotonicClock};

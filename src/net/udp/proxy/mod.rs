@@ -12,7 +12,7 @@ use crate::bucket::Bucket;
 use crate::conditions::{Conditions, Watch};
 use crate::net::alarm::Alarm;
 use crate::net::deadlines::Deadlines;
-use crate::progress::Printer;
+use crate::say::Printer;
 use crate::throughput::Throughput;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
