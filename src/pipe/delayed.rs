@@ -29,11 +29,11 @@ pub type UnitsOf = Box<dyn Fn(&[u8]) -> u64 + Send>;
 /// The output behind a delay line. Write to `&DelayedOutput`; call
 /// [`DelayedOutput::finish`] at the end to pass on what is still held.
 pub struct DelayedOutput<C: Clock + Send + Sync + 'static> {
-    shared: Arc<Shared<C>>,
+    shared: Arc<LineShared<C>>,
     writer: JoinHandle<(File, io::Result<()>)>,
 }
 
-struct Shared<C> {
+struct LineShared<C> {
     state: Mutex<State>,
     /// Signalled when a chunk enters or leaves, the line closes or the
     /// output fails.
@@ -61,7 +61,7 @@ impl<C: Clock + Send + Sync + 'static> DelayedOutput<C> {
         clock: C,
         (forwarded, tally): (Arc<Throughput>, UnitsOf),
     ) -> io::Result<Self> {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(LineShared {
             state: Mutex::new(State {
                 line,
                 closed: false,
@@ -131,7 +131,7 @@ impl<C: Clock + Send + Sync + 'static> Write for &DelayedOutput<C> {
     }
 }
 
-impl<C: Clock> Shared<C> {
+impl<C: Clock> LineShared<C> {
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }

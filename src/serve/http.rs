@@ -73,7 +73,7 @@ struct Job {
 }
 
 /// What every connection's tasks share.
-struct Shared {
+struct ApiState {
     guard: Guard,
     jobs: mpsc::Sender<Job>,
     ids: RequestIds,
@@ -116,7 +116,7 @@ impl Api {
             .enable_time()
             .build()?;
         self.listener.set_nonblocking(true)?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ApiState {
             guard: self.guard,
             jobs,
             ids: RequestIds::new(),
@@ -171,7 +171,7 @@ fn stopping() -> Reply {
 /// each served by a task of its own.
 async fn accept_forever(
     listener: tokio::net::TcpListener,
-    shared: Arc<Shared>,
+    shared: Arc<ApiState>,
     report: Option<Printer>,
 ) {
     let room = Arc::new(Semaphore::new(MOST_CONNECTIONS));
@@ -226,7 +226,7 @@ async fn accept_forever(
 
 /// The answer to `request`: refused by the guard, refused for its body,
 /// or the model's.
-async fn respond(request: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+async fn respond(request: Request<Incoming>, shared: &ApiState) -> Response<Full<Bytes>> {
     let id = shared.ids.next();
     let headers = request.headers();
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
@@ -315,7 +315,7 @@ fn too_long() -> Reply {
 }
 
 /// The model's answer to `method path` with `body`.
-async fn ask(shared: &Shared, method: String, path: String, body: Bytes) -> Reply {
+async fn ask(shared: &ApiState, method: String, path: String, body: Bytes) -> Reply {
     let (answered, answer) = oneshot::channel();
     let job = Job {
         method,

@@ -44,10 +44,10 @@ impl ShareError {
 
     /// A share file that cannot be used as it is: the message names the
     /// file and the way out.
-    fn unusable(dir: &ControlDir, name: &str, refusal: Refusal) -> ShareError {
+    fn unusable(dir: &ControlDir, name: &str, refusal: Unusable) -> ShareError {
         let path = share_file(dir, name).path;
         let why = match refusal {
-            Refusal::Missing | Refusal::System(_) => refusal.to_string(),
+            Unusable::Missing | Unusable::System(_) => refusal.to_string(),
             refusal => format!(
                 "{} {refusal}; remove it with 'shape --share {name} --reset'",
                 path.display()
@@ -133,7 +133,7 @@ pub fn open(
                     Opened::Attached,
                 ));
             }
-            Err(Refusal::Missing) => {}
+            Err(Unusable::Missing) => {}
             Err(refusal) => return Err(ShareError::unusable(dir, name, refusal)),
         }
         match create(dir, name, offer, counting) {
@@ -244,7 +244,7 @@ fn share_file(dir: &ControlDir, name: &str) -> ShareFile {
 
 /// Why a share file was not used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-enum Refusal {
+enum Unusable {
     #[error("no such share")]
     Missing,
     #[error("{0}")]
@@ -263,41 +263,41 @@ enum Refusal {
     System(Errno),
 }
 
-impl From<Errno> for Refusal {
+impl From<Errno> for Unusable {
     fn from(err: Errno) -> Self {
         match err {
-            Errno::NOENT => Refusal::Missing,
-            Errno::LOOP => Refusal::Unfit(Unfit::Link),
-            err => Refusal::System(err),
+            Errno::NOENT => Unusable::Missing,
+            Errno::LOOP => Unusable::Unfit(Unfit::Link),
+            err => Unusable::System(err),
         }
     }
 }
 
 /// Maps an existing share file after checking it, and says what it
 /// counts.
-fn attach(dir: &ControlDir, name: &str) -> Result<(Mapping, Counting), Refusal> {
+fn attach(dir: &ControlDir, name: &str) -> Result<(Mapping, Counting), Unusable> {
     let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir.fd(), file_name(name).as_str(), flags, Mode::empty())?;
     let stat = rustix::fs::fstat(&fd)?;
-    check_own(&stat, FileType::RegularFile, true).map_err(Refusal::Unfit)?;
+    check_own(&stat, FileType::RegularFile, true).map_err(Unusable::Unfit)?;
     if (stat.st_size as u64) < FILE_SIZE as u64 {
-        return Err(Refusal::TooShort);
+        return Err(Unusable::TooShort);
     }
     let mapping = Mapping::map(&fd, share_file(dir, name))?;
     let header = mapping.header();
     if header.magic != MAGIC {
-        return Err(Refusal::NotAShare);
+        return Err(Unusable::NotAShare);
     }
     if header.version != VERSION {
-        return Err(Refusal::OtherVersion);
+        return Err(Unusable::OtherVersion);
     }
     let layout = |h: &Header| (h.header_size, h.cell_offset, h.cell_size, h.file_size);
     if layout(header) != layout(&Header::expected(Counting::Bytes, 0)) {
-        return Err(Refusal::OtherLayout);
+        return Err(Unusable::OtherLayout);
     }
-    let counting = Counting::from_code(header.counting).ok_or(Refusal::Corrupt)?;
+    let counting = Counting::from_code(header.counting).ok_or(Unusable::Corrupt)?;
     if !mapping.cell().is_sound(MonotonicClock.now()) {
-        return Err(Refusal::Corrupt);
+        return Err(Unusable::Corrupt);
     }
     Ok((mapping, counting))
 }
