@@ -83,9 +83,11 @@ pub fn follow(
 }
 
 /// Follows `trace` from now with `bucket`, calling `changed` after each
-/// change (what spends from it may be waiting on a pause, with nothing
-/// else to wake it), until the [`Following`] returned is dropped: a
-/// toxic's trace, which lasts as long as the toxic.
+/// resume from a pause, until the [`Following`] returned is dropped: a
+/// toxic's trace, which lasts as long as the toxic. What waits on a paused
+/// bucket has no deadline and must be woken; a change of rate alone it
+/// meets at its own deadline, so that a trace's hundred changes a second
+/// do not step every waiting connection a hundred times a second.
 pub fn follow_bucket(
     trace: Arc<Trace>,
     bucket: Arc<Bucket>,
@@ -94,9 +96,12 @@ pub fn follow_bucket(
     follow_with(
         vec![(0, trace)],
         move |_, setting| {
+            let resumed = setting.is_some() && bucket.paused();
             // A limit and a clamped burst are always valid.
             let _ = apply(&*bucket, &adjustment(setting));
-            changed();
+            if resumed {
+                changed();
+            }
         },
         Instant::now(),
     )
@@ -177,11 +182,13 @@ mod following {
     use super::*;
 
     #[test]
-    fn a_followed_bucket_is_set_at_once_and_left_alone_once_dropped() {
-        // Opportunities at 1..=9 ms of a 1 s period: window 0 carries
-        // nine, the rest none (a period long enough that a busy machine's
-        // delays never reach the next one before the drop).
+    fn a_followed_bucket_is_set_at_once_woken_on_resume_and_left_alone_once_dropped() {
+        // Opportunities at 1..=9 ms and 501..=509 ms of a 1 s period:
+        // windows 0 and 50 carry nine, the rest none (spans long enough
+        // that a busy machine's delays never reach the next step before
+        // the test looks).
         let text: String = (1..=9)
+            .chain(501..=509)
             .map(|t| format!("{t}\n"))
             .chain(["1000\n".into()])
             .collect();
@@ -194,18 +201,23 @@ mod following {
             counted.fetch_add(1, Ordering::Relaxed);
         })
         .unwrap();
-        assert_eq!(changes.load(Ordering::Relaxed), 1, "the first window");
+        assert_eq!(changes.load(Ordering::Relaxed), 0, "set, nobody to wake");
         assert_eq!(
             bucket.limit_and_burst(),
             (Limit::per_second(1_350_000), 1_500)
         );
         // Window 1 has nothing: the bucket is paused then (a busy machine
-        // may take longer; the loop waits for it).
+        // may take longer; the loop waits for it), and nobody is woken.
         while !bucket.paused() {
             std::thread::sleep(Duration::from_millis(1));
         }
-        // Said after the change: a moment later than it.
-        while changes.load(Ordering::Relaxed) < 2 {
+        assert_eq!(changes.load(Ordering::Relaxed), 0, "a pause wakes nobody");
+        // Window 50 resumes it, and wakes what waits; window 51 pauses
+        // it again.
+        while changes.load(Ordering::Relaxed) < 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        while !bucket.paused() {
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(following);
@@ -215,6 +227,6 @@ mod following {
             (started + Duration::from_millis(1_050)).saturating_duration_since(Instant::now()),
         );
         assert!(bucket.paused());
-        assert_eq!(changes.load(Ordering::Relaxed), 2);
+        assert_eq!(changes.load(Ordering::Relaxed), 1);
     }
 }

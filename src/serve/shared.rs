@@ -32,15 +32,15 @@ struct Kept {
 #[derive(Default)]
 pub struct SharedBuckets(Vec<Kept>);
 
-/// What is called after a trace changes a bucket: the event loop's
-/// "settings changed", which steps its waiting connections again.
+/// What is called when a trace resumes a bucket it paused: the event
+/// loop's "settings changed", which steps its waiting connections again.
 pub type Changed = Arc<dyn Fn() + Send + Sync>;
 
 impl SharedBuckets {
     /// Starts a change of the proxy's toxics: every bucket asked for with
     /// [`Keeping::bucket`] is kept, and those not asked for are let go
     /// (a trace no longer followed) when the change is dropped. A new
-    /// trace's bucket calls `changed` after each change.
+    /// trace's bucket calls `changed` when the trace resumes it.
     pub fn change(&mut self, changed: Changed) -> Keeping<'_> {
         let before = std::mem::take(&mut self.0);
         Keeping {
