@@ -97,14 +97,10 @@ pub struct UsageError(pub String);
 pub fn run(cli: &Cli) -> Exit {
     let mode = match Mode::of(cli) {
         Ok(mode) => mode,
-        Err(why) => {
-            eprintln!("shape: {why}");
-            return Exit::Usage;
-        }
+        Err(why) => return refused(why),
     };
     if let Some(why) = misplaced_trace(cli, &mode) {
-        eprintln!("shape: {why}");
-        return Exit::Usage;
+        return refused(why);
     }
     let profile = match cli.link {
         None => return run_mode(cli),
@@ -115,17 +111,15 @@ pub fn run(cli: &Cli) -> Exit {
         Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) => true,
         Mode::Copy => false,
         Mode::Remote(_) => {
-            eprintln!(
-                "shape: --link applies at start: change a running shape with --rate and --delay"
+            return refused(
+                "--link applies at start: change a running shape with --rate and --delay",
             );
-            return Exit::Usage;
         }
         _ => {
-            eprintln!(
-                "shape: --link applies to a pipe, a proxy (--listen with --connect), a UDP link \
-                 or --exec"
+            return refused(
+                "--link applies to a pipe, a proxy (--listen with --connect), a UDP link or \
+                 --exec",
             );
-            return Exit::Usage;
         }
     };
     run_mode(&cli.with_profile(profile, two_ways))
@@ -134,31 +128,26 @@ pub fn run(cli: &Cli) -> Exit {
 /// Runs what `cli` asks for, as it asks.
 fn run_mode(cli: &Cli) -> Exit {
     if let Some(flag) = pv_display_flag(cli) {
-        eprintln!(
-            "shape: {flag} is pv's, to pick the bar's parts: shape's bar shows the count, the \
+        return refused(format!(
+            "{flag} is pv's, to pick the bar's parts: shape's bar shows the count, the \
              rate, the limit and the time, and with --size the percentage and ETA \
              (--progress bar); -n prints numbers, as pv -n"
-        );
-        return Exit::Usage;
+        ));
     }
     // Checked in `run`, before a known link's figures were given.
     let mode = match Mode::of(cli) {
         Ok(mode) => mode,
-        Err(why) => {
-            eprintln!("shape: {why}");
-            return Exit::Usage;
-        }
+        Err(why) => return refused(why),
     };
     if !matches!(
         mode,
         Mode::Datagrams { .. } | Mode::Generate(_) | Mode::Exec(_)
     ) && let Some(flag) = cli.udp.first_given()
     {
-        eprintln!(
-            "shape: {flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR) or \
+        return refused(format!(
+            "{flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR) or \
              --exec"
-        );
-        return Exit::Usage;
+        ));
     }
     // A datagram's faults, where there are none; sent with --remote, the
     // shape that takes them decides; --exec has both.
@@ -170,8 +159,7 @@ fn run_mode(cli: &Cli) -> Exit {
         .iter()
         .find_map(|change| Carried::Stream.refuses(change.needs(), change.name()))
     {
-        eprintln!("shape: {why}");
-        return Exit::Usage;
+        return refused(why);
     }
     let ran = match mode {
         Mode::Generate(what) => {
@@ -208,6 +196,12 @@ fn run_mode(cli: &Cli) -> Exit {
             None => Exit::Failure,
         }
     })
+}
+
+/// A command line refused for `why`, said in one line: status 2.
+fn refused(why: impl std::fmt::Display) -> Exit {
+    eprintln!("shape: {why}");
+    Exit::Usage
 }
 
 /// The refusal of `what`, left out of this build with cargo's `feature`.
