@@ -14,14 +14,12 @@
 // start (started.rs).
 #![deny(unsafe_code)]
 
-mod bucket;
 mod cli;
 mod conditions;
 mod control;
 #[cfg(feature = "exec")]
 mod exec;
 mod faults;
-mod leaves;
 mod mode;
 mod net;
 mod pipe;
@@ -34,7 +32,10 @@ mod slowlink;
 mod started;
 mod trace;
 
-use leaves::{chunk, counting, duration, exit, lock, message, say, throughput};
+// The leaves, named at the root as this crate's own (`crate::counting`).
+use shape_leaves::{
+    bucket, chunk, counting, duration, exit, lock, message, say, share_name, throughput,
+};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -138,7 +138,7 @@ impl Adjuster {
         }) {
             change.burst = change
                 .limit
-                .map(|limit| default_burst(limit, self.counting));
+                .map(|limit| crate::chunk::default_burst(limit, self.counting));
         }
         {
             // The burst was checked above: no bucket refuses the change.
@@ -212,34 +212,6 @@ impl Adjuster {
     }
 }
 
-/// The burst when none was set: a tenth of a second at the rate, at least
-/// two chunks of a packet ([`packet_burst`](crate::chunk::packet_burst):
-/// 3,000 bytes up to 30 KB/s, 200 ms below 15 KB/s) and one byte, and
-/// 128 KiB unlimited (what a later limit would start with).
-/// Records: one record, so that a crawl does not fire a volley at start;
-/// above 100 records a second, ten milliseconds' worth, since a bucket of
-/// one record cannot hold such a rate through the least delay in waking
-/// (tokens that arrive while it is full are lost).
-pub fn default_burst(limit: Limit, counting: Counting) -> u64 {
-    match (counting, limit) {
-        (Counting::Lines | Counting::Nul | Counting::Datagrams, Limit::Rate(rate)) => {
-            let ten_ms = (rate.bytes_per_sec() / 100.0) as u64;
-            let one = counting.tokens(1);
-            one.max(ten_ms / one * one)
-        }
-        (Counting::Lines | Counting::Nul | Counting::Datagrams, Limit::Unlimited) => {
-            counting.tokens(1)
-        }
-        (Counting::Bytes, Limit::Unlimited) => 128 * 1024,
-        (Counting::Bytes, Limit::Rate(rate)) => {
-            let per_second = rate.bytes_per_sec();
-            ((per_second / 10.0) as u64)
-                .max(crate::chunk::packet_burst(per_second))
-                .max(1)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,24 +225,6 @@ mod tests {
             paused,
             ..Request::default()
         }
-    }
-
-    #[test]
-    fn the_default_burst_is_a_tenth_of_a_second_two_packets_or_one_record() {
-        let bytes = Counting::Bytes;
-        assert_eq!(default_burst(Limit::per_second(5 << 20), bytes), 524_288);
-        assert_eq!(default_burst(Limit::per_second(4), bytes), 1);
-        assert_eq!(default_burst(Limit::per_second(4096), bytes), 819);
-        assert_eq!(default_burst(Limit::per_second(20_000), bytes), 3000);
-        assert_eq!(default_burst(Limit::per_second(40_000), bytes), 4000);
-        assert_eq!(default_burst(Limit::Unlimited, bytes), 131_072);
-        let lines = Counting::Lines;
-        let per_second = |records: u64| Limit::per_second(records << 20);
-        assert_eq!(default_burst(per_second(5), lines), 1 << 20);
-        assert_eq!(default_burst(per_second(100), lines), 1 << 20);
-        assert_eq!(default_burst(per_second(1000), lines), 10 << 20);
-        assert_eq!(default_burst(per_second(100_000), lines), 1000 << 20);
-        assert_eq!(default_burst(Limit::Unlimited, lines), 1 << 20);
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub mod share;
 mod signals;
 pub mod traced;
 
-pub use adjuster::{Adjuster, default_burst};
+pub use crate::share_name::REDIS_SCHEMES;
+pub use adjuster::Adjuster;
 pub use dir::{ControlDir, Registration};
 pub use protocol::{Request, Settings};
 pub use running::{Run, follow, start};
@@ -55,9 +56,6 @@ pub struct Joining {
     pub burst_given: bool,
     pub fallback: Fallback,
 }
-
-/// How a fleet's share is named: a Redis address, by one of these.
-pub const REDIS_SCHEMES: [&str; 3] = ["redis://", "rediss://", "redis+unix://"];
 
 /// A share's name: of this machine's, or a fleet's in Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! plain number means (bytes or records) is for the running shape to say,
 //! which turns the request into an [`Adjustment`] in its bucket's tokens.
 
+pub use crate::bucket::{Adjustment, apply};
 use crate::conditions::Retune;
 use crate::counting::{Counting, Written};
 use crate::faults::{Change, Span};
@@ -46,15 +47,6 @@ impl Request {
             paused: self.paused,
         })
     }
-}
-
-/// A change of a bucket's settings, in its tokens; `None` keeps the
-/// current value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Adjustment {
-    pub limit: Option<Limit>,
-    pub burst: Option<u64>,
-    pub paused: Option<bool>,
 }
 
 /// The settings in force, as an acknowledgement reports them.
@@ -134,28 +126,6 @@ pub enum RemoteError {
     /// The control directory or a message could not be used.
     #[error("control directory: {0}")]
     Io(#[from] io::Error),
-}
-
-/// Applies `change` to `bucket` as one change where it can. A burst the
-/// bucket cannot take refuses the whole change, before anything changes.
-pub fn apply<C: Clock, S: Deref<Target = BucketCell>>(
-    bucket: &TokenBucket<C, S>,
-    change: &Adjustment,
-) -> Result<(), String> {
-    if let Some(burst) = change.burst {
-        shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
-    }
-    let refused = |err: shape_bucket::InvalidBurst| err.to_string();
-    match (change.limit, change.burst) {
-        (Some(limit), Some(burst)) => bucket.set(limit, burst).map_err(refused)?,
-        (Some(limit), None) => bucket.set_limit(limit),
-        (None, Some(burst)) => bucket.set_burst(burst).map_err(refused)?,
-        (None, None) => {}
-    }
-    if let Some(paused) = change.paused {
-        bucket.set_paused(paused);
-    }
-    Ok(())
 }
 
 fn encode_limit(limit: Limit) -> String {

@@ -4,9 +4,10 @@
 
 use super::UsageError;
 use crate::bucket::Bucket;
+use crate::chunk::default_burst;
 use crate::cli::Cli;
 use crate::control::{
-    self, Adjuster, ControlDir, RateFile, Registration, Run, ShareName, default_burst, fleet, share,
+    self, Adjuster, ControlDir, RateFile, Registration, Run, ShareName, fleet, share,
 };
 use crate::counting::{Counting, Written};
 use crate::progress::{ProgressMode, Reporter, Source, Style};

@@ -11,9 +11,10 @@
 //! a kind strike as independent draws would.
 
 use super::model::{Proxy, Toxic};
-use super::shaping::{Counters, MOST_HELD, bandwidth_burst};
+use super::shaping::{Counters, MOST_HELD};
 use super::toxics::{Attributes, Kind};
 use crate::bucket::Bucket;
+use crate::chunk::bandwidth_burst;
 use crate::control::traced::{self, Following};
 use crate::counting::Counting;
 use crate::faults::Loss;

@@ -13,6 +13,7 @@ use super::carry::{Effect, effect};
 use super::model::Toxic;
 use super::shared::Wanted;
 use crate::bucket::Bucket;
+use crate::chunk::bandwidth_burst;
 use crate::conditions::InForce;
 use crate::duration::least;
 use crate::faults::{Change, Directed, Trigger, Way};
@@ -31,13 +32,6 @@ use std::time::Duration;
 /// reading, so that many connections under latency keep memory bounded
 /// (4 MiB holds 40 MiB/s at 100 ms).
 pub const MOST_HELD: u64 = 4 << 20;
-
-/// How long a bandwidth toxic's bucket may run ahead: the tokens of this
-/// much time, so that its first chunk goes at once and nothing more (at
-/// 1000 KB/s, 5 KB), and below 600 KB/s two packets (a chunk of 2.5 ms
-/// there is a sliver, and a thousand connections of them cost more than
-/// toxiproxy, whose steps are 100 ms).
-const BURST_TIME: f64 = 0.005;
 
 /// What a proxy read and sent, up then down: toxiproxy's
 /// `received_bytes` and `sent_bytes`.
@@ -300,17 +294,6 @@ impl ToxicRules {
         }
         let close_after = sum.close_after;
         (sum.plan(way), close_after)
-    }
-}
-
-/// The burst of a bandwidth of `limit` unless told: two small chunks'
-/// worth.
-pub fn bandwidth_burst(limit: Limit) -> u64 {
-    match limit {
-        Limit::Unlimited => 1,
-        Limit::Rate(rate) => ((rate.bytes_per_sec() * BURST_TIME) as u64)
-            .max(crate::chunk::packet_burst(rate.bytes_per_sec()))
-            .max(2),
     }
 }
 
@@ -624,11 +607,5 @@ mod tests {
             })
             .collect();
         assert_eq!(sizes, [Some(8), Some(16)].into_iter().collect());
-    }
-
-    #[test]
-    fn a_bandwidth_runs_ahead_by_one_small_chunk_only() {
-        assert_eq!(bandwidth_burst(Limit::per_second(1_000_000)), 5000);
-        assert_eq!(bandwidth_burst(Limit::per_second(10)), 2);
     }
 }

@@ -227,9 +227,9 @@ pub mod commands {
         // A burst never set follows the rate, as on a single shape.
         let follower = change
             .limit
-            .map(|limit| crate::control::adjuster::default_burst(limit, held.counting));
+            .map(|limit| crate::chunk::default_burst(limit, held.counting));
         // A request that changes nothing only asks.
-        if change != crate::control::protocol::Adjustment::default() {
+        if change != crate::bucket::Adjustment::default() {
             store
                 .update(held.counting, &change, follower)
                 .map_err(fail)?;

@@ -27,7 +27,7 @@
 use super::link::{Node, RedisLink};
 use super::plan::{Ask, Held, LeaseReply};
 use super::url::RedisShare;
-use crate::control::protocol::Adjustment;
+use crate::bucket::Adjustment;
 use crate::counting::Counting;
 use redis::Script;
 use shape_bucket::{Limit, Rate};

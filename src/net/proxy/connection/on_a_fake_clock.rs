@@ -345,14 +345,13 @@ fn a_fault_sent_while_running_counts_from_that_moment() {
     assert_eq!(to.writes.last().map(|w| w.0), Some(135 * MS));
 }
 
-#[cfg(feature = "serve")]
 #[test]
 fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
     // As `shape --serve` sets up toxiproxy's bandwidth toxic: a bucket of
     // the connection's own, full, whose burst is one small chunk.
     let limit = Limit::per_second(1_000_000);
     let mut bench = Bench::new(limit, 2, Duration::ZERO, Faults::default());
-    let burst = crate::serve::shaping::bandwidth_burst(limit);
+    let burst = crate::chunk::bandwidth_burst(limit);
     bench.bucket = TokenBucket::with_clock(limit, burst, Fill::Full, bench.clock.clone()).unwrap();
     let (mut from, mut to) = bench.sides(480_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
@@ -388,7 +387,7 @@ fn at_any_rate_a_connection_keeps_between_its_burst_and_a_chunk_behind() {
     // of the rate; from 1 MiB/s every 100 ms carries the same.
     for per_second in [4096, 20_000, 150_000, 200_000, 1 << 20, 10 << 20] {
         let limit = Limit::per_second(per_second);
-        let burst = crate::control::default_burst(limit, crate::counting::Counting::Bytes);
+        let burst = crate::chunk::default_burst(limit, crate::counting::Counting::Bytes);
         let chunk = proxy_chunk_size(limit, burst) as u128;
         let mut bench = Bench::new(limit, burst, Duration::ZERO, Faults::default());
         bench.bucket =

@@ -3,7 +3,8 @@
 //! that something else keeps (a share file mapped into memory). What owns
 //! a shared cell says what to call it when it is damaged, and keeps the
 //! share's rule for its burst; this module knows neither files nor
-//! shares.
+//! shares. It also says what a change of a bucket's settings is
+//! ([`Adjustment`]), and applies one.
 
 use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
 use std::io;
@@ -104,5 +105,36 @@ pub fn watch_for_changes(
                 }
             }
         })?;
+    Ok(())
+}
+
+/// A change of a bucket's settings, in its tokens; `None` keeps the
+/// current value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Adjustment {
+    pub limit: Option<Limit>,
+    pub burst: Option<u64>,
+    pub paused: Option<bool>,
+}
+
+/// Applies `change` to `bucket` as one change where it can. A burst the
+/// bucket cannot take refuses the whole change, before anything changes.
+pub fn apply<C: Clock, S: Deref<Target = BucketCell>>(
+    bucket: &TokenBucket<C, S>,
+    change: &Adjustment,
+) -> Result<(), String> {
+    if let Some(burst) = change.burst {
+        shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
+    }
+    let refused = |err: shape_bucket::InvalidBurst| err.to_string();
+    match (change.limit, change.burst) {
+        (Some(limit), Some(burst)) => bucket.set(limit, burst).map_err(refused)?,
+        (Some(limit), None) => bucket.set_limit(limit),
+        (None, Some(burst)) => bucket.set_burst(burst).map_err(refused)?,
+        (None, None) => {}
+    }
+    if let Some(paused) = change.paused {
+        bucket.set_paused(paused);
+    }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! How much moves at once: the chunk every mode takes from its input, pays
-//! for and passes on, sized by the rate.
+//! for and passes on, sized by the rate; and how much may go at once, the
+//! burst a bucket has when none is set (a run's, a bandwidth toxic's).
 
-use crate::counting::TOKENS_PER_RECORD;
+use crate::counting::{Counting, TOKENS_PER_RECORD};
 use shape_bucket::Limit;
 
 /// The largest chunk: big enough that per-chunk costs vanish at any rate
@@ -143,6 +144,52 @@ pub fn chunk_records(limit: Limit, burst: u64) -> u64 {
     }
 }
 
+/// The burst when none was set: a tenth of a second at the rate, at least
+/// two chunks of a packet ([`packet_burst`](packet_burst):
+/// 3,000 bytes up to 30 KB/s, 200 ms below 15 KB/s) and one byte, and
+/// 128 KiB unlimited (what a later limit would start with).
+/// Records: one record, so that a crawl does not fire a volley at start;
+/// above 100 records a second, ten milliseconds' worth, since a bucket of
+/// one record cannot hold such a rate through the least delay in waking
+/// (tokens that arrive while it is full are lost).
+pub fn default_burst(limit: Limit, counting: Counting) -> u64 {
+    match (counting, limit) {
+        (Counting::Lines | Counting::Nul | Counting::Datagrams, Limit::Rate(rate)) => {
+            let ten_ms = (rate.bytes_per_sec() / 100.0) as u64;
+            let one = counting.tokens(1);
+            one.max(ten_ms / one * one)
+        }
+        (Counting::Lines | Counting::Nul | Counting::Datagrams, Limit::Unlimited) => {
+            counting.tokens(1)
+        }
+        (Counting::Bytes, Limit::Unlimited) => 128 * 1024,
+        (Counting::Bytes, Limit::Rate(rate)) => {
+            let per_second = rate.bytes_per_sec();
+            ((per_second / 10.0) as u64)
+                .max(packet_burst(per_second))
+                .max(1)
+        }
+    }
+}
+
+/// How long a bandwidth toxic's bucket may run ahead: the tokens of this
+/// much time, so that its first chunk goes at once and nothing more (at
+/// 1000 KB/s, 5 KB), and below 600 KB/s two packets (a chunk of 2.5 ms
+/// there is a sliver, and a thousand connections of them cost more than
+/// toxiproxy, whose steps are 100 ms).
+const BURST_TIME: f64 = 0.005;
+
+/// The burst of a bandwidth of `limit` unless told: two small chunks'
+/// worth.
+pub fn bandwidth_burst(limit: Limit) -> u64 {
+    match limit {
+        Limit::Unlimited => 1,
+        Limit::Rate(rate) => ((rate.bytes_per_sec() * BURST_TIME) as u64)
+            .max(packet_burst(rate.bytes_per_sec()))
+            .max(2),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +260,29 @@ mod tests {
         assert_eq!(chunk_records(records(100_000), burst(400)), 200);
         assert_eq!(chunk_records(Limit::Unlimited, burst(1 << 20)), MAX_RECORDS);
         assert_eq!(chunk_records(Limit::Unlimited, burst(1)), MAX_RECORDS);
+    }
+
+    #[test]
+    fn the_default_burst_is_a_tenth_of_a_second_two_packets_or_one_record() {
+        let bytes = Counting::Bytes;
+        assert_eq!(default_burst(Limit::per_second(5 << 20), bytes), 524_288);
+        assert_eq!(default_burst(Limit::per_second(4), bytes), 1);
+        assert_eq!(default_burst(Limit::per_second(4096), bytes), 819);
+        assert_eq!(default_burst(Limit::per_second(20_000), bytes), 3000);
+        assert_eq!(default_burst(Limit::per_second(40_000), bytes), 4000);
+        assert_eq!(default_burst(Limit::Unlimited, bytes), 131_072);
+        let lines = Counting::Lines;
+        let per_second = |records: u64| Limit::per_second(records << 20);
+        assert_eq!(default_burst(per_second(5), lines), 1 << 20);
+        assert_eq!(default_burst(per_second(100), lines), 1 << 20);
+        assert_eq!(default_burst(per_second(1000), lines), 10 << 20);
+        assert_eq!(default_burst(per_second(100_000), lines), 1000 << 20);
+        assert_eq!(default_burst(Limit::Unlimited, lines), 1 << 20);
+    }
+
+    #[test]
+    fn a_bandwidth_runs_ahead_by_one_small_chunk_only() {
+        assert_eq!(bandwidth_burst(Limit::per_second(1_000_000)), 5000);
+        assert_eq!(bandwidth_burst(Limit::per_second(10)), 2);
     }
 }

@@ -1,0 +1,22 @@
+//! The leaves every part of shape stands on, depending on nothing of
+//! shape's but the token bucket: units counted ([`counting`]) and sized
+//! into chunks ([`chunk`]), durations ([`duration`]), what has passed and
+//! how fast ([`throughput`]), one-line messages ([`message`]) and the sink
+//! every line is said through ([`say`]), exit statuses ([`exit`]),
+//! poison-tolerant locks ([`lock`]), how shares are named
+//! ([`share_name`]), and the bucket a run spends from
+//! ([`bucket`]). Each crate above names the leaves it uses at its root
+//! (`crate::counting`), so that where a leaf lives is said there alone.
+
+#![forbid(unsafe_code)]
+
+pub mod bucket;
+pub mod chunk;
+pub mod counting;
+pub mod duration;
+pub mod exit;
+pub mod lock;
+pub mod message;
+pub mod say;
+pub mod share_name;
+pub mod throughput;
