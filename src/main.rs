@@ -15,27 +15,24 @@
 #![deny(unsafe_code)]
 
 mod cli;
-mod conditions;
 mod control;
 #[cfg(feature = "exec")]
 mod exec;
-mod faults;
 mod mode;
 mod net;
 mod pipe;
-mod profiles;
 mod progress;
 #[cfg(feature = "serve")]
 mod serve;
-mod slowlink;
 #[allow(unsafe_code)]
 mod started;
-mod trace;
 
 // The leaves, named at the root as this crate's own (`crate::counting`).
 use shape_leaves::{
     bucket, chunk, counting, duration, exit, lock, message, say, share_name, throughput,
 };
+// The link's parts, named at the root likewise.
+use shape_link::{conditions, faults, profiles, slowlink, trace};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -401,4 +401,35 @@ mod tests {
         }
         assert!(page.contains("\\-\\-rate"));
     }
+
+    #[test]
+    fn readme_and_the_manual_have_the_tables_as_they_are() {
+        let readme = include_str!("../../README.md");
+        let rows = crate::profiles::readme_rows()
+            .into_iter()
+            .map(|line| (line, "links", "--generate links"));
+        #[cfg(feature = "serve")]
+        let rows = rows.chain(
+            crate::serve::toxics::readme_rows()
+                .into_iter()
+                .map(|line| (line, "toxics", "--generate toxics")),
+        );
+        for (line, table, how) in rows {
+            assert!(
+                readme.lines().any(|l| l == line),
+                "README.md's table of {table} lacks, or has otherwise:\n{line}\n(cargo run -- {how})"
+            );
+        }
+        #[cfg(feature = "serve")]
+        {
+            let man = toxics_for_the_man_page();
+            for row in crate::serve::toxics::TOXICS {
+                let name = row.kind.name();
+                assert!(
+                    man.contains(&format!("\\fB{name}\\fR")),
+                    "the man page misses {name}"
+                );
+            }
+        }
+    }
 }

@@ -160,8 +160,8 @@ impl Adjuster {
     /// Sets bucket `index` alone (one way, as a trace does), and those
     /// that follow it: `Some` a limit and its burst, resumed; `None`
     /// paused.
-    pub fn set_way(&self, index: usize, setting: super::traced::WindowLimit) {
-        let change = super::traced::adjustment(setting);
+    pub fn set_way(&self, index: usize, setting: crate::trace::follow::WindowLimit) {
+        let change = crate::trace::follow::adjustment(setting);
         {
             let mut followers = lock(&self.followers);
             if let Some(bucket) = self.buckets.get(index) {

@@ -15,12 +15,12 @@ use super::shaping::{Counters, MOST_HELD};
 use super::toxics::{Attributes, Kind};
 use crate::bucket::Bucket;
 use crate::chunk::bandwidth_burst;
-use crate::control::traced::{self, Following};
 use crate::counting::Counting;
 use crate::faults::Loss;
 use crate::net::udp::{self, Handle, Impairment, Route};
 use crate::say::Printer;
 use crate::trace::Trace;
+use crate::trace::follow::{self, Following};
 use shape_bucket::{Limit, Rate};
 use std::io;
 use std::net::SocketAddr;
@@ -124,7 +124,7 @@ impl Running {
             if let Some(trace) = wanted {
                 let handle = self.handle.clone();
                 let following =
-                    traced::follow_bucket(trace.clone(), bucket.clone(), move || handle.wake())?;
+                    follow::follow_bucket(trace.clone(), bucket.clone(), move || handle.wake())?;
                 self.following[way] = Some((trace.clone(), following));
             }
         }

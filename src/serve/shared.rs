@@ -5,8 +5,8 @@
 //! connections spent, and where its trace is, as they were.
 
 use crate::bucket::Bucket;
-use crate::control::traced::{self, Following};
 use crate::trace::Trace;
+use crate::trace::follow::{self, Following};
 use shape_bucket::Limit;
 use std::sync::Arc;
 
@@ -98,7 +98,7 @@ fn made(id: u64, wanted: &Wanted, changed: &Changed) -> Option<Kept> {
         Wanted::Bandwidth { .. } => None,
         Wanted::Trace(trace) => Some((trace.clone(), {
             let changed = changed.clone();
-            traced::follow_bucket(trace.clone(), bucket.clone(), move || changed()).ok()?
+            follow::follow_bucket(trace.clone(), bucket.clone(), move || changed()).ok()?
         })),
     };
     Some(Kept {

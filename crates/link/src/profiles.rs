@@ -305,18 +305,6 @@ mod tests {
     }
 
     #[test]
-    fn readme_has_the_table_as_it_is() {
-        let readme = include_str!("../README.md");
-        for line in readme_rows() {
-            assert!(
-                readme.lines().any(|l| l == line),
-                "README.md's table of links lacks, or has otherwise:\n{line}\n\
-                 (cargo run -- --generate links)"
-            );
-        }
-    }
-
-    #[test]
     fn the_table_has_a_row_for_each_profile_in_each_form() {
         let table = table();
         assert_eq!(table.lines().count(), PROFILES.len() + 1);

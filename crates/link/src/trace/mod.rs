@@ -6,9 +6,11 @@
 //! way that follows it keeps no more than where it is.
 //!
 //! What the trace allows is given to the bucket window by window
-//! (`control/traced.rs`): the bytes of a window's opportunities, at that
+//! ([`follow`]): the bytes of a window's opportunities, at that
 //! window's rate, with a burst of one opportunity at most, so that
 //! capacity left unused is lost.
+
+pub mod follow;
 
 use std::fmt;
 use std::io::Read;
