@@ -19,7 +19,6 @@ mod control;
 #[cfg(feature = "exec")]
 mod exec;
 mod mode;
-mod net;
 mod pipe;
 mod progress;
 #[cfg(feature = "serve")]
@@ -33,6 +32,7 @@ use shape_leaves::{
 };
 // The link's parts, named at the root likewise.
 use shape_link::{conditions, faults, profiles, slowlink, trace};
+use shape_net as net;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

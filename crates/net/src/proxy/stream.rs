@@ -1,7 +1,7 @@
 //! The sockets of the proxy: the listener and both sides of every
 //! connection, TCP or Unix, as one type each for the event loop.
 
-use crate::net::Listening;
+use crate::Listening;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -143,7 +143,7 @@ fn unless_blocked(
 }
 
 impl Listener {
-    /// A non-blocking listener for poll, from one bound by [`Address::listen`](crate::net::Address::listen).
+    /// A non-blocking listener for poll, from one bound by [`Address::listen`](crate::Address::listen).
     pub(super) fn from_listening(listening: Listening) -> io::Result<Listener> {
         match listening {
             Listening::Tcp(listener) => {

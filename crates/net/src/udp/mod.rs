@@ -10,9 +10,7 @@ mod handle;
 mod link;
 mod proxy;
 
-#[cfg(feature = "exec")]
 pub use flows::FlowEnds;
-#[cfg(feature = "serve")]
 pub use handle::Handle;
 pub use link::{Impairment, QueueDrop, default_queue};
 pub use proxy::{IDLE, Proxy, Route};

@@ -5,11 +5,11 @@
 
 use super::{EventLoop, Route, Upstream};
 use crate::message::one_line;
-use crate::net::proxy::connection::{Connection, Opening};
-use crate::net::proxy::resolver::Resolver;
-use crate::net::proxy::rules::Luck;
-use crate::net::proxy::stream::Stream;
-use crate::net::{Address, out_of_resources};
+use crate::proxy::connection::{Connection, Opening};
+use crate::proxy::resolver::Resolver;
+use crate::proxy::rules::Luck;
+use crate::proxy::stream::Stream;
+use crate::{Address, out_of_resources};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Token};
 use shape_bucket::Clock;

@@ -8,7 +8,7 @@
 //! the API's lock. A name that does not resolve (a container not up yet)
 //! fails only the clients that come meanwhile.
 
-use crate::net::Address;
+use crate::Address;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, Sender, channel};

@@ -16,11 +16,11 @@ use std::collections::BTreeSet;
 /// a millisecond made a round trip through `--delay 25ms` 52.0 ms (50.5
 /// without coalescing), half of one 51.0 ms for 7% more CPU at 1,000
 /// connections of 20 kB/s, and a quarter 50.9 ms for 50% more.
-pub(crate) const GRAIN: u64 = 500_000;
+pub const GRAIN: u64 = 500_000;
 
 /// Each waiting connection's next moment, the earliest first.
 #[derive(Debug, Default)]
-pub(crate) struct Deadlines {
+pub struct Deadlines {
     /// (moment, connection).
     order: BTreeSet<(u64, usize)>,
     /// The moment each connection is filed under, by its key.
@@ -32,7 +32,7 @@ pub(crate) struct Deadlines {
 impl Deadlines {
     /// Files connection `key` under `at` (`None`: it waits for nothing),
     /// in place of what it was filed under.
-    pub(crate) fn file(&mut self, key: usize, at: Option<u64>) {
+    pub fn file(&mut self, key: usize, at: Option<u64>) {
         if key >= self.filed.len() {
             self.filed.resize(key + 1, None);
         }
@@ -47,14 +47,14 @@ impl Deadlines {
     /// When the loop must wake for them: the earliest, but no sooner than
     /// a grain after it last looked, so that every deadline of that grain
     /// is met in the same wake-up, and one after a quiet while on time.
-    pub(crate) fn wake_at(&self) -> Option<u64> {
+    pub fn wake_at(&self) -> Option<u64> {
         let earliest = self.order.first().map(|&(at, _)| at)?;
         let allowed = self.looked.map_or(0, |looked| looked.saturating_add(GRAIN));
         Some(earliest.max(allowed))
     }
 
     /// Adds the connections due by `now` to `into`, the earliest first.
-    pub(crate) fn due(&mut self, now: u64, into: &mut Vec<usize>) {
+    pub fn due(&mut self, now: u64, into: &mut Vec<usize>) {
         self.looked = Some(now);
         let due = self.order.iter().take_while(|&&(at, _)| at <= now);
         into.extend(due.map(|&(_, key)| key));
@@ -62,7 +62,7 @@ impl Deadlines {
 
     /// Adds every connection that waits for a moment to `into`: a change
     /// of settings may move them all.
-    pub(crate) fn waiting(&self, into: &mut Vec<usize>) {
+    pub fn waiting(&self, into: &mut Vec<usize>) {
         into.extend(self.order.iter().map(|&(_, key)| key));
     }
 }

@@ -5,8 +5,8 @@
 
 use super::{EventLoop, Upstream};
 use crate::message::one_line;
-use crate::net::proxy::rules::Rules;
-use crate::net::{Address, Listening};
+use crate::proxy::rules::Rules;
+use crate::{Address, Listening};
 use shape_bucket::Clock;
 use std::io;
 use std::sync::mpsc::SyncSender;

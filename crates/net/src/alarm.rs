@@ -10,14 +10,14 @@ use std::os::fd::OwnedFd;
 /// A timer that wakes poll at a moment on the monotonic clock, to the
 /// microsecond: poll's own timeout counts whole milliseconds, which would
 /// make every release time and token deadline up to a millisecond late.
-pub(crate) struct Alarm {
-    pub(crate) fd: OwnedFd,
+pub struct Alarm {
+    pub fd: OwnedFd,
     /// The moment it is set for, if armed.
     armed: Option<u64>,
 }
 
 impl Alarm {
-    pub(crate) fn new() -> io::Result<Alarm> {
+    pub fn new() -> io::Result<Alarm> {
         let fd = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
@@ -27,7 +27,7 @@ impl Alarm {
 
     /// Rings at `moment` (a value of [`MonotonicClock`](shape_bucket::MonotonicClock)) instead of when
     /// it was set for. Returns false if it could not be set.
-    pub(crate) fn ring_at(&mut self, moment: u64) -> bool {
+    pub fn ring_at(&mut self, moment: u64) -> bool {
         if self.armed == Some(moment) {
             return true;
         }
@@ -45,7 +45,7 @@ impl Alarm {
     }
 
     /// Takes note that it rang, so that it can ring again.
-    pub(crate) fn silence(&mut self) {
+    pub fn silence(&mut self) {
         let mut count = [0u8; 8];
         let _ = rustix::io::read(&self.fd, &mut count);
         self.armed = None;

@@ -8,10 +8,10 @@
 use super::flows::{FlowEnds, Flows, Own};
 use super::handle::{Asked, Handle};
 use super::link::{Impairment, Link, Tally};
+use crate::alarm::Alarm;
 use crate::bucket::Bucket;
 use crate::conditions::{Conditions, Watch};
-use crate::net::alarm::Alarm;
-use crate::net::deadlines::Deadlines;
+use crate::deadlines::Deadlines;
 use crate::say::Printer;
 use crate::throughput::Throughput;
 use mio::net::UdpSocket;

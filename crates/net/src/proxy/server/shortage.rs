@@ -4,8 +4,8 @@
 //! is cut with a spare descriptor kept for the purpose.
 
 use super::{EventLoop, Route};
+use crate::ACCEPT_PAUSE;
 use crate::message::one_line;
-use crate::net::ACCEPT_PAUSE;
 use shape_bucket::Clock;
 use std::collections::HashSet;
 use std::io;

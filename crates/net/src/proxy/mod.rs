@@ -33,10 +33,10 @@ mod server;
 mod stream;
 mod strikes;
 
+use crate::Address;
 use crate::bucket::Bucket;
 use crate::conditions::Conditions;
 use crate::faults::Way;
-use crate::net::Address;
 use crate::say::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;

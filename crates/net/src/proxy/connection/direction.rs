@@ -7,7 +7,7 @@ use super::*;
 /// One direction of a connection: bytes read from one side wait for their
 /// tokens, then pass the faults asked for, then wait in the delay line for
 /// their release time, then go out to the other side.
-pub(in crate::net::proxy) struct Direction {
+pub(in crate::proxy) struct Direction {
     /// The end read from and the end written to.
     ends: Ends,
     /// Which way the bytes go, for the faults and delay of that way.
@@ -65,28 +65,28 @@ impl Ends {
 
 /// What a direction's random choices are drawn from.
 #[derive(Debug, Clone, Copy)]
-pub(in crate::net::proxy) struct Seeds {
-    pub(in crate::net::proxy) jitter: u64,
-    pub(in crate::net::proxy) faults: u64,
+pub(in crate::proxy) struct Seeds {
+    pub(in crate::proxy) jitter: u64,
+    pub(in crate::proxy) faults: u64,
 }
 
 /// Where a direction starts from.
-pub(in crate::net::proxy) struct Setup<'a> {
-    pub(in crate::net::proxy) link: &'a SlowLink,
-    pub(in crate::net::proxy) conditions: &'a Conditions,
-    pub(in crate::net::proxy) seeds: Seeds,
+pub(in crate::proxy) struct Setup<'a> {
+    pub(in crate::proxy) link: &'a SlowLink,
+    pub(in crate::proxy) conditions: &'a Conditions,
+    pub(in crate::proxy) seeds: Seeds,
     /// Whether the faults are done to this connection.
-    pub(in crate::net::proxy) affected: bool,
+    pub(in crate::proxy) affected: bool,
     /// What `--drop` loses at once.
-    pub(in crate::net::proxy) block: usize,
+    pub(in crate::proxy) block: usize,
     /// Where to count what is read, if anywhere.
-    pub(in crate::net::proxy) received: Option<Arc<AtomicU64>>,
-    pub(in crate::net::proxy) now: u64,
+    pub(in crate::proxy) received: Option<Arc<AtomicU64>>,
+    pub(in crate::proxy) now: u64,
 }
 
 impl Direction {
     /// The direction that goes `way`.
-    pub(in crate::net::proxy) fn new(way: Way, start: &Setup) -> Direction {
+    pub(in crate::proxy) fn new(way: Way, start: &Setup) -> Direction {
         let mut watch = Watch::default();
         let now = watch.now(start.conditions);
         let link = SlowLink {
@@ -115,12 +115,12 @@ impl Direction {
         }
     }
 
-    pub(in crate::net::proxy) fn done(&self) -> bool {
+    pub(in crate::proxy) fn done(&self) -> bool {
         self.done
     }
 
     /// What the faults did, if any that are counted were asked for.
-    pub(in crate::net::proxy) fn tally(&self) -> Option<String> {
+    pub(in crate::proxy) fn tally(&self) -> Option<String> {
         self.strikes.as_ref().and_then(Strikes::tally)
     }
 
@@ -154,7 +154,7 @@ impl Direction {
     /// each side would block, or tokens, release times, pauses or buffer
     /// room are short. Returns when to step again if no event comes first:
     /// when tokens will be covered, a chunk is due or a fault strikes.
-    pub(in crate::net::proxy) fn step<C: Clock, S: Deref<Target = BucketCell>>(
+    pub(in crate::proxy) fn step<C: Clock, S: Deref<Target = BucketCell>>(
         &mut self,
         from: &mut impl Side,
         to: &mut impl Side,

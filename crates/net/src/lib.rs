@@ -1,0 +1,23 @@
+//! Sockets: addresses to listen on and connect to, one connection as a
+//! copy's input or output ([`address`]), the shaping [`proxy`] and its
+//! loop, and the datagram link ([`udp`]). It builds on the link's parts
+//! and the leaves, and knows nothing of the command line or of how a run
+//! is controlled.
+
+#![forbid(unsafe_code)]
+
+mod address;
+pub mod alarm;
+pub mod deadlines;
+pub mod low_ports;
+pub mod proxy;
+mod resources;
+pub mod udp;
+
+pub use address::{Address, Listening, finish, parse_connect, parse_timeout};
+pub use resources::{ACCEPT_PAUSE, deepen_backlog, out_of_resources};
+
+// What this crate builds on, named at its root as its own
+// (`crate::faults`).
+use shape_leaves::{bucket, chunk, counting, duration, lock, message, say, throughput};
+use shape_link::{conditions, faults, slowlink};
