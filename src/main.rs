@@ -16,8 +16,6 @@
 
 mod cli;
 mod control;
-#[cfg(feature = "exec")]
-mod exec;
 mod mode;
 mod pipe;
 mod progress;
@@ -31,6 +29,8 @@ use shape_leaves::{
     bucket, chunk, counting, duration, exit, lock, message, say, share_name, throughput,
 };
 // The link's parts, named at the root likewise.
+#[cfg(feature = "exec")]
+use shape_exec as exec;
 use shape_link::{conditions, faults, profiles, slowlink, trace};
 use shape_net as net;
 use std::process::ExitCode;

@@ -5,10 +5,10 @@
 //! through; and the caller's memory they read and fill.
 
 use super::{MOST_DATAGRAM, MOST_NAME, Peeked, Progress, Supervisor, errno};
-use crate::exec::call::{Call, Name, Transfer};
-use crate::exec::kernel::{self, Response};
-use crate::exec::sockets::SocketKind;
+use crate::call::{Call, Name, Transfer};
 use crate::faults::Way;
+use crate::kernel::{self, Response};
+use crate::sockets::SocketKind;
 use mio::Interest;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};

@@ -3,11 +3,11 @@
 //! let go.
 
 use super::{FIRST_CALL, Supervisor, errno};
+use crate::call::Call;
 use crate::chunk::chunk_size;
-use crate::exec::call::Call;
-use crate::exec::kernel::{Notification, Response};
-use crate::exec::sockets::SocketKind;
 use crate::faults::Way;
+use crate::kernel::{Notification, Response};
+use crate::sockets::SocketKind;
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use shape_bucket::Reservation;

@@ -7,7 +7,11 @@
 //! filter knows them, and carries their calls out, paced, on its own
 //! copies of them (`sockets.rs` tells which descriptors are shaped). The
 //! kernel calls are in `kernel/`; what a call asks is read by
-//! `call.rs`.
+//! `call.rs`. Linux only.
+
+// `unsafe` is in `kernel/` alone, each use saying why it is sound: the
+// calls that no safe wrapper offers.
+#![deny(unsafe_code)]
 
 mod call;
 mod door;
@@ -19,9 +23,9 @@ mod supervisor;
 
 pub use supervisor::{Ended, MakeLink, Ways};
 
-use crate::conditions::Conditions;
-use crate::net::proxy::Carrier;
-use crate::net::udp::FlowEnds;
+use shape_link::conditions::Conditions;
+use shape_net::proxy::Carrier;
+use shape_net::udp::FlowEnds;
 use std::sync::Arc;
 
 use std::ffi::{CString, OsStr, OsString};
@@ -29,6 +33,12 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+// What this crate builds on, named at its root as its own
+// (`crate::faults`).
+use shape_leaves::{bucket, chunk, duration, message, throughput};
+use shape_link::{conditions, faults};
+use shape_net as net;
 
 /// Where a link (`--delay`, `--jitter`, faults, a UDP link's options)
 /// carries the command's TCP connections and datagrams, and its

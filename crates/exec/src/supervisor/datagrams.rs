@@ -11,9 +11,9 @@
 //! sends and receives without an address need shape for nothing.
 
 use super::{Supervisor, errno};
-use crate::exec::call;
-use crate::exec::door::{mapped, unmapped};
-use crate::exec::kernel::{Notification, Response};
+use crate::call;
+use crate::door::{mapped, unmapped};
+use crate::kernel::{Notification, Response};
 use crate::net::udp::FlowEnds;
 use rustix::net::AddressFamily;
 use std::collections::HashMap;

@@ -8,9 +8,9 @@
 //! of the command holds any more are let go.
 
 use super::Supervisor;
-use crate::exec::call::Call;
-use crate::exec::kernel::{self, Notification, Response};
+use crate::call::Call;
 use crate::faults::Way;
+use crate::kernel::{self, Notification, Response};
 use std::collections::HashSet;
 use std::time::Duration;
 

@@ -21,11 +21,11 @@
 //! given as it is, so that it crosses the link once.
 
 use super::{HeldCall, MOST_NAME, Supervisor, errno};
-use crate::exec::call::{self, Call};
-use crate::exec::door::{Door, local, unmapped};
-use crate::exec::kernel::{Notification, Response};
-use crate::exec::sockets::SocketKind;
+use crate::call::{self, Call};
+use crate::door::{Door, local, unmapped};
 use crate::faults::Way;
+use crate::kernel::{Notification, Response};
+use crate::sockets::SocketKind;
 use mio::{Interest, Token};
 use rustix::net::{AddressFamily, SocketType};
 use std::collections::HashSet;
@@ -98,7 +98,7 @@ impl Supervisor<'_> {
             // Its loopback is not shape's: the door is not there.
             return answer(self, Response::Continue);
         }
-        let buffer = crate::exec::sockets::buffer_for(&self.ways.buckets);
+        let buffer = crate::sockets::buffer_for(&self.ways.buckets);
         let fd = args[0] as i32;
         let kind = self.sockets.kind(tid, fd, buffer);
         let datagrams = kind == SocketKind::Datagram && self.datagrams_linked();

@@ -5,10 +5,10 @@
 
 use super::moves::{read_exactly, write_exactly};
 use super::{MOST_NAME, Progress, Supervisor, errno};
-use crate::exec::call::Call;
-use crate::exec::kernel::{self, Notification, Response};
-use crate::exec::sockets::SocketKind;
-use crate::exec::sockets::buffer_for;
+use crate::call::Call;
+use crate::kernel::{self, Notification, Response};
+use crate::sockets::SocketKind;
+use crate::sockets::buffer_for;
 use mio::Interest;
 use std::collections::HashSet;
 use std::io;
@@ -236,7 +236,7 @@ pub(super) fn net_namespace(pid: &str) -> Option<u64> {
 
 /// Whether `fd` of this process is an IP socket.
 pub(super) fn is_ip_socket(fd: BorrowedFd<'_>) -> bool {
-    crate::exec::sockets::socket_kind(fd) != SocketKind::Unshaped
+    crate::sockets::socket_kind(fd) != SocketKind::Unshaped
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 
 use super::placing::free_descriptor;
 use super::{HeldCall, Supervisor, read_exactly};
-use crate::exec::call::{self, Call};
-use crate::exec::kernel::{self, Notification, Response};
-use crate::exec::sockets::{SocketKind, buffer_for};
+use crate::call::{self, Call};
+use crate::kernel::{self, Notification, Response};
+use crate::sockets::{SocketKind, buffer_for};
 use rustix::event::{PollFd, PollFlags};
 use std::io;
 use std::os::fd::AsFd;

@@ -5,8 +5,8 @@
 //! caller's /proc status is looked at every [`SIGNAL_LOOK`].
 
 use super::{Supervisor, Way};
-use crate::exec::call::{Call, Transfer};
-use crate::exec::kernel::Response;
+use crate::call::{Call, Transfer};
+use crate::kernel::Response;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
