@@ -19,8 +19,6 @@ mod control;
 mod mode;
 mod pipe;
 mod progress;
-#[cfg(feature = "serve")]
-mod serve;
 #[allow(unsafe_code)]
 mod started;
 
@@ -33,6 +31,8 @@ use shape_leaves::{
 use shape_exec as exec;
 use shape_link::{conditions, faults, profiles, slowlink, trace};
 use shape_net as net;
+#[cfg(feature = "serve")]
+use shape_toxiproxy as serve;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

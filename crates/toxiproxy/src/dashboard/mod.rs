@@ -137,7 +137,7 @@ fn input(unit: Unit) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::model::ProxyGiven;
+    use crate::model::ProxyGiven;
 
     #[test]
     fn the_page_and_its_files_are_served_and_nothing_else() {

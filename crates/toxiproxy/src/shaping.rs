@@ -517,7 +517,7 @@ mod tests {
         #[test]
         fn any_attributes_give_a_plan_a_connection_can_take(
             kind in proptest::sample::select(
-                crate::serve::toxics::TOXICS.iter().map(|row| row.kind).collect::<Vec<_>>()
+                crate::toxics::TOXICS.iter().map(|row| row.kind).collect::<Vec<_>>()
             ),
             numbers in proptest::collection::vec(proptest::num::i64::ANY, 4),
             probability in 0.0..=1.0f64,
@@ -540,7 +540,7 @@ mod tests {
                 attributes,
                 name: kind.name().into(),
                 kind,
-                stream: crate::serve::model::ToxicStream::parse("downstream").unwrap(),
+                stream: crate::model::ToxicStream::parse("downstream").unwrap(),
                 toxicity,
                 trace: None,
             }];

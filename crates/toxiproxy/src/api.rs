@@ -522,9 +522,7 @@ mod fuzz {
     /// Values the API gives meaning to: every kind of toxic in the table,
     /// the streams, the protocols and an address.
     fn known_words() -> Vec<String> {
-        let kinds = crate::serve::toxics::TOXICS
-            .iter()
-            .map(|row| row.kind.name());
+        let kinds = crate::toxics::TOXICS.iter().map(|row| row.kind.name());
         let others = ["upstream", "downstream", "udp", "tcp", "127.0.0.1:0"];
         kinds.chain(others).map(String::from).collect()
     }
@@ -544,7 +542,7 @@ mod fuzz {
             "attributes",
             "toxics",
         ];
-        let attributes = crate::serve::toxics::TOXICS
+        let attributes = crate::toxics::TOXICS
             .iter()
             .flat_map(|row| row.attributes.iter().map(|attribute| attribute.name));
         fields

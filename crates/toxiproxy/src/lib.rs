@@ -16,6 +16,8 @@
 //! a malformed body is refused in shape's words rather than Go's
 //! decoder's.
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod carry;
 mod dashboard;
@@ -40,6 +42,12 @@ pub use proxies::Extras;
 use proxies::{Loop, Proxies};
 use std::path::Path;
 use std::sync::mpsc::channel;
+
+// What this crate builds on, named at its root as its own
+// (`crate::faults`).
+use shape_leaves::{bucket, chunk, counting, duration, lock, message, say, throughput};
+use shape_link::{conditions, faults, profiles, slowlink, trace};
+use shape_net as net;
 
 /// Why the server could not start: the flag at fault, and why.
 #[derive(Debug)]

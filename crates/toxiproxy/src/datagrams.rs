@@ -227,7 +227,7 @@ impl Sum {
                 if self.trace.is_none() {
                     self.trace = toxic.trace.clone();
                 }
-                if let Some((limit, delay)) = crate::serve::carry::link(toxic, &given) {
+                if let Some((limit, delay)) = crate::carry::link(toxic, &given) {
                     self.delay += delay;
                     if let Limit::Rate(rate) = limit
                         && self
