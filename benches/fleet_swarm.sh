@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A fleet's share at the size of a fleet: N members of one 8 MiB/s share
-# in a single process (src/control/fleet/swarm.rs), each the real plan
+# in a single process (crates/fleet/src/swarm/), each the real plan
 # making the real lease calls on the real clock, against a real
 # redis-server, for N = 10, 100, 1,000 and 5,000 (or the sizes given).
 # Each member's bucket is a model whose reader takes every token it is
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 sizes=${1:-10,100,1000,5000}
 command -v redis-server >/dev/null || { echo "redis-server is not installed" >&2; exit 1; }
 cargo build --release --quiet --bin shape
-cargo test --release --quiet --bin shape --no-run 2>/dev/null
+cargo test --release --quiet -p shape-fleet --lib --no-run 2>/dev/null
 
 scratch=$(mktemp -d)
 cleanup() {
@@ -56,7 +56,7 @@ done
 swarm() {
     SHAPE_SWARM_REDIS=$1 SHAPE_SWARM_INFO="redis://127.0.0.1:$redis_port/swarm" \
         SHAPE_SWARM_MEMBERS=$sizes \
-        cargo test --release --quiet --bin shape swarm::tests::bench -- --ignored --nocapture \
+        cargo test --release --quiet -p shape-fleet --lib swarm::tests::bench -- --ignored --nocapture \
         2>/dev/null | grep '^|'
 }
 echo "Redis on loopback:"

@@ -23,9 +23,7 @@ mod progress;
 mod started;
 
 // The leaves, named at the root as this crate's own (`crate::counting`).
-use shape_leaves::{
-    bucket, chunk, counting, duration, exit, lock, message, say, share_name, throughput,
-};
+use shape_leaves::{bucket, chunk, counting, duration, exit, lock, message, say, throughput};
 // The link's parts, named at the root likewise.
 #[cfg(feature = "exec")]
 use shape_exec as exec;

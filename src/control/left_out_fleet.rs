@@ -4,10 +4,10 @@
 //! fleet's share would hold (a membership, its departure) has no value,
 //! so the code that would use one is never reached.
 
-pub use super::{Fallback, Joining};
 use crate::bucket::Bucket;
 use crate::say::Printer;
 use shape_bucket::Limit;
+pub use shape_leaves::share::{Fallback, Joining};
 use std::sync::Arc;
 
 /// A fleet's share, which this build cannot name.
@@ -18,7 +18,7 @@ impl RedisShare {
     /// True if `text` is a Redis address: refused, where given, by
     /// [`RedisShare::from_str`](std::str::FromStr).
     pub fn is_redis(text: &str) -> bool {
-        super::REDIS_SCHEMES
+        shape_leaves::share::REDIS_SCHEMES
             .iter()
             .any(|scheme| text.starts_with(scheme))
     }
@@ -100,13 +100,17 @@ pub fn join(
 /// The one-off commands on a share that cannot be named.
 pub mod commands {
     use super::{FleetError, RedisShare};
-    use crate::control::protocol::Request;
+    use crate::bucket::Adjustment;
+    use crate::counting::Counting;
 
     pub fn status(share: &RedisShare) -> Result<String, FleetError> {
         match *share {}
     }
 
-    pub fn change(share: &RedisShare, _: &Request) -> Result<String, FleetError> {
+    pub fn change(
+        share: &RedisShare,
+        _: impl FnOnce(Counting) -> Result<Adjustment, String>,
+    ) -> Result<String, FleetError> {
         match *share {}
     }
 

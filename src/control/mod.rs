@@ -13,7 +13,7 @@
 mod adjuster;
 mod dir;
 #[cfg(feature = "fleet")]
-pub mod fleet;
+pub use shape_fleet as fleet;
 #[cfg(not(feature = "fleet"))]
 #[path = "left_out_fleet.rs"]
 pub mod fleet;
@@ -25,37 +25,11 @@ pub mod share;
 mod signals;
 pub mod traced;
 
-pub use crate::share_name::REDIS_SCHEMES;
 pub use adjuster::Adjuster;
 pub use dir::{ControlDir, Registration};
 pub use protocol::{Request, Settings};
 pub use running::{Run, follow, start};
 pub use schedule::{RateFile, RateSchedule};
-
-/// What spending from a fleet's share does while Redis cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Fallback {
-    /// Go on at the last known rate per shape (this shape's part of the
-    /// share's rate, as Redis last gave it).
-    #[default]
-    Last,
-    /// Hold the data until Redis is back.
-    Block,
-    /// Go on without a limit until Redis is back.
-    Open,
-}
-
-/// What a shape joining a fleet's share brings: its settings, and whether
-/// the user gave them.
-pub struct Joining {
-    pub limit: shape_bucket::Limit,
-    pub burst: u64,
-    pub counting: crate::counting::Counting,
-    pub settings_given: bool,
-    /// The burst was given; if not, it follows the rate.
-    pub burst_given: bool,
-    pub fallback: Fallback,
-}
 
 /// A share's name: of this machine's, or a fleet's in Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,16 +6,15 @@
 //! plain number means (bytes or records) is for the running shape to say,
 //! which turns the request into an [`Adjustment`] in its bucket's tokens.
 
-pub use crate::bucket::{Adjustment, apply};
+pub use crate::bucket::{Adjustment, Settings, apply};
 use crate::conditions::Retune;
 use crate::counting::{Counting, Written};
 use crate::faults::{Change, Span};
 use crate::message::escape_controls;
 use shape_bucket::units::Quantity;
-use shape_bucket::{BucketCell, Clock, Limit, Rate, RateSpec, TokenBucket};
+use shape_bucket::{Limit, Rate, RateSpec};
 use std::fmt;
 use std::io;
-use std::ops::Deref;
 use std::time::Duration;
 
 /// First line of every message, so that a stray file is never mistaken
@@ -46,48 +45,6 @@ impl Request {
             },
             paused: self.paused,
         })
-    }
-}
-
-/// The settings in force, as an acknowledgement reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settings {
-    pub limit: Limit,
-    /// In tokens.
-    pub burst: u64,
-    pub paused: bool,
-    pub counting: Counting,
-}
-
-impl Settings {
-    /// The settings of `bucket`, which counts `counting`, now.
-    pub fn of<C: Clock, S: Deref<Target = BucketCell>>(
-        bucket: &TokenBucket<C, S>,
-        counting: Counting,
-    ) -> Settings {
-        let (limit, burst) = bucket.limit_and_burst();
-        Settings {
-            limit,
-            burst,
-            paused: bucket.paused(),
-            counting,
-        }
-    }
-}
-
-impl fmt::Display for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let counting = self.counting;
-        write!(
-            f,
-            "rate {}, burst {}",
-            counting.show_limit(self.limit),
-            counting.show_tokens(self.burst)
-        )?;
-        if self.paused {
-            f.write_str(", paused")?;
-        }
-        Ok(())
     }
 }
 

@@ -54,7 +54,10 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
             )
         }
         RemoteTarget::Share(ShareName::Redis(share)) => {
-            println!("{}", fleet::commands::change(share, &request)?);
+            println!(
+                "{}",
+                fleet::commands::change(share, |counting| request.adjustment(counting))?
+            );
             return Ok(Exit::Success);
         }
     };

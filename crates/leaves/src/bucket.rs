@@ -4,9 +4,12 @@
 //! a shared cell says what to call it when it is damaged, and keeps the
 //! share's rule for its burst; this module knows neither files nor
 //! shares. It also says what a change of a bucket's settings is
-//! ([`Adjustment`]), and applies one.
+//! ([`Adjustment`]), applies one, and shows the settings in force
+//! ([`Settings`]).
 
+use crate::counting::Counting;
 use shape_bucket::{BucketCell, Clock, Fill, InvalidBurst, Limit, MonotonicClock, TokenBucket};
+use std::fmt;
 use std::io;
 use std::ops::Deref;
 use std::sync::atomic::AtomicU32;
@@ -137,4 +140,46 @@ pub fn apply<C: Clock, S: Deref<Target = BucketCell>>(
         bucket.set_paused(paused);
     }
     Ok(())
+}
+
+/// The settings in force, as an acknowledgement reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub limit: Limit,
+    /// In tokens.
+    pub burst: u64,
+    pub paused: bool,
+    pub counting: Counting,
+}
+
+impl Settings {
+    /// The settings of `bucket`, which counts `counting`, now.
+    pub fn of<C: Clock, S: Deref<Target = BucketCell>>(
+        bucket: &TokenBucket<C, S>,
+        counting: Counting,
+    ) -> Settings {
+        let (limit, burst) = bucket.limit_and_burst();
+        Settings {
+            limit,
+            burst,
+            paused: bucket.paused(),
+            counting,
+        }
+    }
+}
+
+impl fmt::Display for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let counting = self.counting;
+        write!(
+            f,
+            "rate {}, burst {}",
+            counting.show_limit(self.limit),
+            counting.show_tokens(self.burst)
+        )?;
+        if self.paused {
+            f.write_str(", paused")?;
+        }
+        Ok(())
+    }
 }

@@ -3,8 +3,8 @@
 //! into chunks ([`chunk`]), durations ([`duration`]), what has passed and
 //! how fast ([`throughput`]), one-line messages ([`message`]) and the sink
 //! every line is said through ([`say`]), exit statuses ([`exit`]),
-//! poison-tolerant locks ([`lock`]), how shares are named
-//! ([`share_name`]), and the bucket a run spends from
+//! poison-tolerant locks ([`lock`]), what is known of shares
+//! ([`share`]), and the bucket a run spends from
 //! ([`bucket`]). Each crate above names the leaves it uses at its root
 //! (`crate::counting`), so that where a leaf lives is said there alone.
 
@@ -18,5 +18,5 @@ pub mod exit;
 pub mod lock;
 pub mod message;
 pub mod say;
-pub mod share_name;
+pub mod share;
 pub mod throughput;

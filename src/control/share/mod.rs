@@ -14,7 +14,7 @@
 mod mapping;
 
 use crate::bucket::{BURST_FOLLOWS_RATE, Bucket};
-pub use crate::share_name::check_name;
+pub use shape_leaves::share::check_name;
 
 use super::dir::{ControlDir, Unfit, check_own};
 use super::protocol::Settings;

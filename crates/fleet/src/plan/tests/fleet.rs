@@ -6,7 +6,7 @@
 //! takes every token there is.
 
 use super::*;
-use crate::control::fleet::store::{GRACE_US, PATIENCE, PER_MEMBER_US};
+use crate::store::{GRACE_US, PATIENCE, PER_MEMBER_US};
 
 /// A stretch of a member's timeline, as the lease script keeps it.
 #[derive(Clone, Copy)]

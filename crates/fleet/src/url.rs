@@ -54,7 +54,7 @@ pub enum Endpoint {
 impl RedisShare {
     /// True if `text` names a share in Redis rather than on this machine.
     pub fn is_redis(text: &str) -> bool {
-        crate::control::REDIS_SCHEMES
+        crate::share::REDIS_SCHEMES
             .iter()
             .any(|scheme| text.starts_with(scheme))
     }
@@ -166,7 +166,7 @@ impl FromStr for RedisShare {
             .pop()
             .filter(|name| !name.is_empty())
             .ok_or_else(|| format!("the address ends in the share's name ({EXAMPLES})"))?;
-        crate::control::share::check_name(&name)?;
+        crate::share::check_name(&name)?;
         let query_db = url
             .query_pairs()
             .find(|(key, _)| key == "db")

@@ -17,6 +17,8 @@
 //! unlimited), said once; the member tries again with a growing pause on
 //! the same connection while it holds, and says when Redis serves again.
 
+#![forbid(unsafe_code)]
+
 mod link;
 mod member;
 mod plan;
@@ -25,9 +27,9 @@ mod store;
 mod swarm;
 mod url;
 
-pub use super::{Fallback, Joining};
 pub use member::{Departure, Member};
 pub use plan::Held;
+pub use shape_leaves::share::{Fallback, Joining};
 pub use store::StoreError;
 pub use url::RedisShare;
 
@@ -38,6 +40,10 @@ use member::Identity;
 use plan::{Event, Leases};
 use shape_bucket::{Clock, MonotonicClock};
 use std::sync::Arc;
+
+// What this crate builds on, named at its root as its own
+// (`crate::counting`).
+use shape_leaves::{bucket, chunk, counting, lock, message, say, share, throughput};
 use store::Store;
 
 /// Why a fleet's share could not be used.
@@ -173,7 +179,7 @@ fn settings_to_join(
 
 /// Settings as `--status` and notices show them: as a local share's.
 pub fn describe(held: &Held) -> String {
-    super::protocol::Settings {
+    crate::bucket::Settings {
         limit: held.limit,
         burst: held.burst,
         paused: held.paused,
@@ -194,7 +200,8 @@ fn hostname() -> String {
 pub mod commands {
     use super::store::Store;
     use super::*;
-    use crate::control::protocol::Request;
+    use crate::bucket::Adjustment;
+    use crate::counting::Counting;
 
     /// `--status`: the settings, the shapes on the share, and what they
     /// spend together, over half a second.
@@ -217,19 +224,20 @@ pub mod commands {
     }
 
     /// `--remote share:redis://...`: changes the share for every shape on
-    /// it, read as the share counts.
-    pub fn change(share: &RedisShare, request: &Request) -> Result<String, FleetError> {
+    /// it as `asked` says, which reads the request as the share counts.
+    pub fn change(
+        share: &RedisShare,
+        asked: impl FnOnce(Counting) -> Result<Adjustment, String>,
+    ) -> Result<String, FleetError> {
         let fail = |why: StoreError| FleetError::new(share, why);
         let (mut store, held) = existing(share)?;
-        let change = request
-            .adjustment(held.counting)
-            .map_err(|why| FleetError::new(share, why))?;
+        let change = asked(held.counting).map_err(|why| FleetError::new(share, why))?;
         // A burst never set follows the rate, as on a single shape.
         let follower = change
             .limit
             .map(|limit| crate::chunk::default_burst(limit, held.counting));
         // A request that changes nothing only asks.
-        if change != crate::bucket::Adjustment::default() {
+        if change != Adjustment::default() {
             store
                 .update(held.counting, &change, follower)
                 .map_err(fail)?;
