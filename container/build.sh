@@ -23,7 +23,7 @@ mkdir -p "$root/etc"
 cp target/release/shape "$root/toxiproxy"
 # Low ports for the unprivileged user, as toxiproxy's image (root) has
 # them: permitted only, which shape makes effective itself
-# (src/net/low_ports.rs); marked effective, exec would fail outright
+# (crates/net/src/low_ports.rs); marked effective, exec would fail outright
 # under --cap-drop ALL.
 setcap cap_net_bind_service=p "$root/toxiproxy"
 # Every library the binary names, and the loader, at the paths it names.
