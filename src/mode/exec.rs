@@ -6,7 +6,6 @@
 //! relay on a thread of its own, a proxy whose servers the supervisor
 //! connects and hands over.
 
-use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use super::proxy::Tuning;
 use crate::cli::Cli;
@@ -32,9 +31,6 @@ use std::time::Instant;
 
 /// Runs `command` shaped, until it ends.
 pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
-    if let Some(flag) = not_for_a_command(cli) {
-        return Err(UsageError(format!("{flag} does not apply to --exec")).into());
-    }
     let start = Start::of(cli)?;
     let (up, down, member) = two_ways(cli, &start)?;
     let conditions = conditions(cli);
@@ -300,17 +296,4 @@ fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeLink> {
             })?;
         Ok(local)
     }))
-}
-
-/// The first flag given that means nothing to a command's traffic.
-fn not_for_a_command(cli: &Cli) -> Option<&'static str> {
-    [
-        (cli.per_connection, "--per-connection"),
-        (cli.stop_after.is_some(), "--stop-after"),
-        (cli.size.is_some(), "--size"),
-        (cli.lines, "--lines"),
-        (cli.null, "--null"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag))
 }

@@ -217,16 +217,9 @@ pub fn two_ways(
     cli: &Cli,
     start: &Start,
 ) -> anyhow::Result<(Arc<Bucket>, Arc<Bucket>, Option<fleet::Member>)> {
+    // On a share both ways spend from its one bucket (`--rate-up` and
+    // `--rate-down` are refused with it).
     if cli.share.is_some() {
-        if let Some(flag) = [(&cli.rate_up, "--rate-up"), (&cli.rate_down, "--rate-down")]
-            .into_iter()
-            .find_map(|(given, flag)| given.as_ref().map(|_| flag))
-        {
-            return Err(UsageError(format!(
-                "{flag} with --share does not apply: on a share both ways spend from its one bucket"
-            ))
-            .into());
-        }
         let (bucket, member) = bucket(cli, start)?;
         return Ok((bucket.clone(), bucket, member));
     }

@@ -2,7 +2,6 @@
 //! ended by a signal, with the live controls of a copy (`--remote`,
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
-use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use crate::bucket::Bucket;
 use crate::cli::Cli;
@@ -19,12 +18,6 @@ use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
 pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
-    if let Some(flag) = not_for_a_proxy(cli) {
-        return Err(UsageError(format!(
-            "{flag} does not apply to a proxy (--listen with --connect)"
-        ))
-        .into());
-    }
     let start = Start::of(cli)?;
     let (up, down, member) = two_ways(cli, &start)?;
     let link = cli.slow_link();
@@ -78,26 +71,6 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     }
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
-}
-
-/// The first flag given that means nothing to a proxy, which serves until
-/// it is ended and spends from buckets of its own.
-pub(super) fn not_for_a_proxy(cli: &Cli) -> Option<&'static str> {
-    let shared = cli.share.is_some();
-    [
-        (
-            shared && cli.per_connection,
-            "--per-connection with --share",
-        ),
-        (cli.stop_after.is_some(), "--stop-after"),
-        (cli.size.is_some(), "--size"),
-        (cli.stats, "--stats"),
-        (cli.connect_timeout.is_some(), "--connect-timeout"),
-        (cli.lines, "--lines"),
-        (cli.null, "--null"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// The run's adjuster, as the proxy sees its settings. Its buckets are

@@ -2,7 +2,6 @@
 //! prints the settings it then reports; `--remote share:NAME` changes the
 //! share's bucket itself, for every shape on it.
 
-use super::UsageError;
 use crate::cli::{Cli, RemoteTarget};
 use crate::conditions::Retune;
 use crate::control::{Adjuster, ControlDir, Request, Settings, ShareName, fleet, share};
@@ -25,13 +24,6 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
             jitter: cli.jitter,
         },
     };
-    // A request that changes nothing asks what is in force.
-    if !request.retune.is_empty() && !matches!(target, RemoteTarget::Process(_)) {
-        return Err(UsageError(
-            "--remote share: changes the rate, burst and pause; delay, jitter and faults are a shape's own (--remote PID)".into(),
-        )
-        .into());
-    }
     let (who, settings) = match target {
         RemoteTarget::Process(pid) => {
             let dir = ControlDir::open().context("control directory")?;

@@ -21,9 +21,6 @@ use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
 pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
-    if let Some(why) = not_for_datagrams(cli) {
-        return Err(UsageError(why).into());
-    }
     let start = Start::of(cli)?;
     let (up, down, member) = two_ways(cli, &start)?;
     let ways = impairments(cli, [&up, &down])?;
@@ -156,17 +153,4 @@ fn conditions(cli: &Cli) -> Arc<Conditions> {
             ..Fixed::default()
         },
     ))
-}
-
-/// Why the flags cannot make a UDP link, if they cannot: a stream's
-/// faults, or what means nothing to any proxy.
-fn not_for_datagrams(cli: &Cli) -> Option<String> {
-    let refused = cli
-        .fault_changes()
-        .iter()
-        .find_map(|change| Carried::Datagrams.refuses(change.needs(), change.name()));
-    refused.or_else(|| {
-        super::proxy::not_for_a_proxy(cli)
-            .map(|flag| format!("{flag} does not apply to datagrams (udp:)"))
-    })
 }

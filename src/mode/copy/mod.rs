@@ -7,7 +7,7 @@ mod stats;
 
 use super::input::Input;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
-use super::{UsageError, warn};
+use super::warn;
 use crate::bucket::Bucket;
 use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
@@ -65,15 +65,9 @@ pub(super) struct Asked {
     pub(super) seed: u64,
 }
 
-/// Checks what only a proxy may be asked, and reads the amounts in the
-/// units counted.
+/// Reads the amounts in the units counted, and says what a burst given
+/// does not do.
 fn check(cli: &Cli) -> anyhow::Result<Asked> {
-    let args: Vec<String> = std::env::args_os()
-        .map(|arg| arg.to_string_lossy().into_owned())
-        .collect();
-    if let Some(hint) = crate::cli::split_unit(&args, &cli.files) {
-        return Err(UsageError(hint).into());
-    }
     let start = Start::of(cli)?;
     if let Some(burst) = &cli.burst {
         let no_rate = cli.rate.is_none()
@@ -94,20 +88,6 @@ fn check(cli: &Cli) -> anyhow::Result<Asked> {
         if let (Some(why), false) = (too_small, cli.quiet) {
             eprintln!("shape: --burst {} is small for the rate: {why}", burst.text);
         }
-    }
-    if let Some(change) = cli.fault_changes().iter().find(|change| change.one_sided()) {
-        return Err(UsageError(format!(
-            "--{} {}: up: and down: are for a proxy's two directions",
-            change.name(),
-            change.text()
-        ))
-        .into());
-    }
-    if cli.affect.is_some() {
-        return Err(UsageError(
-            "--affect is for a proxy's connections (--listen with --connect)".into(),
-        )
-        .into());
     }
     let counting = start.counting;
     let count_of = |flag, given: &Option<Written<Quantity>>| {
