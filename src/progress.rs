@@ -190,7 +190,7 @@ impl Drawing {
                     0.0
                 };
                 *last = (now, count);
-                let record = Record {
+                let record = ProgressLine {
                     count,
                     elapsed: (now - *start).as_secs_f64(),
                     rate,
@@ -229,7 +229,7 @@ fn numeric(count: u64, total: Option<u64>) -> u64 {
 }
 
 /// One progress record, in the unit counted.
-struct Record {
+struct ProgressLine {
     count: u64,
     elapsed: f64,
     /// Over the last interval.
@@ -240,13 +240,13 @@ struct Record {
     done: bool,
 }
 
-impl Record {
+impl ProgressLine {
     /// The record as one JSON line, its count named for what is counted
     /// (`bytes`, `lines`, `records`). `eta` is seconds left at the limit
     /// (or, with no limit, at the rate of the last interval), when the
     /// total is known.
     fn json(&self, counting: Counting) -> String {
-        let Record {
+        let ProgressLine {
             count,
             elapsed,
             rate,
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn json_lines_carry_every_figure() {
-        let record = |count, elapsed, rate, limit, total, done| Record {
+        let record = |count, elapsed, rate, limit, total, done| ProgressLine {
             count,
             elapsed,
             rate,

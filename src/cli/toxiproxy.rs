@@ -49,7 +49,7 @@ impl ToxiproxyFlags {
 
 /// What a command line under toxiproxy-server's name asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Asked {
+pub enum ServerCommand {
     Serve(ToxiproxyFlags),
     Version,
     /// The usage, on standard error, with status 0.
@@ -153,7 +153,7 @@ pub fn usage(program: &str) -> String {
 }
 
 /// Reads `args` (without the program's name) as toxiproxy-server does.
-pub fn parse(args: &[String]) -> Asked {
+pub fn parse(args: &[String]) -> ServerCommand {
     let mut flags = ToxiproxyFlags::default();
     let mut version = false;
     let mut words = args.iter();
@@ -163,7 +163,7 @@ pub fn parse(args: &[String]) -> Asked {
         }
         let bare = word.strip_prefix("--").unwrap_or(&word[1..]);
         if bare.is_empty() || bare.starts_with('-') || bare.starts_with('=') {
-            return Asked::Refused(format!("bad flag syntax: {word}"));
+            return ServerCommand::Refused(format!("bad flag syntax: {word}"));
         }
         let (name, given) = match bare.split_once('=') {
             Some((name, value)) => (name, Some(value.to_string())),
@@ -171,9 +171,9 @@ pub fn parse(args: &[String]) -> Asked {
         };
         let Some(flag) = FLAGS.iter().find(|flag| flag.name == name) else {
             if name == "help" || name == "h" {
-                return Asked::Help;
+                return ServerCommand::Help;
             }
-            return Asked::Refused(format!("flag provided but not defined: -{name}"));
+            return ServerCommand::Refused(format!("flag provided but not defined: -{name}"));
         };
         match flag.takes {
             Takes::Switch(switch) => {
@@ -181,7 +181,7 @@ pub fn parse(args: &[String]) -> Asked {
                     None => true,
                     Some(Some(value)) => value,
                     Some(None) => {
-                        return Asked::Refused(format!(
+                        return ServerCommand::Refused(format!(
                             "invalid boolean value {:?} for -{name}: parse error",
                             given.unwrap_or_default()
                         ));
@@ -195,17 +195,17 @@ pub fn parse(args: &[String]) -> Asked {
             }
             Takes::Value(valued, _) => {
                 let Some(value) = given.or_else(|| words.next().cloned()) else {
-                    return Asked::Refused(format!("flag needs an argument: -{name}"));
+                    return ServerCommand::Refused(format!("flag needs an argument: -{name}"));
                 };
                 if let Err(why) = set(&mut flags, valued, value) {
-                    return Asked::Refused(why);
+                    return ServerCommand::Refused(why);
                 }
             }
         }
     }
     match version {
-        true => Asked::Version,
-        false => Asked::Serve(flags),
+        true => ServerCommand::Version,
+        false => ServerCommand::Serve(flags),
     }
 }
 
@@ -241,13 +241,13 @@ fn go_bool(text: &str) -> Option<bool> {
 mod tests {
     use super::*;
 
-    fn parsed(args: &[&str]) -> Asked {
+    fn parsed(args: &[&str]) -> ServerCommand {
         parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
     }
 
     #[test]
     fn toxiproxy_s_defaults_and_every_spelling_go_takes() {
-        assert_eq!(parsed(&[]), Asked::Serve(ToxiproxyFlags::default()));
+        assert_eq!(parsed(&[]), ServerCommand::Serve(ToxiproxyFlags::default()));
         let expected = ToxiproxyFlags {
             host: "0.0.0.0".into(),
             port: "9000".into(),
@@ -277,20 +277,24 @@ mod tests {
                 "-runtime-metrics=false",
             ],
         ] {
-            assert_eq!(parsed(args), Asked::Serve(expected.clone()), "{args:?}");
+            assert_eq!(
+                parsed(args),
+                ServerCommand::Serve(expected.clone()),
+                "{args:?}"
+            );
         }
-        assert_eq!(parsed(&["-version"]), Asked::Version);
-        assert_eq!(parsed(&["--version=1"]), Asked::Version);
-        assert_eq!(parsed(&["-help"]), Asked::Help);
-        assert_eq!(parsed(&["-h"]), Asked::Help);
+        assert_eq!(parsed(&["-version"]), ServerCommand::Version);
+        assert_eq!(parsed(&["--version=1"]), ServerCommand::Version);
+        assert_eq!(parsed(&["-help"]), ServerCommand::Help);
+        assert_eq!(parsed(&["-h"]), ServerCommand::Help);
         // Reading stops at the first word that is not a flag.
         assert_eq!(
             parsed(&["stray", "-bogus"]),
-            Asked::Serve(ToxiproxyFlags::default())
+            ServerCommand::Serve(ToxiproxyFlags::default())
         );
         assert_eq!(
             parsed(&["--", "-bogus"]),
-            Asked::Serve(ToxiproxyFlags::default())
+            ServerCommand::Serve(ToxiproxyFlags::default())
         );
     }
 
@@ -309,7 +313,7 @@ mod tests {
             ),
             (&["---port=1"], "bad flag syntax: ---port=1"),
         ] {
-            assert_eq!(parsed(args), Asked::Refused(why.into()), "{args:?}");
+            assert_eq!(parsed(args), ServerCommand::Refused(why.into()), "{args:?}");
         }
     }
 

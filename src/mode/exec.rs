@@ -12,12 +12,12 @@ use crate::cli::Cli;
 use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::Adjuster;
 use crate::counting::Counting;
-use crate::exec::{self, Ended, MakeLink, NotRun, Relay, Ways};
+use crate::exec::{self, CommandWays, Exited, MakeLink, NotRun, Relay};
 use crate::exit::Exit;
 use crate::faults::Way;
 use crate::message::one_line;
 use crate::net::proxy;
-use crate::net::udp::{FlowEnds, IDLE, Proxy, Route};
+use crate::net::udp::{DatagramProxy, FlowEnds, IDLE, Route};
 use crate::say::Printer;
 use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
@@ -95,7 +95,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         Err(not_run) => return Ok(refused(&not_run)),
     };
     target.store(started.pid(), Ordering::Release);
-    let ways = Ways {
+    let ways = CommandWays {
         buckets: [up.clone(), down],
         passed: [passed_up, passed_down],
     };
@@ -109,7 +109,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
     };
     let ended = exec::supervise(started, &ways, relay, on_change, &shown, say)?;
     drop(member);
-    let Ended { code, outlived } = match ended {
+    let Exited { code, outlived } = match ended {
         Ok(ended) => ended,
         Err(not_run) => return Ok(refused(&not_run)),
     };
@@ -133,7 +133,7 @@ fn refused(not_run: &NotRun) -> Exit {
 
 /// The `--stats` line of a command: what it sent and received, each
 /// with its average and the limit of its way.
-fn say_stats(printer: &Printer, ways: &Ways, started: Instant) {
+fn say_stats(printer: &Printer, ways: &CommandWays, started: Instant) {
     let seconds = started.elapsed().as_secs_f64();
     let way = |way: Way| {
         let bytes = ways.passed[way as usize].total();
@@ -278,7 +278,7 @@ fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeLink> {
             seed: seed.wrapping_add(made.fetch_add(1, Ordering::Relaxed)),
         };
         let buckets = [buckets[0].clone(), buckets[1].clone()];
-        let mut proxy = Proxy::bind(route, buckets, passed.clone())?;
+        let mut proxy = DatagramProxy::bind(route, buckets, passed.clone())?;
         proxy.follow(conditions.clone());
         proxy.noting_ends(flow_ends.clone());
         let handle = proxy.handle()?;

@@ -1,7 +1,7 @@
 //! shape started as `toxiproxy-server` (or `toxiproxy`): toxiproxy's API
 //! served on toxiproxy-server's command line, with its defaults.
 
-use crate::cli::toxiproxy::{Asked, parse, usage};
+use crate::cli::toxiproxy::{ServerCommand, parse, usage};
 use crate::exit::Exit;
 use crate::net::Address;
 use crate::serve::api::TOXIPROXY_VERSION;
@@ -10,19 +10,19 @@ use crate::serve::{ConfigFile, Extras, Refused, Serving, run as serve};
 /// Runs as `program` with toxiproxy-server's flags `args`.
 pub fn run(program: &str, args: &[String]) -> Exit {
     let flags = match parse(args) {
-        Asked::Serve(flags) => flags,
-        Asked::Version => {
+        ServerCommand::Serve(flags) => flags,
+        ServerCommand::Version => {
             println!(
                 "toxiproxy-server version {TOXIPROXY_VERSION} (shape {})",
                 env!("CARGO_PKG_VERSION")
             );
             return Exit::Success;
         }
-        Asked::Help => {
+        ServerCommand::Help => {
             eprint!("{}", usage(program));
             return Exit::Success;
         }
-        Asked::Refused(why) => {
+        ServerCommand::Refused(why) => {
             eprint!("{why}\n{}", usage(program));
             return Exit::Usage;
         }

@@ -14,7 +14,7 @@ use crate::counting::Counting;
 use crate::exit::Exit;
 use crate::faults::Way;
 use crate::net::Address;
-use crate::net::udp::{IDLE, Impairment, Proxy, Route, default_queue};
+use crate::net::udp::{DatagramProxy, IDLE, Impairment, Route, default_queue};
 use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         up: passed_up.clone(),
         down: passed_down.clone(),
     };
-    let mut proxy = Proxy::bind(
+    let mut proxy = DatagramProxy::bind(
         route,
         [up.clone(), down.clone()],
         [passed_up.clone(), passed_down.clone()],

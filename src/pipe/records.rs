@@ -252,14 +252,14 @@ mod tests {
 
     /// Hands out `data` in the pieces `cuts` gives, failing with EINTR
     /// between them.
-    struct Pieces {
+    struct RecordPieces {
         data: Vec<u8>,
         at: usize,
         cuts: Vec<usize>,
         interrupt: bool,
     }
 
-    impl Read for Pieces {
+    impl Read for RecordPieces {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             self.interrupt = !self.interrupt;
             if self.interrupt {
@@ -294,8 +294,8 @@ mod tests {
         }
     }
 
-    fn pieces(data: &[u8], cuts: Vec<usize>) -> Pieces {
-        Pieces {
+    fn pieces(data: &[u8], cuts: Vec<usize>) -> RecordPieces {
+        RecordPieces {
             data: data.to_vec(),
             at: 0,
             cuts,

@@ -29,6 +29,7 @@ mod fleet;
 #[cfg(feature = "fleet")]
 mod fleet_hosted;
 mod generated;
+mod layout;
 mod links;
 mod live;
 mod net;

@@ -467,9 +467,9 @@ mod tests {
     use super::*;
 
     /// A caller's memory: bytes from address 0x1000 on.
-    struct Memory(Vec<u8>);
+    struct CallerMemory(Vec<u8>);
 
-    impl Memory {
+    impl CallerMemory {
         const BASE: u64 = 0x1000;
 
         fn put(&mut self, bytes: &[u8]) -> u64 {
@@ -497,7 +497,7 @@ mod tests {
 
     #[test]
     fn writes_and_reads_are_one_buffer() {
-        let memory = Memory(Vec::new());
+        let memory = CallerMemory(Vec::new());
         let call = decode(
             libc::SYS_write,
             &[7, 0x5000, 100, 0, 0, 0],
@@ -515,7 +515,7 @@ mod tests {
 
     #[test]
     fn recvfrom_reads_the_room_for_the_address() {
-        let mut memory = Memory(Vec::new());
+        let mut memory = CallerMemory(Vec::new());
         let len_at = memory.put(&16u32.to_ne_bytes());
         let args = [3, 0x5000, 64, libc::MSG_DONTWAIT as u64, 0x6000, len_at];
         let Call::Transfer(transfer) =
@@ -536,7 +536,7 @@ mod tests {
 
     #[test]
     fn vectors_and_messages_read_their_buffers() {
-        let mut memory = Memory(Vec::new());
+        let mut memory = CallerMemory(Vec::new());
         let iov = memory.put(&[iovec(0x7000, 10), iovec(0x8000, 20)].concat());
         let Call::Transfer(transfer) = decode(
             libc::SYS_writev,
@@ -598,7 +598,7 @@ mod tests {
 
     #[test]
     fn sendmmsg_is_paid_for_every_message() {
-        let mut memory = Memory(Vec::new());
+        let mut memory = CallerMemory(Vec::new());
         let iov = memory.put(&[iovec(0x7000, 10), iovec(0x8000, 20)].concat());
         let header = |count: u64| {
             let mut header = vec![0u8; 64];
@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn positioned_vectors_are_not_socket_calls() {
-        let memory = Memory(Vec::new());
+        let memory = CallerMemory(Vec::new());
         let at_offset = [4, 0x1000, 1, 512, 0, 0];
         assert_eq!(
             decode(libc::SYS_pwritev2, &at_offset, &mut memory.reader()).unwrap(),
@@ -648,7 +648,7 @@ mod tests {
 
     #[test]
     fn a_vector_too_long_or_unreadable_fails() {
-        let memory = Memory(Vec::new());
+        let memory = CallerMemory(Vec::new());
         assert!(
             decode(
                 libc::SYS_readv,
@@ -669,7 +669,7 @@ mod tests {
 
     #[test]
     fn connects_are_read_with_their_address_as_the_kernel_lays_it_out() {
-        let memory = Memory(Vec::new());
+        let memory = CallerMemory(Vec::new());
         assert_eq!(
             decode(
                 libc::SYS_connect,

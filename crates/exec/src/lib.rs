@@ -21,7 +21,7 @@ mod kernel;
 mod sockets;
 mod supervisor;
 
-pub use supervisor::{Ended, MakeLink, Ways};
+pub use supervisor::{CommandWays, Exited, MakeLink};
 
 use shape_link::conditions::Conditions;
 use shape_net::proxy::Carrier;
@@ -163,12 +163,12 @@ fn base() -> u32 {
 /// be run after all (its exec failed).
 pub fn supervise(
     started: Started,
-    ways: &Ways,
+    ways: &CommandWays,
     relay: Option<Relay>,
     on_change: impl FnOnce(Box<dyn Fn() + Send>),
     shown: &str,
     say: Box<dyn Fn(&str)>,
-) -> io::Result<Result<Ended, NotRun>> {
+) -> io::Result<Result<Exited, NotRun>> {
     let kernel::Spawned {
         pid,
         pidfd,

@@ -30,7 +30,7 @@ enum Note {
 }
 
 /// What the courier is asked to do.
-enum Job {
+enum Errand {
     Lease(Ask),
     GiveBack(u64),
 }
@@ -86,7 +86,7 @@ impl Member {
         let (inbox, notes) = mpsc::channel();
         let (jobs, work) = mpsc::channel();
         if let Some(ask) = asked {
-            let _ = jobs.send(Job::Lease(ask));
+            let _ = jobs.send(Errand::Lease(ask));
         }
         let courier = Courier {
             share: identity.share.clone(),
@@ -180,7 +180,7 @@ struct Planner {
     bucket: Arc<Bucket>,
     say: Option<Printer>,
     share: RedisShare,
-    jobs: Sender<Job>,
+    jobs: Sender<Errand>,
     /// Where the share's settings are kept for [`Member::share_settings`].
     share_settings: Arc<Mutex<(Limit, u64)>>,
 }
@@ -210,7 +210,7 @@ impl Planner {
         let held = self.plan.held();
         *crate::lock::lock(&self.share_settings) = (held.limit, held.burst);
         if let Some(ask) = step.ask {
-            let _ = self.jobs.send(Job::Lease(ask));
+            let _ = self.jobs.send(Errand::Lease(ask));
         }
         step
     }
@@ -238,7 +238,7 @@ impl Planner {
             return;
         }
         let unused = self.plan.unused(local(&self.bucket).granted);
-        if self.jobs.send(Job::GiveBack(unused)).is_ok() {
+        if self.jobs.send(Errand::GiveBack(unused)).is_ok() {
             while let Ok(note) = notes.recv_timeout(left()) {
                 if matches!(note, Note::GaveBack) {
                     break;
@@ -259,11 +259,13 @@ struct Courier {
 }
 
 impl Courier {
-    fn run(mut self, work: Receiver<Job>, answers: Sender<Note>) {
+    fn run(mut self, work: Receiver<Errand>, answers: Sender<Note>) {
         for job in work {
             let note = match job {
-                Job::Lease(ask) => Note::LeaseReply(self.call(|store, id| store.lease(id, &ask))),
-                Job::GiveBack(unused) => {
+                Errand::Lease(ask) => {
+                    Note::LeaseReply(self.call(|store, id| store.lease(id, &ask)))
+                }
+                Errand::GiveBack(unused) => {
                     let _ = self.call(|store, id| store.give_back(id, unused));
                     Note::GaveBack
                 }

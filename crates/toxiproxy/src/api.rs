@@ -1,5 +1,5 @@
 //! toxiproxy's routes: a method and a path, a body, and the answer, on
-//! the [`Model`], with each change carried out by a [`Carrier`] (the event
+//! the [`Model`], with each change carried out by what [`CarriesOut`] (the event
 //! loop, or nothing in the unit tests). Plain data in and out, so that
 //! every route is tested without a socket; the HTTP server hands each
 //! request here.
@@ -18,7 +18,7 @@ pub const TOXIPROXY_VERSION: &str = "2.12.0";
 
 /// What carries the model's changes out: proxies listening and
 /// forwarding, and their toxics.
-pub trait Carrier {
+pub trait CarriesOut {
     /// Starts `proxy`: listens where it says and forwards to its upstream,
     /// with its toxics. Returns the address it listens on.
     fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError>;
@@ -69,7 +69,7 @@ impl Reply {
 /// Answers `method path` with `body` on `model`, carried out by `carrier`.
 pub fn answer(
     model: &mut Model,
-    carrier: &mut dyn Carrier,
+    carrier: &mut dyn CarriesOut,
     method: &str,
     path: &str,
     body: &[u8],
@@ -79,7 +79,7 @@ pub fn answer(
 
 fn route(
     model: &mut Model,
-    carrier: &mut dyn Carrier,
+    carrier: &mut dyn CarriesOut,
     method: &str,
     path: &str,
     body: &[u8],
@@ -198,7 +198,7 @@ fn not_found() -> Reply {
 /// was bound; if it cannot start it is not kept.
 pub fn create(
     model: &mut Model,
-    carrier: &mut dyn Carrier,
+    carrier: &mut dyn CarriesOut,
     given: ProxyGiven,
 ) -> Result<Proxy, ApiError> {
     let proxy = model.create(given)?.clone();
@@ -224,7 +224,7 @@ pub fn create(
 /// same address; if it cannot start, it stays disabled.
 fn update(
     model: &mut Model,
-    carrier: &mut dyn Carrier,
+    carrier: &mut dyn CarriesOut,
     name: &str,
     given: ProxyGiven,
 ) -> Result<Proxy, ApiError> {
@@ -242,7 +242,7 @@ fn update(
 
 /// Starts proxy `name`, which the model has enabled, and keeps the
 /// address it listens on; if it cannot start, it is disabled.
-fn start(model: &mut Model, carrier: &mut dyn Carrier, name: &str) -> Result<(), ApiError> {
+fn start(model: &mut Model, carrier: &mut dyn CarriesOut, name: &str) -> Result<(), ApiError> {
     let started = carrier.start(model.proxy(name)?);
     let proxy = model.proxies.get_mut(name).expect("found above");
     match started {
@@ -256,7 +256,7 @@ fn start(model: &mut Model, carrier: &mut dyn Carrier, name: &str) -> Result<(),
 }
 
 /// POST /reset: every proxy enabled, every toxic gone.
-fn reset(model: &mut Model, carrier: &mut dyn Carrier) -> Result<(), ApiError> {
+fn reset(model: &mut Model, carrier: &mut dyn CarriesOut) -> Result<(), ApiError> {
     let before: Vec<Proxy> = model.proxies.values().cloned().collect();
     model.reset();
     for proxy in before {
@@ -273,7 +273,7 @@ fn reset(model: &mut Model, carrier: &mut dyn Carrier) -> Result<(), ApiError> {
 /// POST /populate: each proxy given is created, or replaced if its listen
 /// address or upstream differ, or kept with its toxics if not. Answers
 /// 201 with those proxies, or the first error with those done before it.
-fn populate(model: &mut Model, carrier: &mut dyn Carrier, body: &[u8]) -> Reply {
+fn populate(model: &mut Model, carrier: &mut dyn CarriesOut, body: &[u8]) -> Reply {
     let given: Vec<ProxyGiven> = match parse(body) {
         Ok(given) => given,
         Err(err) => return Reply::error(err),
@@ -297,7 +297,7 @@ fn populate(model: &mut Model, carrier: &mut dyn Carrier, body: &[u8]) -> Reply 
 /// those set up, or those and the error that stopped the rest.
 pub fn populate_with(
     model: &mut Model,
-    carrier: &mut dyn Carrier,
+    carrier: &mut dyn CarriesOut,
     given: Vec<ProxyGiven>,
 ) -> Result<Vec<Proxy>, (Vec<Proxy>, ApiError)> {
     // Every proxy is checked before any is made, as toxiproxy does.
@@ -348,7 +348,7 @@ fn same_address(given: &str, bound: &str) -> bool {
 }
 
 /// Carries out a change of proxy `name`'s toxics, if it is running.
-fn retune(model: &Model, carrier: &mut dyn Carrier, name: &str) {
+fn retune(model: &Model, carrier: &mut dyn CarriesOut, name: &str) {
     if let Ok(proxy) = model.proxy(name)
         && proxy.enabled
     {
@@ -369,7 +369,7 @@ mod tests {
     /// Carries nothing out: a proxy listens where it asks to.
     pub(super) struct Nowhere;
 
-    impl Carrier for Nowhere {
+    impl CarriesOut for Nowhere {
         fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
             Ok(proxy.listen.replace(":0", ":41234"))
         }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// A UDP proxy serving on its thread; stopped when dropped.
-pub struct Running {
+pub struct RunningDatagrams {
     handle: Handle,
     thread: Option<JoinHandle<()>>,
     /// Client to upstream, then back.
@@ -37,7 +37,7 @@ pub struct Running {
     following: [Option<(Arc<Trace>, Following)>; 2],
 }
 
-impl Running {
+impl RunningDatagrams {
     /// Serves `proxy`'s link from `listen` to `upstream`, its draws from
     /// `seed`, what it passes counted in `counters`; says what it has to
     /// say through `say`. Returns it, and where it listens.
@@ -47,8 +47,8 @@ impl Running {
         seed: u64,
         counters: &Counters,
         say: Option<Printer>,
-    ) -> io::Result<(Running, SocketAddr)> {
-        let ways = Ways::of(&proxy.toxics);
+    ) -> io::Result<(RunningDatagrams, SocketAddr)> {
+        let ways = DatagramWays::of(&proxy.toxics);
         let buckets = ways
             .limits
             .map(|(limit, burst)| crate::bucket::own(limit, burst));
@@ -63,7 +63,7 @@ impl Running {
             ways: ways.impairments,
             seed,
         };
-        let mut link = udp::Proxy::bind(route, buckets.clone(), counters.sent.clone())?;
+        let mut link = udp::DatagramProxy::bind(route, buckets.clone(), counters.sent.clone())?;
         let handle = link.handle()?;
         let bound = link.local()?;
         if let Some(say) = &say {
@@ -80,7 +80,7 @@ impl Running {
                     ));
                 }
             })?;
-        let mut running = Running {
+        let mut running = RunningDatagrams {
             handle,
             thread: Some(thread),
             buckets,
@@ -92,7 +92,7 @@ impl Running {
 
     /// Carries out `toxics` from now on: what is queued and held stays.
     pub fn retune(&mut self, toxics: &[Toxic]) -> io::Result<()> {
-        let ways = Ways::of(toxics);
+        let ways = DatagramWays::of(toxics);
         self.follow(&ways.traces)?;
         for (way, (limit, burst)) in ways.limits.into_iter().enumerate() {
             let bucket = &self.buckets[way];
@@ -132,7 +132,7 @@ impl Running {
     }
 }
 
-impl Drop for Running {
+impl Drop for RunningDatagrams {
     fn drop(&mut self) {
         self.handle.stop();
         if let Some(thread) = self.thread.take() {
@@ -142,16 +142,16 @@ impl Drop for Running {
 }
 
 /// What a UDP proxy's toxics add up to, each way.
-struct Ways {
+struct DatagramWays {
     impairments: [Impairment; 2],
     /// Each way's bucket: its limit and burst, unless it follows a trace.
     limits: [(Limit, u64); 2],
     traces: [Option<Arc<Trace>>; 2],
 }
 
-impl Ways {
-    fn of(toxics: &[Toxic]) -> Ways {
-        let mut sums = [Sum::default(), Sum::default()];
+impl DatagramWays {
+    fn of(toxics: &[Toxic]) -> DatagramWays {
+        let mut sums = [DatagramSum::default(), DatagramSum::default()];
         for toxic in toxics {
             if toxic.toxicity > 0.0 {
                 sums[toxic.stream.way as usize].add(toxic);
@@ -169,7 +169,7 @@ impl Ways {
                 .map_or(limits[way].0, |t| t.average());
             sums[way].impairment(queued)
         });
-        Ways {
+        DatagramWays {
             impairments,
             limits,
             traces: sums.map(|sum| sum.trace),
@@ -179,7 +179,7 @@ impl Ways {
 
 /// One way's toxics, added up.
 #[derive(Default)]
-struct Sum {
+struct DatagramSum {
     delay: std::time::Duration,
     jitter: std::time::Duration,
     rate: Option<Rate>,
@@ -193,7 +193,7 @@ struct Sum {
     trace: Option<Arc<Trace>>,
 }
 
-impl Sum {
+impl DatagramSum {
     fn add(&mut self, toxic: &Toxic) {
         let given = Attributes::of(toxic.kind, &toxic.attributes);
         let share = |p: f64| p * toxic.toxicity.min(1.0);
@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn toxics_add_up_each_way_into_a_link_s_impairment() {
-        let ways = Ways::of(&[
+        let ways = DatagramWays::of(&[
             toxic("latency", "downstream", json!({"latency": 100}), 1.0),
             toxic(
                 "latency",

@@ -65,7 +65,7 @@ pub struct Api {
 
 /// One request for the model's thread: what it asks, and where the answer
 /// goes.
-struct Job {
+struct ModelCall {
     method: String,
     path: String,
     body: Bytes,
@@ -75,7 +75,7 @@ struct Job {
 /// What every connection's tasks share.
 struct ApiState {
     guard: Guard,
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<ModelCall>,
     ids: RequestIds,
 }
 
@@ -102,7 +102,7 @@ impl Api {
         report: Option<Printer>,
         mut answer: impl FnMut(&str, &str, &[u8]) -> Reply + Send + 'static,
     ) -> io::Result<Requester> {
-        let (jobs, taken) = mpsc::channel::<Job>();
+        let (jobs, taken) = mpsc::channel::<ModelCall>();
         std::thread::Builder::new()
             .name("api-model".into())
             .spawn(move || {
@@ -142,14 +142,14 @@ impl Api {
 /// Puts requests to the model as a client would, in line with the
 /// clients' (SIGHUP's reload is a POST /populate).
 pub struct Requester {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<ModelCall>,
 }
 
 impl Requester {
     /// The model's answer to `method path` with `body`, waited for.
     pub fn ask(&self, method: &str, path: &str, body: Vec<u8>) -> Reply {
         let (answered, answer) = oneshot::channel();
-        let job = Job {
+        let job = ModelCall {
             method: method.into(),
             path: path.into(),
             body: body.into(),
@@ -317,7 +317,7 @@ fn too_long() -> Reply {
 /// The model's answer to `method path` with `body`.
 async fn ask(shared: &ApiState, method: String, path: String, body: Bytes) -> Reply {
     let (answered, answer) = oneshot::channel();
-    let job = Job {
+    let job = ModelCall {
         method,
         path,
         body,

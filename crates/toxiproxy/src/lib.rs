@@ -91,7 +91,7 @@ pub struct Serving<'a> {
 /// Serves the API until SIGINT or SIGTERM, then closes every listener and
 /// connection and returns.
 pub fn run(serving: Serving) -> Result<(), Refused> {
-    let ending = signals::Ending::catch()
+    let ending = signals::CaughtSignals::catch()
         .map_err(|err| Refused::Failed(format!("cannot start: {}", one_line(&err))))?;
     let (event_loop_handle, event_loop) =
         start_event_loop(serving.report.clone(), serving.seed, ending.failing())?;
@@ -142,7 +142,7 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
             report.line(&trouble);
         }
     }
-    let ended = ending.wait(&signals::Handlers {
+    let ended = ending.wait(&signals::SignalActions {
         status: &|| status.line(event_loop_handle.connections()),
         reload: &|| serving.config.map(|file| reload(&requester, file)),
         report: serving.report.as_ref(),

@@ -6,7 +6,7 @@
 //! connections by the time its PATCH is answered. The loop never blocks,
 //! so that wait is short even under load.
 
-use super::api::Carrier;
+use super::api::CarriesOut;
 use super::dashboard::Traffic;
 use super::datagrams;
 use super::model::{ApiError, Model, Protocol, Proxy};
@@ -66,11 +66,11 @@ impl Loop {
 }
 
 /// What the API keeps of one proxy.
-struct Running {
+struct KeptProxy {
     /// Its route on the loop, while enabled.
     route: Option<usize>,
     /// A UDP proxy's link, on its own thread, while enabled.
-    datagrams: Option<datagrams::Running>,
+    datagrams: Option<datagrams::RunningDatagrams>,
     /// The buckets its connections spend from together.
     shared: SharedBuckets,
     /// Its toxics' effects, worked out once each.
@@ -93,7 +93,7 @@ pub struct Extras {
 /// The proxies, carried out on the loop.
 pub struct Proxies {
     event_loop: Loop,
-    running: BTreeMap<String, Running>,
+    running: BTreeMap<String, KeptProxy>,
     extras: Extras,
     /// Each proxy's counters, for the status line, which is asked for
     /// from another thread.
@@ -118,12 +118,12 @@ impl Proxies {
     }
 
     /// What is kept of `proxy`, made if it is new.
-    fn running(&mut self, proxy: &Proxy) -> &mut Running {
+    fn running(&mut self, proxy: &Proxy) -> &mut KeptProxy {
         let tallies = &self.tallies;
         self.running.entry(proxy.name.clone()).or_insert_with(|| {
             let counters = Counters::default();
             crate::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
-            Running {
+            KeptProxy {
                 route: None,
                 datagrams: None,
                 shared: SharedBuckets::default(),
@@ -153,7 +153,7 @@ impl Proxies {
     }
 }
 
-impl Carrier for Proxies {
+impl CarriesOut for Proxies {
     fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
         let failed =
             |what: &str, err: &dyn std::fmt::Display| ApiError::new(format!("{what}: {err}"), 500);
@@ -368,7 +368,7 @@ impl Proxies {
         let say = self.say.clone();
         let running = self.running(proxy);
         let (datagrams, bound) =
-            datagrams::Running::start(proxy, addresses, seed, &running.counters, say)
+            datagrams::RunningDatagrams::start(proxy, addresses, seed, &running.counters, say)
                 .map_err(|err| ApiError::new(bind_failed(&listen, &proxy.listen, &err), 500))?;
         running.datagrams = Some(datagrams);
         Ok(bound.to_string())

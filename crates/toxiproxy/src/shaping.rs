@@ -59,14 +59,18 @@ pub struct ToxicRules {
 /// A stretch of one stream's toxics, in the order they were added.
 enum Segment {
     /// Toxics that strike every connection, added up.
-    Sure(Sum),
+    Sure(StreamSum),
     /// A toxic that strikes a connection with its toxicity.
-    Chancy { id: u64, toxicity: f64, effect: Sum },
+    Chancy {
+        id: u64,
+        toxicity: f64,
+        effect: StreamSum,
+    },
 }
 
 /// What toxics add up to on one stream.
 #[derive(Default, Clone)]
-struct Sum {
+struct StreamSum {
     /// The slowest way to pay, if any toxic limits.
     pay: Option<PayBy>,
     delay: Duration,
@@ -107,11 +111,11 @@ impl PayBy {
     }
 }
 
-impl Sum {
+impl StreamSum {
     /// What `effect` alone gives, with `shared`, the bucket of a shared
     /// bandwidth or a recorded link.
-    fn of(effect: &Effect, shared: Option<&Arc<Bucket>>) -> Sum {
-        let mut sum = Sum::default();
+    fn of(effect: &Effect, shared: Option<&Arc<Bucket>>) -> StreamSum {
+        let mut sum = StreamSum::default();
         match effect {
             Effect::Nothing => {}
             Effect::Limit {
@@ -148,7 +152,7 @@ impl Sum {
     /// Adds `other`, which comes after it, as a chain of toxics adds up:
     /// latencies and jitters add, the least bandwidth holds, a later fault
     /// of a kind replaces an earlier one, the earliest close holds.
-    fn add(&mut self, other: &Sum) {
+    fn add(&mut self, other: &StreamSum) {
         if let Some(pay) = &other.pay {
             let holds = self.pay.as_ref().is_some_and(|this| this.holds_over(pay));
             if !holds {
@@ -169,9 +173,9 @@ impl Sum {
     fn plan(mut self, way: Way) -> WayPlan {
         if self.holds {
             let stall = Change::StallAfter(Directed::both(Trigger::After(Duration::ZERO)));
-            self.add(&Sum {
+            self.add(&StreamSum {
                 changes: vec![stall],
-                ..Sum::default()
+                ..StreamSum::default()
             });
         }
         let faults = Change::all(&self.changes, way);
@@ -259,7 +263,7 @@ impl ToxicRules {
                 continue;
             }
             let way = toxic.stream.way;
-            let sum = Sum::of(&effect, bucket.as_ref());
+            let sum = StreamSum::of(&effect, bucket.as_ref());
             let segments = &mut ways[way as usize];
             match (toxic.toxicity >= 1.0, segments.last_mut()) {
                 (true, Some(Segment::Sure(run))) => run.add(&sum),
@@ -277,7 +281,7 @@ impl ToxicRules {
     /// How the toxics that strike a connection with `luck` shape its
     /// direction `way`, and when they close the connection, if they do.
     fn way(&self, way: Way, luck: &mut Luck) -> (WayPlan, Option<Duration>) {
-        let mut sum = Sum::default();
+        let mut sum = StreamSum::default();
         for segment in &self.ways[way as usize] {
             match segment {
                 Segment::Sure(run) => sum.add(run),

@@ -11,7 +11,7 @@ use signal_hook::iterator::{Handle, Signals};
 use std::sync::{Arc, Mutex};
 
 /// What the server does on each signal that does not end it.
-pub struct Handlers<'a> {
+pub struct SignalActions<'a> {
     /// The SIGUSR1 line.
     pub status: &'a dyn Fn() -> String,
     /// Reads the config again, if there is one: the line that says how it
@@ -23,7 +23,7 @@ pub struct Handlers<'a> {
 }
 
 /// The signals the server takes, caught from before it starts.
-pub struct Ending {
+pub struct CaughtSignals {
     signals: Signals,
     failed: Arc<Mutex<Option<String>>>,
 }
@@ -43,10 +43,10 @@ impl Failing {
     }
 }
 
-impl Ending {
+impl CaughtSignals {
     /// Catches SIGINT, SIGTERM, SIGUSR1 and SIGHUP from now on.
-    pub fn catch() -> std::io::Result<Ending> {
-        Ok(Ending {
+    pub fn catch() -> std::io::Result<CaughtSignals> {
+        Ok(CaughtSignals {
             signals: Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])?,
             failed: Arc::default(),
         })
@@ -62,7 +62,7 @@ impl Ending {
 
     /// Serves SIGUSR1 and SIGHUP until SIGINT or SIGTERM, or until a
     /// [`Failing`] fails it: then why.
-    pub fn wait(mut self, handlers: &Handlers) -> Result<(), String> {
+    pub fn wait(mut self, handlers: &SignalActions) -> Result<(), String> {
         let say = |line: String| match handlers.report {
             Some(report) => report.line(&line),
             None => eprintln!("{}", crate::message::escape_controls(&line)),

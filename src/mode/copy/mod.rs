@@ -55,7 +55,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
 }
 
 /// What the command line asks of a copy, checked.
-pub(super) struct Asked {
+pub(super) struct CopyJob {
     pub(super) start: Start,
     /// The faults of the one direction a copy has.
     pub(super) faults: Faults,
@@ -67,7 +67,7 @@ pub(super) struct Asked {
 
 /// Reads the amounts in the units counted, and says what a burst given
 /// does not do.
-fn check(cli: &Cli) -> anyhow::Result<Asked> {
+fn check(cli: &Cli) -> anyhow::Result<CopyJob> {
     let start = Start::of(cli)?;
     if let Some(burst) = &cli.burst {
         let no_rate = cli.rate.is_none()
@@ -103,7 +103,7 @@ fn check(cli: &Cli) -> anyhow::Result<Asked> {
         count_of("--stop-after <SIZE>", &cli.stop_after)?,
         faults.cut_after,
     );
-    Ok(Asked {
+    Ok(CopyJob {
         start,
         faults,
         size,
@@ -161,7 +161,7 @@ impl Ending {
 
 /// Opens everything a copy needs, starts its live controls, and the
 /// timers of faults that count time.
-fn set_up(cli: &Cli, asked: &Asked) -> anyhow::Result<SetUp> {
+fn set_up(cli: &Cli, asked: &CopyJob) -> anyhow::Result<SetUp> {
     let counting = asked.start.counting;
     let (bucket, member) = bucket(cli, &asked.start)?;
     let conditions = conditions(cli);
@@ -234,7 +234,7 @@ fn set_up(cli: &Cli, asked: &Asked) -> anyhow::Result<SetUp> {
 /// end, or for a reset that counts time, which may strike while the copy
 /// waits for its input. A copy that stalled waits on after its input, for
 /// a reset or for shape to be ended.
-fn copy(cli: &Cli, asked: &Asked, set: &mut SetUp) -> Ending {
+fn copy(cli: &Cli, asked: &CopyJob, set: &mut SetUp) -> Ending {
     let copier = {
         let (bucket, forwarded, output) = (
             set.bucket.clone(),
@@ -330,7 +330,7 @@ fn reset(cli: &Cli, resetter: Option<&File>) {
 /// Winds the copy up after `ending`: writes out what the delay line holds
 /// and closes the output (a reset closes it at once), gives back a
 /// fleet's share, says what the faults did and `--stats`.
-fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Result<Exit> {
+fn finish(cli: &Cli, asked: &CopyJob, set: SetUp, ending: Ending) -> anyhow::Result<Exit> {
     let SetUp {
         bucket,
         member,
@@ -408,7 +408,7 @@ fn finish(cli: &Cli, asked: &Asked, set: SetUp, ending: Ending) -> anyhow::Resul
 /// share's as a whole, when on one).
 fn say_the_end(
     cli: &Cli,
-    asked: &Asked,
+    asked: &CopyJob,
     tally: Option<Tally>,
     bound: (shape_bucket::Limit, u64),
     forwarded: &Throughput,

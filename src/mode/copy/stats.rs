@@ -1,7 +1,7 @@
 //! `--stats`: the line a copy ends with, what passed in how long, and the
 //! average beside the limit and burst that bound it.
 
-use super::Asked;
+use super::CopyJob;
 use crate::cli::Cli;
 use crate::counting::Counting;
 use crate::throughput::Throughput;
@@ -14,7 +14,7 @@ use std::time::Instant;
 /// by `--drop`), with its seed when faults drew from it.
 pub fn line(
     cli: &Cli,
-    asked: &Asked,
+    asked: &CopyJob,
     (limit, burst): (Limit, u64),
     forwarded: &Throughput,
     dropped: u64,

@@ -49,7 +49,7 @@ const REBASE_AFTER: u128 = 1 << 62;
 const READ_ATTEMPTS: u32 = 10_000;
 /// What a new configuration changes; `None` keeps the old value.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Change {
+pub(super) struct NewConfig {
     pub(super) limit: Option<Limit>,
     pub(super) burst: Option<u64>,
     pub(super) paused: Option<bool>,
@@ -442,7 +442,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// would crowd the grants' fast path.
     #[cold]
     #[inline(never)]
-    pub(super) fn publish(&self, change: Change) {
+    pub(super) fn publish(&self, change: NewConfig) {
         // A damaged cell is left as it is: writing a configuration into it
         // would hide the damage from the others on it, while only a new
         // cell (`--reset`) is sound again.
@@ -464,7 +464,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         }
     }
 
-    fn publish_claimed(&self, token: u64, took_over: bool, change: Change) -> bool {
+    fn publish_claimed(&self, token: u64, took_over: bool, change: NewConfig) -> bool {
         let (generation, old) = self.config();
         if old.damaged {
             // Damaged while we held the claim: give up, as at the start.

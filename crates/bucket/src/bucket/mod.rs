@@ -43,7 +43,7 @@ use crate::clock::Clock;
 #[cfg(not(loom))]
 use crate::clock::MonotonicClock;
 use crate::rate::Limit;
-use cell::{Change, Look};
+use cell::{Look, NewConfig};
 use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
@@ -284,7 +284,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
         match retry {
             Retry::Lost(actual) => self.look_after_losing(generation, now, actual),
             Retry::Rebase => {
-                self.publish(Change::default());
+                self.publish(NewConfig::default());
                 self.look()
             }
         }
@@ -472,9 +472,9 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// assert!(changed.elapsed() < Duration::from_secs(10));
     /// ```
     pub fn set_limit(&self, limit: Limit) {
-        self.publish(Change {
+        self.publish(NewConfig {
             limit: Some(limit),
-            ..Change::default()
+            ..NewConfig::default()
         });
     }
 
@@ -482,9 +482,9 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// asleep and no tokens accrue, so on resume at most the burst passes at
     /// once, counting what was reserved.
     pub fn set_paused(&self, paused: bool) {
-        self.publish(Change {
+        self.publish(NewConfig {
             paused: Some(paused),
-            ..Change::default()
+            ..NewConfig::default()
         });
     }
 
@@ -496,9 +496,9 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// Changes the burst from now on; tokens in hand above it are dropped.
     pub fn set_burst(&self, burst: u64) -> Result<(), InvalidBurst> {
         check_burst(burst)?;
-        self.publish(Change {
+        self.publish(NewConfig {
             burst: Some(burst),
-            ..Change::default()
+            ..NewConfig::default()
         });
         Ok(())
     }
@@ -506,7 +506,7 @@ impl<C: Clock, S: Deref<Target = BucketCell>> TokenBucket<C, S> {
     /// Changes rate and burst together, as one change.
     pub fn set(&self, limit: Limit, burst: u64) -> Result<(), InvalidBurst> {
         check_burst(burst)?;
-        self.publish(Change {
+        self.publish(NewConfig {
             limit: Some(limit),
             burst: Some(burst),
             paused: None,

@@ -68,7 +68,7 @@ pub(super) struct Dial {
     /// The socket's inode, to know a connect again while this one runs.
     inode: (u64, u64),
     /// Where the connect to the server stands.
-    server: Server,
+    server: Dialling,
     /// When the command's connect completes: one round trip after the
     /// server answered.
     pub(super) due: Option<u64>,
@@ -77,7 +77,7 @@ pub(super) struct Dial {
 }
 
 /// Where a dial's connect to the server stands.
-enum Server {
+enum Dialling {
     /// Under way.
     Connecting(mio::net::TcpStream),
     /// Connected, to be handed to the relay when due.
@@ -183,7 +183,7 @@ impl Supervisor<'_> {
         entry.insert(Dial {
             socket,
             inode,
-            server: Server::Connecting(server),
+            server: Dialling::Connecting(server),
             due: None,
             caller,
         });
@@ -201,7 +201,7 @@ impl Supervisor<'_> {
         let Some(dial) = self.dials.get_mut(key) else {
             return;
         };
-        let Server::Connecting(server) = &mut dial.server else {
+        let Dialling::Connecting(server) = &mut dial.server else {
             return;
         };
         let failed = match server.take_error() {
@@ -213,10 +213,10 @@ impl Supervisor<'_> {
             },
         };
         let _ = self.poll.registry().deregister(server);
-        let state = std::mem::replace(&mut dial.server, Server::Failed(libc::ECONNABORTED));
+        let state = std::mem::replace(&mut dial.server, Dialling::Failed(libc::ECONNABORTED));
         dial.server = match (state, failed) {
-            (_, Some(failed)) => Server::Failed(failed),
-            (Server::Connecting(server), None) => Server::Connected(server),
+            (_, Some(failed)) => Dialling::Failed(failed),
+            (Dialling::Connecting(server), None) => Dialling::Connected(server),
             (other, None) => other,
         };
         dial.due = Some(now.saturating_add(round_trip));
@@ -256,12 +256,12 @@ impl Supervisor<'_> {
             ..
         } = dial;
         let answer = match server {
-            Server::Connected(server) => {
+            Dialling::Connected(server) => {
                 let server = std::net::TcpStream::from(OwnedFd::from(server));
                 self.carry(socket.as_fd(), server)
                     .map_err(|err| errno(&err))
             }
-            Server::Failed(failed) => {
+            Dialling::Failed(failed) => {
                 let _ = rustix::net::connect_unspec(&socket);
                 if caller.is_none() && failed != libc::ECONNRESET {
                     let why = crate::message::one_line(&io::Error::from_raw_os_error(failed));
@@ -276,7 +276,7 @@ impl Supervisor<'_> {
                 Err(failed)
             }
             // Not due before its server answered.
-            Server::Connecting(_) => Err(libc::ECONNABORTED),
+            Dialling::Connecting(_) => Err(libc::ECONNABORTED),
         };
         if let Some((held, id)) = caller
             && self.held.get(held).is_some_and(|h| h.notification.id == id)

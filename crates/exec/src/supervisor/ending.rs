@@ -7,7 +7,7 @@ use rustix::event::{PollFd, PollFlags};
 use std::io;
 
 /// How the command ended.
-pub struct Ended {
+pub struct Exited {
     /// Its wait status, as the shell reads it: the exit code, or 128+N
     /// for signal N.
     pub code: i32,

@@ -36,7 +36,7 @@ use crate::faults::Way;
 use crate::net::proxy::Carrier;
 use crate::throughput::Throughput;
 pub use datagrams::MakeLink;
-pub use ending::Ended;
+pub use ending::Exited;
 use held::{HeldCall, Peeked, Progress};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -64,7 +64,7 @@ const MOST_DATAGRAM: usize = 65_536;
 
 /// The buckets and counts of the two ways, in the order of [`Way`]: up is
 /// what the command sends, down what it receives.
-pub struct Ways {
+pub struct CommandWays {
     pub buckets: [Arc<Bucket>; 2],
     pub passed: [Arc<Throughput>; 2],
 }
@@ -83,7 +83,7 @@ pub struct Supervisor<'a> {
     child: (i32, OwnedFd),
     poll: Poll,
     events: Events,
-    ways: &'a Ways,
+    ways: &'a CommandWays,
     sockets: Sockets,
     held: Slab<HeldCall>,
     scratch: Vec<u8>,
@@ -120,7 +120,7 @@ impl<'a> Supervisor<'a> {
         listener: OwnedFd,
         (pid, pidfd): (i32, OwnedFd),
         base: u32,
-        ways: &'a Ways,
+        ways: &'a CommandWays,
         relay: Option<Relay>,
         say: Box<dyn Fn(&str)>,
     ) -> io::Result<(Supervisor<'a>, Arc<Waker>)> {
@@ -202,7 +202,7 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Answers calls until the command ends.
-    pub fn run(&mut self) -> io::Result<Ended> {
+    pub fn run(&mut self) -> io::Result<Exited> {
         loop {
             let timeout = self.timeout();
             match self.poll.poll(&mut self.events, timeout) {
@@ -251,7 +251,7 @@ impl<'a> Supervisor<'a> {
             }
             self.interrupt_signalled();
             if child && let Some(code) = self.reap()? {
-                return Ok(Ended {
+                return Ok(Exited {
                     code,
                     outlived: self.outlived(),
                 });

@@ -76,7 +76,7 @@ impl Report {
 
 /// One member: its plan, and a model of its bucket with a reader that
 /// takes every token as it comes.
-struct Member {
+struct SwarmMember {
     id: String,
     plan: Leases,
     setting: Option<Setting>,
@@ -89,9 +89,9 @@ struct Member {
     wake: u64,
 }
 
-impl Member {
-    fn new(id: String, now: u64) -> Member {
-        Member {
+impl SwarmMember {
+    fn new(id: String, now: u64) -> SwarmMember {
+        SwarmMember {
             id,
             plan: Leases::new(settings(), Fallback::Block, now, 0),
             setting: None,
@@ -136,14 +136,18 @@ fn settings() -> Held {
 }
 
 /// A lease call to make for member `.0`.
-type Job = (usize, String, Ask);
+type SwarmCall = (usize, String, Ask);
 /// Its answer.
-type Answer = (usize, Result<LeaseReply, Trouble>);
+type SwarmAnswer = (usize, Result<LeaseReply, Trouble>);
 
 /// Starts `couriers` threads that make the calls queued on the returned
 /// sender, each on its own connection to `share`.
-fn couriers(share: &RedisShare, couriers: usize, answers: Sender<Answer>) -> Sender<Job> {
-    let (jobs, work) = mpsc::channel::<Job>();
+fn couriers(
+    share: &RedisShare,
+    couriers: usize,
+    answers: Sender<SwarmAnswer>,
+) -> Sender<SwarmCall> {
+    let (jobs, work) = mpsc::channel::<SwarmCall>();
     let work = Arc::new(Mutex::new(work));
     for _ in 0..couriers {
         let work = work.clone();
@@ -177,14 +181,14 @@ fn couriers(share: &RedisShare, couriers: usize, answers: Sender<Answer>) -> Sen
 
 /// Redis's counters that a run reads before and after its window.
 #[derive(Debug, Clone, Copy)]
-struct Counters {
+struct SwarmCounters {
     scripts: u64,
     commands: u64,
     cpu: f64,
     leased: u64,
 }
 
-fn counters(info: &mut redis::Connection, share: &RedisShare) -> Counters {
+fn counters(info: &mut redis::Connection, share: &RedisShare) -> SwarmCounters {
     let leased: Option<u64> = redis::cmd("HGET")
         .arg(format!("shape:{{{}}}:settings", share.name))
         .arg("granted")
@@ -195,7 +199,7 @@ fn counters(info: &mut redis::Connection, share: &RedisShare) -> Counters {
         .arg("cpu")
         .query(info)
         .expect("INFO");
-    let mut counted = Counters {
+    let mut counted = SwarmCounters {
         scripts: 0,
         commands: 0,
         cpu: 0.0,
@@ -226,7 +230,7 @@ fn counters(info: &mut redis::Connection, share: &RedisShare) -> Counters {
 }
 
 /// How a run goes.
-pub struct Run {
+pub struct SwarmRun {
     /// Members of the share.
     pub members: usize,
     /// Where the members reach the share (perhaps through a proxy).
@@ -246,10 +250,10 @@ pub struct Run {
 
 /// The swarm, stepped on one thread.
 struct Swarm {
-    members: Vec<Member>,
+    members: Vec<SwarmMember>,
     wakes: BinaryHeap<Reverse<(u64, usize)>>,
-    jobs: Sender<Job>,
-    answers: Receiver<Answer>,
+    jobs: Sender<SwarmCall>,
+    answers: Receiver<SwarmAnswer>,
     lease_time: Duration,
 }
 
@@ -257,7 +261,7 @@ impl Swarm {
     fn join(&mut self, now: u64) {
         let index = self.members.len();
         let id = format!("swarm:{}:{index}", std::process::id());
-        self.members.push(Member::new(id, now));
+        self.members.push(SwarmMember::new(id, now));
         self.step(index, now, Event::Tick);
     }
 
@@ -317,7 +321,7 @@ impl Swarm {
         }
     }
 
-    fn answered(&mut self, (index, answer): Answer) {
+    fn answered(&mut self, (index, answer): SwarmAnswer) {
         let now = MonotonicClock.now();
         let event = match answer {
             Ok(reply) => {
@@ -341,7 +345,7 @@ impl Swarm {
 }
 
 /// Runs a swarm as `run` says and measures it.
-pub fn measure(run: &Run) -> Report {
+pub fn measure(run: &SwarmRun) -> Report {
     let clock = MonotonicClock;
     let mut info = redis::Client::open(run.info.connection_info())
         .and_then(|client| client.get_connection())

@@ -5,15 +5,15 @@ use super::*;
 use std::process::{Child, Command, Stdio};
 
 /// A redis-server on a free loopback port, stopped when dropped.
-struct Server {
+struct RedisServer {
     child: Child,
     port: u16,
 }
 
-impl Server {
+impl RedisServer {
     /// Starts one, or says why not: under CI a missing redis-server fails
     /// the test, elsewhere it is skipped.
-    fn start() -> Option<Server> {
+    fn start() -> Option<RedisServer> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
@@ -31,7 +31,7 @@ impl Server {
             }
             Err(err) => panic!("redis-server cannot be started ({err}), and CI is set"),
         };
-        let server = Server { child, port };
+        let server = RedisServer { child, port };
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Some(server);
@@ -48,7 +48,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -56,10 +56,10 @@ impl Drop for Server {
 }
 
 /// How long each part of a run of `members` lasts: several lease times.
-fn run(members: usize, share: RedisShare, info: RedisShare) -> Run {
+fn run(members: usize, share: RedisShare, info: RedisShare) -> SwarmRun {
     let lease = (members as f64 * 0.005).max(0.1);
     let joining = (members as f64 / 500.0).max(1.0);
-    Run {
+    SwarmRun {
         members,
         share,
         info,
@@ -76,7 +76,7 @@ fn run(members: usize, share: RedisShare, info: RedisShare) -> Run {
 /// spends at its part within 2 s.
 #[test]
 fn a_share_of_300_members_is_exact_and_fair_at_200_calls_a_second() {
-    let Some(server) = Server::start() else {
+    let Some(server) = RedisServer::start() else {
         return;
     };
     let report = measure(&run(300, server.share(), server.share()));

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 const LOOKERS: usize = 4;
 
 /// A name to look up, and the ticket its answer is handed back with.
-struct Job {
+struct Lookup {
     ticket: usize,
     connect: Address,
 }
@@ -30,7 +30,7 @@ pub(super) type Found = (usize, io::Result<Vec<SocketAddr>>);
 
 /// The threads that look names up.
 pub(super) struct Resolver {
-    jobs: Sender<Job>,
+    jobs: Sender<Lookup>,
 }
 
 impl Resolver {
@@ -40,7 +40,7 @@ impl Resolver {
         answered: Sender<Found>,
         wake: impl Fn() + Send + Sync + Clone + 'static,
     ) -> io::Result<Resolver> {
-        let (jobs, taken) = channel::<Job>();
+        let (jobs, taken) = channel::<Lookup>();
         let taken = Arc::new(Mutex::new(taken));
         for _ in 0..LOOKERS {
             let (taken, answered, wake) = (taken.clone(), answered.clone(), wake.clone());
@@ -53,12 +53,12 @@ impl Resolver {
 
     /// Looks `connect` up; its answer comes with `ticket`.
     pub(super) fn ask(&self, ticket: usize, connect: Address) {
-        let _ = self.jobs.send(Job { ticket, connect });
+        let _ = self.jobs.send(Lookup { ticket, connect });
     }
 }
 
 /// Takes jobs in turn until the resolver is dropped.
-fn look_up(taken: &Mutex<Receiver<Job>>, answered: &Sender<Found>, wake: &dyn Fn()) {
+fn look_up(taken: &Mutex<Receiver<Lookup>>, answered: &Sender<Found>, wake: &dyn Fn()) {
     loop {
         let job = match crate::lock::lock(taken).recv() {
             Ok(job) => job,

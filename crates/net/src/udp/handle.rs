@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 /// What was asked of the proxy since its last turn.
 #[derive(Debug, Default)]
-pub(super) struct Asked {
+pub(super) struct Pending {
     /// Client to upstream, then back.
     pub(super) ways: Option<[Impairment; 2]>,
     pub(super) stop: bool,
@@ -18,7 +18,7 @@ pub(super) struct Asked {
 #[derive(Clone)]
 pub struct Handle {
     pub(super) waker: Arc<Waker>,
-    pub(super) asked: Arc<Mutex<Asked>>,
+    pub(super) asked: Arc<Mutex<Pending>>,
 }
 
 impl Handle {

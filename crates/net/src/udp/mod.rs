@@ -13,4 +13,4 @@ mod proxy;
 pub use flows::FlowEnds;
 pub use handle::Handle;
 pub use link::{Impairment, QueueDrop, default_queue};
-pub use proxy::{IDLE, Proxy, Route};
+pub use proxy::{DatagramProxy, IDLE, Route};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 /// One step of a random workload.
 #[derive(Debug, Clone)]
-enum Step {
+enum Op {
     Advance(u64),
     Try(u64),
     Reserve(u64),
@@ -17,13 +17,13 @@ enum Step {
     SetBurst(u64),
 }
 
-fn step(burst_max: u64) -> impl Strategy<Value = Step> {
+fn step(burst_max: u64) -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..3 * SEC).prop_map(Step::Advance),
-        4 => (1..=burst_max).prop_map(Step::Try),
-        2 => (1..=burst_max).prop_map(Step::Reserve),
-        1 => (1.0f64..1e7).prop_map(Step::SetRate),
-        1 => (1..=burst_max).prop_map(Step::SetBurst),
+        4 => (0..3 * SEC).prop_map(Op::Advance),
+        4 => (1..=burst_max).prop_map(Op::Try),
+        2 => (1..=burst_max).prop_map(Op::Reserve),
+        1 => (1.0f64..1e7).prop_map(Op::SetRate),
+        1 => (1..=burst_max).prop_map(Op::SetBurst),
     ]
 }
 
@@ -33,14 +33,14 @@ type Grants = Vec<(u64, u64)>;
 type Rates = Vec<(u64, f64)>;
 
 /// Runs `steps` and returns the grants and the rates in force.
-fn run(b: &TokenBucket<Arc<FakeClock>>, steps: &[Step]) -> (Grants, Rates) {
+fn run(b: &TokenBucket<Arc<FakeClock>>, steps: &[Op]) -> (Grants, Rates) {
     let mut grants = Vec::new();
     let mut pending: Vec<(Reservation, u64)> = Vec::new();
     let mut rates = vec![(BOOT, b.limit().rate().unwrap().bytes_per_sec())];
     for step in steps {
         let now = b.clock().now();
         match *step {
-            Step::Advance(ns) => {
+            Op::Advance(ns) => {
                 pending.retain(|(r, n)| match b.deadline(r) {
                     Some(t) if t <= now + ns => {
                         grants.push((t, *n));
@@ -51,12 +51,12 @@ fn run(b: &TokenBucket<Arc<FakeClock>>, steps: &[Step]) -> (Grants, Rates) {
                 });
                 b.clock().advance(ns);
             }
-            Step::Try(n) => {
+            Op::Try(n) => {
                 if b.try_acquire(n).is_ok() {
                     grants.push((now, n));
                 }
             }
-            Step::Reserve(n) => {
+            Op::Reserve(n) => {
                 // Larger requests are a stream spread over time, which the
                 // interval bound does not describe.
                 let n = n.min(b.burst());
@@ -66,11 +66,11 @@ fn run(b: &TokenBucket<Arc<FakeClock>>, steps: &[Step]) -> (Grants, Rates) {
                     Some(_) => pending.push((r, n)),
                 }
             }
-            Step::SetRate(bps) => {
+            Op::SetRate(bps) => {
                 b.set_limit(rate(bps));
                 rates.push((now, b.limit().rate().unwrap().bytes_per_sec()));
             }
-            Step::SetBurst(burst) => b.set_burst(burst).unwrap(),
+            Op::SetBurst(burst) => b.set_burst(burst).unwrap(),
         }
         // A reservation that a rate change made due now is granted now.
         let now = b.clock().now();
@@ -135,12 +135,12 @@ proptest! {
         changes_allowed in any::<bool>(),
     ) {
         let b = bucket(rate(bps), burst, Fill::Full);
-        let steps: Vec<Step> = steps
+        let steps: Vec<Op> = steps
             .into_iter()
-            .filter(|s| changes_allowed || !matches!(s, Step::SetRate(_) | Step::SetBurst(_)))
+            .filter(|s| changes_allowed || !matches!(s, Op::SetRate(_) | Op::SetBurst(_)))
             .collect();
         let burst_max = steps.iter().fold(burst, |m, s| match s {
-            Step::SetBurst(b) => m.max(*b),
+            Op::SetBurst(b) => m.max(*b),
             _ => m,
         });
         let (mut grants, rates) = run(&b, &steps);

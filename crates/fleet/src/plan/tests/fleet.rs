@@ -147,13 +147,13 @@ impl Redis {
 
 /// A local bucket and a reader that takes all it can.
 #[derive(Default)]
-struct Local {
+struct ModelBucket {
     setting: Option<Setting>,
     tokens: f64,
     granted: u64,
 }
 
-impl Local {
+impl ModelBucket {
     fn tick(&mut self, ms: f64) {
         let Some(setting) = self.setting else { return };
         if setting.paused {
@@ -329,7 +329,7 @@ fn run_as(setup: Setup) -> Spent {
     let mut plans: Vec<Leases> = (0..members)
         .map(|id| Leases::new(held(1), Fallback::Block, joins(id) * MS, 0))
         .collect();
-    let mut locals: Vec<Local> = (0..all).map(|_| Local::default()).collect();
+    let mut locals: Vec<ModelBucket> = (0..all).map(|_| ModelBucket::default()).collect();
     let mut from_4s = vec![0; all];
     let mut calls_from_4s = 0;
     let mut newcomer_spent = Vec::new();

@@ -403,9 +403,9 @@ mod tests {
     use super::*;
 
     /// Gives what it holds a piece at a time, then would block.
-    struct Pieces(Vec<Vec<u8>>);
+    struct WritePieces(Vec<Vec<u8>>);
 
-    impl Read for Pieces {
+    impl Read for WritePieces {
         fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
             if self.0.is_empty() {
                 return Err(io::ErrorKind::WouldBlock.into());
@@ -423,12 +423,12 @@ mod tests {
     #[test]
     fn a_chunk_gathers_what_comes_in_pieces_up_to_its_size() {
         let mut buffer = [0; 100];
-        let mut pieces = Pieces(vec![vec![2; 30], vec![3; 30], vec![4; 50]]);
+        let mut pieces = WritePieces(vec![vec![2; 30], vec![3; 30], vec![4; 50]]);
         buffer[..30].fill(1);
         assert_eq!(fill(&mut pieces, &mut buffer, 30).0, 100);
         assert_eq!(&buffer[..90], [[1; 30], [2; 30], [3; 30]].concat());
         assert_eq!(pieces.0, [vec![4; 40]], "the rest waits for the next chunk");
-        let mut dry = Pieces(Vec::new());
+        let mut dry = WritePieces(Vec::new());
         assert_eq!(fill(&mut dry, &mut buffer, 7).0, 7, "nothing more there");
     }
 }

@@ -15,7 +15,7 @@ const MS: u64 = 1_000_000;
 
 /// One side in memory. As input it gives what it holds and then would
 /// block, or ends once told; as output it takes everything, noting when.
-struct Memory {
+struct MemorySide {
     input: VecDeque<u8>,
     ended: bool,
     /// A reset to report once its input is drained, as Linux reports
@@ -27,9 +27,9 @@ struct Memory {
     shut_at: Option<u64>,
 }
 
-impl Memory {
-    fn new(clock: &Arc<FakeClock>, input: usize, ended: bool) -> Memory {
-        Memory {
+impl MemorySide {
+    fn new(clock: &Arc<FakeClock>, input: usize, ended: bool) -> MemorySide {
+        MemorySide {
             input: (0..input).map(|i| i as u8).collect(),
             ended,
             reset: false,
@@ -53,7 +53,7 @@ impl Memory {
     }
 }
 
-impl Read for Memory {
+impl Read for MemorySide {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         if self.input.is_empty() {
             if std::mem::take(&mut self.reset) {
@@ -73,7 +73,7 @@ impl Read for Memory {
     }
 }
 
-impl Side for Memory {
+impl Side for MemorySide {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.writes.push((self.clock.now(), buf.len()));
         Ok(buf.len())
@@ -87,7 +87,7 @@ impl Side for Memory {
 
 /// A direction going down, its clock, its bucket (starting empty) and its
 /// conditions.
-struct Bench {
+struct DirectionBench {
     clock: Arc<FakeClock>,
     bucket: TokenBucket<Arc<FakeClock>>,
     conditions: Conditions,
@@ -96,8 +96,8 @@ struct Bench {
     scratch: Vec<u8>,
 }
 
-impl Bench {
-    fn new(limit: Limit, burst: u64, delay: Duration, faults: Faults) -> Bench {
+impl DirectionBench {
+    fn new(limit: Limit, burst: u64, delay: Duration, faults: Faults) -> DirectionBench {
         let clock = Arc::new(FakeClock::new(0));
         let bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, clock.clone()).unwrap();
         let conditions = Conditions::new(InForce {
@@ -125,7 +125,7 @@ impl Bench {
                 now: 0,
             },
         );
-        Bench {
+        DirectionBench {
             clock,
             bucket,
             conditions,
@@ -137,15 +137,15 @@ impl Bench {
 
     /// An input holding `input` bytes (and then ending, if `ended`), and
     /// an output that takes everything.
-    fn sides(&self, input: usize, ended: bool) -> (Memory, Memory) {
+    fn sides(&self, input: usize, ended: bool) -> (MemorySide, MemorySide) {
         (
-            Memory::new(&self.clock, input, ended),
-            Memory::new(&self.clock, 0, false),
+            MemorySide::new(&self.clock, input, ended),
+            MemorySide::new(&self.clock, 0, false),
         )
     }
 
     /// Steps once, now.
-    fn step(&mut self, from: &mut Memory, to: &mut Memory) -> Result<Option<u64>, Failure> {
+    fn step(&mut self, from: &mut MemorySide, to: &mut MemorySide) -> Result<Option<u64>, Failure> {
         self.direction.step(
             from,
             to,
@@ -158,7 +158,7 @@ impl Bench {
 
     /// Steps at every moment the direction asks for, until it is done or
     /// asks for nothing, or the clock passes `until`; returns the moments.
-    fn run(&mut self, from: &mut Memory, to: &mut Memory, until: u64) -> Vec<u64> {
+    fn run(&mut self, from: &mut MemorySide, to: &mut MemorySide, until: u64) -> Vec<u64> {
         let mut moments = Vec::new();
         while let Some(wake) = self.step(from, to).unwrap() {
             if self.direction.done() || wake > until {
@@ -178,7 +178,7 @@ fn rate() -> Limit {
 
 #[test]
 fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
-    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
+    let mut bench = DirectionBench::new(rate(), 10_000, Duration::ZERO, Faults::default());
     let (mut from, mut to) = bench.sides(30_000, true);
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
@@ -198,7 +198,7 @@ fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
 fn a_reset_met_while_a_chunk_gathers_is_a_reset_not_an_end() {
     // Unlimited: the whole input is one read, and the reset comes in the
     // read that would have gathered more into the same chunk.
-    let mut bench = Bench::new(Limit::Unlimited, 1, Duration::ZERO, Faults::default());
+    let mut bench = DirectionBench::new(Limit::Unlimited, 1, Duration::ZERO, Faults::default());
     let (mut from, mut to) = bench.sides(100, false);
     from.reset = true;
     let mut failed = None;
@@ -219,7 +219,7 @@ fn a_reset_met_while_a_chunk_gathers_is_a_reset_not_an_end() {
 
 #[test]
 fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
-    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
+    let mut bench = DirectionBench::new(rate(), 10_000, Duration::ZERO, Faults::default());
     let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, 100 * MS);
     assert_eq!(
@@ -246,7 +246,7 @@ fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
 #[test]
 fn a_delay_line_holds_each_chunk_for_the_delay_after_it_is_paid() {
     let delay = Duration::from_millis(50);
-    let mut bench = Bench::new(rate(), 10_000, delay, Faults::default());
+    let mut bench = DirectionBench::new(rate(), 10_000, delay, Faults::default());
     let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
@@ -271,7 +271,7 @@ fn slices_leave_a_pause_apart() {
         slice_pause: Duration::from_millis(20),
         ..Faults::default()
     };
-    let mut bench = Bench::new(Limit::Unlimited, 1 << 17, Duration::ZERO, faults);
+    let mut bench = DirectionBench::new(Limit::Unlimited, 1 << 17, Duration::ZERO, faults);
     let (mut from, mut to) = bench.sides(500, true);
     bench.run(&mut from, &mut to, u64::MAX);
     let expected: Vec<(u64, usize)> = (0..5).map(|k| (k * 20 * MS, 100)).collect();
@@ -284,7 +284,7 @@ fn a_slow_close_holds_the_end_that_long_after_the_data() {
         slow_close: Duration::from_millis(300),
         ..Faults::default()
     };
-    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
+    let mut bench = DirectionBench::new(rate(), 10_000, Duration::ZERO, faults);
     let (mut from, mut to) = bench.sides(10_000, true);
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out_by(100 * MS), 10_000);
@@ -298,7 +298,7 @@ fn a_stall_in_time_keeps_the_output_open_and_silent_from_that_moment() {
         stall_after: Some(Trigger::After(Duration::from_millis(100))),
         ..Faults::default()
     };
-    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
+    let mut bench = DirectionBench::new(rate(), 10_000, Duration::ZERO, faults);
     let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
     // What was paid before 100 ms went out (a chunk of 1,500 bytes every
@@ -316,7 +316,7 @@ fn a_reset_in_time_strikes_at_its_moment_even_with_nothing_to_do() {
         reset_after: Some(Trigger::After(Duration::from_millis(100))),
         ..Faults::default()
     };
-    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, faults);
+    let mut bench = DirectionBench::new(rate(), 10_000, Duration::ZERO, faults);
     // An open input with nothing in it: only the reset is awaited.
     let (mut from, mut to) = bench.sides(0, false);
     assert_eq!(bench.step(&mut from, &mut to).unwrap(), Some(100 * MS));
@@ -329,7 +329,7 @@ fn a_reset_in_time_strikes_at_its_moment_even_with_nothing_to_do() {
 
 #[test]
 fn a_fault_sent_while_running_counts_from_that_moment() {
-    let mut bench = Bench::new(rate(), 10_000, Duration::ZERO, Faults::default());
+    let mut bench = DirectionBench::new(rate(), 10_000, Duration::ZERO, Faults::default());
     let (mut from, mut to) = bench.sides(30_000, true);
     bench.run(&mut from, &mut to, 50 * MS);
     bench.clock.advance_to(50 * MS);
@@ -350,7 +350,7 @@ fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
     // As `shape --serve` sets up toxiproxy's bandwidth toxic: a bucket of
     // the connection's own, full, whose burst is one small chunk.
     let limit = Limit::per_second(1_000_000);
-    let mut bench = Bench::new(limit, 2, Duration::ZERO, Faults::default());
+    let mut bench = DirectionBench::new(limit, 2, Duration::ZERO, Faults::default());
     let burst = crate::chunk::bandwidth_burst(limit);
     bench.bucket = TokenBucket::with_clock(limit, burst, Fill::Full, bench.clock.clone()).unwrap();
     let (mut from, mut to) = bench.sides(480_000, true);
@@ -370,7 +370,7 @@ fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
 }
 
 /// The CV of the bytes written in each `window` from `from` to `to`.
-fn cv_per(out: &Memory, window: u64, from: u64, to: u64) -> f64 {
+fn cv_per(out: &MemorySide, window: u64, from: u64, to: u64) -> f64 {
     let windows: Vec<f64> = (from / window..to / window)
         .map(|k| (out.out_by((k + 1) * window) - out.out_by(k * window)) as f64)
         .collect();
@@ -389,7 +389,7 @@ fn at_any_rate_a_connection_keeps_between_its_burst_and_a_chunk_behind() {
         let limit = Limit::per_second(per_second);
         let burst = crate::chunk::default_burst(limit, crate::counting::Counting::Bytes);
         let chunk = proxy_chunk_size(limit, burst) as u128;
-        let mut bench = Bench::new(limit, burst, Duration::ZERO, Faults::default());
+        let mut bench = DirectionBench::new(limit, burst, Duration::ZERO, Faults::default());
         bench.bucket =
             TokenBucket::with_clock(limit, burst, Fill::Full, bench.clock.clone()).unwrap();
         let (mut from, mut to) = bench.sides(4 * per_second as usize, true);

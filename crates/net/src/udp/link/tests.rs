@@ -8,23 +8,23 @@ use std::sync::Arc;
 const MS: u64 = 1_000_000;
 
 /// A link, the bucket it pays from and their clock.
-struct Bench {
+struct LinkBench {
     clock: Arc<FakeClock>,
     bucket: TokenBucket<Arc<FakeClock>>,
     link: Link,
 }
 
-impl Bench {
+impl LinkBench {
     /// A link paying from an empty bucket of `rate` units a second and a
     /// burst of `burst` (`None`: unlimited).
-    fn new(impairment: Impairment, rate: Option<(u64, u64)>, seed: u64) -> Bench {
+    fn new(impairment: Impairment, rate: Option<(u64, u64)>, seed: u64) -> LinkBench {
         let clock = Arc::new(FakeClock::new(0));
         let (limit, burst) = match rate {
             Some((rate, burst)) => (Limit::per_second(rate), burst),
             None => (Limit::Unlimited, 1),
         };
         let bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, clock.clone()).unwrap();
-        Bench {
+        LinkBench {
             clock,
             bucket,
             link: Link::new(impairment, seed),
@@ -64,7 +64,7 @@ fn number(datagram: &[u8]) -> u64 {
 
 /// Sends `count` datagrams of `size` bytes, one every `every` ns, and
 /// collects what leaves and when, stepping at every wake-up.
-fn run(link: &mut Bench, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u8>)> {
+fn run(link: &mut LinkBench, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u8>)> {
     let mut left = Vec::new();
     let mut next = 0;
     let mut now = 0;
@@ -89,7 +89,7 @@ fn run(link: &mut Bench, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u
 fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
     // 1,000 B/s, datagrams of 100 B every 50 ms (2,000 B/s), a queue of
     // 3,000 B: each takes 100 ms on the link.
-    let mut link = Bench::new(
+    let mut link = LinkBench::new(
         Impairment {
             queue: 3000,
             ..Impairment::default()
@@ -119,7 +119,7 @@ fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
 
 #[test]
 fn a_head_drop_loses_the_oldest_waiting() {
-    let mut link = Bench::new(
+    let mut link = LinkBench::new(
         Impairment {
             queue: 300,
             queue_drop: QueueDrop::Head,
@@ -148,7 +148,7 @@ fn a_head_drop_loses_the_oldest_waiting() {
 fn packets_count_datagrams_whatever_their_size() {
     // 10 datagrams a second: sizes do not matter.
     let one = Counting::Datagrams.tokens(1);
-    let mut link = Bench::new(
+    let mut link = LinkBench::new(
         Impairment {
             packets: true,
             queue: 100 * one,
@@ -185,7 +185,7 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
         jitter: 10 * MS,
         ..Impairment::default()
     };
-    let mut link = Bench::new(impairment.clone(), None, 3);
+    let mut link = LinkBench::new(impairment.clone(), None, 3);
     let count = 100_000;
     let left = run(&mut link, count, 64, MS);
     assert_eq!(left.len() as u64, count);
@@ -212,7 +212,7 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
     let seen = overtaken(&left);
     assert!((seen / expected - 1.0).abs() < 0.02, "{seen} of {expected}");
     // Keeping the order, none does, and none leaves before its delay.
-    let mut kept = Bench::new(
+    let mut kept = LinkBench::new(
         Impairment {
             keep_order: true,
             ..impairment
@@ -227,7 +227,7 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
 
 #[test]
 fn reordered_datagrams_skip_the_delay() {
-    let mut link = Bench::new(
+    let mut link = LinkBench::new(
         Impairment {
             delay: 100 * MS,
             reorder: 0.25,
@@ -250,7 +250,7 @@ fn reordered_datagrams_skip_the_delay() {
 
 #[test]
 fn duplicates_follow_their_datagram_and_are_counted() {
-    let mut link = Bench::new(
+    let mut link = LinkBench::new(
         Impairment {
             duplicate: 0.1,
             ..Impairment::default()
@@ -273,7 +273,7 @@ fn duplicates_follow_their_datagram_and_are_counted() {
 
 #[test]
 fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
-    let mut link = Bench::new(
+    let mut link = LinkBench::new(
         Impairment {
             corrupt: 1.0,
             mtu: Some(Mtu {
@@ -292,7 +292,7 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
     assert_eq!(flipped, 1);
     assert_eq!(link.tally().cut, (1, 1500));
     assert_eq!(link.tally().corrupted.0, 1);
-    let mut dropping = Bench::new(
+    let mut dropping = LinkBench::new(
         Impairment {
             mtu: Some(Mtu {
                 size: 1000,
@@ -311,7 +311,7 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
 
 #[test]
 fn a_flood_into_a_long_delay_holds_no_more_than_the_bound() {
-    let mut link = Bench::new(
+    let mut link = LinkBench::new(
         Impairment {
             delay: 1_000 * MS,
             held_most: Some(10_000),
@@ -343,7 +343,7 @@ fn a_seed_replays_everything_a_link_did() {
         ..Impairment::default()
     };
     let replay = |seed| {
-        let mut link = Bench::new(impairment.clone(), Some((50_000, 1_000)), seed);
+        let mut link = LinkBench::new(impairment.clone(), Some((50_000, 1_000)), seed);
         let left = run(&mut link, 20_000, 200, MS / 2);
         (left, link.tally())
     };

@@ -3,14 +3,14 @@
 //! limit kept, a shortage of sockets counted and said once) and from the
 //! upstream (a refusal counted and said once), each into its way's link.
 
-use super::{Link, Own, Proxy};
+use super::{DatagramProxy, Link, Own};
 use std::io;
 use std::net::SocketAddr;
 
 /// Errors in a row on the listening socket before it counts as broken.
 const MOST_ERRORS: u32 = 1024;
 
-impl Proxy {
+impl DatagramProxy {
     /// Takes in every datagram the clients sent.
     pub(super) fn take_from_clients(&mut self, now: u64) -> io::Result<()> {
         let mut errors = 0;

@@ -6,7 +6,7 @@
 //! to leave, or a flow's idle time may have run out.
 
 use super::flows::{FlowEnds, Flows, Own};
-use super::handle::{Asked, Handle};
+use super::handle::{Handle, Pending};
 use super::link::{Impairment, Link, Tally};
 use crate::alarm::Alarm;
 use crate::bucket::Bucket;
@@ -53,7 +53,7 @@ pub struct Route {
 }
 
 /// A datagram proxy, bound and ready to serve.
-pub struct Proxy {
+pub struct DatagramProxy {
     route: Route,
     poll: Poll,
     listen: UdpSocket,
@@ -84,7 +84,7 @@ pub struct Proxy {
     /// Datagrams (and bytes) each way dropped past their flow's limit.
     over_limit: [(u64, u64); 2],
     /// What another thread asked of it, through a [`Handle`].
-    asked: Arc<Mutex<Asked>>,
+    asked: Arc<Mutex<Pending>>,
     /// Makes each flow's own buckets, up then down, when each flow has
     /// links of its own (`--per-connection`).
     per_flow: Option<Box<OwnBuckets>>,
@@ -101,14 +101,14 @@ pub struct Proxy {
     buffer: Vec<u8>,
 }
 
-impl Proxy {
+impl DatagramProxy {
     /// Binds the listening socket; what leaves each way is counted in
     /// `passed`.
     pub fn bind(
         route: Route,
         buckets: [Arc<Bucket>; 2],
         passed: [Arc<Throughput>; 2],
-    ) -> io::Result<Proxy> {
+    ) -> io::Result<DatagramProxy> {
         let poll = Poll::new()?;
         let mut listen = UdpSocket::bind(route.listen)?;
         poll.registry()
@@ -120,7 +120,7 @@ impl Proxy {
                 .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)
                 .is_ok()
         });
-        Ok(Proxy {
+        Ok(DatagramProxy {
             route,
             poll,
             listen,
@@ -417,7 +417,7 @@ mod tests {
         };
         let buckets = [0, 1].map(|_| Arc::new(own_empty(limit, 1000).unwrap()));
         let passed = [0, 1].map(|_| Arc::new(Throughput::since(Instant::now())));
-        let mut proxy = Proxy::bind(route, buckets, passed).unwrap();
+        let mut proxy = DatagramProxy::bind(route, buckets, passed).unwrap();
         if own {
             proxy.per_flow(Box::new(move |_| {
                 own_empty(limit, 1000)
