@@ -104,14 +104,17 @@ fn get(address: &str, path: &str) -> String {
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
         .into();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let mut body = None;
+    let mut failed = String::new();
+    let answered = comes_within(Duration::from_secs(20), || {
         match agent.get(&format!("http://{address}{path}")).call() {
-            Ok(mut answer) => return answer.body_mut().read_to_string().unwrap(),
-            Err(err) => assert!(Instant::now() < deadline, "GET {path}: {err}"),
+            Ok(mut answer) => body = Some(answer.body_mut().read_to_string().unwrap()),
+            Err(err) => failed = err.to_string(),
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        body.is_some()
+    });
+    assert!(answered, "GET {path}: {failed}");
+    body.unwrap()
 }
 
 #[test]

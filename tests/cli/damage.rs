@@ -28,10 +28,9 @@ fn write_over_the_generation(path: &std::path::Path) {
 fn copying_on(runtime: &Runtime, name: &str) -> Running {
     let shape = runtime.start(["--share", name, "--rate", "1MiB", "--progress", "none"]);
     let started = Instant::now();
-    while shape.bytes_between(started - Duration::from_secs(1), Instant::now()) == 0 {
-        assert!(started.elapsed() < Duration::from_secs(5), "nothing passed");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("bytes to pass", || {
+        shape.bytes_between(started - Duration::from_secs(1), Instant::now()) > 0
+    });
     shape
 }
 
@@ -334,7 +333,13 @@ fn noise_sent_as_control_messages_is_refused_and_the_copy_goes_on() {
         }
     }
     shape.signal(Signal::USR2);
-    std::thread::sleep(Duration::from_millis(300));
+    // Every request read (and refused, and taken away) before the real one.
+    let noise = |name: &str| name.contains(".req.noise");
+    wait_until("the noise to be read", || {
+        !std::fs::read_dir(&dir)
+            .unwrap()
+            .any(|entry| noise(&entry.unwrap().file_name().to_string_lossy()))
+    });
     let answer = runtime.remote(shape.pid, ["--burst", "32k"]);
     let pid = shape.pid;
     assert!(

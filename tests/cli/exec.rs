@@ -6,8 +6,8 @@
 //! burst), and on a busy machine may be slower.
 
 use crate::harness::{
-    Runtime, Scratch, installed, random_bytes, said_by, send_signal, shape, skipped,
-    wait_until_said,
+    Runtime, Scratch, comes_within, installed, random_bytes, said_by, send_signal, shape, skipped,
+    wait_until, wait_until_said,
 };
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -385,7 +385,10 @@ fn sigterm_sent_to_shape_reaches_the_command_which_ends_it() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let children = format!("/proc/{0}/task/{0}/children", child.id());
+    wait_until("the command to start", || {
+        std::fs::read_to_string(&children).is_ok_and(|pids| !pids.trim().is_empty())
+    });
     send_signal(child.id(), rustix::process::Signal::TERM);
     let start = Instant::now();
     let status = child.wait().unwrap();
@@ -451,7 +454,10 @@ fn a_running_exec_is_changed_by_remote_and_reports_on_sigusr1() {
     let pid = child.id();
     runtime.wait_registered(pid);
     let said = said_by(&mut child);
-    std::thread::sleep(Duration::from_millis(500));
+    // The change comes while the transfer runs.
+    wait_until("curl to receive", || {
+        std::fs::metadata(&got).is_ok_and(|file| file.len() > 0)
+    });
     send_signal(pid, rustix::process::Signal::USR1);
     wait_until_said(&said, "down");
     let remote = runtime.remote(pid, ["--rate", "10MiB"]);
@@ -552,12 +558,11 @@ impl Sshd {
             port,
             key: scratch.path().join("user"),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err("sshd did not listen".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let listening = comes_within(Duration::from_secs(10), || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        if !listening {
+            return Err("sshd did not listen".into());
         }
         Ok(sshd)
     }
@@ -896,9 +901,11 @@ fn a_signal_the_command_handles_ends_a_call_shape_holds() {
     // by shape until its SIGUSR1 handler must run.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port().to_string();
+    // Held open until the test ends and drops its end of the channel.
+    let (_hold, until_done) = std::sync::mpsc::channel::<()>();
     let _keep = std::thread::spawn(move || {
         let held: Vec<_> = silent.incoming().take(1).collect();
-        std::thread::sleep(Duration::from_secs(30));
+        let _ = until_done.recv();
         drop(held);
     });
     let wait = "import signal, socket, sys\n\
@@ -922,7 +929,17 @@ fn a_signal_the_command_handles_ends_a_call_shape_holds() {
     let children =
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
     let python: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // Its recv held by shape: /proc says which call a blocked thread is in.
+    let recvfrom = if cfg!(target_arch = "aarch64") {
+        "207"
+    } else {
+        "45"
+    };
+    let call = format!("/proc/{python}/syscall");
+    wait_until("the recv to be held", || {
+        std::fs::read_to_string(&call)
+            .is_ok_and(|now| now.split_whitespace().next() == Some(recvfrom))
+    });
     let start = Instant::now();
     send_signal(python, rustix::process::Signal::USR1);
     assert_eq!(lines.next().unwrap().unwrap(), "woken");

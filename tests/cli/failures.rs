@@ -5,21 +5,19 @@ use crate::harness::*;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waits up to `limit` for `child` to exit.
 fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("shape still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let mut ended = None;
+    if !comes_within(limit, || {
+        ended = child.try_wait().unwrap();
+        ended.is_some()
+    }) {
+        let _ = child.kill();
+        panic!("shape still running after {limit:?}");
     }
+    ended.unwrap()
 }
 
 /// `shape [args] < /dev/zero | head -c 1M`: shape dies of SIGPIPE at once,
@@ -98,7 +96,14 @@ fn ctrl_c_ends_a_sleeping_shape_with_sigint() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Its byte passed, it waits a second for the next one.
+    let state = format!("/proc/{}/stat", child.id());
+    wait_until("shape to sleep", || {
+        std::fs::read_to_string(&state).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('S'))
+        })
+    });
     send_signal(child.id(), rustix::process::Signal::INT);
     let status = wait_within(&mut child, Duration::from_secs(2));
     assert_eq!(status.signal(), Some(2), "{status:?}");

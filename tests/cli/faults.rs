@@ -162,12 +162,15 @@ fn bad_fault_values_are_usage_errors_naming_the_flag() {
 
 #[test]
 fn a_stall_forwards_that_much_then_keeps_the_output_open_and_silent() {
+    let started = Instant::now();
     let mut shape = Running::start(
         shape(["--stall-after", "1KiB"]),
         Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
         false,
     );
-    std::thread::sleep(Duration::from_millis(700));
+    shape.wait_for_bytes(started, 1024);
+    // Then open and silent for a while: the while is the subject.
+    sleep_for(Duration::from_millis(500));
     let still_running = shape.child.try_wait().unwrap().is_none();
     let arrived = shape.bytes_between(
         Instant::now() - Duration::from_secs(60),
@@ -225,7 +228,8 @@ fn a_stalled_copy_ends_as_by_sigpipe_when_its_reader_leaves() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
+        // Past the stall's 200 ms: when is the subject.
+        sleep_for(Duration::from_millis(500));
         drop(child.stdout.take());
         let status = ended_within_ten_seconds(&mut child);
         assert_eq!(status.signal(), Some(13), "round {round}: {status:?}");
@@ -354,8 +358,9 @@ fn a_copy_takes_live_changes_of_the_faults_it_can_and_refuses_the_rest() {
         true,
     );
     runtime.wait_registered(shape.pid);
+    let started = Instant::now();
     let feeder = shape.feed(&zeros, 4096);
-    std::thread::sleep(Duration::from_millis(500));
+    shape.wait_for_bytes(started, 64 << 10);
     let flip = runtime.remote(shape.pid, ["--corrupt", "1"]);
     assert_eq!(flip.code(), 0, "{}", flip.stderr);
     let stall = runtime.remote(shape.pid, ["--stall-after", "1KiB"]);

@@ -52,11 +52,7 @@ impl Redis {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "redis-server never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("redis-server to listen", || socket.exists());
         child
     }
 
@@ -113,11 +109,9 @@ impl Redis {
 
     /// Waits up to ten seconds for `more` scripts asked for after `from`.
     fn wait_for_scripts(&self, from: u64, more: u64) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.scripts_asked() < from + more {
-            assert!(Instant::now() < deadline, "Redis was asked nothing more");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("Redis to be asked more", || {
+            self.scripts_asked() >= from + more
+        });
     }
 }
 
@@ -191,11 +185,7 @@ fn a_remote_change_reaches_every_shape_on_every_machine() {
     );
     let from = changed + Duration::from_millis(500);
     let window = Duration::from_secs(2);
-    std::thread::sleep((from + window).saturating_duration_since(Instant::now()));
-    let total: f64 = shapes
-        .iter()
-        .map(|s| s.bytes_between(from, from + window) as f64 / window.as_secs_f64())
-        .sum();
+    let total: f64 = rates(&shapes, from, window).iter().sum();
     for shape in shapes {
         shape.stop();
     }
@@ -221,8 +211,8 @@ fn a_shape_that_wakes_from_idle_takes_only_what_it_sends() {
     let mut idle = Running::start(command, Stdio::piped(), false);
     let mut input = idle.child.stdin.take().unwrap();
     // Idle long enough for its bucket to have overflowed 8 MiB, then 64 KiB
-    // and idle again, its input left open.
-    std::thread::sleep(Duration::from_secs(2));
+    // and idle again, its input left open: the idle spell is the subject.
+    sleep_for(Duration::from_secs(2));
     input.write_all(&[0; 64 << 10]).unwrap();
     let woke = Instant::now();
     let rate = busy.rate_over(
@@ -249,10 +239,14 @@ fn redis_stopped_mid_transfer_loses_nothing_and_is_said_once() {
     let mut command = runtime.shape(["--share", &share, "--rate", "2MiB", "--stats"]);
     command.stdin(Stdio::piped());
     let mut shape = Running::start(command, Stdio::piped(), true);
+    let started = Instant::now();
     let feeder = shape.feed(&data, data.len());
-    std::thread::sleep(Duration::from_millis(800));
+    shape.wait_for_bytes(started, 1 << 20);
     redis.stop();
-    std::thread::sleep(Duration::from_millis(800));
+    shape.wait_for_stderr("Redis is unreachable");
+    // Down for a while, spending on at the last rate: the outage's length
+    // is the subject.
+    sleep_for(Duration::from_millis(800));
     redis.restart();
     feeder.join().unwrap();
     let (status, output, stderr) = shape.finish();
@@ -369,6 +363,7 @@ fn a_hung_redis_never_lets_a_holding_shape_spend_more_than_it_leased() {
     };
     let share = redis.share("hung");
     let runtime = Runtime::new("fleet-hung-rt");
+    let started = Instant::now();
     let shape = machine(
         &runtime,
         &[
@@ -380,10 +375,11 @@ fn a_hung_redis_never_lets_a_holding_shape_spend_more_than_it_leased() {
             "block",
         ],
     );
-    std::thread::sleep(Duration::from_millis(800));
+    shape.wait_for_bytes(started, 1 << 20);
     redis.freeze(true);
     let frozen = Instant::now();
-    std::thread::sleep(Duration::from_millis(2500));
+    // What passes in a freeze of 2.5 s: time is the subject.
+    sleep_for(Duration::from_millis(2500));
     let during = shape.bytes_between(frozen, Instant::now());
     redis.freeze(false);
     let thawed = Instant::now();
@@ -417,10 +413,13 @@ fn a_shape_leaves_promptly_whatever_redis_does() {
     command.stdin(Stdio::piped());
     let mut shape = Running::start(command, Stdio::piped(), false);
     let mut input = shape.child.stdin.take().unwrap();
+    let started = Instant::now();
     input.write_all(&[7; 64 << 10]).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    shape.wait_for_bytes(started, 64 << 10);
     redis.freeze(true);
-    std::thread::sleep(Duration::from_millis(300));
+    // Frozen while the member's next lease call is under way: it must
+    // leave without Redis's answer. The wait for that call is the subject.
+    sleep_for(Duration::from_millis(300));
     let closed = Instant::now();
     drop(input);
     let (status, _, stderr) = shape.finish();
@@ -446,6 +445,7 @@ fn a_shares_settings_survive_a_redis_restart() {
     let shape = machine(&runtime, &["--share", &share, "--rate", "1MiB"]);
     // On the share, and spending.
     shape.wait_for_bytes(started, 1);
+    let asked = redis.scripts_asked();
     let answer = run(
         runtime.shape(["--remote", &format!("share:{share}"), "--rate", "4MiB"]),
         Stdio::null(),
@@ -456,7 +456,8 @@ fn a_shares_settings_survive_a_redis_restart() {
         String::from_utf8_lossy(&answer.stdout),
         format!("share {share}: rate 4.00 MiB/s, burst 409.60 KiB\n")
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // The change, then two leases, whose replies carry it to the member.
+    redis.wait_for_scripts(asked, 3);
     redis.restart();
     let back = Instant::now();
     let rate = shape.rate_over(back + Duration::from_millis(800), Duration::from_secs(1));
@@ -576,7 +577,7 @@ fn at_a_distance(redis: &Redis, round_trip: Duration) -> Listening {
 /// start, for members started at different times), once that passed.
 fn spent_from(shapes: &[(Running, Instant)], from: Duration, length: Duration) -> Vec<f64> {
     let last = shapes.iter().map(|(_, started)| *started).max().unwrap();
-    std::thread::sleep((last + from + length).saturating_duration_since(Instant::now()));
+    sleep_until(last + from + length);
     shapes
         .iter()
         .map(|(shape, started)| {
@@ -658,17 +659,14 @@ fn a_share_is_spent_whole_again_half_a_second_after_redis_wakes() {
         .map(|i| machine(&Runtime::new(&format!("fleet-wakes-{i}")), &args))
         .collect();
     // All four spend before Redis freezes.
-    let deadline = Instant::now() + Duration::from_secs(10);
     let moving = |shape: &Running| {
         let now = Instant::now();
         shape.bytes_between(now - Duration::from_millis(100), now) > 0
     };
-    while !members.iter().all(moving) {
-        assert!(Instant::now() < deadline, "the members never all spent");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the members all to spend", || members.iter().all(moving));
     redis.freeze(true);
-    std::thread::sleep(Duration::from_secs(3));
+    // Frozen for three seconds: how the members wake after is the subject.
+    sleep_for(Duration::from_secs(3));
     redis.freeze(false);
     let woke = Instant::now();
     let each = rates(
@@ -699,11 +697,9 @@ fn a_shape_ended_by_sigterm_leaves_the_share_before_it_exits() {
     let args = ["--share", &share, "--rate", "4MiB"];
     let (a, b) = (Runtime::new("fleet-term-a"), Runtime::new("fleet-term-b"));
     let shapes = [machine(&a, &args), machine(&b, &args)];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while redis.cli(&["ZCARD", "shape:{term}:deadline"]).trim() != "2" {
-        assert!(Instant::now() < deadline, "never two members");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("two members", || {
+        redis.cli(&["ZCARD", "shape:{term}:deadline"]).trim() == "2"
+    });
     let [ended, kept] = shapes;
     let (status, _, stderr) = ended.stop();
     assert_eq!(status.signal(), Some(15), "{status:?} {stderr}");

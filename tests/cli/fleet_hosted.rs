@@ -52,14 +52,9 @@ fn server(dir: &Path, port: u16, tls: &[String], args: &[String]) -> Child {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while cli(port, tls, &["ping"]).trim() != "PONG" {
-        assert!(
-            Instant::now() < deadline,
-            "redis-server on {port} never answered"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(&format!("redis-server on {port} to answer"), || {
+        cli(port, tls, &["ping"]).trim() == "PONG"
+    });
     child
 }
 
@@ -155,18 +150,16 @@ impl Cluster {
             tls,
             _dir: dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !cluster.ports().iter().all(|&port| {
-            let info = cluster.cli(port, &["cluster", "info"]);
-            let replication = cluster.cli(port, &["info", "replication"]);
-            info.contains("cluster_state:ok")
-                && info.contains(&format!("cluster_known_nodes:{count}"))
-                && (!replication.contains("role:slave")
-                    || replication.contains("master_link_status:up"))
-        }) {
-            assert!(Instant::now() < deadline, "the cluster never came up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_up_to(Duration::from_secs(20), "the cluster to come up", || {
+            cluster.ports().iter().all(|&port| {
+                let info = cluster.cli(port, &["cluster", "info"]);
+                let replication = cluster.cli(port, &["info", "replication"]);
+                info.contains("cluster_state:ok")
+                    && info.contains(&format!("cluster_known_nodes:{count}"))
+                    && (!replication.contains("role:slave")
+                        || replication.contains("master_link_status:up"))
+            })
+        });
         Some(cluster)
     }
 
@@ -308,10 +301,11 @@ fn a_share_on_a_cluster_works_from_any_node_and_follows_its_slot_as_it_moves() {
             ],
         ),
     ];
-    // The slot moves twice while they run.
-    std::thread::sleep(Duration::from_millis(1500));
+    // The slot moves twice within the window the rates are measured over:
+    // when is the subject.
+    sleep_until(started + Duration::from_millis(1500));
     cluster.migrate(slot, others[0]);
-    std::thread::sleep(Duration::from_millis(1500));
+    sleep_until(started + Duration::from_millis(3000));
     cluster.migrate(slot, others[1]);
     let each = rates(
         &shapes,
@@ -398,19 +392,19 @@ fn members_follow_a_failover_of_the_node_they_were_pointed_at_saying_so_each_way
     let runtime = Runtime::new("cluster-failover");
     // Pointed at the very master that will fail.
     let share = format!("redis://127.0.0.1:{owner}/failing");
+    let started = Instant::now();
     let shape = machine(&runtime, &["--share", &share, "--rate", "2MiB"]);
-    std::thread::sleep(Duration::from_millis(800));
+    shape.wait_for_bytes(started, 1 << 20);
     let killed = Instant::now();
     cluster.kill(owner);
     let survivor = cluster.ports()[0];
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while cluster.gives(survivor, slot, owner) {
-        assert!(Instant::now() < deadline, "no replica took over");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_up_to(Duration::from_secs(20), "a replica to take over", || {
+        !cluster.gives(survivor, slot, owner)
+    });
     let promoted = killed.elapsed();
     // Two seconds after the promotion: back on the cluster, and spending.
-    std::thread::sleep(Duration::from_secs(2));
+    // How soon is the subject.
+    sleep_for(Duration::from_secs(2));
     let after = shape.rate_over(Instant::now(), Duration::from_secs(1));
     let (_, _, stderr) = shape.stop();
     eprintln!(

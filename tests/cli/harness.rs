@@ -310,17 +310,15 @@ impl Running {
 
     /// Waits up to ten seconds for `bytes` to have arrived since `from`.
     pub fn wait_for_bytes(&self, from: Instant, bytes: usize) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.bytes_between(from, Instant::now()) < bytes {
-            assert!(Instant::now() < deadline, "{bytes} bytes never came");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(&format!("{bytes} bytes to come"), || {
+            self.bytes_between(from, Instant::now()) >= bytes
+        });
     }
 
     /// Bytes per second that arrived from `from` for `length`, waiting for
     /// that window to pass.
     pub fn rate_over(&self, from: Instant, length: Duration) -> f64 {
-        std::thread::sleep((from + length).saturating_duration_since(Instant::now()));
+        sleep_until(from + length);
         self.bytes_between(from, from + length) as f64 / length.as_secs_f64()
     }
 
@@ -373,9 +371,51 @@ impl Running {
     }
 }
 
+/// Waits up to ten seconds for `done` to hold, looking again and again: for
+/// what the program does that it says nowhere (a file made, a count
+/// grown, a server listening). Panics, naming `what`, if it never does.
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    wait_up_to(Duration::from_secs(10), what, done);
+}
+
+/// As [`wait_until`], for up to `most`: for what takes its own time (a
+/// cluster forming, a failover).
+pub fn wait_up_to(most: Duration, what: &str, done: impl FnMut() -> bool) {
+    assert!(comes_within(most, done), "waited {most:?} for {what}");
+}
+
+/// True once `done` holds, false if it has not within `most`: for a wait
+/// whose failure is not the test's (a tool that will not start).
+pub fn comes_within(most: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + most;
+    // Soon at first; then less often, so that a look that costs (a
+    // process started each time) leaves the machine to what it waits for.
+    let mut pause = Duration::from_millis(2);
+    while !done() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+    true
+}
+
+/// Sleeps until `at`, for a test whose subject is time itself: a window
+/// a rate is measured over, an idle spell, an outage of a given length.
+pub fn sleep_until(at: Instant) {
+    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+}
+
+/// Sleeps for `length`, for a test whose subject is time itself (see
+/// [`sleep_until`]).
+pub fn sleep_for(length: Duration) {
+    std::thread::sleep(length);
+}
+
 /// Each shape's rate over `length` from `from`, after that window passed.
 pub fn rates(shapes: &[Running], from: Instant, length: Duration) -> Vec<f64> {
-    std::thread::sleep((from + length).saturating_duration_since(Instant::now()));
+    sleep_until(from + length);
     shapes
         .iter()
         .map(|s| s.bytes_between(from, from + length) as f64 / length.as_secs_f64())
@@ -430,11 +470,7 @@ impl Runtime {
 
     pub fn wait_registered(&self, pid: u32) {
         let marker = self.control_dir().join(format!("{pid}.shape"));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !marker.exists() {
-            assert!(Instant::now() < deadline, "shape {pid} never registered");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(&format!("shape {pid} to register"), || marker.exists());
     }
 
     /// `shape --remote PID ARGS`.

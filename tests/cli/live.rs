@@ -86,7 +86,8 @@ fn pause_holds_the_data_and_resume_brings_no_catch_up() {
         !String::from_utf8_lossy(&answer.stdout).contains("paused"),
         "{answer:?}"
     );
-    std::thread::sleep(Duration::from_millis(1200));
+    // The pace over the second after the resume is the subject.
+    sleep_for(Duration::from_millis(1200));
     let first = shape.bytes_between(asked, resumed + Duration::from_millis(50));
     let flowing = shape.bytes_between(
         resumed + Duration::from_millis(200),
@@ -330,7 +331,9 @@ fn a_change_reaches_a_shape_asleep_at_a_slow_rate_at_once() {
     let answer = runtime.remote(shape.pid, ["--rate", "10MiB"]);
     let changed = Instant::now();
     assert_eq!(answer.code(), 0, "{}", answer.stderr);
-    std::thread::sleep(Duration::from_millis(1000));
+    // When, within the second after the change, the bytes came is the
+    // subject.
+    sleep_for(Duration::from_millis(1000));
     let arrivals = (1..=1000u64)
         .map(|ms| changed + Duration::from_millis(ms))
         .find(|&t| shape.bytes_between(changed, t) >= 64 * 1024);
@@ -387,11 +390,7 @@ fn a_burst_the_bucket_cannot_take_is_refused_with_its_cause_and_changes_nothing(
     .unwrap();
     shape.signal(Signal::USR2);
     let answer = dir.join(format!("{}.ack.zero", shape.pid));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !answer.exists() {
-        assert!(Instant::now() < deadline, "no answer to the request");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("an answer to the request", || answer.exists());
     let answer = std::fs::read_to_string(answer).unwrap();
     let settings = runtime.remote(shape.pid, ["--burst", "64k"]);
     let pid = shape.pid;
@@ -511,8 +510,9 @@ fn sigusr1_says_the_rate_of_the_last_second_which_is_nothing_when_idle() {
     runtime.wait_registered(shape.pid);
     let mut input = shape.child.stdin.take().unwrap();
     std::io::Write::write_all(&mut input, &[7; 100_000]).unwrap();
-    // Idle, with the input still open, for more than a second.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Idle, with the input still open, for more than a second: the idle
+    // second is the subject.
+    sleep_for(Duration::from_millis(1500));
     shape.signal(Signal::USR1);
     shape.wait_for_stderr(" now; ");
     drop(input);
@@ -543,7 +543,9 @@ fn a_proxy_says_each_direction_of_the_last_second_apart() {
     let mut reader = client.try_clone().unwrap();
     std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     std::thread::spawn(move || std::io::Write::write_all(&mut client, &vec![2; 4 << 20]));
-    std::thread::sleep(Duration::from_millis(2500));
+    // Past the bursts, into the steady rate the line reports: time is the
+    // subject.
+    sleep_for(Duration::from_millis(2500));
     send_signal(proxy.child.id(), Signal::USR1);
     let said = proxy.wait_for_stderr(" now; ");
     let line = said.lines().find(|line| line.contains(" now; ")).unwrap();

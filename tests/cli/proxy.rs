@@ -159,15 +159,16 @@ fn connections_sharing_a_rate_each_get_an_even_part() {
             .collect::<Vec<_>>()
     };
     let wait_for_total = |total: u64| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let now = counts();
-            if now.iter().sum::<u64>() >= total {
-                return now;
-            }
-            assert!(Instant::now() < deadline, "stuck at {now:?}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let mut now = counts();
+        wait_up_to(
+            Duration::from_secs(60),
+            &format!("{total} bytes in all"),
+            || {
+                now = counts();
+                now.iter().sum::<u64>() >= total
+            },
+        );
+        now
     };
     let from = wait_for_total(MIB as u64 / 2);
     let to = wait_for_total(from.iter().sum::<u64>() + 2 * MIB as u64);
@@ -398,7 +399,9 @@ fn a_remote_rate_change_reaches_a_proxy_at_once() {
     let arrivals = Arrivals::record(connect(&proxy.address), false);
     let bytes_between = |from, to| arrivals.bytes_between(from, to);
     let start = Instant::now();
-    std::thread::sleep(Duration::from_millis(1300));
+    // Rates over windows of time before and after each change: time is the
+    // subject here.
+    sleep_for(Duration::from_millis(1300));
     // The rate before is measured up to the moment the change is asked
     // for, not up to its answer.
     let asked = Instant::now();
@@ -409,7 +412,7 @@ fn a_remote_rate_change_reaches_a_proxy_at_once() {
         String::from_utf8_lossy(&answer.stdout),
         format!("shape {pid}: rate 4.00 MiB/s, burst 64.00 KiB\n")
     );
-    std::thread::sleep(Duration::from_millis(1600));
+    sleep_for(Duration::from_millis(1600));
     let steady = start + Duration::from_millis(300);
     let before = bytes_between(steady, asked) as f64 / asked.duration_since(steady).as_secs_f64();
     let after = bytes_between(
@@ -420,12 +423,12 @@ fn a_remote_rate_change_reaches_a_proxy_at_once() {
     // Paused, a proxy holds every connection; resumed, it wakes them.
     assert_eq!(runtime.remote(pid, ["--pause"]).code(), 0);
     let paused = Instant::now();
-    std::thread::sleep(Duration::from_millis(600));
+    sleep_for(Duration::from_millis(600));
     // Paused until the resume is asked for; flowing once it is answered.
     let resume_asked = Instant::now();
     assert_eq!(runtime.remote(pid, ["--resume"]).code(), 0);
     let resumed = Instant::now();
-    std::thread::sleep(Duration::from_millis(600));
+    sleep_for(Duration::from_millis(600));
     let while_paused = bytes_between(paused + Duration::from_millis(100), resume_asked);
     let after_resume = bytes_between(resumed, resumed + Duration::from_millis(600));
     drop(proxy);
@@ -530,7 +533,8 @@ fn out_of_descriptors_new_clients_wait_without_spinning_and_are_served_later() {
     );
     let pid = proxy.child.id();
     let before = cpu_seconds(pid);
-    std::thread::sleep(Duration::from_secs(1));
+    // The CPU spent over a second of waiting is the subject.
+    sleep_for(Duration::from_secs(1));
     let spent = cpu_seconds(pid) - before;
     assert!(
         spent < 0.25,
@@ -612,9 +616,11 @@ fn an_idle_proxy_sleeps_until_something_happens_and_a_change_from_elsewhere_wake
     );
     // A connection open, with nothing to say.
     let mut client = connect(&proxy.address);
-    std::thread::sleep(Duration::from_millis(500));
+    // Wakes over 1.5 s of quiet, once the connection settled, are the
+    // subject.
+    sleep_for(Duration::from_millis(500));
     let before = context_switches(proxy.child.id());
-    std::thread::sleep(Duration::from_millis(1500));
+    sleep_for(Duration::from_millis(1500));
     let idle = context_switches(proxy.child.id()) - before;
     assert!(
         idle <= 2,
@@ -623,7 +629,9 @@ fn an_idle_proxy_sleeps_until_something_happens_and_a_change_from_elsewhere_wake
     // 64 KiB would take a minute at 1 KiB/s. Another process lifts the
     // share's limit: the waiting connection is re-timed at once.
     client.write_all(&[5; 64 << 10]).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Long enough for the connection to be waiting on the share's 1 KiB/s:
+    // the wait is what the lift must cut short.
+    sleep_for(Duration::from_millis(300));
     let lifted = run(
         runtime.shape([
             "--remote",

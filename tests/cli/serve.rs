@@ -76,11 +76,9 @@ impl Toxiproxy {
             stderr: Default::default(),
             real: true,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(&server.api).is_err() {
-            assert!(Instant::now() < deadline, "toxiproxy did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until("toxiproxy to start", || {
+            TcpStream::connect(&server.api).is_ok()
+        });
         server
     }
 
@@ -470,25 +468,16 @@ fn an_upstream_whose_name_does_not_resolve_yet_is_served_once_it_does() {
         .unwrap()
         .write_all(b"127.0.0.1 later.shape-test\n")
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let resolved = comes_within(Duration::from_secs(10), || {
         let mut stream = TcpStream::connect(&listen).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         let _ = stream.write_all(b"resolved");
         let mut back = [0; 8];
-        if stream.read_exact(&mut back).is_ok() {
-            assert_eq!(&back, b"resolved");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never resolved: {}",
-            server.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        stream.read_exact(&mut back).is_ok() && &back == b"resolved"
+    });
+    assert!(resolved, "never resolved: {}", server.stderr());
 }
 
 #[test]
@@ -582,24 +571,21 @@ fn metrics_count_what_each_proxy_received_and_sent_with_toxiproxy_s_names() {
     let listen = server.proxy("counted", &upstream, json!({}));
     assert_eq!(round_trip(&listen, &[7; 1000]), vec![7; 1000]);
     let labels = format!("listener=\"{listen}\",proxy=\"counted\",upstream=\"{upstream}\"");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, text) = server.call_raw("GET", "/metrics", None);
+    let mut text = String::new();
+    let counted = comes_within(Duration::from_secs(10), || {
+        let (status, now) = server.call_raw("GET", "/metrics", None);
         assert_eq!(status, 200);
-        let all = [
+        text = now;
+        [
             "toxiproxy_proxy_received_bytes_total{direction=\"upstream\",",
             "toxiproxy_proxy_received_bytes_total{direction=\"downstream\",",
             "toxiproxy_proxy_sent_bytes_total{direction=\"upstream\",",
             "toxiproxy_proxy_sent_bytes_total{direction=\"downstream\",",
         ]
         .iter()
-        .all(|counter| text.contains(&format!("{counter}{labels}}} 1000")));
-        if all {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{text}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        .all(|counter| text.contains(&format!("{counter}{labels}}} 1000")))
+    });
+    assert!(counted, "{text}");
 }
 
 #[test]

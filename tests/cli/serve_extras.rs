@@ -3,6 +3,7 @@
 //! load, and hostile API clients that must neither kill the server nor
 //! stall its connections. shape only.
 
+use crate::harness::sleep_for;
 use crate::serve::{Toxiproxy, echo_server, round_trip};
 use crate::serve_toxics::{accepting, connected};
 use serde_json::json;
@@ -140,7 +141,9 @@ fn deleting_a_toxic_under_load_is_answered_at_once() {
         json!({"type": "bandwidth", "attributes": {"rate": 100}}),
     );
     let clients = flowing(&listen, 100, 64 * 1024, false);
-    std::thread::sleep(Duration::from_millis(500));
+    // Half a second under load before the toxics go: the load's length is
+    // the subject.
+    sleep_for(Duration::from_millis(500));
     for toxic in ["latency_downstream", "bandwidth_downstream"] {
         let start = Instant::now();
         let (status, _) = server.call("DELETE", &format!("/proxies/busy/toxics/{toxic}"), None);
@@ -178,7 +181,9 @@ fn memory_stays_bounded_when_clients_under_latency_read_nothing() {
     let clients: Vec<TcpStream> = (0..20)
         .map(|_| TcpStream::connect(&listen).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_secs(3));
+    // Three seconds of flooding: how memory grows over them is the
+    // subject.
+    sleep_for(Duration::from_secs(3));
     let grown = server.rss_kib().saturating_sub(before);
     // 20 connections at 4 MiB each is 80 MiB; toxiproxy grows by
     // hundreds of MiB a second here.
@@ -208,7 +213,8 @@ fn hostile_api_clients_neither_kill_the_server_nor_stall_its_connections() {
                 {
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                // A byte every 50 ms: the slowness is the subject.
+                sleep_for(Duration::from_millis(50));
             }
         })
     };

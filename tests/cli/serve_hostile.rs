@@ -322,7 +322,9 @@ fn slow_and_silent_clients_hold_no_thread_and_stall_nobody() {
         let (status, _) = server.call_raw("GET", "/version", None);
         assert_eq!(status, 200);
         slowest = slowest.max(start.elapsed());
-        std::thread::sleep(Duration::from_millis(100));
+        // The silent clients trickle a byte a round: their pace is the
+        // subject.
+        sleep_for(Duration::from_millis(100));
     }
     // Loose, for a busy machine: the point is seconds (a queue filled by
     // silent clients) against milliseconds.
@@ -359,8 +361,14 @@ fn running_out_of_descriptors_pauses_accepting_and_a_proxy_to_itself_unwinds() {
     // the chain ends once on a failed accept and once on a failed connect,
     // whichever comes first as descriptors run out.
     unwinds_a_proxy_to_itself(&server);
+    let open = || {
+        std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+            .unwrap()
+            .count()
+    };
+    let before = open();
     let _idle_api_client = TcpStream::connect(&server.api).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until("the API to take the idle client", || open() > before);
     unwinds_a_proxy_to_itself(&server);
     still_serves(&server, &proxy, "a proxy to itself");
 }
@@ -383,21 +391,18 @@ fn unwinds_a_proxy_to_itself(server: &Toxiproxy) {
         .unwrap();
     server.wait_for_stderr(&format!("{itself}: Too many open files"));
     drop(client);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let open = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+    let open = || {
+        std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
             .unwrap()
-            .count();
-        if open < 32 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{open} descriptors still open ({}): {}",
+            .count()
+    };
+    if !comes_within(Duration::from_secs(30), || open() < 32) {
+        panic!(
+            "{} descriptors still open ({}): {}",
+            open(),
             descriptor_kinds(server.pid()),
             server.stderr()
         );
-        std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(server.call("DELETE", "/proxies/loop", None).0, 204);
 }
@@ -476,7 +481,9 @@ fn a_resolver_that_never_answers_freezes_neither_the_api_nor_other_proxies() {
         );
         let message = b"not held up";
         assert_eq!(round_trip(&steady, message), message);
-        std::thread::sleep(Duration::from_millis(100));
+        // Rounds spread over the hung lookup's time: the spread is the
+        // subject.
+        sleep_for(Duration::from_millis(100));
     }
     drop(waiting);
     drop(silent);
@@ -520,7 +527,8 @@ fn toxic_changes_never_stall_the_data_path() {
                 let mut back = [0];
                 probe.read_exact(&mut back).unwrap();
                 times.push(start.elapsed());
-                std::thread::sleep(Duration::from_millis(2));
+                // A probe every 2 ms: the sampling is the subject.
+                sleep_for(Duration::from_millis(2));
             }
             times
         })
@@ -569,21 +577,17 @@ fn sigusr1_says_how_the_proxies_are_doing_and_sighup_reads_the_config_again() {
     assert_eq!(round_trip(&listen, &[7; 1000]), [7; 1000]);
     // The loop counts what it wrote just after the write: asked at once,
     // the last bytes may not be counted yet, so it is asked again.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let line = loop {
+    let mut line = String::new();
+    let counted = comes_within(Duration::from_secs(10), || {
         let before = server.stderr().lines().count();
         server.signal(rustix::process::Signal::USR1);
-        while server.stderr().lines().count() == before {
-            assert!(Instant::now() < deadline, "{}", server.stderr());
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let said = server.stderr();
-        let line = said.lines().last().unwrap().to_string();
-        if line.contains("down 1000 B") || Instant::now() > deadline {
-            break line;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        wait_until("the SIGUSR1 line", || {
+            server.stderr().lines().count() > before
+        });
+        line = server.stderr().lines().last().unwrap().to_string();
+        line.contains("down 1000 B")
+    });
+    assert!(counted, "{line}");
     assert!(line.starts_with("shape: 1 proxy, "), "{line}");
     assert!(
         line.contains("1 connection;") || line.contains("2 connections;"),

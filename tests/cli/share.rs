@@ -42,11 +42,15 @@ fn four_shapes_on_one_share_add_up_to_the_limit_and_each_gets_its_part() {
 #[test]
 fn a_shape_killed_with_sigkill_does_not_hold_up_the_others() {
     let runtime = Runtime::new("share-kill");
+    let started = Instant::now();
     let mut shapes = runtime.start_many(
         3,
         &["--share", "crawl", "--rate", "6MiB", "--burst", "128KiB"],
     );
-    std::thread::sleep(Duration::from_millis(800));
+    // All three spending.
+    for shape in &shapes {
+        shape.wait_for_bytes(started, 256 << 10);
+    }
     let victim = shapes.remove(0);
     victim.signal(rustix::process::Signal::KILL);
     let (status, _, _) = victim.finish();
@@ -74,11 +78,14 @@ fn a_shape_killed_with_sigkill_does_not_hold_up_the_others() {
 #[test]
 fn a_remote_change_of_the_share_reaches_every_shape() {
     let runtime = Runtime::new("share-remote");
+    let started = Instant::now();
     let shapes = runtime.start_many(
         2,
         &["--share", "sync", "--rate", "2MiB", "--burst", "128KiB"],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    for shape in &shapes {
+        shape.wait_for_bytes(started, 256 << 10);
+    }
     let answer = run(
         runtime.shape(["--remote", "share:sync", "--rate", "8MiB"]),
         Stdio::null(),
@@ -113,8 +120,9 @@ fn a_remote_change_of_the_share_reaches_every_shape() {
 #[test]
 fn a_later_shape_adopts_the_share_and_says_so() {
     let runtime = Runtime::new("share-adopt");
+    let started = Instant::now();
     let first = runtime.start_many(1, &["--share", "s", "--rate", "1MiB"]);
-    std::thread::sleep(Duration::from_millis(300));
+    first[0].wait_for_bytes(started, 1);
     let second = run(
         runtime.shape(["--share", "s", "--rate", "5MiB", "--stop-after", "1k"]),
         Stdio::null(),
@@ -199,8 +207,9 @@ fn a_share_whose_shapes_have_all_ended_starts_afresh() {
         Stdio::null(),
     );
     assert_eq!(first.code(), 0, "{}", first.stderr);
+    let started = Instant::now();
     let shapes = runtime.start_many(1, &["--share", "n", "--rate", "3MiB", "--burst", "64KiB"]);
-    std::thread::sleep(Duration::from_millis(300));
+    shapes[0].wait_for_bytes(started, 1);
     let status = run(runtime.shape(["--share", "n", "--status"]), Stdio::null());
     let (_, _, stderr) = shapes.into_iter().next().unwrap().stop();
     assert_eq!(stderr, "", "no warning: nobody else was on the share");

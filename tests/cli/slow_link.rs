@@ -75,7 +75,8 @@ fn a_full_buffer_stops_shape_reading() {
     };
     // Nothing is due before 500 ms, so by 250 ms shape holds what it took:
     // the buffer and one chunk, and the pipe into it holds 64 KiB more.
-    std::thread::sleep(Duration::from_millis(250));
+    // When is the subject.
+    sleep_for(Duration::from_millis(250));
     let accepted = taken.load(Ordering::SeqCst);
     let output = drain(child.stdout.take().unwrap());
     feeder.join().unwrap();
@@ -202,8 +203,9 @@ fn max_buffer_bounds_what_the_proxy_holds() {
     let proxy = Proxy::start(&upstream, &["--delay", "200ms", "--max-buffer", "2MiB"]);
     let peak_kib = || memory_kib(proxy.child.id(), "VmHWM");
     let mut stream = connect(&proxy.address);
-    // What the proxy takes before any data: its code, its libraries.
-    std::thread::sleep(Duration::from_millis(100));
+    // What the proxy takes before any data: its code, its libraries, once
+    // the connection settled (a while: the subject is its peak after).
+    sleep_for(Duration::from_millis(100));
     let before = peak_kib();
     // Unbounded, shape would take all 24 MiB in at once and hold it for the
     // delay; bounded, it holds 2 MiB and takes the rest as it leaves.

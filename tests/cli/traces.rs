@@ -69,7 +69,8 @@ fn a_pipe_follows_a_step_trace_second_by_second() {
     let output = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || delivered_by(output, &marks));
     // Three seconds of the trace are enough to judge; then it is stopped.
-    std::thread::sleep(Duration::from_millis(3_200));
+    // Time is the subject.
+    sleep_for(Duration::from_millis(3_200));
     let _ = child.kill();
     let _ = child.wait();
     feeder.join().unwrap();

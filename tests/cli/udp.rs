@@ -66,8 +66,9 @@ fn numbers_back(link: &Listening, count: u16) -> Vec<u16> {
     let to = link.address.strip_prefix("udp:").unwrap();
     for i in 0..count {
         socket.send_to(&i.to_be_bytes(), to).unwrap();
-        // Not so fast that loopback's own buffers drop any.
-        std::thread::sleep(Duration::from_micros(200));
+        // Not so fast that loopback's own buffers drop any: the pace is
+        // the subject.
+        sleep_for(Duration::from_micros(200));
     }
     let mut back = Vec::new();
     let mut buffer = [0u8; 16];
@@ -383,11 +384,14 @@ fn a_server_that_refuses_is_said_once_not_for_every_datagram() {
     let to = link.address.strip_prefix("udp:").unwrap();
     for _ in 0..20 {
         socket.send_to(b"anyone?", to).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
+        // Spread out, so that the refusals come one by one.
+        sleep_for(Duration::from_millis(20));
     }
     link.wait_for_stderr("refused a datagram");
     // More refusals came after it: none is said again, each is counted.
-    std::thread::sleep(Duration::from_millis(200));
+    // The last datagram's refusal comes within the link's 1 ms delay; the
+    // wait for any straggler is the subject.
+    sleep_for(Duration::from_millis(200));
     let said = link.stderr();
     assert_eq!(said.matches("refused").count(), 1, "{said}");
     let line = what_befell(&link);

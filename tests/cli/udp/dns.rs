@@ -3,7 +3,6 @@
 
 use crate::harness::*;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// A dnsmasq on loopback that answers 192.0.2.7 for every name under
 /// example.test, and nothing else; stopped when dropped.
@@ -35,13 +34,10 @@ impl Dnsmasq {
             .unwrap();
         let server = Dnsmasq { child, port };
         // Answered straight, once it listens.
-        for _ in 0..50 {
-            if dig(port, "ready.example.test", 1).answered == 1 {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("dnsmasq never answered on port {port}");
+        wait_until(&format!("dnsmasq to answer on port {port}"), || {
+            dig(port, "ready.example.test", 1).answered == 1
+        });
+        server
     }
 }
 

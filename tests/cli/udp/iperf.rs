@@ -80,8 +80,9 @@ fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
     command.args(link);
     let datagrams = Listening::start(command, Stdio::null());
     let mut client_run = None;
-    // The server may take a moment to listen.
-    for _ in 0..50 {
+    // The server may take a moment to listen: the client is tried until it
+    // runs to the end.
+    comes_within(Duration::from_secs(10), || {
         let run = Command::new("iperf3")
             .args([
                 "-c",
@@ -98,10 +99,9 @@ fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
             .unwrap();
         if run.status.success() {
             client_run = Some(run);
-            break;
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        client_run.is_some()
+    });
     let Some(client_run) = client_run else {
         let _ = server.kill();
         let _ = server.wait();
