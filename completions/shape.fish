@@ -15,8 +15,8 @@ complete -c shape -l exec -d 'Run COMMAND with its own traffic shaped, children 
 complete -c shape -l serve -d 'Serve toxiproxy\'s HTTP API, as a drop-in toxiproxy server' -r
 complete -c shape -l config -d 'With --serve: the proxies of FILE, made at start' -r -F
 complete -c shape -l serve-allow-origin -d 'With --serve: let a browser UI from ORIGIN drive the API' -r
-complete -c shape -l rate-up -d 'Proxy or --exec: the rate from clients to the server, or of what the command sends (default: --rate)' -r
-complete -c shape -l rate-down -d 'Proxy or --exec: the rate from the server to clients, or of what the command receives (default: --rate)' -r
+complete -c shape -l rate-up -d 'Proxy, --exec: the rate of what clients send (default --rate)' -r
+complete -c shape -l rate-down -d 'Proxy, --exec: the rate of what clients get (default --rate)' -r
 complete -c shape -l connect -d 'Write to a connection to ADDR' -r
 complete -c shape -l connect-timeout -d 'How long --connect keeps trying each address (default 10s)' -r
 complete -c shape -l delay -d 'Hold every byte this long: a slow link' -r

@@ -110,6 +110,8 @@ exit statuses; 'man shape' has it all, with remote control, shares and toxiproxy
     group(clap::ArgGroup::new("delays").args(["delay", "delay_up", "delay_down", "link"]).multiple(true))
 )]
 pub struct Cli {
+    /// Inputs, read in order ('-', or none, is standard input).
+    ///
     /// Inputs, read in order; '-' is standard input. None means standard
     /// input. A missing or unreadable file is reported and skipped, and the
     /// exit status is then 1.
@@ -353,6 +355,8 @@ pub struct Cli {
     #[arg(long, requires = "serve", help_heading = "toxiproxy's API")]
     pub runtime_metrics: bool,
 
+    /// Proxy, --exec: the rate of what clients send (default --rate).
+    ///
     /// Proxy or --exec: the rate from clients to the server, or of what
     /// the command sends (default: --rate).
     #[arg(
@@ -364,6 +368,8 @@ pub struct Cli {
     )]
     pub rate_up: Option<Written<RateSpec>>,
 
+    /// Proxy, --exec: the rate of what clients get (default --rate).
+    ///
     /// Proxy or --exec: the rate from the server to clients, or of what
     /// the command receives (default: --rate).
     #[arg(
