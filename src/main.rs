@@ -8,10 +8,10 @@
     not(all(feature = "serve", feature = "exec", feature = "fleet")),
     allow(dead_code)
 )]
-// `unsafe` is allowed in three places alone, each saying why it is sound:
-// the kernel calls of `--exec` (exec/kernel), the mapping of a share file
-// (control/share/mapping.rs) and the check of the standard streams at
-// start (started.rs).
+// `unsafe` is allowed in two places of this crate alone, each saying why
+// it is sound: the mapping of a share file (control/share/mapping.rs) and
+// the check of the standard streams at start (started.rs). The kernel
+// calls of `--exec` are shape-exec's.
 #![deny(unsafe_code)]
 
 mod cli;
@@ -22,11 +22,13 @@ mod progress;
 #[allow(unsafe_code)]
 mod started;
 
-// The leaves, named at the root as this crate's own (`crate::counting`).
-use shape_leaves::{bucket, chunk, counting, duration, exit, lock, message, say, throughput};
-// The link's parts, named at the root likewise.
+// What the binary builds on, named at its root as its own
+// (`crate::counting`, `crate::net`), so that where each part lives is
+// said here alone: the leaves, the link's parts, and the crates of the
+// jobs.
 #[cfg(feature = "exec")]
 use shape_exec as exec;
+use shape_leaves::{bucket, chunk, counting, duration, exit, lock, message, say, throughput};
 use shape_link::{conditions, faults, profiles, slowlink, trace};
 use shape_net as net;
 #[cfg(feature = "serve")]
