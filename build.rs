@@ -1,7 +1,7 @@
 //! Records the version `shape --version` prints: the package's, and the
 //! git commit it was built from when it is built from a checkout.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
@@ -16,16 +16,20 @@ fn main() {
 
 /// The commit checked out, and asks to be run again when it changes.
 fn watch_head() -> Option<String> {
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    let head = std::fs::read_to_string(".git/HEAD").ok()?;
+    let git = git_dir()?;
+    let head_file = git.join("HEAD");
+    println!("cargo:rerun-if-changed={}", head_file.display());
+    let head = std::fs::read_to_string(&head_file).ok()?;
     if let Some(branch) = head.strip_prefix("ref: ") {
-        let branch = Path::new(".git").join(branch.trim());
-        if branch.exists() {
-            println!("cargo:rerun-if-changed={}", branch.display());
+        // A worktree's branches live in the repository it belongs to.
+        let common = std::fs::read_to_string(git.join("commondir"))
+            .map(|dir| git.join(dir.trim()))
+            .unwrap_or_else(|_| git.clone());
+        for refs in [common.join(branch.trim()), common.join("packed-refs")] {
+            if refs.exists() {
+                println!("cargo:rerun-if-changed={}", refs.display());
+            }
         }
-    }
-    if Path::new(".git/packed-refs").exists() {
-        println!("cargo:rerun-if-changed=.git/packed-refs");
     }
     let output = Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
@@ -33,4 +37,16 @@ fn watch_head() -> Option<String> {
         .ok()?;
     let commit = String::from_utf8(output.stdout).ok()?;
     (output.status.success() && !commit.trim().is_empty()).then(|| commit.trim().to_string())
+}
+
+/// The checkout's git directory: `.git` itself, or where a worktree's
+/// `.git` file points (`gitdir: PATH`).
+fn git_dir() -> Option<PathBuf> {
+    let dot_git = Path::new(".git");
+    if dot_git.is_dir() {
+        return Some(dot_git.to_path_buf());
+    }
+    let pointer = std::fs::read_to_string(dot_git).ok()?;
+    let dir = PathBuf::from(pointer.strip_prefix("gitdir:")?.trim());
+    dir.is_dir().then_some(dir)
 }
