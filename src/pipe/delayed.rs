@@ -10,7 +10,7 @@
 
 use super::Descriptor;
 use crate::lock::{lock, wait};
-use crate::slowlink::Line;
+use crate::slowlink::{Line, Spares};
 use crate::throughput::Throughput;
 use shape_bucket::{AtomicU32, Clock};
 use std::fs::File;
@@ -44,6 +44,8 @@ struct LineShared<C> {
 
 struct State {
     line: Line,
+    /// Buffers reused for the chunks.
+    spares: Spares,
     /// No more chunks will come.
     closed: bool,
     /// The output failed: how, for the copy loop's next write.
@@ -64,6 +66,7 @@ impl<C: Clock + Send + Sync + 'static> DelayedOutput<C> {
         let shared = Arc::new(LineShared {
             state: Mutex::new(State {
                 line,
+                spares: Spares::default(),
                 closed: false,
                 failed: None,
             }),
@@ -118,7 +121,8 @@ impl<C: Clock + Send + Sync + 'static> Write for &DelayedOutput<C> {
             let room = (shared.capacity)().saturating_sub(state.line.held());
             if room > 0 {
                 let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-                state.line.push_copy(&buf[..n], shared.clock.now());
+                let chunk = state.spares.copy(&buf[..n]);
+                state.line.push(chunk, shared.clock.now());
                 shared.changed.notify_all();
                 return Ok(n);
             }
@@ -168,7 +172,8 @@ impl<C: Clock> LineShared<C> {
             let written = Descriptor(output).write_all(&chunk);
             let counts = tally(&chunk);
             let mut state = self.lock();
-            state.line.done_with(chunk);
+            state.line.done_with(&chunk);
+            state.spares.recycle(chunk);
             if let Err(err) = written {
                 state.failed = Some(copy_of(&err));
                 self.changed.notify_all();

@@ -221,3 +221,38 @@ fn max_buffer_bounds_what_the_proxy_holds() {
         "the proxy's peak memory grew by {grew} KiB, from {before} KiB"
     );
 }
+
+#[test]
+fn a_fast_delayed_stream_waits_in_pipes_not_in_the_proxys_memory() {
+    // Unlimited and delayed, the proxy holds what a quarter of a second
+    // brings each way: tens of MiB. Its bytes, which no fault touches,
+    // wait in pipes of its own, spliced in and out; the proxy's own
+    // memory barely grows, and every byte comes back in order.
+    let upstream = server(echo);
+    let proxy = Proxy::start(&upstream, &["--delay", "250ms"]);
+    let peak_kib = || memory_kib(proxy.child.id(), "VmHWM");
+    let stream = connect(&proxy.address);
+    assert_eq!(round_trip(&proxy.address, b"settled".to_vec()), b"settled");
+    let before = peak_kib();
+    let data = random_bytes(48 * MIB, 17);
+    let mut writer = stream.try_clone().unwrap();
+    let sent = data.clone();
+    let feeder = std::thread::spawn(move || {
+        writer.write_all(&sent).unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut back = Vec::new();
+    (&stream).read_to_end(&mut back).unwrap();
+    feeder.join().unwrap();
+    assert!(
+        back == data,
+        "{} of {} bytes came back intact",
+        back.len(),
+        data.len()
+    );
+    let grew = peak_kib() - before;
+    assert!(
+        grew < 16 * 1024,
+        "the proxy's peak memory grew by {grew} KiB, from {before} KiB"
+    );
+}

@@ -129,13 +129,45 @@ impl Mischief {
     /// bits flipped where corruption strikes. A stall or reset that counts
     /// bytes strikes exactly at its byte.
     pub fn admit(&mut self, chunk: &mut [u8]) -> Fate {
-        debug_assert!(chunk.len() <= self.block_left());
+        self.admit_with(chunk.len(), |mischief, at| mischief.pass(chunk, at))
+    }
+
+    /// True if the faults read or change bytes (`--drop`, `--corrupt`), so
+    /// that a stream's bytes must pass through memory; the rest (slices,
+    /// cuts, stalls, resets, a held close) need only their count.
+    pub fn touches_bytes(&self) -> bool {
+        self.faults.drop.rate() > 0.0 || self.faults.corrupt > 0.0
+    }
+
+    /// [`Mischief::pass_through`] of `len` bytes that the faults need not
+    /// touch (see [`Mischief::touches_bytes`]): how many of them pass, and
+    /// whether the stream is to be reset after them. What passes is always
+    /// their front.
+    pub fn pass_length(&mut self, len: usize) -> (usize, bool) {
+        debug_assert!(!self.touches_bytes());
+        let (mut offered, mut kept) = (0, 0);
+        while offered < len {
+            let block = (len - offered).min(self.block_left());
+            match self.admit_with(block, |_, _| true) {
+                Fate::Lost => {}
+                Fate::Reset => return (kept, true),
+                Fate::Pass(passing) => kept += passing,
+            }
+            offered += block;
+        }
+        (kept, self.struck.reset.load(Ordering::Relaxed))
+    }
+
+    /// Decides the fate of `len` bytes within one block, `pass` deciding
+    /// (and doing) the loss and corruption of the bytes at a position.
+    fn admit_with(&mut self, len: usize, pass: impl FnOnce(&mut Self, u64) -> bool) -> Fate {
+        debug_assert!(len <= self.block_left());
         let at = self.offered;
-        self.offered += chunk.len() as u64;
+        self.offered += len as u64;
         if self.struck.reset.load(Ordering::Relaxed) {
             return Fate::Reset;
         }
-        if self.struck.stalled.load(Ordering::Relaxed) || !self.pass(chunk, at) {
+        if self.struck.stalled.load(Ordering::Relaxed) || !pass(self, at) {
             return Fate::Lost;
         }
         let limit = |trigger: Option<Trigger>| {
@@ -149,15 +181,20 @@ impl Mischief {
         );
         let room = usize::try_from(stall.min(reset)).unwrap_or(usize::MAX);
         if room == 0 {
-            // A trigger at byte 0.
-            match reset <= stall {
-                true => self.struck.reset.store(true, Ordering::Relaxed),
-                false => self.struck.stalled.store(true, Ordering::Relaxed),
-            }
-            self.offered = at;
-            return self.admit(chunk);
+            // A trigger at byte 0: it strikes now, and these bytes fall
+            // to it.
+            return match reset <= stall {
+                true => {
+                    self.struck.reset.store(true, Ordering::Relaxed);
+                    Fate::Reset
+                }
+                false => {
+                    self.struck.stalled.store(true, Ordering::Relaxed);
+                    Fate::Lost
+                }
+            };
         }
-        let passing = chunk.len().min(room);
+        let passing = len.min(room);
         self.passed += passing as u64;
         if passing as u64 == stall.min(reset) {
             // The last byte before the fault: it strikes now, not at the
@@ -410,5 +447,44 @@ mod tests {
         timed.struck.stalled.store(true, Ordering::Relaxed);
         let mut timed = timed;
         assert_eq!(timed.admit(&mut [0; 5]), Fate::Lost);
+    }
+
+    #[test]
+    fn a_length_passes_as_its_bytes_would() {
+        // Stalls and resets by bytes, at every offset around the chunks:
+        // what passes of a length is what passes of its bytes.
+        for (stall, reset) in [
+            (Some(0), None),
+            (Some(700), None),
+            (None, Some(1)),
+            (None, Some(1500)),
+            (Some(900), Some(900)),
+        ] {
+            let faults = Faults {
+                stall_after: stall.map(Trigger::Bytes),
+                reset_after: reset.map(Trigger::Bytes),
+                ..faults()
+            };
+            let mut by_bytes = Mischief::new(faults, 3, 256);
+            let mut by_length = Mischief::new(faults, 3, 256);
+            assert!(!by_length.touches_bytes());
+            for len in [100, 300, 5, 1000, 64, 2000] {
+                let bytes = by_bytes.pass_through(&mut vec![7; len]);
+                assert_eq!(
+                    by_length.pass_length(len),
+                    bytes,
+                    "{stall:?} {reset:?} {len}"
+                );
+            }
+        }
+        let corrupting = Mischief::new(
+            Faults {
+                corrupt: 0.1,
+                ..faults()
+            },
+            1,
+            10,
+        );
+        assert!(corrupting.touches_bytes());
     }
 }

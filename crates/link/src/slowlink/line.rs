@@ -5,15 +5,16 @@
 //! chunk whose jitter draw would overtake the one before it leaves right
 //! after that one instead. The line knows nothing of sockets or threads;
 //! its users take due chunks out and say when they are done with them,
-//! which is when their memory counts no more.
+//! which is when their memory counts no more. A chunk is its bytes
+//! (`Vec<u8>`), or anything with a [`Footprint`] that stands for bytes
+//! kept elsewhere.
 
 use super::LONGEST_DELAY;
 use crate::duration::nanos;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Spare buffers a line keeps for reuse, so that a steady flow allocates
-/// nothing.
+/// Spare buffers kept for reuse, so that a steady flow allocates nothing.
 const SPARES: usize = 2;
 /// What a chunk costs in memory beyond its buffer: its place in the queue
 /// and the allocator's header. Counted, so that a flood of tiny chunks
@@ -23,23 +24,36 @@ const CHUNK_OVERHEAD: u64 = 64;
 /// copied into one that fits.
 const SLACK: usize = 64;
 
+/// What a line holds: something that costs memory while it waits.
+pub trait Footprint {
+    /// What it costs while held: its buffer and bookkeeping, or the bytes
+    /// it stands for where they wait elsewhere (in a pipe).
+    fn footprint(&self) -> u64;
+}
+
+impl Footprint for Vec<u8> {
+    fn footprint(&self) -> u64 {
+        self.capacity() as u64 + CHUNK_OVERHEAD
+    }
+}
+
 /// Chunks waiting for their release time, in order.
-pub struct Line {
+pub struct Line<T = Vec<u8>> {
     delay: u64,
     jitter: u64,
     rng: fastrand::Rng,
-    waiting: VecDeque<(u64, Vec<u8>)>,
-    /// Bytes pushed and not yet handed back through [`Line::done_with`].
+    waiting: VecDeque<(u64, T)>,
+    /// What was pushed and not yet handed back through
+    /// [`Line::done_with`], by footprint.
     held: u64,
     /// The release time of the last chunk pushed: none leaves before it.
     last_release: u64,
-    spares: Vec<Vec<u8>>,
 }
 
-impl Line {
+impl<T: Footprint> Line<T> {
     /// A line holding chunks for `delay`, varied by up to `jitter` either
     /// way with draws from `rng`.
-    pub fn new(delay: Duration, jitter: Duration, rng: fastrand::Rng) -> Line {
+    pub fn new(delay: Duration, jitter: Duration, rng: fastrand::Rng) -> Line<T> {
         Line {
             delay: nanos(delay.min(LONGEST_DELAY)),
             jitter: nanos(jitter.min(LONGEST_DELAY)),
@@ -47,7 +61,6 @@ impl Line {
             waiting: VecDeque::new(),
             held: 0,
             last_release: 0,
-            spares: Vec::new(),
         }
     }
 
@@ -67,57 +80,28 @@ impl Line {
         self.waiting.front().map(|(release, _)| *release)
     }
 
-    /// A buffer of `len` bytes to fill and [`push`](Line::push), reusing a
-    /// spare one when there is one.
-    pub fn buffer(&mut self, len: usize) -> Vec<u8> {
-        let mut buffer = self.spares.pop().unwrap_or_default();
-        buffer.resize(len, 0);
-        buffer
-    }
-
-    /// Keeps `buffer`, unused, for a later [`Line::buffer`].
-    pub fn recycle(&mut self, buffer: Vec<u8>) {
-        if self.spares.len() < SPARES {
-            self.spares.push(buffer);
-        }
-    }
-
-    /// Puts `bytes`, paid for at `now`, in the line, and returns when they
-    /// are due.
-    pub fn push(&mut self, mut bytes: Vec<u8>, now: u64) -> u64 {
-        if bytes.capacity() > 2 * bytes.len() + SLACK {
-            // A short read into a large buffer: keep the bytes, not the
-            // room around them.
-            let fitted = bytes.as_slice().to_vec();
-            self.recycle(std::mem::replace(&mut bytes, fitted));
-        }
+    /// Puts `chunk`, paid for at `now`, in the line, and returns when it
+    /// is due.
+    pub fn push(&mut self, chunk: T, now: u64) -> u64 {
         let release = self.release_time(now);
-        self.held += footprint(&bytes);
-        self.waiting.push_back((release, bytes));
+        self.held += chunk.footprint();
+        self.waiting.push_back((release, chunk));
         release
-    }
-
-    /// [`Line::push`] of a copy of `bytes`.
-    pub fn push_copy(&mut self, bytes: &[u8], now: u64) -> u64 {
-        let mut buffer = self.buffer(0);
-        buffer.extend_from_slice(bytes);
-        self.push(buffer, now)
     }
 
     /// Takes out the next chunk if it is due at `now`. It still counts as
     /// held until given to [`Line::done_with`].
-    pub fn pop_due(&mut self, now: u64) -> Option<Vec<u8>> {
+    pub fn pop_due(&mut self, now: u64) -> Option<T> {
         if self.next_release()? > now {
             return None;
         }
-        self.waiting.pop_front().map(|(_, bytes)| bytes)
+        self.waiting.pop_front().map(|(_, chunk)| chunk)
     }
 
     /// Ends the holding of a chunk taken out by [`Line::pop_due`]: it has
     /// been passed on.
-    pub fn done_with(&mut self, bytes: Vec<u8>) {
-        self.held -= footprint(&bytes);
-        self.recycle(bytes);
+    pub fn done_with(&mut self, chunk: &T) {
+        self.held -= chunk.footprint();
         if self.waiting.is_empty() && self.waiting.capacity() > 1024 {
             // The queue of a past flood of small chunks.
             self.waiting = VecDeque::new();
@@ -149,9 +133,43 @@ impl Line {
     }
 }
 
-/// What a chunk's buffer costs in memory.
-fn footprint(bytes: &Vec<u8>) -> u64 {
-    bytes.capacity() as u64 + CHUNK_OVERHEAD
+/// Buffers for chunks, reused: a steady flow allocates nothing, and a
+/// short read into a large buffer is kept in one that fits.
+#[derive(Default)]
+pub struct Spares(Vec<Vec<u8>>);
+
+impl Spares {
+    /// A buffer of `len` bytes to fill, reusing a spare one when there is
+    /// one.
+    pub fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut buffer = self.0.pop().unwrap_or_default();
+        buffer.resize(len, 0);
+        buffer
+    }
+
+    /// A buffer holding a copy of `bytes`.
+    pub fn copy(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut buffer = self.buffer(0);
+        buffer.extend_from_slice(bytes);
+        self.fitted(buffer)
+    }
+
+    /// Keeps `buffer`, no longer used, for a later [`Spares::buffer`].
+    pub fn recycle(&mut self, buffer: Vec<u8>) {
+        if self.0.len() < SPARES {
+            self.0.push(buffer);
+        }
+    }
+
+    /// `bytes` in a buffer that fits them: a short read into a large
+    /// buffer keeps the bytes, not the room around them.
+    pub fn fitted(&mut self, mut bytes: Vec<u8>) -> Vec<u8> {
+        if bytes.capacity() > 2 * bytes.len() + SLACK {
+            let fitted = bytes.as_slice().to_vec();
+            self.recycle(std::mem::replace(&mut bytes, fitted));
+        }
+        bytes
+    }
 }
 
 #[cfg(test)]
@@ -188,17 +206,18 @@ mod tests {
     #[test]
     fn memory_is_held_until_done_with() {
         let mut line = line(0, 0);
+        let mut spares = Spares::default();
         line.push(vec![1; 300], 0);
-        line.push_copy(&[2; 200], 0);
+        line.push(spares.copy(&[2; 200]), 0);
         let both = line.held();
         assert!((500 + 2 * CHUNK_OVERHEAD..600 + 2 * CHUNK_OVERHEAD).contains(&both));
         let first = line.pop_due(0).unwrap();
         assert_eq!(line.held(), both, "taken out is still in memory");
-        line.done_with(first);
+        line.done_with(&first);
         assert_eq!(line.held(), both - 300 - CHUNK_OVERHEAD);
         let second = line.pop_due(0).unwrap();
         assert_eq!(second, vec![2; 200]);
-        line.done_with(second);
+        line.done_with(&second);
         assert_eq!(line.held(), 0);
         assert_eq!(line.pop_due(u64::MAX), None);
     }
@@ -206,10 +225,11 @@ mod tests {
     #[test]
     fn small_chunks_in_large_buffers_hold_only_their_bytes() {
         let mut line = line(1000, 0);
+        let mut spares = Spares::default();
         for i in 0..1000 {
-            let mut buffer = line.buffer(64 * 1024);
+            let mut buffer = spares.buffer(64 * 1024);
             buffer.truncate(10);
-            line.push(buffer, i);
+            line.push(spares.fitted(buffer), i);
         }
         assert!(
             line.held() <= 1000 * (10 + 2 * CHUNK_OVERHEAD),
@@ -221,12 +241,14 @@ mod tests {
     #[test]
     fn buffers_are_reused() {
         let mut line = line(0, 0);
-        let buffer = line.buffer(64 * 1024);
+        let mut spares = Spares::default();
+        let buffer = spares.buffer(64 * 1024);
         line.push(buffer, 0);
         let chunk = line.pop_due(0).unwrap();
         let address = chunk.as_ptr();
-        line.done_with(chunk);
-        let reused = line.buffer(1000);
+        line.done_with(&chunk);
+        spares.recycle(chunk);
+        let reused = spares.buffer(1000);
         assert_eq!(reused.as_ptr(), address);
     }
 

@@ -8,7 +8,7 @@
 
 mod line;
 
-pub use line::Line;
+pub use line::{Footprint, Line, Spares};
 
 use crate::chunk::MAX_CHUNK;
 use crate::duration::{self, Accepted};
@@ -45,7 +45,7 @@ impl SlowLink {
 
     /// A fresh, empty line for one direction of this link, its jitter
     /// drawn from `seed`.
-    pub fn line(&self, seed: u64) -> Line {
+    pub fn line<T: Footprint>(&self, seed: u64) -> Line<T> {
         Line::new(self.delay, self.jitter, fastrand::Rng::with_seed(seed))
     }
 

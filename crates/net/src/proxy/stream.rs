@@ -1,11 +1,12 @@
 //! The sockets of the proxy: the listener and both sides of every
 //! connection, TCP or Unix, as one type each for the event loop.
 
+use super::connection::Pipes;
 use crate::Listening;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 /// Where clients come in.
@@ -84,6 +85,23 @@ impl Stream {
         })
     }
 
+    /// Splices what one call brings, up to `want` bytes, from the socket
+    /// into `pipes`; a socket with nothing now is dry until its next event.
+    pub(super) fn splice_into(
+        &mut self,
+        pipes: &mut Pipes,
+        want: usize,
+    ) -> io::Result<Option<usize>> {
+        let fd = self.socket.fd();
+        unless_blocked(&mut self.dry, || pipes.splice_in(fd, want))
+    }
+
+    /// Splices up to `len` bytes from the front of `pipes` into the socket.
+    pub(super) fn splice_from(&mut self, pipes: &mut Pipes, len: usize) -> io::Result<usize> {
+        let fd = self.socket.fd();
+        unless_blocked(&mut self.full, || pipes.drain_to(fd, len))
+    }
+
     pub(super) fn shutdown_write(&self) -> io::Result<()> {
         match &self.socket {
             Socket::Tcp(s) => s.shutdown(Shutdown::Write),
@@ -109,11 +127,17 @@ impl Stream {
     }
 
     pub(super) fn reset_on_close(&self) {
-        let fd = match &self.socket {
+        let fd = self.socket.fd();
+        let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
+    }
+}
+
+impl Socket {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
             Socket::Tcp(s) => s.as_fd(),
             Socket::Unix(s) => s.as_fd(),
-        };
-        let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
+        }
     }
 }
 
@@ -128,10 +152,7 @@ impl Read for Stream {
 
 /// Would block at once if `blocked` says the last try did, with no event
 /// since; else makes the `call`, and notes whether it would block.
-fn unless_blocked(
-    blocked: &mut bool,
-    call: impl FnOnce() -> io::Result<usize>,
-) -> io::Result<usize> {
+fn unless_blocked<T>(blocked: &mut bool, call: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     if *blocked {
         return Err(io::ErrorKind::WouldBlock.into());
     }

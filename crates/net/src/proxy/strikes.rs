@@ -71,6 +71,26 @@ impl Strikes {
         (reset, *left == 0)
     }
 
+    /// [`Strikes::admit`] of a chunk of `len` bytes that the faults need
+    /// not touch (see [`Strikes::touches_bytes`]), which waits elsewhere
+    /// (in a pipe): how many of its first bytes pass, whether the
+    /// connection is to be reset after them, and whether the cut came.
+    pub(super) fn admit_length(&mut self, len: usize) -> (usize, bool, bool) {
+        let (kept, reset) = self.mischief.pass_length(len);
+        let Some(left) = &mut self.cut_left else {
+            return (kept, reset, false);
+        };
+        let kept = kept.min(usize::try_from(*left).unwrap_or(usize::MAX));
+        *left -= kept as u64;
+        (kept, reset, *left == 0)
+    }
+
+    /// True if the faults read or change bytes, so that a chunk's bytes
+    /// must be in memory.
+    pub(super) fn touches_bytes(&self) -> bool {
+        self.mischief.touches_bytes()
+    }
+
     /// How many of `due` bytes may be written at `now`: a piece of the
     /// slice being written; or, while the pause after a slice lasts, until
     /// when to wait.

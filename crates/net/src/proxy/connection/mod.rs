@@ -19,8 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod direction;
+mod piped;
 
 pub(super) use direction::{Direction, Seeds, Setup};
+pub(super) use piped::Pipes;
 
 /// The largest chunk a direction reads at once: the size of the event
 /// loop's scratch buffer.
@@ -32,6 +34,19 @@ pub(super) trait Side: Read {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
     /// Shuts the writing half: the peer reads an end.
     fn shutdown_write(&mut self) -> io::Result<()>;
+    /// True if bytes may be spliced from and to it: a socket.
+    fn splices(&self) -> bool {
+        false
+    }
+    /// Splices what one call brings, up to `want` bytes, from it into
+    /// `pipes` (see [`Pipes::splice_in`]).
+    fn splice_into(&mut self, _pipes: &mut Pipes, _want: usize) -> io::Result<Option<usize>> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// Splices up to `len` bytes from the front of `pipes` into it.
+    fn splice_from(&mut self, _pipes: &mut Pipes, _len: usize) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 impl Side for Stream {
@@ -41,6 +56,18 @@ impl Side for Stream {
 
     fn shutdown_write(&mut self) -> io::Result<()> {
         Stream::shutdown_write(self)
+    }
+
+    fn splices(&self) -> bool {
+        true
+    }
+
+    fn splice_into(&mut self, pipes: &mut Pipes, want: usize) -> io::Result<Option<usize>> {
+        Stream::splice_into(self, pipes, want)
+    }
+
+    fn splice_from(&mut self, pipes: &mut Pipes, len: usize) -> io::Result<usize> {
+        Stream::splice_from(self, pipes, len)
     }
 }
 

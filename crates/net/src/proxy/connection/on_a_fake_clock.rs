@@ -416,3 +416,85 @@ fn at_any_rate_a_connection_keeps_between_its_burst_and_a_chunk_behind() {
         }
     }
 }
+
+#[test]
+fn spliced_chunks_and_chunks_in_memory_keep_their_order_through_the_line() {
+    // Between real sockets, on the fake clock, with 20 ms of delay so that
+    // the line holds many chunks: bytes are spliced through pipes while no
+    // fault touches them, read into memory while one does (a corruption
+    // too rare to strike), and spliced again once it is gone. Both kinds
+    // wait in the one line; every byte comes out once, in order.
+    use crate::proxy::stream::Stream;
+    use std::os::unix::net::UnixStream;
+    // 20 MiB/s: chunks of 200 KiB, each waiting for its tokens a while.
+    let mut bench = DirectionBench::new(
+        Limit::per_second(20 << 20),
+        1 << 20,
+        Duration::from_millis(20),
+        Faults::default(),
+    );
+    let (mut writer, proxy_in) = UnixStream::pair().unwrap();
+    let (proxy_out, mut reader) = UnixStream::pair().unwrap();
+    for end in [&proxy_in, &proxy_out] {
+        end.set_nonblocking(true).unwrap();
+    }
+    let mut from = Stream::unix(mio::net::UnixStream::from_std(proxy_in));
+    let mut to = Stream::unix(mio::net::UnixStream::from_std(proxy_out));
+    let data: Vec<u8> = (0..6_000_000u32).map(|i| (i % 241) as u8).collect();
+    let sent = data.clone();
+    let feeder = std::thread::spawn(move || {
+        std::io::Write::write_all(&mut writer, &sent).unwrap();
+    });
+    let drain = std::thread::spawn(move || {
+        let mut back = Vec::new();
+        reader.read_to_end(&mut back).unwrap();
+        back
+    });
+    let touching = Faults {
+        corrupt: f64::MIN_POSITIVE,
+        ..Faults::default()
+    };
+    let in_force = |faults| InForce {
+        faults: [Faults::default(), faults],
+        delay: [Duration::from_millis(20); 2],
+        jitter: Duration::ZERO,
+    };
+    let mut step = 0u64;
+    while !bench.direction.done() {
+        // Every stream event is taken as it would be from poll.
+        from.stirred();
+        to.stirred();
+        bench
+            .direction
+            .step(
+                &mut from,
+                &mut to,
+                &bench.bucket,
+                &bench.conditions,
+                &bench.passed,
+                &mut bench.scratch,
+            )
+            .unwrap();
+        step += 1;
+        match step {
+            100 => bench.conditions.set(in_force(touching)),
+            200 => bench.conditions.set(in_force(Faults::default())),
+            _ => {}
+        }
+
+        bench.clock.advance(MS);
+        std::thread::yield_now();
+    }
+    feeder.join().unwrap();
+    drop(to);
+    let back = drain.join().unwrap();
+    assert!(
+        back == data,
+        "{} of {} bytes, in order",
+        back.len(),
+        data.len()
+    );
+    let [read, spliced] = bench.direction.chunks;
+    assert!(spliced > 0, "no chunk was spliced");
+    assert!(read > 0, "no chunk was read into memory");
+}
