@@ -3,7 +3,10 @@
 # the same run, and shape's CPU seconds per GiB shaped at 200 MiB/s. Prints
 # Markdown tables. Needs socat (installed with apt-get when run as root).
 #
-#   benches/proxy.sh [GiB]      # default 2 GiB per run
+# With CONNECTIONS, the GiB are sent over that many connections at once
+# (each its share), and shape runs with one event loop and with two.
+#
+#   [SHAPE=BINARY] benches/proxy.sh [GiB] [CONNECTIONS]   # default 2 GiB per run, 1 connection
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,14 +14,30 @@ if ! command -v socat >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat >/dev/null 2>&1 || true
 fi
 command -v socat >/dev/null || { echo "skipped: socat is not installed" >&2; exit 0; }
-cargo build --release --quiet --bin shape
-shape=$PWD/target/release/shape
+# SHAPE names another build to measure (an older one, for a before and
+# after in one run).
+if [[ -z ${SHAPE:-} ]]; then
+    cargo build --release --quiet --bin shape
+fi
+shape=${SHAPE:-$PWD/target/release/shape}
 gib=${1:-2}
+connections=${2:-1}
 bytes=$((gib << 30))
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# CPU seconds of every thread of a process, from the kernel's schedstat.
-cpu_of() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ns += $1} END {printf "%.3f", ns / 1e9}'; }
+# CPU seconds of every thread of a process and of the children it forked
+# (socat forks one per connection), live ones from the kernel's schedstat,
+# ended ones from what the parent reaped of them.
+cpu_of() {
+    local pid=$1 children ticks
+    children=$(cat /proc/"$pid"/task/*/children 2>/dev/null)
+    ticks=$(getconf CLK_TCK)
+    {
+        cat /proc/"$pid"/task/*/schedstat
+        for child in $children; do cat /proc/"$child"/task/*/schedstat; done
+    } 2>/dev/null | awk -v reaped="$(sed 's/.*) //' /proc/"$pid"/stat 2>/dev/null | awk '{print $14 + $15}')" \
+        -v ticks="$ticks" '{ns += $1} END {printf "%.3f", ns / 1e9 + reaped / ticks}'
+}
 # Keeps the latest CPU reading of process $1 in file $2 until it exits, so
 # that a proxy which ends by itself (socat) is measured too.
 watch_cpu() { while [[ -d /proc/$1 ]]; do local cpu; cpu=$(cpu_of "$1"); [[ $cpu != 0.000 ]] && echo "$cpu" > "$2"; sleep 0.02; done; }
@@ -39,7 +58,23 @@ wait_listening() {
 through() {
     export SINK FRONT
     SINK=$(free_port) FRONT=$(free_port)
-    socat -u TCP-LISTEN:"$SINK",reuseaddr OPEN:/dev/null &
+    # One sink process for all the connections: it ends after the last.
+    if [[ $connections == 1 ]]; then
+        socat -u TCP-LISTEN:"$SINK",reuseaddr OPEN:/dev/null &
+    else
+        python3 - "$SINK" "$connections" <<'SINK' &
+import socket, sys, threading
+listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+def drain(conn):
+    while conn.recv(1 << 20):
+        pass
+threads = [threading.Thread(target=drain, args=(listener.accept()[0],)) for _ in range(int(sys.argv[2]))]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+SINK
+    fi
     local sink=$!
     wait_listening "$SINK"
     bash -c "$*" &
@@ -50,7 +85,12 @@ through() {
     wait_listening "$FRONT"
     local start end cpu
     start=$(date +%s.%N)
-    head -c "$bytes" /dev/zero | socat -u - TCP:127.0.0.1:"$FRONT"
+    local senders=()
+    for _ in $(seq "$connections"); do
+        head -c $((bytes / connections)) /dev/zero | socat -u - TCP:127.0.0.1:"$FRONT" &
+        senders+=($!)
+    done
+    wait "${senders[@]}"
     wait "$sink"
     end=$(date +%s.%N)
     sleep 0.1
@@ -62,7 +102,7 @@ through() {
     echo "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.6f", b - a }') $cpu"
 }
 
-echo "## Proxy on loopback, $gib GiB per run"
+echo "## Proxy on loopback, $gib GiB per run over $connections connection(s)"
 echo
 echo "| proxy | limit | wall time | throughput | proxy CPU s | CPU s per GiB |"
 echo "| --- | --- | --- | --- | --- | --- |"
@@ -73,8 +113,12 @@ row() {
         'BEGIN { printf "| %s | %s | %.3f s | %.1f MiB/s | %.3f | %.3f |\n", l, r, s, b / 1048576 / s, c, c / g }'
 }
 for round in 1 2; do
-    through 'exec socat TCP-LISTEN:$FRONT,reuseaddr TCP:127.0.0.1:$SINK' | row socat unlimited
+    through 'exec socat TCP-LISTEN:$FRONT,reuseaddr,fork TCP:127.0.0.1:$SINK' | row socat unlimited
     through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK" | row shape unlimited
+    if [[ $connections -gt 1 ]]; then
+        through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --loops 2" |
+            row "shape, 2 loops" unlimited
+    fi
 done
 through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate 200MiB" | row shape "200 MiB/s"
 through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate 200MiB --delay 50ms" | row shape "200 MiB/s, --delay 50ms"

@@ -389,6 +389,23 @@ pub struct Cli {
     #[arg(long, requires_all = ["listen", "connect"], help_heading = "Sockets and proxy")]
     pub per_connection: bool,
 
+    /// Proxy: event loops, a thread each (default 1).
+    ///
+    /// Proxy: serve clients on N event loops, each a thread with a
+    /// listener of its own on the one address, among which the system
+    /// spreads the clients (default 1). Shared limits stay one bucket; a
+    /// connection's own stay its own; a seed replays the same draws for
+    /// clients that come one after another. A Unix socket is served by
+    /// one loop.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..=1024),
+        requires_all = ["listen", "connect"],
+        help_heading = "Sockets and proxy"
+    )]
+    pub loops: Option<u16>,
+
     /// Write to a connection to ADDR.
     ///
     /// Write to a connection to ADDR instead of standard output (forms as

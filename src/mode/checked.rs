@@ -124,6 +124,11 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
         Mode::Remote(target) => not_for_a_share(&cli, target),
         _ => None,
     })?;
+    if cli.loops.is_some() && !matches!(mode, Mode::Proxy { .. }) {
+        return Err(UsageError(
+            "--loops applies to a proxy (--listen with --connect)".into(),
+        ));
+    }
     if mode.two_ways() && cli.share.is_some() {
         refuse(
             [(&cli.rate_up, "--rate-up"), (&cli.rate_down, "--rate-down")]
@@ -441,6 +446,17 @@ mod tests {
             (
                 with(&["--share", "backup", "--rate-up", "1MiB"]),
                 "--rate-up with --share does not apply",
+            ),
+            (
+                vec![
+                    "--listen",
+                    "udp:127.0.0.1:0",
+                    "--connect",
+                    "udp:127.0.0.1:1",
+                    "--loops",
+                    "2",
+                ],
+                "--loops applies to a proxy",
             ),
         ] {
             let why = refusal(&args);

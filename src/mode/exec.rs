@@ -215,6 +215,8 @@ fn start_relay(
         report: (!cli.quiet).then(|| printer.clone()),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
+        // One loop relays the command's connections.
+        loops: 1,
     };
     let seed = shaping.seed;
     let carrier = proxy::Carrier::start(shaping).context("the link's relay")?;

@@ -61,6 +61,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         report: (!cli.quiet).then_some(printer),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
+        loops: cli.loops.map_or(1, usize::from),
     };
     let served = proxy::forward(listen, connect, &shaping);
     drop(member);

@@ -112,6 +112,62 @@ fn clients_share_the_limit_and_every_byte_comes_back() {
     );
 }
 
+#[test]
+fn clients_spread_over_two_loops_share_one_limit_and_every_byte_comes_back() {
+    let upstream = server(echo);
+    let proxy = Proxy::start(&upstream, &["--rate", "8MiB", "--loops", "2"]);
+    let started = Instant::now();
+    // Sixteen clients: the system spreads them over both loops' listeners
+    // by their addresses (all on one loop: once in 32,768).
+    let clients: Vec<_> = (0..16)
+        .map(|i| {
+            let address = proxy.address.clone();
+            std::thread::spawn(move || {
+                let data = random_bytes(MIB, 60 + i);
+                (round_trip(&address, data.clone()), data)
+            })
+        })
+        .collect();
+    for client in clients {
+        let (back, sent) = client.join().unwrap();
+        assert!(
+            back == sent,
+            "{} of {} bytes came back",
+            back.len(),
+            sent.len()
+        );
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // 16 MiB each way at 8 MiB/s, shared by both loops: about 2 s, less
+    // the burst; two limits of their own would take half that.
+    let rate = 16.0 * MIB as f64 / elapsed;
+    assert!(
+        (rate - 8.0 * MIB as f64).abs() <= 0.1 * 8.0 * MIB as f64,
+        "{rate} B/s over {elapsed} s"
+    );
+    // Both loops served: each thread spent time of its own.
+    let pid = proxy.child.id();
+    let loops: Vec<f64> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| {
+            let task = task.unwrap().path();
+            let name = std::fs::read_to_string(task.join("comm")).ok()?;
+            let ns: f64 = std::fs::read_to_string(task.join("schedstat"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            name.starts_with("shape-loop").then_some(ns / 1e9)
+        })
+        .collect();
+    assert_eq!(loops.len(), 2, "{loops:?}");
+    assert!(
+        loops.iter().all(|&cpu| cpu > 0.005),
+        "CPU s of each loop: {loops:?}"
+    );
+}
+
 /// Connections sharing one rate each get an even part of it: five clients
 /// upload as fast as the proxy takes their bytes through one `--rate
 /// 1MiB`, and a sink counts what each delivered. Measured by counts, not

@@ -233,7 +233,7 @@ fn the_bytes_a_proxy_says_it_corrupted_are_the_bytes_that_differ() {
 #[test]
 fn a_seed_replays_what_a_proxy_drops_and_flips_and_which_connections() {
     let upstream = server(payload);
-    let faults = |seed: &str| {
+    let faults_on = |seed: &str, loops: &str| {
         let proxy = Proxy::start(
             &upstream,
             &[
@@ -247,13 +247,19 @@ fn a_seed_replays_what_a_proxy_drops_and_flips_and_which_connections() {
                 "50%",
                 "--seed",
                 seed,
+                "--loops",
+                loops,
             ],
         );
         (0..12).map(|_| fetch(&proxy.address)).collect::<Vec<_>>()
     };
+    let faults = |seed: &str| faults_on(seed, "1");
     let first = faults("1");
     assert_eq!(faults("1"), first, "the same seed, the same bytes");
     assert_ne!(faults("2"), first, "another seed, others");
+    // Clients that come one after another draw in turn, whichever of
+    // several loops takes each.
+    assert_eq!(faults_on("1", "3"), first, "the same seed over three loops");
     let clean = first.iter().filter(|got| **got == pattern()).count();
     assert!((1..12).contains(&clean), "{clean} of 12 untouched");
     assert!(

@@ -136,6 +136,28 @@ impl Address {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
     }
 
+    /// Listens on this address `count` times over, with a socket for each
+    /// on the one port (SO_REUSEPORT), among which the system spreads the
+    /// clients: one for each event loop. Port 0 asks the system for a
+    /// free port, which the others then take too. A Unix socket, which
+    /// cannot be shared so, is listened on once.
+    pub fn listen_spread(&self, count: usize) -> io::Result<Vec<Listening>> {
+        let Address::Tcp { host, port } = self else {
+            return Ok(vec![self.listen()?]);
+        };
+        if count <= 1 {
+            return Ok(vec![self.listen()?]);
+        }
+        let mut at = Self::listen_at(host, *port)?;
+        let mut all = Vec::with_capacity(count);
+        for _ in 0..count {
+            let listener = listen_sharing_the_port(at)?;
+            at = listener.local_addr()?;
+            all.push(Listening::Tcp(listener));
+        }
+        Ok(all)
+    }
+
     /// The socket address a TCP or UDP address is listened on at (see
     /// `listen_at`).
     pub fn listen_address(&self) -> io::Result<SocketAddr> {
@@ -309,6 +331,24 @@ pub fn finish(connection: File) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// A listener on `at` that others of this process may share the port of
+/// (SO_REUSEPORT), with the deepest backlog allowed.
+fn listen_sharing_the_port(at: SocketAddr) -> io::Result<TcpListener> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, sockopt};
+    let family = match at {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    };
+    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    // As std's own listeners do, so that a restart finds the port free.
+    sockopt::set_socket_reuseaddr(&socket, true)?;
+    sockopt::set_socket_reuseport(&socket, true)?;
+    rustix::net::bind(&socket, &at)?;
+    let listener = TcpListener::from(socket);
+    super::deepen_backlog(&listener)?;
+    Ok(listener)
 }
 
 #[cfg(test)]

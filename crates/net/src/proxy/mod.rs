@@ -37,15 +37,17 @@ use crate::Address;
 use crate::bucket::Bucket;
 use crate::conditions::Conditions;
 use crate::faults::Way;
+use crate::lock::lock;
 use crate::say::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
 use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
+use server::ConnectionDraws;
 use server::EventLoop;
 pub use server::{Command, Upstream};
 use std::io;
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
 
 /// What the proxy needs of whoever holds its settings and changes them
 /// while it runs: the buckets of the two directions that all connections
@@ -87,6 +89,9 @@ pub struct Shaping {
     /// Whether to say the seed where the proxy listens, as faults or
     /// jitter draw from it.
     pub say_seed: bool,
+    /// How many event loops serve the clients, each on a thread of its
+    /// own with a listener of its own on the one address (at least one).
+    pub loops: usize,
 }
 
 /// The flags are the rules of proxy mode's one route: every connection
@@ -126,8 +131,13 @@ impl Rules for &Shaping {
 /// Serves connections on `listen`, forwarding each to `connect`, until the
 /// process is ended. Fails only if the proxy cannot start; after that, a
 /// failure ends one connection, never the proxy.
+///
+/// With several loops, each listens on the address with a socket of its
+/// own (SO_REUSEPORT), among which the system spreads the clients, and
+/// serves its clients on a thread of its own. They share the buckets, the
+/// conditions and the counts; a connection's own bucket is still its own.
+/// A loop that fails stops the others, and the failure is returned.
 pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
-    let mut event_loop = shaped_loop(shaping)?;
     // Looked up once, at start, so that a name that does not resolve is
     // said before anything is accepted.
     let upstream = match connect {
@@ -140,15 +150,93 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
             ));
         }
     };
-    let (_, listen) = event_loop.open(
-        listen.listen()?,
-        connect.clone(),
-        upstream,
-        Box::new(shaping),
-    )?;
-    event_loop.say(&format!("shape: listening on {listen}"));
-    say_seed(&event_loop, shaping);
-    event_loop.run()
+    let listeners = listen.listen_spread(shaping.loops.max(1))?;
+    let at = listeners[0].local();
+    // Each loop is made on its own thread (what it holds stays there);
+    // all start once every one was made, or none does.
+    let stops: Mutex<Vec<(Sender<Command>, Arc<mio::Waker>)>> = Mutex::default();
+    let stop_all = || {
+        for (stop, waker) in lock(&stops).iter() {
+            if stop.send(Command::Stop).is_ok() {
+                let _ = waker.wake();
+            }
+        }
+    };
+    let draws = Arc::new(Mutex::new(ConnectionDraws::new(shaping.seed)));
+    std::thread::scope(|scope| {
+        let (made, ready) = std::sync::mpsc::channel::<io::Result<()>>();
+        let mut threads = Vec::new();
+        let mut failure = None;
+        for (index, listening) in listeners.into_iter().enumerate() {
+            let (upstream, made, stops, stop_all) =
+                (upstream.clone(), made.clone(), &stops, &stop_all);
+            let draws = draws.clone();
+            let (start, started) = std::sync::mpsc::channel::<bool>();
+            let thread = std::thread::Builder::new()
+                .name(format!("shape-loop-{index}"))
+                .spawn_scoped(scope, move || -> io::Result<()> {
+                    let built = (|| {
+                        let mut event_loop = shaped_loop(shaping)?;
+                        event_loop.share_draws(draws);
+                        event_loop.open(listening, connect.clone(), upstream, Box::new(shaping))?;
+                        let (stop, stopped) = std::sync::mpsc::channel();
+                        event_loop.take_commands(stopped);
+                        lock(stops).push((stop, event_loop.waker()));
+                        Ok(event_loop)
+                    })();
+                    let mut event_loop = match built {
+                        Ok(event_loop) => {
+                            let _ = made.send(Ok(()));
+                            event_loop
+                        }
+                        Err(err) => {
+                            let _ = made.send(Err(err));
+                            return Ok(());
+                        }
+                    };
+                    if !started.recv().unwrap_or(false) {
+                        return Ok(());
+                    }
+                    let ran = event_loop.run();
+                    // Only a failure ends a loop: the others follow it.
+                    stop_all();
+                    ran
+                });
+            match thread {
+                Ok(thread) => threads.push((thread, start)),
+                Err(err) => {
+                    failure.get_or_insert(err);
+                    break;
+                }
+            }
+        }
+        for _ in &threads {
+            if let Ok(Err(err)) = ready.recv() {
+                failure.get_or_insert(err);
+            }
+        }
+        if failure.is_none()
+            && let Some(report) = &shaping.report
+        {
+            report.line(&format!("shape: listening on {at}"));
+            if shaping.say_seed {
+                report.line(&format!("shape: seed {}", shaping.seed));
+            }
+        }
+        let mut outcome = failure.map_or(Ok(()), Err);
+        for (_, start) in &threads {
+            let _ = start.send(outcome.is_ok());
+        }
+        for (thread, _) in threads {
+            let ran = thread
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("an event loop panicked")));
+            if outcome.is_ok() {
+                outcome = ran;
+            }
+        }
+        outcome
+    })
 }
 
 /// A loop with no routes yet, woken by every change of `shaping`'s

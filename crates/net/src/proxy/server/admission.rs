@@ -268,9 +268,8 @@ impl EventLoop<'_> {
         (server, upstream, upstream_at): (Stream, Arc<[SocketAddr]>, usize),
         peer: String,
     ) -> Option<usize> {
-        let route = self.routes.get(key)?;
-        let affected = self.choices.f64() < route.rules.affect();
-        let seeds = [self.seeds(), self.seeds()];
+        let affect = self.routes.get(key)?.rules.affect();
+        let (affected, seeds) = self.connection_draws(affect);
         let mut luck = Luck::new(seeds[0].faults ^ seeds[1].jitter);
         let route = &self.routes[key];
         let started = route.rules.plan(&mut luck).and_then(|plan| {

@@ -21,6 +21,7 @@ use crate::alarm::Alarm;
 use crate::bucket::Bucket;
 use crate::deadlines::Deadlines;
 use crate::faults::ResetStruck;
+use crate::lock::lock;
 use crate::message::one_line;
 use crate::say::Printer;
 use crate::{Address, Listening};
@@ -32,9 +33,9 @@ use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const ALARM: Token = Token(usize::MAX);
@@ -44,6 +45,7 @@ const CHANGED: Token = Token(usize::MAX - 1);
 const LISTENERS: usize = usize::MAX / 2;
 
 /// Where a route's connections go, for a TCP route.
+#[derive(Clone)]
 pub enum Upstream {
     /// These addresses, found once (in turn until one answers); none for
     /// a Unix socket.
@@ -115,10 +117,10 @@ pub(super) struct EventLoop<'a> {
     found: (Sender<Found>, Receiver<Found>),
     /// The serial number of the next route.
     serials: u64,
-    /// Where each direction's seeds come from.
-    seeds: fastrand::Rng,
-    /// Which connections the faults affect.
-    choices: fastrand::Rng,
+    /// The draws of chance of each connection, in turn: shared by the
+    /// loops of one proxy, so that a seed replays them in the order the
+    /// clients came, whichever loop took each.
+    draws: Arc<Mutex<ConnectionDraws>>,
     /// What every direction reads into: it keeps only what it read.
     scratch: Vec<u8>,
     /// Where to say what failed; `None` when quiet.
@@ -160,8 +162,7 @@ impl<'a> EventLoop<'a> {
             resolver: None,
             found: channel(),
             serials: 0,
-            seeds: fastrand::Rng::with_seed(seed),
-            choices: fastrand::Rng::with_seed(seed).fork(),
+            draws: Arc::new(Mutex::new(ConnectionDraws::new(seed))),
             scratch: vec![0; BUFFER],
             report,
             clock: MonotonicClock,
@@ -248,13 +249,23 @@ impl<'a> EventLoop<'a> {
         })
     }
 
-    /// The seeds of the next random choices: drawn in turn from the seed,
-    /// so that the same connections see the same jitter and faults again.
-    fn seeds(&mut self) -> Seeds {
-        Seeds {
-            jitter: self.seeds.u64(..),
-            faults: self.seeds.u64(..),
-        }
+    /// A new connection's draws: whether the faults are done to it (to a
+    /// share `affect` of them), and each direction's seeds, all drawn in
+    /// turn from the seed, so that the same connections see the same
+    /// jitter and faults again.
+    fn connection_draws(&mut self, affect: f64) -> (bool, [Seeds; 2]) {
+        let mut draws = lock(&self.draws);
+        let affected = draws.choices.f64() < affect;
+        let mut seeds = || Seeds {
+            jitter: draws.seeds.u64(..),
+            faults: draws.seeds.u64(..),
+        };
+        (affected, [seeds(), seeds()])
+    }
+
+    /// ConnectionDraws from `draws`, shared with other loops of the same proxy.
+    pub(in crate::proxy) fn share_draws(&mut self, draws: Arc<Mutex<ConnectionDraws>>) {
+        self.draws = draws;
     }
 
     /// Says `line` on standard error, unless quiet.
@@ -411,5 +422,20 @@ impl<'a> EventLoop<'a> {
         self.loops -= usize::from(connection.looped);
         let _ = self.poll.registry().deregister(connection.client.source());
         let _ = self.poll.registry().deregister(connection.server.source());
+    }
+}
+
+/// Where the draws of chance of a proxy's connections come from.
+pub struct ConnectionDraws {
+    seeds: fastrand::Rng,
+    choices: fastrand::Rng,
+}
+
+impl ConnectionDraws {
+    pub fn new(seed: u64) -> ConnectionDraws {
+        ConnectionDraws {
+            seeds: fastrand::Rng::with_seed(seed),
+            choices: fastrand::Rng::with_seed(seed).fork(),
+        }
     }
 }
