@@ -84,26 +84,7 @@ pub fn round_trip(address: &str, data: Vec<u8>) -> Vec<u8> {
 fn clients_share_the_limit_and_every_byte_comes_back() {
     let upstream = server(echo);
     let proxy = Proxy::start(&upstream, &["--rate", "2MiB", "--burst", "64KiB"]);
-    let started = Instant::now();
-    let clients: Vec<_> = (0..4)
-        .map(|i| {
-            let address = proxy.address.clone();
-            std::thread::spawn(move || {
-                let data = random_bytes(MIB, 30 + i);
-                (round_trip(&address, data.clone()), data)
-            })
-        })
-        .collect();
-    for client in clients {
-        let (back, sent) = client.join().unwrap();
-        assert!(
-            back == sent,
-            "{} of {} bytes came back",
-            back.len(),
-            sent.len()
-        );
-    }
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = each_echoes_a_mib(&proxy.address, 4);
     // 4 MiB each way at 2 MiB/s, less the bursts: about 1.97 s.
     let rate = 4.0 * MIB as f64 / elapsed;
     assert!(
@@ -116,28 +97,9 @@ fn clients_share_the_limit_and_every_byte_comes_back() {
 fn clients_spread_over_two_loops_share_one_limit_and_every_byte_comes_back() {
     let upstream = server(echo);
     let proxy = Proxy::start(&upstream, &["--rate", "8MiB", "--loops", "2"]);
-    let started = Instant::now();
     // Sixteen clients: the system spreads them over both loops' listeners
     // by their addresses (all on one loop: once in 32,768).
-    let clients: Vec<_> = (0..16)
-        .map(|i| {
-            let address = proxy.address.clone();
-            std::thread::spawn(move || {
-                let data = random_bytes(MIB, 60 + i);
-                (round_trip(&address, data.clone()), data)
-            })
-        })
-        .collect();
-    for client in clients {
-        let (back, sent) = client.join().unwrap();
-        assert!(
-            back == sent,
-            "{} of {} bytes came back",
-            back.len(),
-            sent.len()
-        );
-    }
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = each_echoes_a_mib(&proxy.address, 16);
     // 16 MiB each way at 8 MiB/s, shared by both loops: about 2 s, less
     // the burst; two limits of their own would take half that.
     let rate = 16.0 * MIB as f64 / elapsed;
@@ -166,6 +128,32 @@ fn clients_spread_over_two_loops_share_one_limit_and_every_byte_comes_back() {
         loops.iter().all(|&cpu| cpu > 0.005),
         "CPU s of each loop: {loops:?}"
     );
+}
+
+/// `clients` clients at once each send a MiB of their own through the
+/// proxy at `address` to an echo, and get every byte back; returns the
+/// seconds they took together.
+fn each_echoes_a_mib(address: &str, clients: u64) -> f64 {
+    let started = Instant::now();
+    let clients: Vec<_> = (0..clients)
+        .map(|i| {
+            let address = address.to_string();
+            std::thread::spawn(move || {
+                let data = random_bytes(MIB, 30 + i);
+                (round_trip(&address, data.clone()), data)
+            })
+        })
+        .collect();
+    for client in clients {
+        let (back, sent) = client.join().unwrap();
+        assert!(
+            back == sent,
+            "{} of {} bytes came back",
+            back.len(),
+            sent.len()
+        );
+    }
+    started.elapsed().as_secs_f64()
 }
 
 /// Connections sharing one rate each get an even part of it: five clients

@@ -494,7 +494,7 @@ impl Direction {
         bucket: &TokenBucket<C, S>,
         want: usize,
     ) -> io::Result<Spliced> {
-        let mut came = loop {
+        let first = loop {
             match from.splice_into(&mut self.pipes, want) {
                 Ok(None) => return Ok(Spliced::NoRoom),
                 Ok(Some(0)) => {
@@ -507,26 +507,12 @@ impl Direction {
                 Err(e) => return Err(e),
             }
         };
-        while came < want {
-            match from.splice_into(&mut self.pipes, want - came) {
-                Ok(Some(more)) if more > 0 => came += more,
-                // The end, met again at the next splice; or full pipes.
-                Ok(_) => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    break;
-                }
-                // The system reports it once: it is the next read's.
-                Err(e) => {
-                    self.met = Some(e);
-                    break;
-                }
-            }
-        }
+        // Full pipes, like a socket with nothing more, end the chunk.
+        let (came, met) = gather(first, want, |came| {
+            from.splice_into(&mut self.pipes, want - came)
+                .map(|more| more.unwrap_or(0))
+        });
+        self.met = met;
         self.read_any = true;
         if let Some(received) = &self.received {
             received.fetch_add(came as u64, Ordering::Relaxed);
@@ -549,10 +535,22 @@ impl Direction {
 /// 1.2 of it). An end is met again at the next read; an error is
 /// returned, to be reported there, since the system reports it once.
 fn fill(from: &mut impl Read, buffer: &mut [u8], first: usize) -> (usize, Option<io::Error>) {
-    let mut filled = first;
-    while filled < buffer.len() {
-        match from.read(&mut buffer[filled..]) {
-            Ok(more) if more > 0 => filled += more,
+    let len = buffer.len();
+    gather(first, len, |filled| from.read(&mut buffer[filled..]))
+}
+
+/// Takes `more` (told how much is there already) from `first` on, until
+/// `want` are there or nothing more is: the end, or a would-block. An
+/// error is returned with what came before it.
+fn gather(
+    first: usize,
+    want: usize,
+    mut more: impl FnMut(usize) -> io::Result<usize>,
+) -> (usize, Option<io::Error>) {
+    let mut got = first;
+    while got < want {
+        match more(got) {
+            Ok(came) if came > 0 => got += came,
             Ok(_) => break,
             Err(e)
                 if matches!(
@@ -562,10 +560,10 @@ fn fill(from: &mut impl Read, buffer: &mut [u8], first: usize) -> (usize, Option
             {
                 break;
             }
-            Err(e) => return (filled, Some(e)),
+            Err(e) => return (got, Some(e)),
         }
     }
-    (filled, None)
+    (got, None)
 }
 
 #[cfg(test)]
