@@ -459,7 +459,7 @@ fn spliced_chunks_and_chunks_in_memory_keep_their_order_through_the_line() {
         delay: [Duration::from_millis(20); 2],
         jitter: Duration::ZERO,
     };
-    let mut step = 0u64;
+    let mut phase = 0;
     while !bench.direction.done() {
         // Every stream event is taken as it would be from poll.
         from.stirred();
@@ -475,11 +475,16 @@ fn spliced_chunks_and_chunks_in_memory_keep_their_order_through_the_line() {
                 &mut bench.scratch,
             )
             .unwrap();
-        step += 1;
-        match step {
-            100 => bench.conditions.set(in_force(touching)),
-            200 => bench.conditions.set(in_force(Faults::default())),
+        // From a third of the data out to two thirds, a fault touches the
+        // bytes: whatever the threads' timing, 2 MB are read meanwhile.
+        let out = bench.passed.total();
+        match phase {
+            0 if out > 2_000_000 => bench.conditions.set(in_force(touching)),
+            1 if out > 4_000_000 => bench.conditions.set(in_force(Faults::default())),
             _ => {}
+        }
+        if out > 2_000_000 * (phase + 1) && phase < 2 {
+            phase += 1;
         }
 
         bench.clock.advance(MS);
