@@ -6,7 +6,11 @@
 # With CONNECTIONS, the GiB are sent over that many connections at once
 # (each its share), and shape runs with one event loop and with two.
 #
-#   [SHAPE=BINARY] benches/proxy.sh [GiB] [CONNECTIONS]   # default 2 GiB per run, 1 connection
+# With TOXIPROXY naming a toxiproxy-server (../shared/toxiproxy/build.sh
+# builds one), it runs beside them: a proxy made through its API, and a
+# bandwidth toxic for the limit.
+#
+#   [SHAPE=BINARY] [TOXIPROXY=BINARY] benches/proxy.sh [GiB] [CONNECTIONS]   # default 2 GiB, 1 connection
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -106,6 +110,25 @@ echo "## Proxy on loopback, $gib GiB per run over $connections connection(s)"
 echo
 echo "| proxy | limit | wall time | throughput | proxy CPU s | CPU s per GiB |"
 echo "| --- | --- | --- | --- | --- | --- |"
+# The command line of a toxiproxy-server on a port of its own that makes
+# a proxy from $FRONT to $SINK, with a bandwidth toxic of $1 KB/s if given;
+# stopped with it.
+toxiproxy() {
+    local api cmd toxic=""
+    api=$(free_port)
+    if [[ -n ${1:-} ]]; then
+        toxic='curl -sf -X POST 127.0.0.1:API/proxies/bench/toxics -d "{\"type\": \"bandwidth\", \"attributes\": {\"rate\": RATE}}" >/dev/null'
+    fi
+    cmd='BIN -host 127.0.0.1 -port API >/dev/null 2>&1 & server=$!
+trap "kill $server" TERM
+until curl -sf -X POST 127.0.0.1:API/proxies -d "{\"name\": \"bench\", \"listen\": \"127.0.0.1:$FRONT\", \"upstream\": \"127.0.0.1:$SINK\"}" >/dev/null; do sleep 0.05; done
+TOXIC
+wait'
+    toxic=${toxic//RATE/${1:-}}
+    cmd=${cmd//TOXIC/$toxic}
+    cmd=${cmd//API/$api}
+    echo "${cmd//BIN/$TOXIPROXY}"
+}
 row() {
     local label=$1 limit=$2 seconds cpu
     read -r seconds cpu
@@ -114,6 +137,9 @@ row() {
 }
 for round in 1 2; do
     through 'exec socat TCP-LISTEN:$FRONT,reuseaddr,fork TCP:127.0.0.1:$SINK' | row socat unlimited
+    if [[ -n ${TOXIPROXY:-} ]]; then
+        through "$(toxiproxy)" | row toxiproxy unlimited
+    fi
     through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK" | row shape unlimited
     if [[ $connections -gt 1 ]]; then
         through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --loops 2" |
@@ -121,4 +147,7 @@ for round in 1 2; do
     fi
 done
 through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate 200MiB" | row shape "200 MiB/s"
+if [[ -n ${TOXIPROXY:-} ]]; then
+    through "$(toxiproxy 204800)" | row toxiproxy "200 MiB/s"
+fi
 through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate 200MiB --delay 50ms" | row shape "200 MiB/s, --delay 50ms"
