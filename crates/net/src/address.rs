@@ -356,6 +356,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_spread_listens_on_one_port_with_a_socket_each_and_each_takes_clients() {
+        let address: Address = "127.0.0.1:0".parse().unwrap();
+        let spread = address.listen_spread(3).unwrap();
+        let ports: Vec<String> = spread.iter().map(Listening::local).collect();
+        assert_eq!(ports.len(), 3);
+        assert!(ports.iter().all(|port| *port == ports[0]), "{ports:?}");
+        // The system spreads clients by their addresses: enough of them
+        // reach every listener.
+        let listeners: Vec<TcpListener> = spread
+            .into_iter()
+            .map(|listening| match listening {
+                Listening::Tcp(listener) => listener,
+                Listening::Unix(..) => unreachable!("a TCP address"),
+            })
+            .collect();
+        let clients: Vec<_> = (0..64)
+            .map(|_| std::net::TcpStream::connect(&ports[0]).unwrap())
+            .collect();
+        for listener in &listeners {
+            listener.set_nonblocking(true).unwrap();
+            assert!(listener.accept().is_ok(), "a listener had no client");
+        }
+        drop(clients);
+        let unix = Address::Unix(
+            std::env::temp_dir().join(format!("shape-spread-{}", std::process::id())),
+        );
+        let one = unix.listen_spread(3).unwrap();
+        assert_eq!(one.len(), 1, "a Unix socket is listened on once");
+        if let Address::Unix(path) = unix {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
     fn every_address_form_parses() {
         let tcp = |host: &str, port| Address::Tcp {
             host: host.into(),
