@@ -1,6 +1,7 @@
 //! Proxy mode (`--listen` with `--connect`): every connection accepted on
 //! the listen address is forwarded to the connect address, both directions
-//! shaped, all on one thread driven by mio.
+//! shaped, all on one thread driven by mio (or on several, each with a
+//! listener of its own: `--loops`).
 //!
 //! Each direction reads a chunk, reserves its tokens without blocking, and
 //! once they are covered puts the chunk in its delay line (see
@@ -167,6 +168,7 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
         let (made, ready) = std::sync::mpsc::channel::<io::Result<()>>();
         let mut threads = Vec::new();
         let mut failure = None;
+        // Each thread says once whether its loop was made.
         for (index, listening) in listeners.into_iter().enumerate() {
             let (upstream, made, stops, stop_all) =
                 (upstream.clone(), made.clone(), &stops, &stop_all);
