@@ -18,6 +18,12 @@ use crate::slowlink::{Footprint, Spares};
 /// thousand.
 const SPLICE_LEAST: usize = 16 * 1024;
 
+/// How long a direction keeps its pipes, empty, after it last spliced:
+/// long enough that a busy one never makes them anew, short enough that
+/// a connection gone idle soon holds four descriptors less (it is woken
+/// once for it).
+const PIPES_IDLE: u64 = 1_000_000_000;
+
 /// A chunk on its way: its bytes, or a count of bytes in the pipes.
 pub(in crate::proxy) enum Chunk {
     Bytes(Vec<u8>),
@@ -59,6 +65,8 @@ pub(in crate::proxy) struct Direction {
     spares: Spares,
     /// Where spliced chunks wait.
     pipes: Pipes,
+    /// When a splice last moved bytes in or out.
+    spliced_at: u64,
     /// The faults of this direction, if its connection is one they affect.
     pub(super) strikes: Option<Strikes>,
     /// Which change of the conditions this direction has taken.
@@ -149,6 +157,7 @@ impl Direction {
             line: link.line(start.seeds.jitter),
             spares: Spares::default(),
             pipes: Pipes::default(),
+            spliced_at: start.now,
             strikes: start
                 .affected
                 .then(|| Strikes::new(faults, start.seeds.faults, start.block, start.now)),
@@ -168,6 +177,12 @@ impl Direction {
 
     pub(in crate::proxy) fn done(&self) -> bool {
         self.done
+    }
+
+    /// How many pipes it holds now.
+    #[cfg(test)]
+    pub(super) fn pipes(&self) -> usize {
+        self.pipes.pipes()
     }
 
     /// What the faults did, if any that are counted were asked for.
@@ -251,7 +266,25 @@ impl Direction {
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
-        Ok(least(least(tokens, paused.or(release)), strikes))
+        let pipes_go = self.let_idle_pipes_go(bucket.clock().now());
+        Ok(least(
+            least(least(tokens, paused.or(release)), strikes),
+            pipes_go,
+        ))
+    }
+
+    /// Lets the pipes go once they have been empty for [`PIPES_IDLE`]
+    /// since the last splice; until then, returns when to look again.
+    fn let_idle_pipes_go(&mut self, now: u64) -> Option<u64> {
+        if !self.pipes.idle() {
+            return None;
+        }
+        let due = self.spliced_at.saturating_add(PIPES_IDLE);
+        if now < due {
+            return Some(due);
+        }
+        self.pipes = Pipes::default();
+        None
     }
 
     /// Ends the direction once all its data is out: the other side's
@@ -305,7 +338,10 @@ impl Direction {
                 };
                 let written = match chunk {
                     Chunk::Bytes(bytes) => to.write(&bytes[*out..*out + piece]),
-                    Chunk::Piped(_) => to.splice_from(&mut self.pipes, piece),
+                    Chunk::Piped(_) => {
+                        self.spliced_at = now;
+                        to.splice_from(&mut self.pipes, piece)
+                    }
                 };
                 match written {
                     Ok(n) => {
@@ -514,6 +550,7 @@ impl Direction {
         });
         self.met = met;
         self.read_any = true;
+        self.spliced_at = bucket.clock().now();
         if let Some(received) = &self.received {
             received.fetch_add(came as u64, Ordering::Relaxed);
         }

@@ -503,3 +503,51 @@ fn spliced_chunks_and_chunks_in_memory_keep_their_order_through_the_line() {
     assert!(spliced > 0, "no chunk was spliced");
     assert!(read > 0, "no chunk was read into memory");
 }
+
+#[test]
+fn a_direction_lets_its_pipes_go_a_second_after_its_last_splice() {
+    // A chunk spliced between real sockets, then nothing: the direction
+    // asks to be stepped again a second later, and then holds no pipe.
+    use crate::proxy::stream::Stream;
+    use std::os::unix::net::UnixStream;
+    let mut bench =
+        DirectionBench::new(Limit::Unlimited, 1 << 20, Duration::ZERO, Faults::default());
+    let (mut writer, proxy_in) = UnixStream::pair().unwrap();
+    let (proxy_out, mut reader) = UnixStream::pair().unwrap();
+    for end in [&proxy_in, &proxy_out] {
+        end.set_nonblocking(true).unwrap();
+    }
+    let mut from = Stream::unix(mio::net::UnixStream::from_std(proxy_in));
+    let mut to = Stream::unix(mio::net::UnixStream::from_std(proxy_out));
+    std::io::Write::write_all(&mut writer, &[7; 100_000]).unwrap();
+    let mut step = |bench: &mut DirectionBench| {
+        from.stirred();
+        to.stirred();
+        bench
+            .direction
+            .step(
+                &mut from,
+                &mut to,
+                &bench.bucket,
+                &bench.conditions,
+                &bench.passed,
+                &mut bench.scratch,
+            )
+            .unwrap()
+    };
+    let mut wake = step(&mut bench);
+    while bench.passed.total() < 100_000 {
+        wake = step(&mut bench);
+    }
+    let mut back = vec![0; 100_000];
+    reader.read_exact(&mut back).unwrap();
+    assert!(back.iter().all(|&byte| byte == 7));
+    assert_eq!(bench.direction.pipes(), 1, "the chunk went by a pipe");
+    assert_eq!(wake, Some(1_000 * MS), "looked at again a second on");
+    bench.clock.advance(999 * MS);
+    assert_eq!(step(&mut bench), Some(1_000 * MS));
+    assert_eq!(bench.direction.pipes(), 1, "kept within the second");
+    bench.clock.advance(MS);
+    assert_eq!(step(&mut bench), None, "nothing more to wait for");
+    assert_eq!(bench.direction.pipes(), 0, "let go");
+}

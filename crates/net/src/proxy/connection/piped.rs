@@ -66,6 +66,17 @@ pub(in crate::proxy) struct Pipes {
 }
 
 impl Pipes {
+    /// True if there are pipes and nothing waits in them.
+    pub(in crate::proxy) fn idle(&self) -> bool {
+        !self.chain.is_empty() && self.chain.iter().all(|pipe| pipe.filled == 0)
+    }
+
+    /// How many pipes it holds.
+    #[cfg(test)]
+    pub(in crate::proxy) fn pipes(&self) -> usize {
+        self.chain.len()
+    }
+
     /// The bytes waiting in the pipes.
     #[cfg(test)]
     fn held(&self) -> usize {
