@@ -2,7 +2,10 @@
 //! memory: the exact bytes out and the exact moments it asks to be
 //! stepped again, for a rate, a rate changed while it waits, a delay line,
 //! and each fault that counts time. What the event loop adds (sockets,
-//! poll, the alarm) is not here; how a direction waits is.
+//! poll, the alarm) is not here; how a direction waits is. Between real
+//! sockets, where chunks are spliced, in [`between_sockets`].
+
+mod between_sockets;
 
 use super::*;
 use crate::conditions::{InForce, Retune};
@@ -145,7 +148,7 @@ impl DirectionBench {
     }
 
     /// Steps once, now.
-    fn step(&mut self, from: &mut MemorySide, to: &mut MemorySide) -> Result<Option<u64>, Failure> {
+    fn step(&mut self, from: &mut impl Side, to: &mut impl Side) -> Result<Option<u64>, Failure> {
         self.direction.step(
             from,
             to,
@@ -415,139 +418,4 @@ fn at_any_rate_a_connection_keeps_between_its_burst_and_a_chunk_behind() {
             assert!(cv <= 0.05, "{per_second} B/s: CV per 100 ms {cv}");
         }
     }
-}
-
-#[test]
-fn spliced_chunks_and_chunks_in_memory_keep_their_order_through_the_line() {
-    // Between real sockets, on the fake clock, with 20 ms of delay so that
-    // the line holds many chunks: bytes are spliced through pipes while no
-    // fault touches them, read into memory while one does (a corruption
-    // too rare to strike), and spliced again once it is gone. Both kinds
-    // wait in the one line; every byte comes out once, in order.
-    use crate::proxy::stream::Stream;
-    use std::os::unix::net::UnixStream;
-    // 20 MiB/s: chunks of 200 KiB, each waiting for its tokens a while.
-    let mut bench = DirectionBench::new(
-        Limit::per_second(20 << 20),
-        1 << 20,
-        Duration::from_millis(20),
-        Faults::default(),
-    );
-    let (mut writer, proxy_in) = UnixStream::pair().unwrap();
-    let (proxy_out, mut reader) = UnixStream::pair().unwrap();
-    for end in [&proxy_in, &proxy_out] {
-        end.set_nonblocking(true).unwrap();
-    }
-    let mut from = Stream::unix(mio::net::UnixStream::from_std(proxy_in));
-    let mut to = Stream::unix(mio::net::UnixStream::from_std(proxy_out));
-    let data: Vec<u8> = (0..6_000_000u32).map(|i| (i % 241) as u8).collect();
-    let sent = data.clone();
-    let feeder = std::thread::spawn(move || {
-        std::io::Write::write_all(&mut writer, &sent).unwrap();
-    });
-    let drain = std::thread::spawn(move || {
-        let mut back = Vec::new();
-        reader.read_to_end(&mut back).unwrap();
-        back
-    });
-    let touching = Faults {
-        corrupt: f64::MIN_POSITIVE,
-        ..Faults::default()
-    };
-    let in_force = |faults| InForce {
-        faults: [Faults::default(), faults],
-        delay: [Duration::from_millis(20); 2],
-        jitter: Duration::ZERO,
-    };
-    let mut phase = 0;
-    while !bench.direction.done() {
-        // Every stream event is taken as it would be from poll.
-        from.stirred();
-        to.stirred();
-        bench
-            .direction
-            .step(
-                &mut from,
-                &mut to,
-                &bench.bucket,
-                &bench.conditions,
-                &bench.passed,
-                &mut bench.scratch,
-            )
-            .unwrap();
-        // From a third of the data out to two thirds, a fault touches the
-        // bytes: whatever the threads' timing, 2 MB are read meanwhile.
-        let out = bench.passed.total();
-        match phase {
-            0 if out > 2_000_000 => bench.conditions.set(in_force(touching)),
-            1 if out > 4_000_000 => bench.conditions.set(in_force(Faults::default())),
-            _ => {}
-        }
-        if out > 2_000_000 * (phase + 1) && phase < 2 {
-            phase += 1;
-        }
-
-        bench.clock.advance(MS);
-        std::thread::yield_now();
-    }
-    feeder.join().unwrap();
-    drop(to);
-    let back = drain.join().unwrap();
-    assert!(
-        back == data,
-        "{} of {} bytes, in order",
-        back.len(),
-        data.len()
-    );
-    let [read, spliced] = bench.direction.chunks;
-    assert!(spliced > 0, "no chunk was spliced");
-    assert!(read > 0, "no chunk was read into memory");
-}
-
-#[test]
-fn a_direction_lets_its_pipes_go_a_second_after_its_last_splice() {
-    // A chunk spliced between real sockets, then nothing: the direction
-    // asks to be stepped again a second later, and then holds no pipe.
-    use crate::proxy::stream::Stream;
-    use std::os::unix::net::UnixStream;
-    let mut bench =
-        DirectionBench::new(Limit::Unlimited, 1 << 20, Duration::ZERO, Faults::default());
-    let (mut writer, proxy_in) = UnixStream::pair().unwrap();
-    let (proxy_out, mut reader) = UnixStream::pair().unwrap();
-    for end in [&proxy_in, &proxy_out] {
-        end.set_nonblocking(true).unwrap();
-    }
-    let mut from = Stream::unix(mio::net::UnixStream::from_std(proxy_in));
-    let mut to = Stream::unix(mio::net::UnixStream::from_std(proxy_out));
-    std::io::Write::write_all(&mut writer, &[7; 100_000]).unwrap();
-    let mut step = |bench: &mut DirectionBench| {
-        from.stirred();
-        to.stirred();
-        bench
-            .direction
-            .step(
-                &mut from,
-                &mut to,
-                &bench.bucket,
-                &bench.conditions,
-                &bench.passed,
-                &mut bench.scratch,
-            )
-            .unwrap()
-    };
-    let mut wake = step(&mut bench);
-    while bench.passed.total() < 100_000 {
-        wake = step(&mut bench);
-    }
-    let mut back = vec![0; 100_000];
-    reader.read_exact(&mut back).unwrap();
-    assert!(back.iter().all(|&byte| byte == 7));
-    assert_eq!(bench.direction.pipes(), 1, "the chunk went by a pipe");
-    assert_eq!(wake, Some(1_000 * MS), "looked at again a second on");
-    bench.clock.advance(999 * MS);
-    assert_eq!(step(&mut bench), Some(1_000 * MS));
-    assert_eq!(bench.direction.pipes(), 1, "kept within the second");
-    bench.clock.advance(MS);
-    assert_eq!(step(&mut bench), None, "nothing more to wait for");
-    assert_eq!(bench.direction.pipes(), 0, "let go");
 }
