@@ -34,7 +34,6 @@ mod server;
 mod stream;
 mod strikes;
 
-use crate::Address;
 use crate::bucket::Bucket;
 use crate::conditions::Conditions;
 use crate::faults::Way;
@@ -42,6 +41,7 @@ use crate::lock::lock;
 use crate::say::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
+use crate::{Address, Listening};
 use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use server::ConnectionDraws;
 use server::EventLoop;
@@ -153,58 +153,27 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
     };
     let listeners = listen.listen_spread(shaping.loops.max(1))?;
     let at = listeners[0].local();
-    // Each loop is made on its own thread (what it holds stays there);
-    // all start once every one was made, or none does.
-    let stops: Mutex<Vec<(Sender<Command>, Arc<mio::Waker>)>> = Mutex::default();
-    let stop_all = || {
-        for (stop, waker) in lock(&stops).iter() {
-            if stop.send(Command::Stop).is_ok() {
-                let _ = waker.wake();
-            }
-        }
-    };
+    let stops = Mutex::default();
     let draws = Arc::new(Mutex::new(ConnectionDraws::new(shaping.seed)));
     std::thread::scope(|scope| {
-        let (made, ready) = std::sync::mpsc::channel::<io::Result<()>>();
+        let (made, ready) = std::sync::mpsc::channel();
         let mut threads = Vec::new();
         let mut failure = None;
-        // Each thread says once whether its loop was made.
         for (index, listening) in listeners.into_iter().enumerate() {
-            let (upstream, made, stops, stop_all) =
-                (upstream.clone(), made.clone(), &stops, &stop_all);
-            let draws = draws.clone();
-            let (start, started) = std::sync::mpsc::channel::<bool>();
-            let thread = std::thread::Builder::new()
+            let (start, started) = std::sync::mpsc::channel();
+            let made = made.clone();
+            let (upstream, draws, stops) = (upstream.clone(), draws.clone(), &stops);
+            let spawned = std::thread::Builder::new()
                 .name(format!("shape-loop-{index}"))
-                .spawn_scoped(scope, move || -> io::Result<()> {
-                    let built = (|| {
-                        let mut event_loop = shaped_loop(shaping)?;
-                        event_loop.share_draws(draws);
-                        event_loop.open(listening, connect.clone(), upstream, Box::new(shaping))?;
-                        let (stop, stopped) = std::sync::mpsc::channel();
-                        event_loop.take_commands(stopped);
-                        lock(stops).push((stop, event_loop.waker()));
-                        Ok(event_loop)
-                    })();
-                    let mut event_loop = match built {
-                        Ok(event_loop) => {
-                            let _ = made.send(Ok(()));
-                            event_loop
-                        }
-                        Err(err) => {
-                            let _ = made.send(Err(err));
-                            return Ok(());
-                        }
+                .spawn_scoped(scope, move || {
+                    let route = LoopRoute {
+                        listening,
+                        connect,
+                        upstream,
                     };
-                    if !started.recv().unwrap_or(false) {
-                        return Ok(());
-                    }
-                    let ran = event_loop.run();
-                    // Only a failure ends a loop: the others follow it.
-                    stop_all();
-                    ran
+                    serve_on_a_loop(shaping, route, draws, stops, made, started)
                 });
-            match thread {
+            match spawned {
                 Ok(thread) => threads.push((thread, start)),
                 Err(err) => {
                     failure.get_or_insert(err);
@@ -212,18 +181,16 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
                 }
             }
         }
+        // Each thread says once whether its loop was made; all start once
+        // every one was, or none does.
         for _ in &threads {
             if let Ok(Err(err)) = ready.recv() {
                 failure.get_or_insert(err);
             }
         }
-        if failure.is_none()
-            && let Some(report) = &shaping.report
-        {
-            report.line(&format!("shape: listening on {at}"));
-            if shaping.say_seed {
-                report.line(&format!("shape: seed {}", shaping.seed));
-            }
+        if failure.is_none() {
+            say(shaping, &format!("shape: listening on {at}"));
+            say_seed(shaping);
         }
         let mut outcome = failure.map_or(Ok(()), Err);
         for (_, start) in &threads {
@@ -239,6 +206,65 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
         }
         outcome
     })
+}
+
+/// What one of proxy mode's loops serves: its listener, and where clients
+/// are forwarded.
+struct LoopRoute<'a> {
+    listening: Listening,
+    connect: &'a Address,
+    upstream: Upstream,
+}
+
+/// The loops' ways to stop each other: a command sender and a waker each.
+type Stops = Mutex<Vec<(Sender<Command>, Arc<mio::Waker>)>>;
+
+/// One of proxy mode's loops, on its own thread: made, said to be made
+/// (or why not) through `made`, then run once `started` says all were
+/// made, until it fails or another loop's failure stops it. A loop that
+/// fails stops the others.
+fn serve_on_a_loop(
+    shaping: &Shaping,
+    route: LoopRoute,
+    draws: Arc<Mutex<ConnectionDraws>>,
+    stops: &Stops,
+    made: Sender<io::Result<()>>,
+    started: Receiver<bool>,
+) -> io::Result<()> {
+    let built = (|| {
+        let mut event_loop = shaped_loop(shaping)?;
+        event_loop.share_draws(draws);
+        let rules = Box::new(shaping);
+        event_loop.open(
+            route.listening,
+            route.connect.clone(),
+            route.upstream,
+            rules,
+        )?;
+        let (stop, stopped) = std::sync::mpsc::channel();
+        event_loop.take_commands(stopped);
+        lock(stops).push((stop, event_loop.waker()));
+        Ok(event_loop)
+    })();
+    let mut event_loop = match built {
+        Ok(event_loop) => event_loop,
+        Err(err) => {
+            let _ = made.send(Err(err));
+            return Ok(());
+        }
+    };
+    let _ = made.send(Ok(()));
+    if !started.recv().unwrap_or(false) {
+        return Ok(());
+    }
+    let ran = event_loop.run();
+    // Only a failure ends a loop: the others follow it.
+    for (stop, waker) in lock(stops).iter() {
+        if stop.send(Command::Stop).is_ok() {
+            let _ = waker.wake();
+        }
+    }
+    ran
 }
 
 /// A loop with no routes yet, woken by every change of `shaping`'s
@@ -261,9 +287,16 @@ fn shaped_loop<'a>(shaping: &Shaping) -> io::Result<EventLoop<'a>> {
 }
 
 /// Says the seed where faults or jitter draw from it.
-fn say_seed(event_loop: &EventLoop, shaping: &Shaping) {
+fn say_seed(shaping: &Shaping) {
     if shaping.say_seed {
-        event_loop.say(&format!("shape: seed {}", shaping.seed));
+        say(shaping, &format!("shape: seed {}", shaping.seed));
+    }
+}
+
+/// Says `line` on standard error, unless quiet.
+fn say(shaping: &Shaping, line: &str) {
+    if let Some(report) = &shaping.report {
+        report.line(line);
     }
 }
 
@@ -293,7 +326,7 @@ impl Carrier {
                 };
                 event_loop.open_unlistened("the link", Box::new(&shaping));
                 event_loop.take_commands(taken);
-                say_seed(&event_loop, &shaping);
+                say_seed(&shaping);
                 let _ = ready.send(Ok(event_loop.waker()));
                 if let Err(err) = event_loop.run() {
                     // What it carries cannot go on: said, and ended.

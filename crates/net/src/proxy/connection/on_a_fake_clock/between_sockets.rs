@@ -7,21 +7,21 @@ use crate::proxy::stream::Stream;
 use std::os::unix::net::UnixStream;
 
 /// A direction's two sockets, as the loop holds them.
-struct Sockets {
+struct SocketPair {
     from: Stream,
     to: Stream,
 }
 
-impl Sockets {
+impl SocketPair {
     /// The sockets, and the test's ends of them: where it writes what the
     /// direction reads, and where it reads what the direction writes.
-    fn new() -> (Sockets, UnixStream, UnixStream) {
+    fn new() -> (SocketPair, UnixStream, UnixStream) {
         let (writer, proxy_in) = UnixStream::pair().unwrap();
         let (proxy_out, reader) = UnixStream::pair().unwrap();
         for end in [&proxy_in, &proxy_out] {
             end.set_nonblocking(true).unwrap();
         }
-        let sockets = Sockets {
+        let sockets = SocketPair {
             from: Stream::unix(mio::net::UnixStream::from_std(proxy_in)),
             to: Stream::unix(mio::net::UnixStream::from_std(proxy_out)),
         };
@@ -51,7 +51,7 @@ fn spliced_chunks_and_chunks_in_memory_keep_their_order_through_the_line() {
         Duration::from_millis(20),
         Faults::default(),
     );
-    let (mut sockets, mut writer, mut reader) = Sockets::new();
+    let (mut sockets, mut writer, mut reader) = SocketPair::new();
     let data: Vec<u8> = (0..6_000_000u32).map(|i| (i % 241) as u8).collect();
     let sent = data.clone();
     let feeder = std::thread::spawn(move || {
@@ -108,7 +108,7 @@ fn a_direction_lets_its_pipes_go_a_second_after_its_last_splice() {
     // again a second later, and then holds no pipe.
     let mut bench =
         DirectionBench::new(Limit::Unlimited, 1 << 20, Duration::ZERO, Faults::default());
-    let (mut sockets, mut writer, mut reader) = Sockets::new();
+    let (mut sockets, mut writer, mut reader) = SocketPair::new();
     std::io::Write::write_all(&mut writer, &[7; 100_000]).unwrap();
     let mut wake = sockets.step(&mut bench);
     while bench.passed.total() < 100_000 {
