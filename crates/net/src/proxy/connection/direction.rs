@@ -400,10 +400,16 @@ impl Direction {
         if reset {
             return Err(io::Error::other(ResetStruck));
         }
+        let now = bucket.clock().now();
         match chunk {
             Chunk::Bytes(bytes) if bytes.is_empty() => self.spares.recycle(bytes),
-            chunk => {
-                self.line.push(chunk, bucket.clock().now());
+            // A short read into a large buffer holds its bytes only.
+            Chunk::Bytes(bytes) => {
+                let bytes = self.spares.fitted(bytes);
+                self.line.push(Chunk::Bytes(bytes), now);
+            }
+            piped => {
+                self.line.push(piped, now);
             }
         }
         Ok((true, None))
@@ -420,7 +426,7 @@ impl Direction {
             Chunk::Bytes(mut bytes) => {
                 let (reset, cut) = strikes.admit(&mut bytes);
                 self.ended |= cut;
-                (Chunk::Bytes(self.spares.fitted(bytes)), reset)
+                (Chunk::Bytes(bytes), reset)
             }
             Chunk::Piped(piped) => {
                 let (forward, reset, cut) = strikes.admit_length(piped.forward);
