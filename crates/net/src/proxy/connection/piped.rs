@@ -34,6 +34,9 @@ struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
     size: usize,
+    /// What it takes before it counts as full: its size, or less once its
+    /// slots were found full short of it.
+    room: usize,
     filled: usize,
 }
 
@@ -46,6 +49,7 @@ impl Pipe {
             read,
             write,
             size,
+            room: size,
             filled: 0,
         })
     }
@@ -96,7 +100,7 @@ impl Pipes {
             let Some(pipe) = self.back_with_room() else {
                 return Ok(None);
             };
-            let room = (pipe.size - pipe.filled).min(want);
+            let room = (pipe.room - pipe.filled).min(want);
             match rustix::pipe::splice(from, None, &pipe.write, None, room, flags()) {
                 Ok(n) => {
                     pipe.filled += n;
@@ -109,7 +113,7 @@ impl Pipes {
                     return Err(io::ErrorKind::WouldBlock.into());
                 }
                 // Full short of its size: the next pipe takes what comes.
-                Err(Errno::AGAIN) => pipe.size = pipe.filled,
+                Err(Errno::AGAIN) => pipe.room = pipe.filled,
                 Err(err) => return Err(err.into()),
             }
         }
@@ -160,7 +164,7 @@ impl Pipes {
         if self
             .chain
             .back()
-            .is_none_or(|pipe| pipe.filled >= pipe.size)
+            .is_none_or(|pipe| pipe.filled >= pipe.room)
         {
             if self.chain.len() >= MOST_PIPES {
                 return None;
@@ -191,9 +195,9 @@ impl Pipes {
         }
         if more {
             self.chain.pop_front();
-        } else if let Ok(size) = rustix::pipe::fcntl_getpipe_size(&pipe.write) {
+        } else {
             // Emptied: its whole size is room again.
-            pipe.size = size;
+            pipe.room = pipe.size;
         }
     }
 }
