@@ -41,7 +41,7 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--serve-allow-origin', '--serve-allow-origin', [CompletionResultType]::ParameterName, 'With --serve: let a browser UI from ORIGIN drive the API')
             [CompletionResult]::new('--rate-up', '--rate-up', [CompletionResultType]::ParameterName, 'Proxy, --exec: the rate of what clients send (default --rate)')
             [CompletionResult]::new('--rate-down', '--rate-down', [CompletionResultType]::ParameterName, 'Proxy, --exec: the rate of what clients get (default --rate)')
-            [CompletionResult]::new('--loops', '--loops', [CompletionResultType]::ParameterName, 'Proxy: event loops, a thread each (default 1)')
+            [CompletionResult]::new('--loops', '--loops', [CompletionResultType]::ParameterName, 'Proxy or --serve: event loops, a thread each (default: one per core)')
             [CompletionResult]::new('--connect', '--connect', [CompletionResultType]::ParameterName, 'Write to a connection to ADDR')
             [CompletionResult]::new('--connect-timeout', '--connect-timeout', [CompletionResultType]::ParameterName, 'How long --connect keeps trying each address (default 10s)')
             [CompletionResult]::new('--delay', '--delay', [CompletionResultType]::ParameterName, 'Hold every byte this long: a slow link')

@@ -38,7 +38,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --serve-allow-origin 'With --serve: let a browser UI from ORIGIN drive the API'
             cand --rate-up 'Proxy, --exec: the rate of what clients send (default --rate)'
             cand --rate-down 'Proxy, --exec: the rate of what clients get (default --rate)'
-            cand --loops 'Proxy: event loops, a thread each (default 1)'
+            cand --loops 'Proxy or --serve: event loops, a thread each (default: one per core)'
             cand --connect 'Write to a connection to ADDR'
             cand --connect-timeout 'How long --connect keeps trying each address (default 10s)'
             cand --delay 'Hold every byte this long: a slow link'

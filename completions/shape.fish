@@ -17,7 +17,7 @@ complete -c shape -l config -d 'With --serve: the proxies of FILE, made at start
 complete -c shape -l serve-allow-origin -d 'With --serve: let a browser UI from ORIGIN drive the API' -r
 complete -c shape -l rate-up -d 'Proxy, --exec: the rate of what clients send (default --rate)' -r
 complete -c shape -l rate-down -d 'Proxy, --exec: the rate of what clients get (default --rate)' -r
-complete -c shape -l loops -d 'Proxy: event loops, a thread each (default 1)' -r
+complete -c shape -l loops -d 'Proxy or --serve: event loops, a thread each (default: one per core)' -r
 complete -c shape -l connect -d 'Write to a connection to ADDR' -r
 complete -c shape -l connect-timeout -d 'How long --connect keeps trying each address (default 10s)' -r
 complete -c shape -l delay -d 'Hold every byte this long: a slow link' -r

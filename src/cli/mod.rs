@@ -389,19 +389,21 @@ pub struct Cli {
     #[arg(long, requires_all = ["listen", "connect"], help_heading = "Sockets and proxy")]
     pub per_connection: bool,
 
-    /// Proxy: event loops, a thread each (default 1).
+    /// Proxy or --serve: event loops, a thread each (default: one per core).
     ///
-    /// Proxy: serve clients on N event loops, each a thread with a
-    /// listener of its own on the one address, among which the system
-    /// spreads the clients (default 1). Shared limits stay one bucket; a
-    /// connection's own stay its own; a seed replays the same draws for
-    /// clients that come one after another. A Unix socket is served by
-    /// one loop.
+    /// Proxy or --serve: serve clients on N event loops, each a thread,
+    /// all accepting from the one listening socket (each of --serve's
+    /// proxies is served by every loop): a loop that is free takes the
+    /// next client. The default is one per core, but no more than
+    /// one per 64 descriptors the process may open. Shared limits stay
+    /// one bucket; a connection's own stay its own; a seed replays the
+    /// same draws for clients that come one after another. While
+    /// descriptors run short, the loops take turns to admit waiting
+    /// clients, one each.
     #[arg(
         long,
         value_name = "N",
         value_parser = clap::value_parser!(u16).range(1..=1024),
-        requires_all = ["listen", "connect"],
         help_heading = "Sockets and proxy"
     )]
     pub loops: Option<u16>,

@@ -124,9 +124,9 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
         Mode::Remote(target) => not_for_a_share(&cli, target),
         _ => None,
     })?;
-    if cli.loops.is_some() && !matches!(mode, Mode::Proxy { .. }) {
+    if cli.loops.is_some() && !matches!(mode, Mode::Proxy { .. } | Mode::Serve(_)) {
         return Err(UsageError(
-            "--loops applies to a proxy (--listen with --connect)".into(),
+            "--loops applies to a proxy (--listen with --connect) or --serve".into(),
         ));
     }
     if mode.two_ways() && cli.share.is_some() {

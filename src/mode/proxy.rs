@@ -10,7 +10,7 @@ use crate::control::Adjuster;
 use crate::counting::Counting;
 use crate::exit::Exit;
 use crate::faults::Way;
-use crate::net::{Address, proxy};
+use crate::net::{Address, loops_per_core, proxy};
 use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
 use shape_bucket::Damaged;
@@ -61,7 +61,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         report: (!cli.quiet).then_some(printer),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
         say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
-        loops: cli.loops.map_or(1, usize::from),
+        loops: cli.loops.map_or_else(loops_per_core, usize::from),
     };
     let served = proxy::forward(listen, connect, &shaping);
     drop(member);

@@ -3,7 +3,7 @@
 use super::UsageError;
 use crate::cli::Cli;
 use crate::exit::Exit;
-use crate::net::Address;
+use crate::net::{Address, loops_per_core};
 use crate::serve::{ConfigFile, Extras, Refused, Serving, run as serve};
 use anyhow::anyhow;
 
@@ -23,6 +23,7 @@ pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
         },
         config_optional: false,
         report: (!cli.quiet).then(Default::default),
+        loops: cli.loops.map_or_else(loops_per_core, usize::from),
     };
     match serve(serving) {
         Ok(()) => Ok(Exit::Success),

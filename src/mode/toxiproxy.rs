@@ -3,7 +3,7 @@
 
 use crate::cli::toxiproxy::{ServerCommand, parse, usage};
 use crate::exit::Exit;
-use crate::net::Address;
+use crate::net::{Address, loops_per_core};
 use crate::serve::api::TOXIPROXY_VERSION;
 use crate::serve::{ConfigFile, Extras, Refused, Serving, run as serve};
 
@@ -48,6 +48,7 @@ pub fn run(program: &str, args: &[String]) -> Exit {
             proxy_metrics: flags.proxy_metrics,
         },
         config_optional: true,
+        loops: loops_per_core(),
         report: Some(Default::default()),
     };
     match serve(serving) {

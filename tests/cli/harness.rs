@@ -836,3 +836,64 @@ pub fn set_up(path: &std::path::Path) -> bool {
         ".ci/run installs it with tests/clients/setup",
     )
 }
+
+/// The CPU seconds each thread of process `pid` whose name begins with
+/// `named` has spent so far, by name. A thread just made has its maker's
+/// name until it takes its own, so a name is counted once (the most CPU
+/// of those that bear it).
+pub fn threads_cpu_seconds(pid: u32, named: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut threads = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        let Ok(name) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        let ns: Option<f64> = std::fs::read_to_string(task.join("schedstat"))
+            .ok()
+            .and_then(|stat| stat.split_whitespace().next()?.parse().ok());
+        if let Some(ns) = ns
+            && name.starts_with(named)
+        {
+            let cpu: &mut f64 = threads.entry(name.trim_end().to_string()).or_default();
+            *cpu = cpu.max(ns / 1e9);
+        }
+    }
+    threads
+}
+
+/// How many connections accepted on `port` each epoll instance of
+/// process `pid` watches, for each instance that watches any: the
+/// sockets it watches (its fdinfo's `tfd` lines) that are connected with
+/// `port` as their own address (the process's `net/tcp`).
+pub fn accepted_by_each_poll(pid: u32, port: u16) -> Vec<usize> {
+    let mut accepted = std::collections::HashSet::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields[1].rsplit(':').next().unwrap();
+            // State 01 is established: the listener is 0A.
+            if u16::from_str_radix(local_port, 16) == Ok(port) && fields[3] == "01" {
+                accepted.insert(format!("socket:[{}]", fields[9]));
+            }
+        }
+    }
+    let link = |fd: &str| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok();
+    let mut counts = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let fd = fd.unwrap().file_name().into_string().unwrap();
+        if link(&fd).is_none_or(|target| target.to_string_lossy() != "anon_inode:[eventpoll]") {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
+        let watched = info
+            .lines()
+            .filter_map(|line| line.strip_prefix("tfd:")?.split_whitespace().next())
+            .filter(|tfd| link(tfd).is_some_and(|t| accepted.contains(&*t.to_string_lossy())))
+            .count();
+        if watched > 0 {
+            counts.push(watched);
+        }
+    }
+    counts
+}

@@ -92,32 +92,44 @@ fn clients_share_the_limit_and_every_byte_comes_back() {
 fn clients_spread_over_two_loops_share_one_limit_and_every_byte_comes_back() {
     let upstream = server(echo);
     let proxy = Proxy::start(&upstream, &["--rate", "8MiB", "--loops", "2"]);
-    // Sixteen clients: the system spreads them over both loops' listeners
-    // by their addresses (all on one loop: once in 32,768).
+    // Sixteen clients come at once: both loops are woken, and each takes
+    // one client at a time from the one listening socket.
     // 16 MiB each way at 8 MiB/s, shared by both loops: about 2 s, less
     // the burst; two limits of their own would take half that.
     each_echoes_a_mib_at(&proxy.address, 16, 8);
     // Both loops served: each thread spent time of its own.
-    let pid = proxy.child.id();
-    let loops: Vec<f64> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|task| {
-            let task = task.unwrap().path();
-            let name = std::fs::read_to_string(task.join("comm")).ok()?;
-            let ns: f64 = std::fs::read_to_string(task.join("schedstat"))
-                .ok()?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()?;
-            name.starts_with("shape-loop").then_some(ns / 1e9)
-        })
-        .collect();
+    let loops = threads_cpu_seconds(proxy.child.id(), "shape-loop");
     assert_eq!(loops.len(), 2, "{loops:?}");
     assert!(
-        loops.iter().all(|&cpu| cpu > 0.005),
+        loops.values().all(|&cpu| cpu > 0.005),
         "CPU s of each loop: {loops:?}"
     );
+}
+
+#[test]
+fn a_proxy_runs_a_loop_per_core_unless_descriptors_are_few() {
+    let upstream = server(echo);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let proxy = Proxy::start(&upstream, &[]);
+    let loops = threads_cpu_seconds(proxy.child.id(), "shape-loop");
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    let room = hard.map_or(cores, |hard| (hard / 64) as usize);
+    assert_eq!(
+        loops.len(),
+        cores.min(room).max(1),
+        "{cores} cores: {loops:?}"
+    );
+    // Under a limit of 100 descriptors, five loops' own would be a
+    // quarter of them: one loop serves.
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        "ulimit -n 100 && exec \"$0\" \"$@\"",
+        env!("CARGO_BIN_EXE_shape"),
+    ]);
+    let few = Proxy::start_with(command, &upstream, &[]);
+    assert_eq!(threads_cpu_seconds(few.child.id(), "shape-loop").len(), 1);
+    assert_eq!(round_trip(&few.address, b"hello".to_vec()), b"hello");
 }
 
 /// `clients` clients at once each send a MiB of their own through the
@@ -537,6 +549,18 @@ fn echo_of(stream: &mut TcpStream, patience: Duration) -> Option<std::io::Result
 
 #[test]
 fn out_of_descriptors_new_clients_wait_without_spinning_and_are_served_later() {
+    // With two loops, the clients that wait are those of both: each
+    // loop's turn to admit one comes, so neither loop's clients wait while
+    // the other's take every descriptor freed.
+    for loops in ["1", "2"] {
+        out_of_descriptors_clients_wait_on(loops);
+    }
+}
+
+/// A proxy on `loops` loops under a limit of 24 descriptors: clients
+/// beyond it wait, without the proxy spinning, and are each served once
+/// those before them have gone; the shortage is said once.
+fn out_of_descriptors_clients_wait_on(loops: &str) {
     let upstream = server(echo);
     // The proxy under a limit of 24 descriptors: room for a few
     // connections of two descriptors each.
@@ -546,7 +570,7 @@ fn out_of_descriptors_new_clients_wait_without_spinning_and_are_served_later() {
         "ulimit -n 24 && exec \"$0\" \"$@\"",
         env!("CARGO_BIN_EXE_shape"),
     ]);
-    let proxy = Proxy::start_with(command, &upstream, &[]);
+    let proxy = Proxy::start_with(command, &upstream, &["--loops", loops]);
     let mut clients: Vec<TcpStream> = (0..12)
         .map(|_| TcpStream::connect(&proxy.address).unwrap())
         .collect();

@@ -685,3 +685,57 @@ fn sigterm_and_sigint_close_every_listener_and_connection_and_exit_0() {
         assert!(TcpStream::connect(&listen).is_err(), "nothing listens");
     }
 }
+
+#[test]
+fn every_loop_serves_a_proxys_clients_and_takes_its_toxics() {
+    const QUARTER_MIB: usize = 1 << 18;
+    let server = Toxiproxy::from(shape(["--serve", "127.0.0.1:0", "--loops", "2"]));
+    let listen = server.proxy("spread", &echo_server(), json!({}));
+    // Sixteen clients at once, each echoing a quarter of a MiB: both
+    // loops are woken by them, and each takes one at a time.
+    let block = random_bytes(QUARTER_MIB, 48);
+    let clients: Vec<TcpStream> = std::thread::scope(|scope| {
+        let echoing: Vec<_> = (0..16)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut client = TcpStream::connect(&listen).unwrap();
+                    client
+                        .set_read_timeout(Some(Duration::from_secs(30)))
+                        .unwrap();
+                    let mut writer = client.try_clone().unwrap();
+                    let sent = block.clone();
+                    let sender = std::thread::spawn(move || writer.write_all(&sent).unwrap());
+                    let mut back = vec![0; QUARTER_MIB];
+                    client.read_exact(&mut back).unwrap();
+                    sender.join().unwrap();
+                    assert!(back == block, "the echo differs");
+                    client
+                })
+            })
+            .collect();
+        echoing.into_iter().map(|e| e.join().unwrap()).collect()
+    });
+    assert_eq!(threads_cpu_seconds(server.pid(), "proxies-").len(), 2);
+    let port: u16 = listen.rsplit(':').next().unwrap().parse().unwrap();
+    let mut held = accepted_by_each_poll(server.pid(), port);
+    held.sort();
+    assert_eq!(held.len(), 2, "connections held by each loop: {held:?}");
+    assert_eq!(held.iter().sum::<usize>(), 16, "{held:?}");
+    // A toxic added now reaches the open connections of both loops.
+    server.toxic(
+        "spread",
+        json!({"type": "latency", "stream": "downstream", "attributes": {"latency": 300}}),
+    );
+    std::thread::scope(|scope| {
+        for mut client in clients {
+            scope.spawn(move || {
+                let started = Instant::now();
+                client.write_all(b"ping").unwrap();
+                let mut back = [0; 4];
+                client.read_exact(&mut back).unwrap();
+                let took = started.elapsed();
+                assert!(took >= Duration::from_millis(290), "an echo took {took:?}");
+            });
+        }
+    });
+}

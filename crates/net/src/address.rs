@@ -136,25 +136,20 @@ impl Address {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address found"))
     }
 
-    /// Listens on this address `count` times over, with a socket for each
-    /// on the one port (SO_REUSEPORT), among which the system spreads the
-    /// clients: one for each event loop. Port 0 asks the system for a
-    /// free port, which the others then take too. A Unix socket, which
-    /// cannot be shared so, is listened on once.
-    pub fn listen_spread(&self, count: usize) -> io::Result<Vec<Listening>> {
-        let Address::Tcp { host, port } = self else {
-            return Ok(vec![self.listen()?]);
-        };
-        if count <= 1 {
-            return Ok(vec![self.listen()?]);
+    /// Listens on this address once, and gives `count` descriptors of
+    /// the one socket (at least one), one for each event loop to accept
+    /// from. One socket keeps one backlog, which clients leave in the
+    /// order they came whichever loop takes each, and a port that no
+    /// other program can join: sockets that shared it with SO_REUSEPORT
+    /// would let any later listener of the same user in, silently taking
+    /// a share of the clients where it should have been refused.
+    pub fn listen_shared(&self, count: usize) -> io::Result<Vec<Listening>> {
+        let first = self.listen()?;
+        let mut all = Vec::with_capacity(count.max(1));
+        for _ in 1..count {
+            all.push(first.try_clone()?);
         }
-        let mut at = Self::listen_at(host, *port)?;
-        let mut all = Vec::with_capacity(count);
-        for _ in 0..count {
-            let listener = listen_sharing_the_port(at)?;
-            at = listener.local_addr()?;
-            all.push(Listening::Tcp(listener));
-        }
+        all.insert(0, first);
         Ok(all)
     }
 
@@ -289,6 +284,14 @@ impl Listening {
         }
     }
 
+    /// Another descriptor of the same listening socket.
+    fn try_clone(&self) -> io::Result<Listening> {
+        Ok(match self {
+            Listening::Tcp(listener) => Listening::Tcp(listener.try_clone()?),
+            Listening::Unix(listener, path) => Listening::Unix(listener.try_clone()?, path.clone()),
+        })
+    }
+
     /// Accepts one connection, and returns it.
     pub fn accept_one(self) -> io::Result<File> {
         match self {
@@ -333,57 +336,48 @@ pub fn finish(connection: File) -> io::Result<()> {
     }
 }
 
-/// A listener on `at` that others of this process may share the port of
-/// (SO_REUSEPORT), with the deepest backlog allowed.
-fn listen_sharing_the_port(at: SocketAddr) -> io::Result<TcpListener> {
-    use rustix::net::{AddressFamily, SocketFlags, SocketType, sockopt};
-    let family = match at {
-        SocketAddr::V4(_) => AddressFamily::INET,
-        SocketAddr::V6(_) => AddressFamily::INET6,
-    };
-    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
-    // As std's own listeners do, so that a restart finds the port free.
-    sockopt::set_socket_reuseaddr(&socket, true)?;
-    sockopt::set_socket_reuseport(&socket, true)?;
-    rustix::net::bind(&socket, &at)?;
-    let listener = TcpListener::from(socket);
-    super::deepen_backlog(&listener)?;
-    Ok(listener)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_spread_listens_on_one_port_with_a_socket_each_and_each_takes_clients() {
+    fn a_shared_listener_is_one_socket_that_any_loop_accepts_from_and_no_other_joins() {
         let address: Address = "127.0.0.1:0".parse().unwrap();
-        let spread = address.listen_spread(3).unwrap();
-        let ports: Vec<String> = spread.iter().map(Listening::local).collect();
+        let shared = address.listen_shared(3).unwrap();
+        let ports: Vec<String> = shared.iter().map(Listening::local).collect();
         assert_eq!(ports.len(), 3);
         assert!(ports.iter().all(|port| *port == ports[0]), "{ports:?}");
-        // The system spreads clients by their addresses: enough of them
-        // reach every listener.
-        let listeners: Vec<TcpListener> = spread
+        let listeners: Vec<TcpListener> = shared
             .into_iter()
             .map(|listening| match listening {
                 Listening::Tcp(listener) => listener,
                 Listening::Unix(..) => unreachable!("a TCP address"),
             })
             .collect();
-        let clients: Vec<_> = (0..64)
+        // One backlog: each descriptor takes the next client, in order.
+        let clients: Vec<_> = (0..3)
             .map(|_| std::net::TcpStream::connect(&ports[0]).unwrap())
             .collect();
-        for listener in &listeners {
-            listener.set_nonblocking(true).unwrap();
-            assert!(listener.accept().is_ok(), "a listener had no client");
+        for (listener, client) in listeners.iter().zip(&clients) {
+            let (_, peer) = listener.accept().unwrap();
+            assert_eq!(peer, client.local_addr().unwrap());
         }
-        drop(clients);
+        // Nobody else gets the port, shared or not.
+        let taken: Address = ports[0].parse().unwrap();
+        assert!(taken.listen().is_err());
+        assert!(taken.listen_shared(2).is_err());
         let unix = Address::Unix(
-            std::env::temp_dir().join(format!("shape-spread-{}", std::process::id())),
+            std::env::temp_dir().join(format!("shape-shared-{}", std::process::id())),
         );
-        let one = unix.listen_spread(3).unwrap();
-        assert_eq!(one.len(), 1, "a Unix socket is listened on once");
+        let both = unix.listen_shared(2).unwrap();
+        assert_eq!(both.len(), 2, "a Unix socket is shared too");
+        let _client =
+            std::os::unix::net::UnixStream::connect(both[0].local().trim_start_matches("unix:"))
+                .unwrap();
+        match &both[1] {
+            Listening::Unix(listener, _) => assert!(listener.accept().is_ok()),
+            Listening::Tcp(_) => unreachable!("a Unix address"),
+        }
         if let Address::Unix(path) = unix {
             let _ = std::fs::remove_file(path);
         }

@@ -15,7 +15,7 @@ mod resources;
 pub mod udp;
 
 pub use address::{Address, Listening, finish, parse_connect, parse_timeout};
-pub use resources::{ACCEPT_PAUSE, deepen_backlog, out_of_resources};
+pub use resources::{ACCEPT_PAUSE, deepen_backlog, loops_per_core, out_of_resources};
 
 // What this crate builds on, named at its root as its own
 // (`crate::faults`).

@@ -1,6 +1,7 @@
 //! What a server does about the system's limits: a listen backlog as deep
-//! as the system allows, and telling a shortage (of descriptors, memory
-//! or buffers), which only time mends, from a failure.
+//! as the system allows, as many descriptors as it may have, as many
+//! loops as cores, and telling a shortage (of descriptors, memory or
+//! buffers), which only time mends, from a failure.
 
 use std::io;
 use std::os::fd::AsFd;
@@ -10,6 +11,36 @@ use std::time::Duration;
 /// of resources: long enough not to spin, short enough that a client
 /// hardly notices.
 pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// How many descriptors each loop should leave to connections at least:
+/// a loop takes five of its own (poll, waker, alarm, spare, listener).
+const DESCRIPTORS_PER_LOOP: u64 = 64;
+
+/// Raises the soft limit on open files to the hard one: each connection
+/// takes two descriptors, and the usual soft limit of 1024 would cap the
+/// proxy near 500 connections.
+pub(crate) fn raise_file_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, raised);
+}
+
+/// How many event loops a proxy runs unless told: one per core this
+/// process may use, but no more than one per [`DESCRIPTORS_PER_LOOP`]
+/// descriptors it may open, so that under a low limit the loops' own
+/// descriptors do not crowd out the connections they serve.
+pub fn loops_per_core() -> usize {
+    raise_file_limit();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let descriptors = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let room = usize::try_from(descriptors / DESCRIPTORS_PER_LOOP).unwrap_or(usize::MAX);
+    cores.min(room).max(1)
+}
 
 /// Makes `listener`'s backlog as deep as the system allows, as Go's
 /// servers do: Linux takes `listen` again on a listening socket as a new

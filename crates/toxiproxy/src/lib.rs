@@ -24,6 +24,7 @@ mod dashboard;
 mod datagrams;
 pub mod guard;
 pub mod http;
+mod loops;
 pub mod model;
 pub mod proxies;
 mod runtime;
@@ -35,13 +36,12 @@ pub mod toxics;
 
 use crate::message::one_line;
 use crate::net::Address;
-use crate::net::proxy::run_by_commands;
 use crate::say::Printer;
+use loops::Loops;
 use model::{Model, ProxyGiven};
 pub use proxies::Extras;
-use proxies::{Loop, Proxies};
+use proxies::Proxies;
 use std::path::Path;
-use std::sync::mpsc::channel;
 
 // What this crate builds on, named at its root as its own
 // (`crate::faults`).
@@ -86,6 +86,8 @@ pub struct Serving<'a> {
     pub config_optional: bool,
     /// Where to say where it serves and what failed; `None` when quiet.
     pub report: Option<Printer>,
+    /// How many event loops serve the proxies' clients.
+    pub loops: usize,
 }
 
 /// Serves the API until SIGINT or SIGTERM, then closes every listener and
@@ -93,15 +95,21 @@ pub struct Serving<'a> {
 pub fn run(serving: Serving) -> Result<(), Refused> {
     let ending = signals::CaughtSignals::catch()
         .map_err(|err| Refused::Failed(format!("cannot start: {}", one_line(&err))))?;
-    let (event_loop_handle, event_loop) =
-        start_event_loop(serving.report.clone(), serving.seed, ending.failing())?;
+    let failing = ending.failing();
+    let (loops, threads) = Loops::start(
+        serving.loops,
+        serving.report.clone(),
+        serving.seed,
+        move |why| failing.fail(why),
+    )
+    .map_err(|why| Refused::Failed(format!("cannot start: {why}")))?;
     let stop = {
-        let event_loop = event_loop_handle.clone();
-        move || event_loop.stop()
+        let loops = loops.clone();
+        move || loops.stop()
     };
     let mut model = Model::default();
     let mut proxies = Proxies::new(
-        event_loop_handle.clone(),
+        loops.clone(),
         serving.extras,
         serving.seed,
         serving.report.clone(),
@@ -143,49 +151,15 @@ pub fn run(serving: Serving) -> Result<(), Refused> {
         }
     }
     let ended = ending.wait(&signals::SignalActions {
-        status: &|| status.line(event_loop_handle.connections()),
+        status: &|| status.line(loops.connections()),
         reload: &|| serving.config.map(|file| reload(&requester, file)),
         report: serving.report.as_ref(),
     });
     stop();
-    let _ = event_loop.join();
+    for thread in threads {
+        let _ = thread.join();
+    }
     ended.map_err(Refused::Failed)
-}
-
-/// The proxies' event loop on a thread of its own, and how to command it;
-/// if it fails later, `failing` ends the server saying why.
-fn start_event_loop(
-    report: Option<Printer>,
-    seed: u64,
-    failing: signals::Failing,
-) -> Result<(Loop, std::thread::JoinHandle<std::io::Result<()>>), Refused> {
-    let (commands, taken) = channel();
-    let (ready, reach) = channel();
-    let event_loop = std::thread::Builder::new()
-        .name("proxies".into())
-        .spawn(move || {
-            let served = run_by_commands(report, seed, taken, ready);
-            // The loop ends on its own only if poll itself fails: without
-            // it no proxy moves a byte, so the server ends too, saying why.
-            if let Err(err) = &served {
-                failing.fail(format!("the proxies' event loop failed: {}", one_line(err)));
-            }
-            served
-        })
-        .map_err(|err| Refused::Failed(format!("cannot start: {err}")))?;
-    let Ok(reach) = reach.recv() else {
-        let why = match event_loop.join() {
-            Ok(Err(err)) => err.to_string(),
-            _ => "the event loop did not start".into(),
-        };
-        return Err(Refused::Failed(why));
-    };
-    let loop_reached = Loop {
-        commands,
-        waker: reach.waker,
-        changed: reach.changed,
-    };
-    Ok((loop_reached, event_loop))
 }
 
 /// The API listening on `address`: on IPv4 where the name has both, as

@@ -9,6 +9,7 @@
 use super::api::CarriesOut;
 use super::dashboard::Traffic;
 use super::datagrams;
+use super::loops::Loops;
 use super::model::{ApiError, Model, Protocol, Proxy};
 use super::shaping::{Counters, Effects, ToxicRules};
 use super::shared::SharedBuckets;
@@ -21,54 +22,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// How long the API waits for the loop to carry a change out. The loop
-/// answers in well under a millisecond; only a loop that has ended (the
-/// server is stopping) takes longer.
-const PATIENCE: Duration = Duration::from_secs(5);
-
-/// The event loop, as the API reaches it.
-#[derive(Clone)]
-pub struct Loop {
-    pub commands: Sender<Command>,
-    pub waker: Arc<mio::Waker>,
-    /// Steps every waiting connection again: a shared bucket changed.
-    pub changed: Arc<dyn Fn() + Send + Sync>,
-}
-
-impl Loop {
-    /// Sends `command`, which has no reply.
-    fn tell(&self, command: Command) -> bool {
-        self.commands.send(command).is_ok() && self.waker.wake().is_ok()
-    }
-
-    /// Closes every proxy and ends the loop.
-    pub fn stop(&self) {
-        self.tell(Command::Stop);
-    }
-
-    /// How many connections are open, over every proxy.
-    pub fn connections(&self) -> Option<usize> {
-        self.ask(|counted| Command::Count { counted })
-    }
-
-    /// Sends the command `make` builds around a reply channel, and waits
-    /// for the reply.
-    fn ask<T>(&self, make: impl FnOnce(SyncSender<T>) -> Command) -> Option<T> {
-        let (reply, replied) = sync_channel(1);
-        self.commands.send(make(reply)).ok()?;
-        self.waker.wake().ok()?;
-        replied.recv_timeout(PATIENCE).ok()
-    }
-}
 
 /// What the API keeps of one proxy.
 struct KeptProxy {
-    /// Its route on the loop, while enabled.
-    route: Option<usize>,
+    /// Its route on each loop, by the loop's place, while enabled.
+    route: Option<Vec<usize>>,
     /// A UDP proxy's link, on its own thread, while enabled.
     datagrams: Option<datagrams::RunningDatagrams>,
     /// The buckets its connections spend from together.
@@ -92,7 +51,7 @@ pub struct Extras {
 
 /// The proxies, carried out on the loop.
 pub struct Proxies {
-    event_loop: Loop,
+    loops: Loops,
     running: BTreeMap<String, KeptProxy>,
     extras: Extras,
     /// Each proxy's counters, for the status line, which is asked for
@@ -106,9 +65,9 @@ pub struct Proxies {
 }
 
 impl Proxies {
-    pub fn new(event_loop: Loop, extras: Extras, seed: u64, say: Option<Printer>) -> Proxies {
+    pub fn new(loops: Loops, extras: Extras, seed: u64, say: Option<Printer>) -> Proxies {
         Proxies {
-            event_loop,
+            loops,
             running: BTreeMap::new(),
             extras,
             tallies: Arc::default(),
@@ -133,6 +92,14 @@ impl Proxies {
         })
     }
 
+    /// Closes a proxy's `routes`, one on each loop by its place.
+    fn close_routes(&self, routes: Vec<usize>) {
+        self.loops.ask_each(|place, closed| Command::Close {
+            route: routes[place],
+            closed,
+        });
+    }
+
     /// What says how the proxies are doing, from any thread.
     pub fn status(&self) -> Status {
         Status::over(self.tallies.clone())
@@ -141,7 +108,7 @@ impl Proxies {
     /// The rules of `proxy`'s toxics, making, changing or letting go the
     /// buckets its connections share.
     fn rules(&mut self, proxy: &Proxy) -> ToxicRules {
-        let changed = self.event_loop.changed.clone();
+        let changed = self.loops.changed();
         let running = self.running(proxy);
         let mut change = running.shared.change(changed);
         ToxicRules::new(
@@ -196,24 +163,30 @@ impl CarriesOut for Proxies {
             }
         }
         let listening = listen
-            .listen()
+            .listen_shared(self.loops.count())
             .map_err(|err| ApiError::new(bind_failed(&listen, &proxy.listen, &err), 500))?;
-        let bound = listening.local();
+        let bound = listening[0].local();
         let upstream = upstream_of(&connect);
-        let rules = Box::new(self.rules(proxy));
+        let rules = self.rules(proxy);
+        let mut listening = listening.into_iter();
         let opened = self
-            .event_loop
-            .ask(|opened| Command::Open {
-                listening,
+            .loops
+            .ask_each(|_, opened| Command::Open {
+                listening: listening.next().expect("one for each loop"),
                 connect: connect.clone(),
-                upstream,
-                rules,
+                upstream: upstream.clone(),
+                rules: Box::new(rules.clone()),
                 opened,
             })
             .ok_or_else(|| ApiError::new("the server is stopping", 500))?;
-        let route = opened.map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
+        let (routes, failures): (Vec<_>, Vec<_>) = opened.into_iter().partition(Result::is_ok);
+        let routes: Vec<usize> = routes.into_iter().flatten().collect();
+        if let Some(Err(err)) = failures.into_iter().next() {
+            self.close_routes(routes);
+            return Err(failed(&format!("listen {}", proxy.listen), &err));
+        }
         let running = self.running.get_mut(&proxy.name).expect("made by rules");
-        running.route = Some(route);
+        running.route = Some(routes);
         Ok(bound)
     }
 
@@ -223,11 +196,9 @@ impl CarriesOut for Proxies {
         };
         // Dropped, it stops, and its sockets close.
         running.datagrams = None;
-        let Some(route) = running.route.take() else {
-            return;
-        };
-        self.event_loop
-            .ask(|closed| Command::Close { route, closed });
+        if let Some(routes) = running.route.take() {
+            self.close_routes(routes);
+        }
     }
 
     fn remove(&mut self, name: &str) {
@@ -252,21 +223,21 @@ impl CarriesOut for Proxies {
             }
             return;
         }
-        let rules = Box::new(self.rules(proxy));
-        let Some(route) = self.running.get(&proxy.name).and_then(|r| r.route) else {
+        let rules = self.rules(proxy);
+        let Some(routes) = self.running.get(&proxy.name).and_then(|r| r.route.clone()) else {
             return;
         };
-        self.event_loop.ask(|retuned| Command::Retune {
-            route,
-            rules,
+        self.loops.ask_each(|place, retuned| Command::Retune {
+            route: routes[place],
+            rules: Box::new(rules.clone()),
             retuned,
         });
     }
 
     fn traffic(&self) -> BTreeMap<String, Traffic> {
         let each = self
-            .event_loop
-            .ask(|counted| Command::CountEach { counted })
+            .loops
+            .ask_each(|_, counted| Command::CountEach { counted })
             .unwrap_or_default();
         self.running
             .iter()
@@ -276,11 +247,11 @@ impl CarriesOut for Proxies {
                     down: running.counters.sent[Way::Down as usize].total(),
                     connections: match running.datagrams {
                         Some(_) => None,
-                        None => Some(
-                            running
-                                .route
-                                .map_or(0, |route| each.get(&route).copied().unwrap_or(0)),
-                        ),
+                        None => Some(running.route.as_ref().map_or(0, |routes| {
+                            (routes.iter().zip(&each))
+                                .map(|(route, counts)| counts.get(route).copied().unwrap_or(0))
+                                .sum()
+                        })),
                     },
                 };
                 (name.clone(), flow)

@@ -50,6 +50,7 @@ pub struct Counters {
 /// every connection (toxicity 1), each run added up once here, between
 /// those that strike by chance. A plan then costs the chancy toxics and
 /// the runs, not every toxic.
+#[derive(Clone)]
 pub struct ToxicRules {
     /// Up, then down.
     ways: [Vec<Segment>; 2],
@@ -57,6 +58,7 @@ pub struct ToxicRules {
 }
 
 /// A stretch of one stream's toxics, in the order they were added.
+#[derive(Clone)]
 enum Segment {
     /// Toxics that strike every connection, added up.
     Sure(StreamSum),

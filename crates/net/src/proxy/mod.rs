@@ -1,7 +1,7 @@
 //! Proxy mode (`--listen` with `--connect`): every connection accepted on
 //! the listen address is forwarded to the connect address, both directions
-//! shaped, all on one thread driven by mio (or on several, each with a
-//! listener of its own: `--loops`).
+//! shaped, on one thread driven by mio per core (`--loops`), each loop
+//! accepting from the one listening socket.
 //!
 //! Each direction reads a chunk, reserves its tokens without blocking, and
 //! once they are covered puts the chunk in its delay line (see
@@ -38,14 +38,14 @@ use crate::bucket::Bucket;
 use crate::conditions::Conditions;
 use crate::faults::Way;
 use crate::lock::lock;
+use crate::resources::raise_file_limit;
 use crate::say::Printer;
 use crate::slowlink::SlowLink;
 use crate::throughput::Throughput;
 use crate::{Address, Listening};
 use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
-use server::ConnectionDraws;
 use server::EventLoop;
-pub use server::{Command, Upstream};
+pub use server::{Command, Siblings, Upstream};
 use std::io;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -91,7 +91,7 @@ pub struct Shaping {
     /// jitter draw from it.
     pub say_seed: bool,
     /// How many event loops serve the clients, each on a thread of its
-    /// own with a listener of its own on the one address (at least one).
+    /// own, all accepting from one listening socket (at least one).
     pub loops: usize,
 }
 
@@ -133,11 +133,11 @@ impl Rules for &Shaping {
 /// process is ended. Fails only if the proxy cannot start; after that, a
 /// failure ends one connection, never the proxy.
 ///
-/// With several loops, each listens on the address with a socket of its
-/// own (SO_REUSEPORT), among which the system spreads the clients, and
-/// serves its clients on a thread of its own. They share the buckets, the
-/// conditions and the counts; a connection's own bucket is still its own.
-/// A loop that fails stops the others, and the failure is returned.
+/// With several loops, each accepts from the one listening socket (a
+/// descriptor of it each) and serves the clients it took on a thread of
+/// its own. They share the buckets, the conditions and the counts; a
+/// connection's own bucket is still its own. A loop that fails stops the
+/// others, and the failure is returned.
 pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Result<()> {
     // Looked up once, at start, so that a name that does not resolve is
     // said before anything is accepted.
@@ -151,10 +151,10 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
             ));
         }
     };
-    let listeners = listen.listen_spread(shaping.loops.max(1))?;
+    let listeners = listen.listen_shared(shaping.loops.max(1))?;
     let at = listeners[0].local();
     let stops = Mutex::default();
-    let draws = Arc::new(Mutex::new(ConnectionDraws::new(shaping.seed)));
+    let siblings = Arc::new(Siblings::new(shaping.seed, listeners.len()));
     std::thread::scope(|scope| {
         let (made, ready) = std::sync::mpsc::channel();
         let mut threads = Vec::new();
@@ -162,7 +162,7 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
         for (index, listening) in listeners.into_iter().enumerate() {
             let (start, started) = std::sync::mpsc::channel();
             let made = made.clone();
-            let (upstream, draws, stops) = (upstream.clone(), draws.clone(), &stops);
+            let (upstream, siblings, stops) = (upstream.clone(), siblings.clone(), &stops);
             let spawned = std::thread::Builder::new()
                 .name(format!("shape-loop-{index}"))
                 .spawn_scoped(scope, move || {
@@ -171,7 +171,7 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
                         connect,
                         upstream,
                     };
-                    serve_on_a_loop(shaping, route, draws, stops, made, started)
+                    serve_on_a_loop(shaping, route, siblings, stops, made, started)
                 });
             match spawned {
                 Ok(thread) => threads.push((thread, start)),
@@ -226,14 +226,14 @@ type Stops = Mutex<Vec<(Sender<Command>, Arc<mio::Waker>)>>;
 fn serve_on_a_loop(
     shaping: &Shaping,
     route: LoopRoute,
-    draws: Arc<Mutex<ConnectionDraws>>,
+    siblings: Arc<Siblings>,
     stops: &Stops,
     made: Sender<io::Result<()>>,
     started: Receiver<bool>,
 ) -> io::Result<()> {
     let built = (|| {
         let mut event_loop = shaped_loop(shaping)?;
-        event_loop.share_draws(draws);
+        event_loop.join(siblings);
         let rules = Box::new(shaping);
         event_loop.open(
             route.listening,
@@ -363,33 +363,22 @@ pub struct Reach {
     pub changed: Arc<dyn Fn() + Send + Sync>,
 }
 
-/// An event loop with no routes yet, run on the calling thread until a
-/// [`Command::Stop`] comes through `commands`; `ready` gets its reach
-/// first.
+/// An event loop with no routes yet, one of `siblings`, run on the
+/// calling thread until a [`Command::Stop`] comes through `commands`;
+/// `ready` gets its reach first.
 pub fn run_by_commands(
     report: Option<Printer>,
-    seed: u64,
+    siblings: Arc<Siblings>,
     commands: Receiver<Command>,
     ready: Sender<Reach>,
 ) -> io::Result<()> {
     raise_file_limit();
-    let mut event_loop = EventLoop::new(report, seed)?;
+    let mut event_loop = EventLoop::new(report, 0)?;
+    event_loop.join(siblings);
     event_loop.take_commands(commands);
     let _ = ready.send(Reach {
         waker: event_loop.waker(),
         changed: Arc::new(event_loop.wake_on_change()),
     });
     event_loop.run()
-}
-
-/// Raises the soft limit on open files to the hard one: each connection
-/// takes two descriptors, and the usual soft limit of 1024 would cap the
-/// proxy near 500 connections.
-fn raise_file_limit() {
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    let raised = rustix::process::Rlimit {
-        current: limit.maximum,
-        maximum: limit.maximum,
-    };
-    let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, raised);
 }

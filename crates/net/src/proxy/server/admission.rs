@@ -42,12 +42,18 @@ pub(super) struct Awaiting {
 
 impl EventLoop<'_> {
     /// Admits the client that waits for resources, then every client
-    /// waiting to be accepted on `routes`, unless accepting rests.
+    /// waiting to be accepted on `routes`, unless accepting rests. While
+    /// descriptors are short, the loops of a proxy take turns, one client
+    /// each (`shortage.rs`).
     pub(super) fn accept_all(&mut self, routes: &[usize], ready: &mut Vec<usize>) {
         if self.accept_resumes.is_some_and(|t| t > self.clock.now()) {
             return;
         }
         self.accept_resumes = None;
+        if !self.may_admit() {
+            // Another loop's turn: this one is woken when its own comes.
+            return;
+        }
         if let Some(parked) = self.parked.take() {
             let Parked {
                 route,
@@ -57,9 +63,17 @@ impl EventLoop<'_> {
                 since,
             } = parked;
             ready.extend(self.connect_client(route, client, peer, upstream, Some(since)));
+            if self.parked.is_none() && self.pass_turn() {
+                return;
+            }
         }
         for &route in routes {
+            let mut taken = 0;
             while self.accept_resumes.is_none() {
+                if taken == self.siblings.accept_at_once {
+                    self.more_to_accept.push(route);
+                    break;
+                }
                 let Some(Route {
                     listener: Some(listener),
                     listen,
@@ -73,7 +87,13 @@ impl EventLoop<'_> {
                     break;
                 }
                 match listener.accept(listen) {
-                    Ok((client, peer)) => ready.extend(self.admit(route, client, peer, None)),
+                    Ok((client, peer)) => {
+                        taken += 1;
+                        ready.extend(self.admit(route, client, peer, None));
+                        if self.parked.is_none() && self.pass_turn() {
+                            return;
+                        }
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     // The client gave up before it was accepted.
@@ -91,8 +111,7 @@ impl EventLoop<'_> {
             }
         }
         if self.accept_resumes.is_none() && self.parked.is_none() {
-            // Everything waiting got in: a later shortage is news again.
-            self.shortage_since = None;
+            self.shortage_over();
         }
     }
 

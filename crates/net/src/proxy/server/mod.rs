@@ -12,6 +12,7 @@ mod shortage;
 
 use admission::{Awaiting, Parked};
 pub use commands::Command;
+use shortage::Turns;
 
 use super::connection::{BUFFER, Connection, End, Failure, Seeds};
 use super::resolver::{Found, Resolver};
@@ -117,10 +118,15 @@ pub(super) struct EventLoop<'a> {
     found: (Sender<Found>, Receiver<Found>),
     /// The serial number of the next route.
     serials: u64,
-    /// The draws of chance of each connection, in turn: shared by the
-    /// loops of one proxy, so that a seed replays them in the order the
-    /// clients came, whichever loop took each.
-    draws: Arc<Mutex<ConnectionDraws>>,
+    /// What this loop shares with the other loops of its proxy.
+    siblings: Arc<Siblings>,
+    /// Routes whose listener may still have clients waiting, after this
+    /// loop took its share at once: it looks again after one round.
+    more_to_accept: Vec<usize>,
+    /// This loop's place among its siblings.
+    place: usize,
+    /// Set when a sibling gives this loop its turn to admit a client.
+    given: Arc<AtomicBool>,
     /// What every direction reads into: it keeps only what it read.
     scratch: Vec<u8>,
     /// Where to say what failed; `None` when quiet.
@@ -162,7 +168,10 @@ impl<'a> EventLoop<'a> {
             resolver: None,
             found: channel(),
             serials: 0,
-            draws: Arc::new(Mutex::new(ConnectionDraws::new(seed))),
+            siblings: Arc::new(Siblings::new(seed, 1)),
+            more_to_accept: Vec::new(),
+            place: 0,
+            given: Arc::new(AtomicBool::new(false)),
             scratch: vec![0; BUFFER],
             report,
             clock: MonotonicClock,
@@ -254,7 +263,7 @@ impl<'a> EventLoop<'a> {
     /// turn from the seed, so that the same connections see the same
     /// jitter and faults again.
     fn connection_draws(&mut self, affect: f64) -> (bool, [Seeds; 2]) {
-        let mut draws = lock(&self.draws);
+        let mut draws = lock(&self.siblings.draws);
         let affected = draws.choices.f64() < affect;
         let mut seeds = || Seeds {
             jitter: draws.seeds.u64(..),
@@ -263,9 +272,10 @@ impl<'a> EventLoop<'a> {
         (affected, [seeds(), seeds()])
     }
 
-    /// ConnectionDraws from `draws`, shared with other loops of the same proxy.
-    pub(in crate::proxy) fn share_draws(&mut self, draws: Arc<Mutex<ConnectionDraws>>) {
-        self.draws = draws;
+    /// Makes this loop one of the loops that share `siblings`.
+    pub(in crate::proxy) fn join(&mut self, siblings: Arc<Siblings>) {
+        self.place = lock(&siblings.turns).join(self.waker.clone(), self.given.clone());
+        self.siblings = siblings;
     }
 
     /// Says `line` on standard error, unless quiet.
@@ -286,7 +296,7 @@ impl<'a> EventLoop<'a> {
                 Err(e) => return Err(e),
             }
             let mut ready = std::mem::take(&mut self.ready);
-            let mut accept = Vec::new();
+            let mut accept = std::mem::take(&mut self.more_to_accept);
             let mut woken = false;
             for event in &self.events {
                 match event.token() {
@@ -318,10 +328,13 @@ impl<'a> EventLoop<'a> {
             }
             ready.append(&mut self.retuned);
             let now = self.clock.now();
-            if self.accept_resumes.is_some_and(|t| t <= now) {
+            let given = woken && self.given.swap(false, Ordering::SeqCst);
+            if given || self.accept_resumes.is_some_and(|t| t <= now) {
                 accept = self.routes.iter().map(|(key, _)| key).collect();
             }
             if !accept.is_empty() {
+                accept.sort_unstable();
+                accept.dedup();
                 self.accept_all(&accept, &mut ready);
             }
             match self.changed.swap(false, Ordering::SeqCst) {
@@ -340,12 +353,16 @@ impl<'a> EventLoop<'a> {
         }
     }
 
-    /// How long poll may sleep: until the earliest deadline of a
+    /// How long poll may sleep: not at all while a listener may have
+    /// clients left to accept, else until the earliest deadline of a
     /// connection (put off to the end of its millisecond, with every other
     /// due in it) or of the rest from accepting, or until an event if
     /// nothing is due. A deadline finer than poll's milliseconds is left
     /// to the alarm, which is an event.
     fn sleep(&mut self) -> Option<Duration> {
+        if !self.more_to_accept.is_empty() {
+            return Some(Duration::ZERO);
+        }
         let now = self.clock.now();
         let earliest = self
             .deadlines
@@ -425,17 +442,38 @@ impl<'a> EventLoop<'a> {
     }
 }
 
-/// Where the draws of chance of a proxy's connections come from.
-pub struct ConnectionDraws {
-    seeds: fastrand::Rng,
-    choices: fastrand::Rng,
+/// What the loops of one proxy share.
+pub struct Siblings {
+    /// The draws of chance of each connection, in turn, so that a seed
+    /// replays them in the order the clients came, whichever loop took
+    /// each.
+    draws: Mutex<ConnectionDraws>,
+    /// Whose turn it is to admit a client while descriptors are short.
+    turns: Mutex<Turns>,
+    /// How many clients a loop accepts from a listener before it lets
+    /// the others have a go. Alone, as many as wait. With siblings, one:
+    /// every loop is woken by a client, and the first to run would
+    /// otherwise take a whole burst of them; taking one at a time, a loop
+    /// that is busy serving takes fewer.
+    accept_at_once: usize,
 }
 
-impl ConnectionDraws {
-    pub fn new(seed: u64) -> ConnectionDraws {
-        ConnectionDraws {
-            seeds: fastrand::Rng::with_seed(seed),
-            choices: fastrand::Rng::with_seed(seed).fork(),
+impl Siblings {
+    /// What `loops` loops share, their draws of chance from `seed`.
+    pub fn new(seed: u64, loops: usize) -> Siblings {
+        Siblings {
+            accept_at_once: if loops > 1 { 1 } else { usize::MAX },
+            draws: Mutex::new(ConnectionDraws {
+                seeds: fastrand::Rng::with_seed(seed),
+                choices: fastrand::Rng::with_seed(seed).fork(),
+            }),
+            turns: Mutex::default(),
         }
     }
+}
+
+/// Where the draws of chance of a proxy's connections come from.
+struct ConnectionDraws {
+    seeds: fastrand::Rng,
+    choices: fastrand::Rng,
 }
