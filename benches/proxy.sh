@@ -6,6 +6,11 @@
 # With CONNECTIONS, the GiB are sent over that many connections at once
 # (each its share), and shape runs with one event loop and with two.
 #
+# Beside them runs the floor (benches/splice_floor.c, built with cc when
+# there is one): a thread per connection that only splices, blocking,
+# nothing read, paced or decided; no proxy between two TCP sockets can
+# spend less CPU than it.
+#
 # With TOXIPROXY naming a toxiproxy-server (../shared/toxiproxy/build.sh
 # builds one), it runs beside them: a proxy made through its API, and a
 # bandwidth toxic for the limit.
@@ -24,6 +29,11 @@ if [[ -z ${SHAPE:-} ]]; then
     cargo build --release --quiet --bin shape
 fi
 shape=${SHAPE:-$PWD/target/release/shape}
+floor=""
+if command -v cc >/dev/null; then
+    floor=$(mktemp -d)/splice_floor
+    cc -O2 -pthread -o "$floor" benches/splice_floor.c
+fi
 gib=${1:-2}
 connections=${2:-1}
 bytes=$((gib << 30))
@@ -137,13 +147,19 @@ row() {
 }
 for round in 1 2; do
     through 'exec socat TCP-LISTEN:$FRONT,reuseaddr,fork TCP:127.0.0.1:$SINK' | row socat unlimited
+    if [[ -n $floor ]]; then
+        through "exec $floor \$FRONT \$SINK $connections 2>/dev/null" | row "splice floor" unlimited
+    fi
     if [[ -n ${TOXIPROXY:-} ]]; then
         through "$(toxiproxy)" | row toxiproxy unlimited
     fi
-    through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK" | row shape unlimited
     if [[ $connections -gt 1 ]]; then
+        through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --loops 1" |
+            row "shape, 1 loop" unlimited
         through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --loops 2" |
             row "shape, 2 loops" unlimited
+    else
+        through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK" | row shape unlimited
     fi
 done
 through "exec $shape --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate 200MiB" | row shape "200 MiB/s"

@@ -56,7 +56,7 @@ fn in_units_counted(line: &str, counting: Counting) -> String {
 
 /// The one line a usage error prints. Control characters are escaped, so
 /// that a newline in a bad value cannot break the line.
-fn message(err: &clap::Error) -> String {
+pub(crate) fn message(err: &clap::Error) -> String {
     let context = |kind| match err.get(kind) {
         Some(ContextValue::String(text)) => Some(text.clone()),
         _ => None,

@@ -18,7 +18,7 @@ pub use shape_fleet as fleet;
 #[path = "left_out_fleet.rs"]
 pub mod fleet;
 mod messages;
-mod protocol;
+pub(crate) mod protocol;
 mod running;
 mod schedule;
 pub mod share;

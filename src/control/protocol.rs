@@ -102,7 +102,7 @@ fn decode_limit(text: &str) -> Option<Limit> {
         .map(Limit::Rate)
 }
 
-pub(super) fn encode_request(request: &Request) -> String {
+pub(crate) fn encode_request(request: &Request) -> String {
     let mut text = format!("{MAGIC}\n");
     if let Some(rate) = &request.rate {
         text += &format!("rate {rate}\n");
@@ -138,7 +138,7 @@ pub(super) fn encode_request(request: &Request) -> String {
 
 /// Parses a request strictly: the magic line, then at most one of each
 /// field, nothing else.
-pub(super) fn decode_request(text: &str) -> Result<Request, String> {
+pub(crate) fn decode_request(text: &str) -> Result<Request, String> {
     let mut lines = text.lines();
     if lines.next() != Some(MAGIC) {
         return Err("not a shape control message".into());
@@ -203,7 +203,7 @@ pub(super) fn encode_answer(answer: &Result<Answer, String>) -> String {
 }
 
 /// An answer read back. A shape of an earlier version sends no report.
-pub(super) fn decode_answer(text: &str) -> Result<Answer, RemoteError> {
+pub(crate) fn decode_answer(text: &str) -> Result<Answer, RemoteError> {
     let settings = decode_settings(text)?;
     let report = text
         .lines()

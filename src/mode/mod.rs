@@ -7,7 +7,7 @@
 //! ([`checked`]), before any mode starts; each mode runs to an [`Exit`],
 //! and a failure is printed here, once, as one line.
 
-mod checked;
+pub(crate) mod checked;
 mod copy;
 #[cfg(feature = "exec")]
 mod exec;
@@ -72,8 +72,14 @@ pub fn run(cli: &Cli) -> Exit {
 
 /// A command line refused for `why`, said in one line: status 2.
 fn refused(why: impl std::fmt::Display) -> Exit {
-    eprintln!("shape: {why}");
+    eprintln!("{}", refusal_line(&why));
     Exit::Usage
+}
+
+/// The line a refusal of the command line prints: one line, whatever the
+/// values it quotes hold, and those clipped.
+pub(crate) fn refusal_line(why: &dyn std::fmt::Display) -> String {
+    format!("shape: {}", clip_quoted(&one_line(why)))
 }
 
 /// The refusal of `what`, left out of this build with cargo's `feature`.

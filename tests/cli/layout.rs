@@ -131,6 +131,6 @@ fn unsafe_code_is_forbidden_in_every_crate_but_two() {
         };
         assert!(lib.contains(rule), "crates/{name} lacks {rule}");
     }
-    let main = fs::read_to_string(root().join("src/main.rs")).unwrap();
-    assert!(main.contains("#![deny(unsafe_code)]"));
+    let shape = fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    assert!(shape.contains("#![deny(unsafe_code)]"));
 }

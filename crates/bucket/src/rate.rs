@@ -115,7 +115,7 @@ impl FromStr for Limit {
 /// `unlimited`, or an amount per a span of time.
 ///
 /// The amount is a plain number (`30`), bytes (`5MiB`, `1.5M`, `10MB`:
-/// binary single letters and `iB` units, decimal `KB`..`TB`) or bits
+/// binary single letters and `iB` units, decimal `KB`..`EB`) or bits
 /// (`40Mbit`, `100kbps`, powers of 1000). The span follows a `/`: `s`,
 /// `min`, `h`, `d` or `ms`, with a number or not (`/s`, `/min`, `/5s`,
 /// `/1.5h`); without one, the amount is per second. `bps` already says

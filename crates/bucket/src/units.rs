@@ -4,8 +4,8 @@
 //! one style for both.
 //!
 //! Single letters and the `iB` forms are powers of 1024, as in pv, so that
-//! `-L 1m` keeps meaning what pv users mean by it; `KB MB GB TB` are powers
-//! of 1000. Case does not matter. (bytesize's parser reads `K` as 1000,
+//! `-L 1m` keeps meaning what pv users mean by it; `KB MB GB TB PB EB` are
+//! powers of 1000. Case does not matter. (bytesize's parser reads `K` as 1000,
 //! which would silently change pv users' figures, so sizes are parsed here
 //! and bytesize only prints them.)
 
@@ -139,10 +139,17 @@ pub(crate) fn byte_factor(unit: &str) -> Option<f64> {
         "m" | "mib" => KI * KI,
         "g" | "gib" => KI * KI * KI,
         "t" | "tib" => KI * KI * KI * KI,
+        // What human_bytes prints past TiB must read back: a size shown
+        // is a size that can be given. (No single `e`, which reads as an
+        // exponent.)
+        "p" | "pib" => KI * KI * KI * KI * KI,
+        "eib" => KI * KI * KI * KI * KI * KI,
         "kb" => K,
         "mb" => K * K,
         "gb" => K * K * K,
         "tb" => K * K * K * K,
+        "pb" => K * K * K * K * K,
+        "eb" => K * K * K * K * K * K,
         _ => return None,
     };
     Some(factor)
@@ -198,9 +205,39 @@ mod tests {
             ("18446744073709551615", u64::MAX),
             ("9007199254740993", 9_007_199_254_740_993),
             ("16777215T", 16_777_215 << 40),
+            ("2PiB", 2 << 50),
+            ("3p", 3 << 50),
+            ("1PB", 1_000_000_000_000_000),
+            ("12.13 EiB", (12.13 * (1u64 << 60) as f64) as u64),
+            ("18EB", 18_000_000_000_000_000_000),
         ];
         for &(text, bytes) in table {
             assert_eq!(text.parse::<Size>(), Ok(Size(bytes)), "{text}");
+        }
+    }
+
+    #[test]
+    fn every_size_shown_reads_back() {
+        // The very largest (from 15.995 EiB) show rounded up to 16.00 EiB,
+        // which is past the largest count, and are refused.
+        for bytes in [
+            0,
+            1,
+            1023,
+            1 << 40,
+            5 << 50,
+            13_979_173_241_896_714_240,
+            15 << 60,
+        ] {
+            let shown = human_bytes(bytes);
+            let again = shown
+                .parse::<Size>()
+                .unwrap_or_else(|e| panic!("{shown}: {e}"));
+            let off = again.0.abs_diff(bytes) as f64;
+            assert!(
+                off <= bytes as f64 * 0.005,
+                "{bytes} shown as {shown}, read as {again:?}"
+            );
         }
     }
 

@@ -16,6 +16,7 @@
 mod call;
 mod door;
 mod filter;
+pub mod fuzzing;
 #[allow(unsafe_code)]
 mod kernel;
 mod sockets;

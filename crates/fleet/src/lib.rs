@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod fuzzing;
 mod link;
 mod member;
 mod plan;

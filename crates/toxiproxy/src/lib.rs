@@ -22,6 +22,7 @@ pub mod api;
 pub mod carry;
 mod dashboard;
 mod datagrams;
+pub mod fuzzing;
 pub mod guard;
 pub mod http;
 mod loops;

@@ -217,6 +217,11 @@ fn file_name(name: &str) -> String {
 }
 
 /// Share `name`'s file in `dir`, for messages.
+/// Where share `name`'s file is in `dir`.
+pub fn file_path(dir: &ControlDir, name: &str) -> std::path::PathBuf {
+    share_file(dir, name).path
+}
+
 fn share_file(dir: &ControlDir, name: &str) -> ShareFile {
     ShareFile {
         name: name.to_string(),

@@ -224,38 +224,7 @@ impl Store {
     }
 
     fn read_held(&self, fields: &[Option<String>]) -> Result<Option<Held>, StoreError> {
-        let number = |field: &Option<String>| field.as_deref().map(str::parse::<u64>);
-        match fields {
-            [None, None, None, None, None, _] => Ok(None),
-            [rate, burst, paused, counting, generation, follows] => {
-                let read = |field| match number(field) {
-                    Some(Ok(value)) => Ok(value),
-                    _ => Err(self.unreadable()),
-                };
-                let follows = match number(follows) {
-                    None => 0,
-                    Some(Ok(value)) => value,
-                    Some(Err(_)) => return Err(self.unreadable()),
-                };
-                held(
-                    [
-                        read(rate)?,
-                        read(burst)?,
-                        read(paused)?,
-                        read(counting)?,
-                        read(generation)?,
-                        follows,
-                    ],
-                    &self.keys[0],
-                )
-                .map(Some)
-            }
-            _ => Err(self.unreadable()),
-        }
-    }
-
-    fn unreadable(&self) -> StoreError {
-        StoreError::Unreadable(self.keys[0].clone())
+        read_held(fields, &self.keys[0])
     }
 
     /// Shapes on the share: those not yet forgotten.
@@ -304,50 +273,7 @@ impl Store {
             .arg(ask.call)
             .arg(ask.heard)
             .invoke(&mut self.connection)?;
-        let [
-            granted,
-            lead,
-            generation,
-            rate,
-            burst,
-            paused,
-            counting,
-            members,
-            slope,
-            follows,
-            part,
-            lease_us,
-        ] = reply[..]
-        else {
-            return Err(self.unreadable());
-        };
-        let field = |n: i64| u64::try_from(n).map_err(|_| self.unreadable());
-        let held = held(
-            [
-                field(rate)?,
-                field(burst)?,
-                field(paused)?,
-                field(counting)?,
-                field(generation)?,
-                field(follows)?,
-            ],
-            &self.keys[0],
-        )?;
-        if granted < 0 {
-            return Err(StoreError::Counts {
-                theirs: held.counting.units(),
-                ours: start.counting.units(),
-            });
-        }
-        Ok(LeaseReply {
-            granted: field(granted)?,
-            lead: lead.saturating_mul(1000),
-            held,
-            members: field(members)?,
-            slope: field(slope)?,
-            part: field(part)?,
-            lease_time: Duration::from_micros(field(lease_us)?),
-        })
+        read_lease(&reply, &self.keys[0], start.counting)
     }
 
     /// Gives back `unused` tokens and leaves the share.
@@ -437,6 +363,91 @@ fn tokens_per_second(limit: Limit) -> u64 {
     match limit {
         Limit::Unlimited => 0,
         Limit::Rate(rate) => (rate.bytes_per_sec().round() as u64).max(1),
+    }
+}
+
+/// Reads a lease call's `reply` for the share kept under `key`, for a
+/// shape that counts `ours`. The reply is the server's: any numbers may
+/// come, and what cannot be a lease is refused as unreadable.
+pub fn read_lease(reply: &[i64], key: &str, ours: Counting) -> Result<LeaseReply, StoreError> {
+    let [
+        granted,
+        lead,
+        generation,
+        rate,
+        burst,
+        paused,
+        counting,
+        members,
+        slope,
+        follows,
+        part,
+        lease_us,
+    ] = reply[..]
+    else {
+        return Err(StoreError::Unreadable(key.to_string()));
+    };
+    let field = |n: i64| u64::try_from(n).map_err(|_| StoreError::Unreadable(key.to_string()));
+    let held = held(
+        [
+            field(rate)?,
+            field(burst)?,
+            field(paused)?,
+            field(counting)?,
+            field(generation)?,
+            field(follows)?,
+        ],
+        key,
+    )?;
+    if granted < 0 {
+        return Err(StoreError::Counts {
+            theirs: held.counting.units(),
+            ours: ours.units(),
+        });
+    }
+    Ok(LeaseReply {
+        granted: field(granted)?,
+        lead: lead.saturating_mul(1000),
+        held,
+        members: field(members)?,
+        slope: field(slope)?,
+        part: field(part)?,
+        lease_time: Duration::from_micros(field(lease_us)?),
+    })
+}
+
+/// Reads the `fields` of the share kept under `key` (rate, burst, paused,
+/// counting, generation, follows): `None` if it does not exist. Any
+/// strings may come, and what cannot be settings is refused as
+/// unreadable.
+pub fn read_held(fields: &[Option<String>], key: &str) -> Result<Option<Held>, StoreError> {
+    let number = |field: &Option<String>| field.as_deref().map(str::parse::<u64>);
+    match fields {
+        [None, None, None, None, None, _] => Ok(None),
+        [rate, burst, paused, counting, generation, follows] => {
+            let read = |field| match number(field) {
+                Some(Ok(value)) => Ok(value),
+                _ => Err(StoreError::Unreadable(key.to_string())),
+            };
+            let follows = match number(follows) {
+                None => 0,
+                Some(Ok(value)) => value,
+                Some(Err(_)) => return Err(StoreError::Unreadable(key.to_string())),
+            };
+            held(
+                [
+                    read(rate)?,
+                    read(burst)?,
+                    read(paused)?,
+                    read(counting)?,
+                    read(generation)?,
+                    follows,
+                ],
+                key,
+            )
+            .map(Some)
+        }
+        _ => Err(StoreError::Unreadable(key.to_string())),
     }
 }
 

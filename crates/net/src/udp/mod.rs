@@ -12,5 +12,5 @@ mod proxy;
 
 pub use flows::FlowEnds;
 pub use handle::Handle;
-pub use link::{Impairment, QueueDrop, default_queue};
+pub use link::{Impairment, QueueDrop, default_queue, fuzzing};
 pub use proxy::{DatagramProxy, IDLE, Route};

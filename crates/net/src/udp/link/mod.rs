@@ -20,6 +20,7 @@
 //! Every draw comes from a generator of its own kind, all seeded from one
 //! seed, so that a seed replays everything a link did.
 
+pub mod fuzzing;
 mod tally;
 
 pub use tally::Tally;

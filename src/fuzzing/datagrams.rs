@@ -1,0 +1,6 @@
+//! The UDP link, fed arbitrary datagrams at arbitrary times.
+
+/// A link's impairment and a run of datagrams and departures.
+pub fn link(data: &[u8]) {
+    crate::net::udp::fuzzing::run(data);
+}

@@ -1,0 +1,21 @@
+//! Targets whose parsers live in the crates of the jobs, each of which
+//! offers its own: the toxiproxy API (and config files), Redis' replies
+//! to a fleet, and the calls of a program under `--exec`.
+
+/// A run of requests to the toxiproxy API.
+#[cfg(feature = "serve")]
+pub fn toxiproxy_api(data: &[u8]) {
+    crate::serve::fuzzing::requests(data);
+}
+
+/// Redis' replies to a share's lease and settings.
+#[cfg(feature = "fleet")]
+pub fn redis_replies(data: &[u8]) {
+    crate::control::fleet::fuzzing::replies(data);
+}
+
+/// A traced program's call, decoded.
+#[cfg(feature = "exec")]
+pub fn traced_calls(data: &[u8]) {
+    crate::exec::fuzzing::calls(data);
+}
