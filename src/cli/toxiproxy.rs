@@ -152,8 +152,18 @@ pub fn usage(program: &str) -> String {
     text
 }
 
-/// Reads `args` (without the program's name) as toxiproxy-server does.
+/// Reads `args` (without the program's name) as toxiproxy-server does; a
+/// refusal is one line, whatever the words it quotes hold.
 pub fn parse(args: &[String]) -> ServerCommand {
+    match read_words(args) {
+        ServerCommand::Refused(why) => {
+            ServerCommand::Refused(crate::message::escape_controls(&why))
+        }
+        read => read,
+    }
+}
+
+fn read_words(args: &[String]) -> ServerCommand {
     let mut flags = ToxiproxyFlags::default();
     let mut version = false;
     let mut words = args.iter();

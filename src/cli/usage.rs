@@ -89,13 +89,15 @@ pub(crate) fn message(err: &clap::Error) -> String {
     let rendered = err.render().to_string();
     let first = rendered.lines().next().unwrap_or("invalid usage");
     let first = first.strip_prefix("error: ").unwrap_or(first).to_string();
-    // clap's tip, on a line of its own, is the most useful part.
-    match err.get(ContextKind::SuggestedArg) {
+    // clap's tip, on a line of its own, is the most useful part. The
+    // argument quoted may hold a carriage return, which would break the
+    // line too.
+    escape_controls(&match err.get(ContextKind::SuggestedArg) {
         Some(ContextValue::String(similar)) => {
             format!("{first}; a similar argument exists: '{similar}'")
         }
         _ => first,
-    }
+    })
 }
 
 /// Examples of a value for `arg` (`--rate <RATE>`), by the kind of value

@@ -148,6 +148,10 @@ pub(crate) fn decode_request(text: &str) -> Result<Request, String> {
         format!("bad {what} '{}': {why}", value.escape_debug())
     };
     for line in lines {
+        // A line ends at "\n" or "\r\n", and the last may end at neither:
+        // every carriage return it ends with is the line's end, so that a
+        // request read and sent on reads the same again.
+        let line = line.trim_end_matches('\r');
         let (key, value) = line.split_once(' ').unwrap_or((line, ""));
         match (key, value) {
             ("rate", value) if request.rate.is_none() => {

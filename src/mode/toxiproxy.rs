@@ -30,7 +30,10 @@ pub fn run(program: &str, args: &[String]) -> Exit {
     let address: Address = match flags.address().parse() {
         Ok(address) => address,
         Err(why) => {
-            eprintln!("shape: -host {} -port {}: {why}", flags.host, flags.port);
+            // The host is the user's: a control character in it must
+            // not break the line.
+            let line = format!("shape: -host {} -port {}: {why}", flags.host, flags.port);
+            eprintln!("{}", crate::message::escape_controls(&line));
             return Exit::Usage;
         }
     };

@@ -80,8 +80,17 @@ pub struct Transfer {
 impl Transfer {
     /// The bytes the buffers hold.
     pub fn length(&self) -> u64 {
-        self.buffers.iter().map(|&(_, len)| len).sum()
+        total(&self.buffers)
     }
+}
+
+/// What `buffers` hold in all. Their lengths are the program's: they may
+/// add up past what any call moves (the kernel refuses such a call), and
+/// the sum stops at the largest number rather than wrapping.
+fn total(buffers: &[(u64, u64)]) -> u64 {
+    buffers
+        .iter()
+        .fold(0u64, |sum, &(_, len)| sum.saturating_add(len))
 }
 
 /// The peer's address of a transfer.
@@ -401,22 +410,21 @@ fn messages_length(
     at: u64,
     count: u64,
 ) -> io::Result<u64> {
-    let mut length = 0;
+    let mut length: u64 = 0;
     for n in 0..count.min(MOST_BUFFERS) {
-        let header = at + n * MMSGHDR;
+        let header = at.wrapping_add(n.wrapping_mul(MMSGHDR));
         let (iov, iov_len) = (
-            read_u64(read, header + MSG_IOV)?,
-            read_u64(read, header + MSG_IOVLEN)?,
+            read_u64(read, header.wrapping_add(MSG_IOV))?,
+            read_u64(read, header.wrapping_add(MSG_IOVLEN))?,
         );
-        length += vector(read, iov, iov_len)?
-            .iter()
-            .map(|&(_, len)| len)
-            .sum::<u64>();
+        length = length.saturating_add(total(&vector(read, iov, iov_len)?));
     }
     Ok(length)
 }
 
-/// A `sendmsg` or `recvmsg` with the header at `at`.
+/// A `sendmsg` or `recvmsg` with the header at `at`. Addresses are the
+/// program's, and may be anything: one near the top of memory wraps, and
+/// reading there fails as the kernel's own reading would.
 fn message(
     read: &mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
     fd: i32,
@@ -424,22 +432,22 @@ fn message(
     at: u64,
     flags: i32,
 ) -> io::Result<Call> {
-    let control = read_u64(read, at + MSG_CONTROLLEN)?;
+    let control = read_u64(read, at.wrapping_add(MSG_CONTROLLEN))?;
     let (iov, iov_len) = (
-        read_u64(read, at + MSG_IOV)?,
-        read_u64(read, at + MSG_IOVLEN)?,
+        read_u64(read, at.wrapping_add(MSG_IOV))?,
+        read_u64(read, at.wrapping_add(MSG_IOVLEN))?,
     );
     let buffers = vector(read, iov, iov_len)?;
     if control != 0 {
-        let length = buffers.iter().map(|&(_, len)| len).sum();
+        let length = total(&buffers);
         return Ok(Call::Coarse {
             fd,
             way,
             length: Some(length),
         });
     }
-    let name_at = read_u64(read, at + MSG_NAME)?;
-    let name_len = read_u32(read, at + MSG_NAMELEN)?;
+    let name_at = read_u64(read, at.wrapping_add(MSG_NAME))?;
+    let name_len = read_u32(read, at.wrapping_add(MSG_NAMELEN))?;
     let name = match (name_at, way) {
         (0, _) => Name::None,
         (_, Way::Up) => Name::To {
@@ -449,7 +457,7 @@ fn message(
         (_, Way::Down) => Name::From {
             at: name_at,
             room: name_len,
-            len_at: at + MSG_NAMELEN,
+            len_at: at.wrapping_add(MSG_NAMELEN),
         },
     };
     Ok(Call::Transfer(Transfer {
@@ -458,7 +466,7 @@ fn message(
         buffers,
         flags,
         name,
-        flags_at: (way == Way::Down).then_some(at + MSG_FLAGS),
+        flags_at: (way == Way::Down).then_some(at.wrapping_add(MSG_FLAGS)),
     }))
 }
 
@@ -480,11 +488,10 @@ mod tests {
 
         fn reader(&self) -> impl FnMut(u64, &mut [u8]) -> io::Result<()> + '_ {
             move |at, into: &mut [u8]| {
-                let from = (at - Self::BASE) as usize;
-                let bytes = self
-                    .0
-                    .get(from..from + into.len())
-                    .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+                let fault = || io::Error::from_raw_os_error(libc::EFAULT);
+                let from = at.checked_sub(Self::BASE).ok_or_else(fault)? as usize;
+                let to = from.checked_add(into.len()).ok_or_else(fault)?;
+                let bytes = self.0.get(from..to).ok_or_else(fault)?;
                 into.copy_from_slice(bytes);
                 Ok(())
             }
@@ -573,7 +580,7 @@ mod tests {
             Name::From {
                 at: 0x9000,
                 room: 16,
-                len_at: msg + 8
+                len_at: msg.wrapping_add(8)
             }
         );
         assert_eq!(received.flags_at, Some(msg + 48));
@@ -644,6 +651,32 @@ mod tests {
             decode(libc::SYS_pwritev2, &at_offset, &mut memory.reader()).unwrap(),
             Call::Other
         );
+    }
+
+    #[test]
+    fn addresses_at_the_top_of_memory_and_lengths_past_any_call_are_no_panic() {
+        // Both found by fuzzing: each panicked in a build that checks
+        // for overflow.
+        let mut memory = CallerMemory(Vec::new());
+        let top = u64::MAX - 8;
+        assert!(
+            decode(
+                libc::SYS_sendmsg,
+                &[4, top, 0, 0, 0, 0],
+                &mut memory.reader()
+            )
+            .is_err()
+        );
+        let iov = memory.put(&[iovec(0x7000, u64::MAX), iovec(0x8000, 20)].concat());
+        let Call::Transfer(transfer) = decode(
+            libc::SYS_writev,
+            &[4, iov, 2, 0, 0, 0],
+            &mut memory.reader(),
+        )
+        .unwrap() else {
+            panic!("writev is a transfer");
+        };
+        assert_eq!(transfer.length(), u64::MAX);
     }
 
     #[test]

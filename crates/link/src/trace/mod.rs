@@ -136,7 +136,13 @@ impl Trace {
     /// of it is sized by.
     pub fn average(&self) -> shape_bucket::Limit {
         let bytes = self.times.len() as u64 * OPPORTUNITY;
-        shape_bucket::Limit::per_second(bytes.saturating_mul(1_000) / self.period())
+        let per_second = bytes.saturating_mul(1_000) / self.period();
+        // A few packets over years is under a byte a second, and a limit
+        // is one at least.
+        shape_bucket::Rate::from_whole(per_second.max(1)).map_or(
+            shape_bucket::Limit::Rate(shape_bucket::Rate::MAX),
+            shape_bucket::Limit::Rate,
+        )
     }
 
     /// The opportunities up to and including millisecond `t` of the trace
@@ -187,6 +193,13 @@ mod tests {
         assert_eq!(trace.bytes_between(0, 1_001), 100 * 4 * OPPORTUNITY);
         assert_eq!(trace.bytes_between(5, 5), 0);
         assert_eq!(trace.average(), shape_bucket::Limit::per_second(600_000));
+    }
+
+    #[test]
+    fn a_trace_slower_than_a_byte_a_second_averages_one() {
+        // Two packets in a hundred days (found by fuzzing: it panicked).
+        let trace = read("1\n8640000000\n").unwrap();
+        assert_eq!(trace.average(), shape_bucket::Limit::per_second(1));
     }
 
     #[test]
