@@ -24,6 +24,9 @@
 #include <unistd.h>
 
 static int sink_port;
+/* Every thread waits here before it ends, so that its CPU time is still
+ * there to be read while the others finish. */
+static pthread_barrier_t all_done;
 
 static int dial(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -58,6 +61,7 @@ static void *carry(void *arg) {
     }
     close(client);
     close(sink);
+    pthread_barrier_wait(&all_done);
     return NULL;
 }
 
@@ -77,6 +81,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     pthread_t *threads = calloc(connections, sizeof *threads);
+    pthread_barrier_init(&all_done, NULL, connections);
     for (int i = 0; i < connections; i++) {
         int client = accept(listener, NULL, NULL);
         if (client < 0) {

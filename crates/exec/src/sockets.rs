@@ -11,6 +11,7 @@
 
 use super::kernel::{open_pidfd, take_descriptor};
 use crate::bucket::Bucket;
+use rustix::event::{PollFd, PollFlags};
 use rustix::net::{AddressFamily, SocketType, sockopt};
 use shape_bucket::Limit;
 use std::collections::HashMap;
@@ -33,6 +34,15 @@ pub enum SocketKind {
 /// The most sockets and threads remembered; past it, all are forgotten
 /// and learnt again (a lookup costs microseconds).
 const MOST_REMEMBERED: usize = 4096;
+
+/// The most pidfds kept open, each a descriptor: a program that starts a
+/// thread per connection would otherwise leave one open for every thread
+/// it ever had (the soak saw two thousand after a minute).
+const MOST_PIDFDS: usize = 64;
+
+/// Past this many pidfds, those of threads that ended are let go before
+/// another is opened, so that the count follows the threads alive.
+const FEW_PIDFDS: usize = 16;
 
 /// What is known of the command's sockets and threads.
 #[derive(Default)]
@@ -213,13 +223,34 @@ impl Sockets {
     /// A pidfd for thread `tid`.
     pub fn pidfd(&mut self, tid: u32) -> io::Result<BorrowedFd<'_>> {
         if !self.pidfds.contains_key(&tid) {
-            if self.pidfds.len() >= MOST_REMEMBERED {
+            if self.pidfds.len() >= FEW_PIDFDS {
+                // Those of threads that ended go: their pidfds say so.
+                self.pidfds.retain(|_, pidfd| !ended(pidfd.as_fd()));
+            }
+            if self.pidfds.len() >= MOST_PIDFDS {
                 self.pidfds.clear();
             }
             self.pidfds.insert(tid, open_pidfd(tid)?);
         }
         Ok(self.pidfds[&tid].as_fd())
     }
+
+    /// How many pidfds are kept open now.
+    #[cfg(test)]
+    fn pidfds_open(&self) -> usize {
+        self.pidfds.len()
+    }
+}
+
+/// Whether the thread (or process) of `pidfd` has ended: its pidfd is
+/// readable then.
+fn ended(pidfd: BorrowedFd<'_>) -> bool {
+    let mut look = [PollFd::new(&pidfd, PollFlags::IN)];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut look, Some(&zero)).is_ok_and(|ready| ready > 0)
 }
 
 /// Whether buffers of `sized` should become `wanted`: when they differ
@@ -262,6 +293,30 @@ pub fn buffer_for(buckets: &[Arc<Bucket>; 2]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pidfds_of_threads_that_ended_are_not_kept() {
+        // A program that starts a thread per connection: each thread's
+        // pidfd is taken while it runs, then it ends.
+        let mut sockets = Sockets::default();
+        for _ in 0..3 * MOST_PIDFDS {
+            let (told, tid) = std::sync::mpsc::channel();
+            let (end, ending) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                told.send(rustix::thread::gettid().as_raw_nonzero().get() as u32)
+                    .unwrap();
+                let _ = ending.recv();
+            });
+            sockets.pidfd(tid.recv().unwrap()).unwrap();
+            drop(end);
+            thread.join().unwrap();
+        }
+        assert!(
+            sockets.pidfds_open() <= FEW_PIDFDS,
+            "{}",
+            sockets.pidfds_open()
+        );
+    }
     use std::os::fd::AsRawFd;
 
     #[test]
