@@ -364,25 +364,8 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fuzzing::Nowhere;
     use serde_json::json;
-
-    /// Carries nothing out: a proxy listens where it asks to.
-    pub(super) struct Nowhere;
-
-    impl CarriesOut for Nowhere {
-        fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
-            Ok(proxy.listen.replace(":0", ":41234"))
-        }
-        fn stop(&mut self, _: &str) {}
-        fn remove(&mut self, _: &str) {}
-        fn retune(&mut self, _: &Proxy) {}
-        fn metrics(&self, _: &Model) -> Option<String> {
-            Some(String::new())
-        }
-        fn traffic(&self) -> BTreeMap<String, Traffic> {
-            BTreeMap::new()
-        }
-    }
 
     fn call(model: &mut Model, method: &str, path: &str, body: Value) -> (u16, Value) {
         let answer = answer(
@@ -495,8 +478,8 @@ mod tests {
 
 #[cfg(test)]
 mod fuzz {
-    use super::tests::Nowhere;
     use super::*;
+    use crate::fuzzing::Nowhere;
     use proptest::prelude::*;
 
     /// Any JSON value, a few levels deep, with the field names and types
