@@ -322,6 +322,9 @@ mod tests {
                 "invalid boolean value \"maybe\" for -proxy-metrics: parse error",
             ),
             (&["---port=1"], "bad flag syntax: ---port=1"),
+            // A newline in a word does not break the line (found by
+            // fuzzing).
+            (&["-\n"], "flag provided but not defined: -\\n"),
         ] {
             assert_eq!(parsed(args), ServerCommand::Refused(why.into()), "{args:?}");
         }

@@ -321,6 +321,19 @@ mod tests {
     }
 
     #[test]
+    fn a_last_line_ending_in_carriage_returns_is_sent_on_the_same() {
+        // Found by fuzzing: the last line kept its carriage returns, and
+        // a share's member sent the request on with one fewer.
+        let text = format!("{MAGIC}\nrate 5MiB\nfault drop 0.5\r\r");
+        let request = decode_request(&text).unwrap();
+        assert_eq!(decode_request(&encode_request(&request)).unwrap(), request);
+        assert_eq!(
+            request,
+            decode_request(&format!("{MAGIC}\nrate 5MiB\nfault drop 0.5\n")).unwrap()
+        );
+    }
+
+    #[test]
     fn a_request_means_what_the_running_shape_counts() {
         let request = Request {
             rate: Some(written("2")),

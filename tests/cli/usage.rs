@@ -300,6 +300,14 @@ fn a_flag_without_its_value_says_what_it_takes_and_a_typo_what_was_meant() {
         run.stderr,
         "shape: unexpected argument '--rat' found; a similar argument exists: '--rate'\n"
     );
+    // A carriage return in the argument does not break the line (found
+    // by fuzzing).
+    let odd = crate::harness::run(shape(["--bo\rgus"]), Stdio::null());
+    assert_eq!(odd.code(), 2);
+    assert_eq!(
+        odd.stderr,
+        "shape: unexpected argument '--bo\\rgus' found\n"
+    );
 }
 
 #[test]
