@@ -130,6 +130,17 @@ impl Loops {
             .collect()
     }
 
+    /// Sends the loop at `place` the command `make` builds around a reply
+    /// channel, and waits for the reply.
+    pub fn ask_at<T>(
+        &self,
+        place: usize,
+        make: impl FnOnce(SyncSender<T>) -> Command,
+    ) -> Option<T> {
+        let replied = self.0.get(place)?.send(make)?;
+        replied.recv_timeout(PATIENCE).ok()
+    }
+
     /// How many connections are open, over every proxy and loop.
     pub fn connections(&self) -> Option<usize> {
         let counts = self.ask_each(|_, counted| Command::Count { counted })?;

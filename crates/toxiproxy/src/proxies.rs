@@ -179,12 +179,19 @@ impl CarriesOut for Proxies {
                 opened,
             })
             .ok_or_else(|| ApiError::new("the server is stopping", 500))?;
-        let (routes, failures): (Vec<_>, Vec<_>) = opened.into_iter().partition(Result::is_ok);
-        let routes: Vec<usize> = routes.into_iter().flatten().collect();
-        if let Some(Err(err)) = failures.into_iter().next() {
-            self.close_routes(routes);
-            return Err(failed(&format!("listen {}", proxy.listen), &err));
+        if opened.iter().any(Result::is_err) {
+            // Opened on some loops and not others: closed where opened.
+            for (place, route) in opened.iter().enumerate() {
+                if let Ok(&route) = route.as_ref() {
+                    self.loops
+                        .ask_at(place, |closed| Command::Close { route, closed });
+                }
+            }
         }
+        let routes = opened
+            .into_iter()
+            .collect::<Result<Vec<usize>, _>>()
+            .map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
         let running = self.running.get_mut(&proxy.name).expect("made by rules");
         running.route = Some(routes);
         Ok(bound)
