@@ -60,12 +60,14 @@ class Failures:
         self.lock = threading.Lock()
         self.said = []
         self.counts = {}
+        self.started = time.monotonic()
 
     def fail(self, what):
         with self.lock:
             if len(self.said) < 50:
                 self.said.append(what)
-            print(f"soak: FAIL {what}", file=sys.stderr, flush=True)
+            at = time.monotonic() - self.started
+            print(f"soak: FAIL at {at:.0f} s: {what}", file=sys.stderr, flush=True)
 
     def count(self, what, n=1):
         with self.lock:
