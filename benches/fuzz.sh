@@ -5,21 +5,28 @@
 # (edges, "cov", and features, "ft") and the inputs it kept, its peak
 # memory, and whether it found anything. Logs are in target/fuzz/logs.
 #
-#   benches/fuzz.sh [SECONDS] [JOBS]
+#   benches/fuzz.sh [SECONDS] [JOBS] [TARGET...]   # default: every target
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 jobs=${2:-2}
-# Built once, before the runs start side by side.
+shift $(( $# < 2 ? $# : 2 ))
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || mapfile -t targets < <(ls fuzz/corpus)
+# Built once, and copied, so that the runs side by side all fuzz the one
+# build, whatever is built meanwhile.
 bash fuzz/run.sh units 1 >/dev/null 2>&1
 mkdir -p target/fuzz/logs
-ls fuzz/corpus | xargs -P "$jobs" -I{} sh -c \
+FUZZ_BINARY=$(mktemp -d)/shape-fuzz
+cp "target/fuzz/build/$(rustc -vV | sed -n 's/^host: //p')/release/shape-fuzz" "$FUZZ_BINARY"
+export FUZZ_BINARY
+printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} sh -c \
     "nice -n 19 bash fuzz/run.sh {} $seconds > target/fuzz/logs/{}.log 2>&1; echo \$? > target/fuzz/logs/{}.status"
 
 echo "| target | seconds | executions | per second | edges (cov) | features (ft) | inputs kept | peak RSS | found |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-for log in target/fuzz/logs/*.log; do
-    name=$(basename "$log" .log)
+for name in "${targets[@]}"; do
+    log=target/fuzz/logs/$name.log
     last=$(grep -E '^#[0-9]+' "$log" | tail -1)
     stat() { sed -n "s/^stat::$1: *//p" "$log"; }
     found=$( [[ $(cat "target/fuzz/logs/$name.status") == 0 ]] && echo nothing || echo "$(ls target/fuzz/found | grep -c "^$name-") input(s)")

@@ -23,9 +23,11 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
 # --target keeps these flags off build scripts and procedural macros.
-cargo build --quiet --release --manifest-path fuzz/Cargo.toml --target "$triple" \
-    --target-dir target/fuzz/build
-binary=target/fuzz/build/$triple/release/shape-fuzz
+# FUZZ_BINARY names one built already (benches/fuzz.sh builds once).
+binary=${FUZZ_BINARY:-target/fuzz/build/$triple/release/shape-fuzz}
+if [[ -z ${FUZZ_BINARY:-} ]]; then
+    cargo build --quiet --release -p shape-fuzz --target "$triple" --target-dir target/fuzz/build
+fi
 
 if [[ $target == all ]]; then
     targets=$(ls fuzz/corpus)
