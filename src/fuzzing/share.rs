@@ -20,7 +20,7 @@ pub fn names(data: &[u8]) {
             && let Some(password) = &redis.password
         {
             assert!(
-                !shown.contains(&format!(":{password}@")),
+                password == "***" || !shown.contains(&format!(":{password}@")),
                 "{text:?} shows its password: {shown:?}"
             );
         }
