@@ -15,6 +15,7 @@ use crate::counting::Counting;
 use crate::exec::{self, CommandWays, Exited, MakeLink, NotRun, Relay};
 use crate::exit::Exit;
 use crate::faults::Way;
+use crate::lock::lock;
 use crate::message::one_line;
 use crate::net::proxy;
 use crate::net::udp::{DatagramProxy, FlowEnds, IDLE, Route};
@@ -24,9 +25,9 @@ use anyhow::Context;
 use shape_bucket::Limit;
 use shape_bucket::units::{human_bytes, human_rate};
 use std::ffi::OsString;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Runs `command` shaped, until it ends.
@@ -50,22 +51,11 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
     };
     let reporter = start_reporter(cli, &passed, None, &up);
     let printer = printer(reporter.as_ref());
-    // Signals are passed on from the start; until the command has a pid
-    // there is no one to pass them to, and they are dropped.
-    let target = Arc::new(AtomicI32::new(0));
+    // Signals are passed on from the start (see `PassedOn`).
+    let target = Arc::new(Mutex::new(PassedOn::default()));
     let pass_on = {
         let target = target.clone();
-        Box::new(move |signal: i32| {
-            let pid = target.load(Ordering::Acquire);
-            if pid > 0
-                && let (Some(pid), Some(signal)) = (
-                    rustix::process::Pid::from_raw(pid),
-                    rustix::process::Signal::from_named_raw(signal),
-                )
-            {
-                let _ = rustix::process::kill_process(pid, signal);
-            }
-        })
+        Box::new(move |signal: i32| lock(&target).pass(signal))
     };
     let (started_at, _registration) = go_live(
         cli,
@@ -94,7 +84,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         Ok(started) => started,
         Err(not_run) => return Ok(refused(&not_run)),
     };
-    target.store(started.pid(), Ordering::Release);
+    lock(&target).started(started.pid());
     let ways = CommandWays {
         buckets: [up.clone(), down],
         passed: [passed_up, passed_down],
@@ -298,4 +288,54 @@ fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeLink> {
             })?;
         Ok(local)
     }))
+}
+
+/// Where SIGINT, SIGTERM and SIGHUP sent to shape go: to the command, once
+/// it has a pid. One that comes while the command starts (it is a child
+/// already, but its pid is not known yet) is kept and passed on once it
+/// is: dropped, it left a command sent SIGTERM at its start running to
+/// its end (a test saw `sleep 30` end with 0 under load).
+#[derive(Default)]
+struct PassedOn {
+    pid: Option<rustix::process::Pid>,
+    early: Option<rustix::process::Signal>,
+}
+
+impl PassedOn {
+    fn pass(&mut self, signal: i32) {
+        let Some(signal) = rustix::process::Signal::from_named_raw(signal) else {
+            return;
+        };
+        match self.pid {
+            Some(pid) => {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+            None => self.early = Some(signal),
+        }
+    }
+
+    fn started(&mut self, pid: i32) {
+        self.pid = rustix::process::Pid::from_raw(pid);
+        if let (Some(pid), Some(signal)) = (self.pid, self.early.take()) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_signal_sent_before_the_command_has_a_pid_reaches_it_once_it_has() {
+        let mut command = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut passed = PassedOn::default();
+        passed.pass(libc::SIGTERM);
+        passed.started(command.id() as i32);
+        assert_eq!(command.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
 }
