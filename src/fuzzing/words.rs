@@ -165,8 +165,8 @@ pub fn link_names(data: &[u8]) {
 }
 
 /// Trace files: a trace read gives out its opportunities over any span
-/// of time, and what it gives over two spans end to end is what it gives
-/// over both.
+/// of time (up to 2^40 ms, 34 years), and what it gives over two spans
+/// end to end is what it gives over both.
 pub fn traces(data: &[u8]) {
     let (times, text) = match data.len() {
         0..24 => (&[][..], data),
@@ -180,7 +180,7 @@ pub fn traces(data: &[u8]) {
                 times
                     .get(n * 8..n * 8 + 8)
                     .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-                    >> 16
+                    >> 24
             };
             let mut ends = [at(0), at(1), at(2)];
             ends.sort_unstable();

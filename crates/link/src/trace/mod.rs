@@ -166,7 +166,9 @@ impl Trace {
             0 => 0,
             from => self.opportunities_by(from - 1),
         };
-        (self.opportunities_by(to - 1) - before) * OPPORTUNITY
+        // Saturating: thousands of years of a fast trace would not fit
+        // (found by fuzzing), and no run lasts that long.
+        (self.opportunities_by(to - 1) - before).saturating_mul(OPPORTUNITY)
     }
 }
 
@@ -200,6 +202,14 @@ mod tests {
         // Two packets in a hundred days (found by fuzzing: it panicked).
         let trace = read("1\n8640000000\n").unwrap();
         assert_eq!(trace.average(), shape_bucket::Limit::per_second(1));
+    }
+
+    #[test]
+    fn thousands_of_years_of_a_trace_are_no_overflow() {
+        // Found by fuzzing: the bytes of a fast trace over 2^48 ms
+        // overflowed.
+        let trace = read("1\n1\n1\n").unwrap();
+        assert_eq!(trace.bytes_between(0, u64::MAX), u64::MAX);
     }
 
     #[test]
