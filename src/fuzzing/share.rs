@@ -19,8 +19,12 @@ pub fn names(data: &[u8]) {
         if let ShareName::Redis(redis) = &name
             && let Some(password) = &redis.password
         {
+            // Where credentials go: between the scheme and the path (a
+            // socket's path may hold anything, a password's look too).
+            let after = shown.split_once("://").map_or("", |(_, rest)| rest);
+            let authority = after.split('/').next().unwrap_or_default();
             assert!(
-                password == "***" || !shown.contains(&format!(":{password}@")),
+                password == "***" || !authority.contains(&format!(":{password}@")),
                 "{text:?} shows its password: {shown:?}"
             );
         }
