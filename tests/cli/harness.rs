@@ -866,14 +866,26 @@ pub fn threads_cpu_seconds(pid: u32, named: &str) -> std::collections::BTreeMap<
 /// sockets it watches (its fdinfo's `tfd` lines) that are connected with
 /// `port` as their own address (the process's `net/tcp`).
 pub fn accepted_by_each_poll(pid: u32, port: u16) -> Vec<usize> {
+    watched_by_each_poll(pid, port, "01")
+}
+
+/// How many epoll instances of process `pid` watch the socket listening
+/// on `port`.
+pub fn polls_listening_on(pid: u32, port: u16) -> usize {
+    watched_by_each_poll(pid, port, "0A").len()
+}
+
+/// For each epoll instance of process `pid` that watches any, how many
+/// sockets it watches whose own port is `port`, in TCP state `state`
+/// (`01` connected, `0A` listening).
+fn watched_by_each_poll(pid: u32, port: u16, state: &str) -> Vec<usize> {
     let mut accepted = std::collections::HashSet::new();
     for table in ["tcp", "tcp6"] {
         let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let local_port = fields[1].rsplit(':').next().unwrap();
-            // State 01 is established: the listener is 0A.
-            if u16::from_str_radix(local_port, 16) == Ok(port) && fields[3] == "01" {
+            if u16::from_str_radix(local_port, 16) == Ok(port) && fields[3] == state {
                 accepted.insert(format!("socket:[{}]", fields[9]));
             }
         }

@@ -687,12 +687,11 @@ fn sigterm_and_sigint_close_every_listener_and_connection_and_exit_0() {
 }
 
 #[test]
-fn every_loop_serves_a_proxys_clients_and_takes_its_toxics() {
+fn every_loop_accepts_from_a_proxys_socket_and_its_toxics_reach_every_client() {
     const QUARTER_MIB: usize = 1 << 18;
     let server = Toxiproxy::from(shape(["--serve", "127.0.0.1:0", "--loops", "2"]));
     let listen = server.proxy("spread", &echo_server(), json!({}));
-    // Sixteen clients at once, each echoing a quarter of a MiB: both
-    // loops are woken by them, and each takes one at a time.
+    // Sixteen clients at once, each echoing a quarter of a MiB.
     let block = random_bytes(QUARTER_MIB, 48);
     let clients: Vec<TcpStream> = std::thread::scope(|scope| {
         let echoing: Vec<_> = (0..16)
@@ -716,10 +715,12 @@ fn every_loop_serves_a_proxys_clients_and_takes_its_toxics() {
         echoing.into_iter().map(|e| e.join().unwrap()).collect()
     });
     assert_eq!(threads_cpu_seconds(server.pid(), "proxies-").len(), 2);
+    // Both loops accept from the proxy's socket, and all it took are
+    // served. (Which loop takes how many is the machine's to say: a loop
+    // not scheduled while the clients come takes none.)
     let port: u16 = listen.rsplit(':').next().unwrap().parse().unwrap();
-    let mut held = accepted_by_each_poll(server.pid(), port);
-    held.sort();
-    assert_eq!(held.len(), 2, "connections held by each loop: {held:?}");
+    assert_eq!(polls_listening_on(server.pid(), port), 2);
+    let held = accepted_by_each_poll(server.pid(), port);
     assert_eq!(held.iter().sum::<usize>(), 16, "{held:?}");
     // A toxic added now reaches the open connections of both loops.
     server.toxic(
