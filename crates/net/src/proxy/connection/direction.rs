@@ -266,7 +266,7 @@ impl Direction {
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
-        let pipes_go = self.let_idle_pipes_go(bucket.clock().now());
+        let pipes_go = self.let_idle_pipes_go(|| bucket.clock().now());
         Ok(least(
             least(least(tokens, paused.or(release)), strikes),
             pipes_go,
@@ -274,13 +274,15 @@ impl Direction {
     }
 
     /// Lets the pipes go once they have been empty for [`PIPES_IDLE`]
-    /// since the last splice; until then, returns when to look again.
-    fn let_idle_pipes_go(&mut self, now: u64) -> Option<u64> {
+    /// since the last splice; until then, returns when to look again. The
+    /// clock (`now`) is read only when there are idle pipes: every step
+    /// asks, and most have none.
+    fn let_idle_pipes_go(&mut self, now: impl FnOnce() -> u64) -> Option<u64> {
         if !self.pipes.idle() {
             return None;
         }
         let due = self.spliced_at.saturating_add(PIPES_IDLE);
-        if now < due {
+        if now() < due {
             return Some(due);
         }
         self.pipes = Pipes::default();
