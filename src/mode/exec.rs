@@ -106,7 +106,8 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
     drop(reporter);
     if outlived && !cli.quiet {
         printer.line(&format!(
-            "shape: {shown} ended; processes it started still run, no longer shaped"
+            "shape: {shown} ended; processes it started still run; their network calls now \
+             fail (ENOSYS), and their connections through shape are closed"
         ));
     }
     if cli.stats {

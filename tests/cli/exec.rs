@@ -385,10 +385,7 @@ fn sigterm_sent_to_shape_reaches_the_command_which_ends_it() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let children = format!("/proc/{0}/task/{0}/children", child.id());
-    wait_until("the command to start", || {
-        std::fs::read_to_string(&children).is_ok_and(|pids| !pids.trim().is_empty())
-    });
+    wait_until("the command to start", || command_of(child.id()).is_some());
     send_signal(child.id(), rustix::process::Signal::TERM);
     let start = Instant::now();
     let status = child.wait().unwrap();
@@ -396,21 +393,100 @@ fn sigterm_sent_to_shape_reaches_the_command_which_ends_it() {
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 
+/// The command shape `shape` runs, once it runs: the one child of
+/// shape's reaper, shape's one child (both run shape's own binary).
+pub fn command_of(shape: u32) -> Option<u32> {
+    let children = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|pid| pid.parse::<u32>().ok())
+            .collect::<Vec<_>>()
+    };
+    let reaper = *children(shape).first()?;
+    let command = *children(reaper).first()?;
+    // Until its exec, the command's child runs shape's binary too.
+    let exe = std::fs::read_link(format!("/proc/{command}/exe")).ok()?;
+    let own = std::fs::read_link(format!("/proc/{shape}/exe")).ok()?;
+    (exe != own).then_some(command)
+}
+
 #[test]
-fn a_daemonised_grandchild_does_not_keep_shape_and_is_named() {
+fn a_daemonised_grandchild_does_not_keep_shape_and_is_told_its_network_is_gone() {
+    let scratch = Scratch::new("exec-outlived");
+    let pid_file = scratch.path().join("pid");
+    let script = format!(
+        "sleep 30 >/dev/null 2>&1 & echo $! >'{}'",
+        pid_file.display()
+    );
     let start = Instant::now();
-    let output = shape(["--exec", "sh", "-c", "sleep 5 >/dev/null 2>&1 & exit 0"])
+    let output = shape(["--exec", "sh", "-c", &script])
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .output()
         .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(4));
+    assert!(start.elapsed() < Duration::from_secs(20));
     assert_eq!(output.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("processes it started still run, no longer shaped"),
+        stderr.contains("processes it started still run; their network calls now fail"),
         "{stderr}"
     );
+    // Left running, as a shell leaves it: shape ended as it should.
+    let left: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!gone(left));
+    send_signal(left, rustix::process::Signal::KILL);
+}
+
+/// Whether process `pid` is gone (reaped; a zombie is not yet gone).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn shape_killed_by_sigkill_leaves_no_process_of_the_command_behind() {
+    let scratch = Scratch::new("exec-sigkill");
+    let pids = scratch.path().join("pids");
+    // A child in the background, one that left its parent (to init, as
+    // a daemon does), one in a session of its own, and the command.
+    let script = format!(
+        "sleep 1000 & echo $! >>'{pids}'; \
+         (sleep 1001 & echo $! >>'{pids}'); \
+         setsid sh -c 'echo $$ >>\"$0\"; exec sleep 1002' '{pids}' & \
+         echo $$ >>'{pids}'; echo started; wait",
+        pids = pids.display()
+    );
+    let mut child = shape(["--rate", "1MiB", "--exec", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "started");
+    let read = || {
+        std::fs::read_to_string(&pids)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|pid| pid.parse::<u32>().ok())
+            .collect::<Vec<_>>()
+    };
+    wait_until("every process to say its pid", || read().len() == 4);
+    let started = read();
+    assert!(started.iter().all(|pid| !gone(*pid)), "{started:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until("every process of the command to end", || {
+        started.iter().all(|pid| gone(*pid))
+    });
 }
 
 #[test]
@@ -925,10 +1001,7 @@ fn a_signal_the_command_handles_ends_a_call_shape_holds() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "waiting");
-    // The command is shape's only child.
-    let children =
-        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
-    let python: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    let python = command_of(child.id()).unwrap();
     // Its recv held by shape: /proc says which call a blocked thread is in.
     let recvfrom = if cfg!(target_arch = "aarch64") {
         "207"

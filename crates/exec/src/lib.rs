@@ -171,13 +171,13 @@ pub fn supervise(
     say: Box<dyn Fn(&str)>,
 ) -> io::Result<Result<Exited, NotRun>> {
     let kernel::Spawned {
-        pid,
-        pidfd,
         listener,
         exec_failed,
+        reaper,
+        ..
     } = started.spawned;
     let (mut supervisor, waker) =
-        supervisor::Supervisor::new(listener, (pid, pidfd), started.base, ways, relay, say)?;
+        supervisor::Supervisor::new(listener, reaper, started.base, ways, relay, say)?;
     if started.copies {
         supervisor.keep_copies();
     }
@@ -185,6 +185,7 @@ pub fn supervise(
         let _ = waker.wake();
     }));
     let ended = supervisor.run()?;
+    supervisor.leave();
     // The child wrote execve's errno here if it failed; on success the
     // pipe closed unwritten.
     let mut said = [0u8; 4];

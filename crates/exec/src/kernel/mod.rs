@@ -1,6 +1,7 @@
 //! The kernel calls of `--exec` that no safe wrapper offers, each in the
 //! file of its idea: starting the command under a seccomp filter whose
-//! listener shape holds (`spawn.rs`), the listener's ioctls
+//! listener shape holds (`spawn.rs`), below a reaper of shape's that
+//! leaves nothing behind when shape dies (`reaper.rs`), the listener's ioctls
 //! (`listener.rs`), the command's processes by pidfd (`pidfds.rs`), its
 //! memory (`memory.rs`), and the socket calls shape makes for it with raw
 //! addresses (`sockets.rs`); here, the filter's BPF instructions. Every
@@ -9,6 +10,7 @@
 mod listener;
 mod memory;
 mod pidfds;
+mod reaper;
 mod sockets;
 mod spawn;
 

@@ -56,7 +56,8 @@ impl Supervisor<'_> {
         if !self.sockets.has_copies() {
             return;
         }
-        let held = held_high(self.child.0 as u32, self.base, closing);
+        // Below the reaper: the command, and what it left to the reaper.
+        let held = held_high(self.reaper.pid() as u32, self.base, closing);
         self.sockets.let_go_unless(|inode| held.contains(inode));
     }
 

@@ -1,6 +1,6 @@
-//! How the command's end is known: its wait status once the pidfd says
-//! it ended (reaped then), and whether processes it started still run
-//! under the filter, which then go on unshaped.
+//! How the command's end is known: its wait status once its reaper says
+//! it, and whether processes it started still run under the filter,
+//! whose network calls fail once shape has gone.
 
 use super::Supervisor;
 use rustix::event::{PollFd, PollFlags};
@@ -11,20 +11,23 @@ pub struct Exited {
     /// Its wait status, as the shell reads it: the exit code, or 128+N
     /// for signal N.
     pub code: i32,
-    /// Processes it started still run (and are no longer shaped).
+    /// Processes it started still run: once shape has gone, their
+    /// network calls fail (ENOSYS) and their connections through shape
+    /// are closed.
     pub outlived: bool,
 }
 
 impl Supervisor<'_> {
-    /// The command's status, if it has ended (it is then reaped).
+    /// The command's status, if it has ended (its reaper has reaped it).
     pub(super) fn reap(&mut self) -> io::Result<Option<i32>> {
-        let pid = rustix::process::Pid::from_raw(self.child.0);
-        let status = rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG)?;
-        Ok(status.and_then(|(_, status)| {
-            status
-                .exit_status()
-                .or_else(|| status.terminating_signal().map(|signal| 128 + signal))
-        }))
+        self.reaper.ended()
+    }
+
+    /// Lets the reaper go: what the command started and left still runs,
+    /// as under a shell. (A supervisor dropped without this, on an
+    /// error, takes them all along: the reaper kills them.)
+    pub fn leave(self) {
+        self.reaper.leave();
     }
 
     /// Whether processes the command started still run under the filter:

@@ -80,7 +80,8 @@ struct Relaying {
 /// The loop and its state.
 pub struct Supervisor<'a> {
     listener: OwnedFd,
-    child: (i32, OwnedFd),
+    /// The command's parent, which says how it ended.
+    reaper: kernel::Reaper,
     poll: Poll,
     events: Events,
     ways: &'a CommandWays,
@@ -113,12 +114,11 @@ pub struct Supervisor<'a> {
 }
 
 impl<'a> Supervisor<'a> {
-    /// A supervisor for the command `pid` (with `pidfd`), answering the
-    /// calls of `listener`, paying from `ways`. Returns it and a waker
+    /// A supervisor for the command below `reaper`, answering the calls of `listener`, paying from `ways`. Returns it and a waker
     /// to call when the buckets' settings change.
     pub fn new(
         listener: OwnedFd,
-        (pid, pidfd): (i32, OwnedFd),
+        reaper: kernel::Reaper,
         base: u32,
         ways: &'a CommandWays,
         relay: Option<Relay>,
@@ -132,7 +132,12 @@ impl<'a> Supervisor<'a> {
             LISTENER,
             Interest::READABLE,
         )?;
-        registry.register(&mut SourceFd(&pidfd.as_raw_fd()), CHILD, Interest::READABLE)?;
+        // The reaper says when the command ended, with its status.
+        registry.register(
+            &mut SourceFd(&reaper.said().as_raw_fd()),
+            CHILD,
+            Interest::READABLE,
+        )?;
         let waker = Arc::new(Waker::new(registry, CHANGED)?);
         // A share's bucket changes in other processes too (a fleet's with
         // each lease): a thread asleep on each bucket's generation wakes
@@ -178,7 +183,7 @@ impl<'a> Supervisor<'a> {
         Ok((
             Supervisor {
                 listener,
-                child: (pid, pidfd),
+                reaper,
                 poll,
                 events: Events::with_capacity(256),
                 ways,
