@@ -331,12 +331,24 @@ fn a_server_under_exec_answers_each_exchange_a_round_trip_later() {
     round_trips("a server's exchange", &times, 1.0);
 }
 
+/// A port of loopback that refuses connects: bound and not listening,
+/// for as long as what is returned is kept.
+fn closed_port() -> (rustix::fd::OwnedFd, String) {
+    use rustix::net::{AddressFamily, SocketType};
+    let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    rustix::net::bind(&socket, &loopback).unwrap();
+    let at = rustix::net::getsockname(&socket).unwrap();
+    let port = std::net::SocketAddr::try_from(at)
+        .unwrap()
+        .port()
+        .to_string();
+    (socket, port)
+}
+
 #[test]
 fn a_refused_connect_is_refused_a_round_trip_late_blocking_or_not() {
-    let closed = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port().to_string()
-    };
+    let (_closed, port) = closed_port();
     let script = "import errno, select, socket, sys, time\n\
                   t = time.monotonic()\n\
                   try:\n\
@@ -347,9 +359,10 @@ fn a_refused_connect_is_refused_a_round_trip_late_blocking_or_not() {
                   t = time.monotonic()\n\
                   assert s.connect_ex(('127.0.0.1', int(sys.argv[1]))) == errno.EINPROGRESS\n\
                   select.select([], [s], [])\n\
-                  assert s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0\n\
+                  err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)\n\
+                  assert err == errno.ECONNREFUSED, errno.errorcode.get(err)\n\
                   print('nonblocking', (time.monotonic() - t) * 1000)";
-    let output = linked(&[], &["python3", "-c", script, &closed]);
+    let output = linked(&[], &["python3", "-c", script, &port]);
     round_trips(
         "a refused blocking connect",
         &figures(&output, "blocking"),
@@ -360,6 +373,59 @@ fn a_refused_connect_is_refused_a_round_trip_late_blocking_or_not() {
         &figures(&output, "nonblocking"),
         1.0,
     );
+}
+
+#[test]
+fn node_go_and_curl_are_refused_not_reset_a_round_trip_late() {
+    let (_closed, port) = closed_port();
+    if installed("node") {
+        let script = "const t = process.hrtime.bigint();\n\
+                      require('net').connect(Number(process.argv[1]), '127.0.0.1')\n\
+                      \x20 .on('error', e => console.log(e.code, Number(process.hrtime.bigint() - t) / 1e6));";
+        let output = linked(&[], &["node", "-e", script, &port]);
+        round_trips("node's refusal", &figures(&output, "ECONNREFUSED"), 1.0);
+    }
+    if installed("go") {
+        let scratch = crate::harness::Scratch::new("exec-link-go-refused");
+        let source = scratch.file(
+            "main.go",
+            br#"package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+func main() {
+	t := time.Now()
+	_, err := net.Dial("tcp", "127.0.0.1:"+os.Args[1])
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		fmt.Println("not refused:", err)
+		os.Exit(1)
+	}
+	fmt.Println("refused", float64(time.Since(t).Microseconds())/1000)
+}
+"#,
+        );
+        let binary = crate::exec::static_go(&scratch, &source, "refused");
+        let output = linked(&[], &[binary.to_str().unwrap(), &port]);
+        round_trips("go's refusal", &figures(&output, "refused"), 1.0);
+    }
+    if installed("curl") {
+        let url = format!("http://127.0.0.1:{port}/");
+        let mut command = shape(["--delay", DELAY, "--exec", "curl", "-sSv", &url]);
+        let started = Instant::now();
+        let output = command.stdin(Stdio::null()).output().unwrap();
+        let took = started.elapsed().as_secs_f64() * 1000.0;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(7), "{stderr}");
+        assert!(stderr.contains("failed: Connection refused"), "{stderr}");
+        assert!(took >= ROUND_TRIP_MS - 2.0, "refused after {took} ms");
+    }
 }
 
 #[test]

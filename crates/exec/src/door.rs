@@ -9,6 +9,12 @@
 //! SO_REUSEPORT) that connects back to the command's socket: a
 //! simultaneous open, which completes the command's connect on the spot.
 //! Shape's socket then carries the connection, through the relay.
+//!
+//! A connect whose server refused is refused in turn, as on a real link:
+//! shape drops the command's socket's wait at the door and connects it
+//! afresh to a port of shape's that is bound and not listening, whose
+//! kernel answers the SYN with a reset, so that the connect in progress
+//! ends with ECONNREFUSED, as one to the server itself would.
 
 use rustix::net::{AddressFamily, SocketType, sockopt};
 use std::io;
@@ -20,6 +26,8 @@ pub struct Door {
     at: SocketAddr,
     /// The listener, and the connection that fills its queue.
     _held: [OwnedFd; 2],
+    /// A port bound and not listening: a connect there is refused.
+    closed: (SocketAddr, OwnedFd),
 }
 
 impl Door {
@@ -43,10 +51,39 @@ impl Door {
         let at = local(listener.as_fd())?;
         let filler = rustix::net::socket(family, SocketType::STREAM, None)?;
         rustix::net::connect(&filler, &at)?;
+        let closed = rustix::net::socket(family, SocketType::STREAM, None)?;
+        rustix::net::bind(&closed, &loopback)?;
         Ok(Door {
             at,
             _held: [listener, filler],
+            closed: (local(closed.as_fd())?, closed),
         })
+    }
+
+    /// Ends the connect of `socket`, in progress at a door, with
+    /// ECONNREFUSED: its wait is dropped and it connects afresh to
+    /// `closed`, which the kernel refuses. (Dropping the wait alone
+    /// would end it with ECONNRESET.)
+    pub fn refuse(socket: BorrowedFd<'_>, closed: SocketAddr) -> io::Result<()> {
+        rustix::net::connect_unspec(socket)?;
+        // The reset that dropping the wait leaves is not the command's.
+        let _ = sockopt::socket_error(socket);
+        let status = rustix::fs::fcntl_getfl(socket)?;
+        let blocking = !status.contains(rustix::fs::OFlags::NONBLOCK);
+        if blocking {
+            rustix::fs::fcntl_setfl(socket, status | rustix::fs::OFlags::NONBLOCK)?;
+        }
+        let refused = rustix::net::connect(socket, &closed);
+        if blocking {
+            let _ = rustix::fs::fcntl_setfl(socket, status);
+        }
+        match refused {
+            // The reset comes after: the socket keeps its error for the
+            // command to read.
+            Err(rustix::io::Errno::INPROGRESS) => Ok(()),
+            Ok(()) => Err(io::Error::from_raw_os_error(libc::EISCONN)),
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// Where the door is.
@@ -116,6 +153,16 @@ impl Doors {
         }
     }
 
+    /// Where a socket of `family` is refused: a closed port of IPv4's
+    /// loopback, mapped, where loopback has no IPv6.
+    pub fn closed_for(&self, family: AddressFamily) -> SocketAddr {
+        match (family == AddressFamily::INET6, &self.v6) {
+            (false, _) => self.v4.closed.0,
+            (true, Some(v6)) => v6.closed.0,
+            (true, None) => mapped(self.v4.closed.0),
+        }
+    }
+
     /// Whether loopback has IPv6 (and so a door there).
     pub fn has_v6(&self) -> bool {
         self.v6.is_some()
@@ -178,6 +225,27 @@ mod tests {
         };
         rustix::event::poll(&mut look, Some(&zero)).unwrap();
         look[0].revents()
+    }
+
+    #[test]
+    fn a_connect_in_progress_at_the_door_is_refused_when_told() {
+        let doors = Doors::open().unwrap();
+        for _ in 0..20 {
+            let socket =
+                rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+            rustix::fs::fcntl_setfl(&socket, rustix::fs::OFlags::NONBLOCK).unwrap();
+            Door::knock(socket.as_fd(), doors.for_family(AddressFamily::INET)).unwrap();
+            assert!(readiness(socket.as_fd()).is_empty());
+            Door::refuse(socket.as_fd(), doors.closed_for(AddressFamily::INET)).unwrap();
+            // Refused, as by a server: ready to be told so, and told.
+            let mut look = [PollFd::new(&socket, PollFlags::OUT)];
+            rustix::event::poll(&mut look, None).unwrap();
+            assert!(look[0].revents().contains(PollFlags::ERR));
+            assert_eq!(
+                sockopt::socket_error(&socket).unwrap(),
+                Err(rustix::io::Errno::CONNREFUSED)
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! Where a link relays the command's TCP connections, every `connect`
 //! is handed to shape too, which connects the socket through the link,
 //! and sends and receives only on high descriptors (the relayed sockets
-//! are low);
+//! are low), and so is `getsockopt(SO_ERROR)`, how a connect in progress
+//! learns its end, so that one the server refused is told so;
 //! where shape keeps copies of the sockets (the command's cannot be
 //! taken), so is every `close` of a high descriptor, to let its copy go.
 //! io_uring is refused so that programs fall back to plain calls; calls
@@ -65,6 +66,7 @@ pub fn handed() -> impl Iterator<Item = i64> {
             libc::SYS_socket,
             libc::SYS_connect,
             libc::SYS_close,
+            libc::SYS_getsockopt,
         ])
 }
 
@@ -142,6 +144,18 @@ pub fn program(base: u32, also: Also) -> Vec<libc::sock_filter> {
     }
     if also.connects {
         rule(libc::SYS_connect, vec![notify]);
+        // getsockopt(fd, SOL_SOCKET, SO_ERROR): a connect's end.
+        rule(
+            libc::SYS_getsockopt,
+            vec![
+                statement(LD, arg(1)),
+                jump(JEQ, libc::SOL_SOCKET as u32, 0, 3),
+                statement(LD, arg(2)),
+                jump(JEQ, libc::SO_ERROR as u32, 0, 1),
+                notify,
+                allow,
+            ],
+        );
     }
     for nr in on_a_descriptor() {
         rule(nr, high.clone());
@@ -236,8 +250,10 @@ mod tests {
         let inet = libc::AF_INET as u32;
         let dupfd = libc::F_DUPFD as u32;
         for nr in 0..512 {
+            let error = [600, libc::SOL_SOCKET as u32, libc::SO_ERROR as u32, 0, 0, 0];
             let handed = run(&program, ARCH, nr, [inet, dupfd, 600, 0, 0, 0]) == NOTIFY
-                || run(&program, ARCH, nr, [600, dupfd, 600, 0, 0, 0]) == NOTIFY;
+                || run(&program, ARCH, nr, [600, dupfd, 600, 0, 0, 0]) == NOTIFY
+                || run(&program, ARCH, nr, error) == NOTIFY;
             assert_eq!(handed, super::handed().any(|known| known == nr), "{nr}");
         }
     }
@@ -309,6 +325,16 @@ mod tests {
         for nr in [libc::SYS_accept, libc::SYS_accept4] {
             assert_eq!(run(&relaying, ARCH, nr, [5, 0, 0, 0, 0, 0]), NOTIFY);
         }
+        // A connect's end is asked of shape; other options are not.
+        let (sol, error) = (libc::SOL_SOCKET as u32, libc::SO_ERROR as u32);
+        let getsockopt = |args| run(&relaying, ARCH, libc::SYS_getsockopt, args);
+        assert_eq!(getsockopt([5, sol, error, 0, 0, 0]), NOTIFY);
+        assert_eq!(getsockopt([5, sol, libc::SO_RCVBUF as u32, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            getsockopt([5, libc::IPPROTO_TCP as u32, error, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(on(libc::SYS_getsockopt, [5, sol, error, 0, 0, 0]), ALLOW);
         assert_eq!(
             on(libc::SYS_io_uring_setup, [0; 6]),
             libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32

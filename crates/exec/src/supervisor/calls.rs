@@ -55,6 +55,9 @@ impl Supervisor<'_> {
                 None => self.respond(&notification, Response::Continue),
             };
         }
+        if nr == libc::SYS_getsockopt {
+            return self.socket_error(&notification);
+        }
         let Some(fd) = call::descriptor(nr, &args) else {
             return self.respond(&notification, Response::Continue);
         };

@@ -11,8 +11,11 @@
 //!
 //! A blocking connect is held until then; a non-blocking one is answered
 //! EINPROGRESS at once. A server that fails fails the command's connect
-//! one round trip late too: a held one with the server's own error, one
-//! in progress as reset (its wait at the door is ended), said once.
+//! one round trip late too: a held one with the server's own error; one
+//! in progress that the server refused is refused (`Door::refuse`, and
+//! its `getsockopt(SO_ERROR)` answered ECONNREFUSED by shape), and one
+//! that failed otherwise is reset (its wait at the door is ended), said
+//! once.
 //!
 //! A command that serves is given, for each connection it accepts, a
 //! socket that came through the door, and the relay carries the accepted
@@ -77,6 +80,37 @@ pub(super) struct Dial {
 }
 
 /// Where a dial's connect to the server stands.
+/// Sockets whose connect shape refused and whose error the command has
+/// not asked yet, by inode. A program that closes one without asking
+/// leaves it here: the oldest are forgotten past [`Refused::MOST`].
+#[derive(Default)]
+pub(super) struct Refused {
+    inodes: std::collections::VecDeque<(u64, u64)>,
+}
+
+impl Refused {
+    const MOST: usize = 1024;
+
+    fn insert(&mut self, inode: (u64, u64)) {
+        if self.inodes.len() == Self::MOST {
+            self.inodes.pop_front();
+        }
+        self.inodes.push_back(inode);
+    }
+
+    fn remove(&mut self, inode: (u64, u64)) {
+        self.inodes.retain(|kept| *kept != inode);
+    }
+
+    fn contains(&self, inode: (u64, u64)) -> bool {
+        self.inodes.contains(&inode)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.inodes.is_empty()
+    }
+}
+
 enum Dialling {
     /// Under way.
     Connecting(mio::net::TcpStream),
@@ -253,6 +287,7 @@ impl Supervisor<'_> {
             socket,
             server,
             caller,
+            inode,
             ..
         } = dial;
         let answer = match server {
@@ -262,8 +297,16 @@ impl Supervisor<'_> {
                     .map_err(|err| errno(&err))
             }
             Dialling::Failed(failed) => {
-                let _ = rustix::net::connect_unspec(&socket);
-                if caller.is_none() && failed != libc::ECONNRESET {
+                // A connect in progress learns of a refusal as it would
+                // from the server; the rest, and any that cannot be
+                // refused, are dropped from the door: reset.
+                let refused = caller.is_none()
+                    && failed == libc::ECONNREFUSED
+                    && self.refuse(socket.as_fd(), inode).is_ok();
+                if !refused {
+                    let _ = rustix::net::connect_unspec(&socket);
+                }
+                if caller.is_none() && !refused && failed != libc::ECONNRESET {
                     let why = crate::message::one_line(&io::Error::from_raw_os_error(failed));
                     self.say_once(
                         "failed",
@@ -302,6 +345,51 @@ impl Supervisor<'_> {
         let ours = Door::answer(self.door(family)?, local(socket)?)?;
         relay.carrier.carry(ours, server);
         Ok(())
+    }
+
+    /// Ends `socket`'s connect in progress at the door with ECONNREFUSED.
+    /// Dropping its wait wakes the command before the refusal lands: its
+    /// error is then asked of shape (`socket_error`), which says refused.
+    fn refuse(&mut self, socket: BorrowedFd<'_>, inode: (u64, u64)) -> io::Result<()> {
+        let family = rustix::net::sockopt::socket_domain(socket)?;
+        let Some(doors) = &self.doors else {
+            return Err(io::Error::from_raw_os_error(libc::ECONNABORTED));
+        };
+        let closed = doors.closed_for(family);
+        self.refused.insert(inode);
+        Door::refuse(socket, closed).inspect_err(|_| self.refused.remove(inode))
+    }
+
+    /// A `getsockopt(SO_ERROR)` of the command's: a socket shape refused
+    /// is told ECONNREFUSED (once); the rest are answered by the kernel.
+    pub(super) fn socket_error(&mut self, notification: &Notification) {
+        let Notification { tid, args, .. } = *notification;
+        let fd = args[0] as i32;
+        let inode = match self.refused.is_empty() {
+            true => None,
+            false => rustix::fs::stat(format!("/proc/{tid}/fd/{fd}"))
+                .ok()
+                .map(|stat| (stat.st_dev, stat.st_ino)),
+        };
+        let Some(inode) = inode.filter(|inode| self.refused.contains(*inode)) else {
+            return self.respond(notification, Response::Continue);
+        };
+        let (value_at, length_at) = (args[3], args[4]);
+        let mut length = [0u8; 4];
+        if super::read_exactly(tid, length_at, &mut length).is_err()
+            || u32::from_ne_bytes(length) < 4
+        {
+            return self.respond(notification, Response::Continue);
+        }
+        let told = super::moves::write_exactly(tid, value_at, &libc::ECONNREFUSED.to_ne_bytes())
+            .and_then(|()| super::moves::write_exactly(tid, length_at, &4u32.to_ne_bytes()));
+        match told {
+            Ok(()) => {
+                self.refused.remove(inode);
+                self.respond(notification, Response::Value(0));
+            }
+            Err(err) => self.respond(notification, Response::Error(errno(&err))),
+        }
     }
 
     /// The door a socket of `family` knocks at.

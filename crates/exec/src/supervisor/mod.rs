@@ -106,6 +106,9 @@ pub struct Supervisor<'a> {
     own_ends: dials::OwnEnds,
     /// Where the command's connects wait for the link, with a relay.
     doors: Option<Doors>,
+    /// Sockets (by inode) whose connect in progress shape refused, until
+    /// the command asks their error.
+    refused: dials::Refused,
     /// The links of the command's datagrams, with a relay.
     datagram_links: Option<datagrams::DatagramLinks>,
     /// When the copies of sockets were last looked over (where copies
@@ -200,6 +203,7 @@ impl<'a> Supervisor<'a> {
                 dials: Slab::new(),
                 own_ends: dials::OwnEnds::default(),
                 doors,
+                refused: dials::Refused::default(),
                 collected: 0,
             },
             waker,
