@@ -667,6 +667,15 @@ impl Cli {
         self.fault_flags.changes()
     }
 
+    /// True if and only if the run draws anything at random from its
+    /// seed (a fault's draws, jitter, `--affect`'s choice of connections):
+    /// then it says its seed, so that it can be replayed.
+    pub fn draws_at_random(&self) -> bool {
+        Way::BOTH.into_iter().any(|way| self.faults(way).draws())
+            || self.jitter.is_some_and(|jitter| !jitter.is_zero())
+            || self.affect.is_some_and(|share| share < 1.0)
+    }
+
     /// What the fault flags ask for in `direction` (a pipe's is
     /// [`Way::Down`], where values without a prefix apply too).
     pub fn faults(&self, direction: Way) -> Faults {
@@ -703,6 +712,13 @@ impl Cli {
             value: text.parse().unwrap_or(RateSpec::Unlimited),
         });
         let one_way = profile.one_way();
+        // A link's loss is packet loss, as TCP meets it (`--loss`).
+        if profile.loss_percent > 0
+            && cli.fault_flags.loss.is_empty()
+            && let Ok(loss) = format!("{}%", profile.loss_percent).parse()
+        {
+            cli.fault_flags.loss.push(loss);
+        }
         match two_ways {
             true => {
                 // A way that follows a trace takes its rate from it.

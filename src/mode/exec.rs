@@ -205,7 +205,7 @@ fn start_relay(
         passed_down: passed_down.clone(),
         report: (!cli.quiet).then(|| printer.clone()),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
-        say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
+        say_seed: cli.draws_at_random(),
         // One loop relays the command's connections.
         loops: 1,
     };

@@ -60,7 +60,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         passed_down,
         report: (!cli.quiet).then_some(printer),
         seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
-        say_seed: !cli.fault_changes().is_empty() || !link.jitter.is_zero(),
+        say_seed: cli.draws_at_random(),
         loops: cli.loops.map_or_else(loops_per_core, usize::from),
     };
     let served = proxy::forward(listen, connect, &shaping);

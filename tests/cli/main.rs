@@ -32,6 +32,8 @@ mod generated;
 mod layout;
 mod links;
 mod live;
+#[cfg(feature = "exec")]
+mod loss;
 mod net;
 mod options;
 mod proxy;

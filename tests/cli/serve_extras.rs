@@ -113,12 +113,8 @@ fn loss_and_corruption_strike_as_the_seed_says_and_again_with_it() {
         return;
     }
     let first = mangled("7");
-    assert!(
-        first.len() < 64 * 1024 && first.len() > 48 * 1024,
-        "lost {} bytes",
-        64 * 1024 - first.len()
-    );
-    assert_eq!(first.len() % 1024, 0, "lost in whole blocks");
+    // Loss as TCP meets it: sent again, nothing missing.
+    assert_eq!(first.len(), 64 * 1024, "loss deleted bytes");
     let flipped = first.iter().filter(|&&b| b != 0).count();
     assert!((100..2000).contains(&flipped), "{flipped} bytes flipped");
     assert_eq!(mangled("7"), first, "the same seed, the same damage");

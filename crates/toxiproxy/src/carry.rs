@@ -94,7 +94,9 @@ pub fn effect(toxic: &Toxic) -> Effect {
             Effect::Faults(vec![Change::CutAfter(both(Bytes(given.bytes("bytes"))))])
         }
         Kind::Noop => Effect::Nothing,
-        Kind::Loss => Effect::Faults(vec![Change::Drop(both(crate::faults::Loss::Random(
+        // Packet loss as TCP meets it: stalls for retransmissions, a
+        // bound on throughput, every byte delivered (`--loss`).
+        Kind::Loss => Effect::Faults(vec![Change::PacketLoss(both(crate::faults::Loss::Random(
             given.probability("probability"),
         )))]),
         Kind::Corrupt => Effect::Faults(vec![Change::Corrupt(both(Probability(
@@ -249,7 +251,7 @@ mod tests {
                 .is_some()
         );
         assert_eq!(
-            faults(effect(&toxic("loss", json!({"probability": 0.25})))).drop,
+            faults(effect(&toxic("loss", json!({"probability": 0.25})))).loss,
             crate::faults::Loss::Random(0.25)
         );
         assert_eq!(

@@ -35,7 +35,7 @@ pub fn line(
         share: cli.share.as_ref().map(|share| share.to_string()),
     };
     let mut line = stats.line();
-    if asked.faults.alter() || !cli.jitter.unwrap_or_default().is_zero() {
+    if asked.faults.draws() || !cli.jitter.unwrap_or_default().is_zero() {
         line += &format!("; seed {}", asked.seed);
     }
     line

@@ -143,17 +143,33 @@ fault_table! {
     slice_pause ("slice-pause"): SlicePause(Span), needs: Stream,
         |faults, value| faults.slice_pause = span(value);
 
-    /// Lose blocks of the stream (or datagrams) with probability PROB.
+    /// Lose packets with probability PROB, as TCP meets loss (netem's loss).
     ///
-    /// Lose each block of the stream (1 KiB, or a chunk of data at the
+    /// Lose each packet with probability PROB, '0.01' or '1%', or on a
+    /// MODEL, as tc netem's loss does. A stream's program meets it as over
+    /// a real lossy link: TCP sends a lost segment again, so the stream
+    /// stalls for a round trip (fast retransmit) or for the
+    /// retransmission timeout (a loss at the tail), its throughput is
+    /// bounded as TCP's congestion control bounds it (Mathis et al.), and
+    /// no byte is ever missing. A UDP link's datagrams are lost outright.
+    /// A MODEL loses in bursts: 'gemodel:P,R[,1-H[,1-K]]' is netem's
+    /// Gilbert-Elliott model (the link turns bad with P, good again with
+    /// R, default 1-P, and loses with 1-H while bad, default 100%, and 1-K
+    /// while good, default 0); 'state:P13[,P31[,P32[,P23[,P14]]]]' is
+    /// netem's 4-state model, with tc's defaults. Seeded (--seed).
+    #[arg(long, value_name = "PROB|MODEL", allow_hyphen_values = true)]
+    loss ("loss"): PacketLoss(Loss), needs: Anything,
+        |faults, value| faults.loss = value.unwrap_or_default();
+
+    /// Delete blocks of the stream (or datagrams) with probability PROB.
+    ///
+    /// Delete each block of the stream (1 KiB, or a chunk of data at the
     /// starting rate if that is less), or each datagram of a UDP link,
-    /// with probability PROB, '0.01' or '1%': for tests of checksums and
-    /// framing. A MODEL loses them in bursts: 'gemodel:P,R[,1-H[,1-K]]'
-    /// is netem's Gilbert-Elliott model (the link turns bad with P, good
-    /// again with R, default 1-P, and loses with 1-H while bad, default
-    /// 100%, and 1-K while good, default 0);
-    /// 'state:P13[,P31[,P32[,P23[,P14]]]]' is netem's 4-state model, with
-    /// tc's defaults. The blocks and bytes lost are said at the end.
+    /// with probability PROB, '0.01' or '1%': the stream arrives with
+    /// holes, a corrupt transfer, for tests of checksums and framing.
+    /// (For loss as a link has it, which TCP recovers from, --loss.) A
+    /// MODEL deletes in bursts, as --loss's. The blocks and bytes deleted
+    /// are said at the end.
     #[arg(long, value_name = "PROB|MODEL", allow_hyphen_values = true)]
     drop ("drop"): Drop(Loss), needs: Anything,
         |faults, value| faults.drop = value.unwrap_or_default();

@@ -6,9 +6,12 @@
 //! - `--slice SIZE[:VARIATION]`, `--slice-pause DURATION`: every write
 //!   cut into pieces of about SIZE bytes, each written on its own, with
 //!   the pause between them (toxiproxy's slicer).
+//! - `--loss PROB`: packets lost as a TCP program meets it, its stream
+//!   stalled for each retransmission and its throughput bounded, never a
+//!   byte missing (`retransmission.rs`); a UDP link's datagrams lost.
 //! - `--drop PROB`: a block of the stream (a chunk at the starting
-//!   rate, at most 1 KiB) is lost (netem's loss, for tests of checksums and
-//!   framing).
+//!   rate, at most 1 KiB) is deleted: a corrupt transfer, for tests of
+//!   checksums and framing.
 //! - `--corrupt PROB`: each byte has one random bit flipped with that
 //!   probability (netem's corrupt).
 //! - `--cut-after SIZE`, `--slow-close DURATION`: exactly SIZE bytes, then
@@ -32,6 +35,7 @@ mod directed;
 mod loss;
 mod mischief;
 mod mtu;
+mod retransmission;
 mod schedule;
 
 pub use change::{Change, FaultFlags, Needs};
@@ -39,6 +43,7 @@ pub use directed::{Bytes, Directed, Probability, Span, Way};
 pub use loss::{Losing, Loss};
 pub use mischief::{Mischief, ResetStruck, Struck, Tally};
 pub use mtu::{LARGEST_DATAGRAM, Mtu, Oversize};
+pub use retransmission::{Retransmission, throughput_bound};
 pub use schedule::Schedule;
 
 use std::time::Duration;
@@ -63,6 +68,9 @@ pub struct Faults {
     pub slice_pause: Duration,
     /// How blocks ([`drop_block`]) or datagrams are lost.
     pub drop: Loss,
+    /// How packets are lost: a stream's segments, which TCP sends again
+    /// ([`Retransmission`]), or a UDP link's datagrams.
+    pub loss: Loss,
     /// The chance that a byte has a bit flipped.
     pub corrupt: f64,
     pub cut_after: Option<u64>,
@@ -88,6 +96,19 @@ impl Faults {
     }
 }
 
+impl Faults {
+    /// True if and only if something in them is drawn at random, from
+    /// the seed: then a run says its seed, so that it can be replayed.
+    pub fn draws(&self) -> bool {
+        self.slice.is_some_and(|slice| slice.variation > 0)
+            || self.drop.rate() > 0.0
+            || self.loss.rate() > 0.0
+            || self.corrupt > 0.0
+            || self.duplicate > 0.0
+            || self.reorder > 0.0
+    }
+}
+
 impl std::fmt::Display for Faults {
     /// The faults in force as their flags would give them, without the
     /// dashes: `slice 7, drop 1%, stall-after 2s`; empty if none.
@@ -108,6 +129,10 @@ impl std::fmt::Display for Faults {
             (self.drop.rate() > 0.0).then(|| match self.drop {
                 Loss::Random(chance) => format!("drop {}", percent(chance)),
                 model => format!("drop {model}"),
+            }),
+            (self.loss.rate() > 0.0).then(|| match self.loss {
+                Loss::Random(chance) => format!("loss {}", percent(chance)),
+                model => format!("loss {model}"),
             }),
             (self.corrupt > 0.0).then(|| format!("corrupt {}", percent(self.corrupt))),
             self.cut_after

@@ -89,6 +89,16 @@ impl<T: Footprint> Line<T> {
         release
     }
 
+    /// Puts `chunk`, paid for at `now`, in the line, due no sooner than
+    /// `not_before` if given (a lost packet's retransmission, a bound on
+    /// throughput), and returns when it is due. Those behind it wait.
+    pub fn push_not_before(&mut self, chunk: T, now: u64, not_before: Option<u64>) -> u64 {
+        if let Some(not_before) = not_before {
+            self.last_release = self.last_release.max(not_before);
+        }
+        self.push(chunk, now)
+    }
+
     /// Takes out the next chunk if it is due at `now`. It still counts as
     /// held until given to [`Line::done_with`].
     pub fn pop_due(&mut self, now: u64) -> Option<T> {

@@ -4,12 +4,23 @@
 //! time) are due when the one [`Schedule`] says, which a copy sleeps until
 //! and the event loop gives poll as deadlines.
 
-use crate::faults::{Faults, Mischief, Schedule};
+use crate::faults::{Faults, Mischief, Retransmission, Schedule};
 use std::sync::atomic::Ordering;
+
+/// What `--loss` draws from, apart from the other faults' draws: the
+/// seed's, moved by a constant, so that adding a loss changes no slice,
+/// drop or flip of the same seed.
+const LOSS_DRAWS: u64 = 0x6c6f_7373;
 
 /// The faults of one direction, with the moments they wait for.
 pub(super) struct Strikes {
     mischief: Mischief,
+    /// `--loss`: the direction's lost segments and their retransmissions.
+    retransmission: Retransmission,
+    /// The link's delay this way and its round trip, in ns, for the
+    /// retransmissions.
+    delay: u64,
+    round_trip: u64,
     /// Bytes still to pass before `--cut-after` ends the direction.
     cut_left: Option<u64>,
     /// When the faults that count time are due.
@@ -25,6 +36,9 @@ impl Strikes {
     pub(super) fn new(faults: Faults, seed: u64, block: usize, now: u64) -> Strikes {
         let mut strikes = Strikes {
             mischief: Mischief::new(Faults::default(), seed, block),
+            retransmission: Retransmission::new(faults.loss, seed ^ LOSS_DRAWS),
+            delay: 0,
+            round_trip: 0,
             cut_left: None,
             schedule: Schedule::default(),
             piece: (0, false),
@@ -40,7 +54,22 @@ impl Strikes {
         if faults.cut_after != old.cut_after {
             self.cut_left = faults.cut_after;
         }
+        self.retransmission.set_loss(faults.loss);
         self.mischief.set_faults(faults);
+    }
+
+    /// Takes the link's delay this way and its round trip, in ns.
+    pub(super) fn set_link(&mut self, delay: u64, round_trip: u64) {
+        (self.delay, self.round_trip) = (delay, round_trip);
+    }
+
+    /// The earliest a chunk of `len` bytes, paid for at `now`, may be
+    /// delivered, if a lost segment or `--loss`'s bound on throughput
+    /// holds it; `more` says whether more of the stream waited behind it.
+    pub(super) fn earliest(&mut self, len: usize, now: u64, more: bool) -> Option<u64> {
+        let (delay, round_trip) = (self.delay, self.round_trip);
+        self.retransmission
+            .earliest(len, now, delay, round_trip, more)
     }
 
     /// Strikes what is due by `now`: a stall. Returns whether a reset is.
@@ -134,7 +163,20 @@ impl Strikes {
 
     /// What was done, if any fault that is counted was asked for.
     pub(super) fn tally(&self) -> Option<String> {
-        self.mischief.tally.describe(self.mischief.faults())
+        let retransmitted = self.retransmission.lost > 0;
+        let retransmitted = retransmitted.then(|| {
+            format!(
+                "{} segments lost and sent again, {} ms waited",
+                self.retransmission.lost,
+                self.retransmission.waited / 1_000_000
+            )
+        });
+        let said = [
+            self.mischief.tally.describe(self.mischief.faults()),
+            retransmitted,
+        ];
+        let said: Vec<String> = said.into_iter().flatten().collect();
+        (!said.is_empty()).then(|| said.join(", "))
     }
 }
 

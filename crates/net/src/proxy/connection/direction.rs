@@ -11,6 +11,8 @@
 use super::piped::Piped;
 use super::*;
 use crate::slowlink::{Footprint, Spares};
+use shape_leaves::duration::nanos;
+use shape_link::conditions::InForce;
 
 /// The least chunk spliced. A smaller one is read: at a slow rate a chunk
 /// is a packet or two, whose copy costs little, while pipes would take
@@ -75,6 +77,9 @@ pub(in crate::proxy) struct Direction {
     received: Option<Arc<AtomicU64>>,
     /// A chunk read whose tokens are reserved but not yet covered.
     unpaid: Option<(Chunk, Reservation)>,
+    /// Whether the chunk read got all it asked for: more of the stream
+    /// waited behind it (segments in flight, for `--loss`).
+    more_behind: bool,
     /// Chunks read into memory, then chunks spliced: for the tests.
     #[cfg(test)]
     pub(super) chunks: [u64; 2],
@@ -139,6 +144,11 @@ pub(in crate::proxy) struct Setup<'a> {
     pub(in crate::proxy) now: u64,
 }
 
+/// The link's round trip in force, in ns: its delay each way.
+fn round_trip(in_force: &InForce) -> u64 {
+    nanos(in_force.delay(Way::Up) + in_force.delay(Way::Down))
+}
+
 impl Direction {
     /// The direction that goes `way`.
     pub(in crate::proxy) fn new(way: Way, start: &Setup) -> Direction {
@@ -158,12 +168,15 @@ impl Direction {
             spares: Spares::default(),
             pipes: Pipes::default(),
             spliced_at: start.now,
-            strikes: start
-                .affected
-                .then(|| Strikes::new(faults, start.seeds.faults, start.block, start.now)),
+            strikes: start.affected.then(|| {
+                let mut strikes = Strikes::new(faults, start.seeds.faults, start.block, start.now);
+                strikes.set_link(nanos(now.delay(way)), round_trip(&now));
+                strikes
+            }),
             watch,
             received: start.received.clone(),
             unpaid: None,
+            more_behind: false,
             #[cfg(test)]
             chunks: [0; 2],
             sending: None,
@@ -214,6 +227,7 @@ impl Direction {
         self.line.set_delay(self.link.delay, conditions.jitter);
         if let Some(strikes) = &mut self.strikes {
             strikes.retune(conditions.faults(self.way), now);
+            strikes.set_link(nanos(self.link.delay), round_trip(&conditions));
         }
     }
 
@@ -403,15 +417,21 @@ impl Direction {
             return Err(io::Error::other(ResetStruck));
         }
         let now = bucket.clock().now();
+        // A lost segment's retransmission holds it and what follows.
+        let not_before = match &mut self.strikes {
+            Some(strikes) => strikes.earliest(chunk.len(), now, self.more_behind),
+            None => None,
+        };
         match chunk {
             Chunk::Bytes(bytes) if bytes.is_empty() => self.spares.recycle(bytes),
             // A short read into a large buffer holds its bytes only.
             Chunk::Bytes(bytes) => {
                 let bytes = self.spares.fitted(bytes);
-                self.line.push(Chunk::Bytes(bytes), now);
+                self.line
+                    .push_not_before(Chunk::Bytes(bytes), now, not_before);
             }
             piped => {
-                self.line.push(piped, now);
+                self.line.push_not_before(piped, now, not_before);
             }
         }
         Ok((true, None))
@@ -506,6 +526,7 @@ impl Direction {
                     }
                     let mut chunk = self.spares.buffer(n);
                     chunk.copy_from_slice(&scratch[..n]);
+                    self.more_behind = n == want;
                     let paid = bucket.reserve(n as u64);
                     self.unpaid = Some((Chunk::Bytes(chunk), paid));
                     return Ok(true);
@@ -562,6 +583,7 @@ impl Direction {
         if let Some(received) = &self.received {
             received.fetch_add(came as u64, Ordering::Relaxed);
         }
+        self.more_behind = came == want;
         let paid = bucket.reserve(came as u64);
         let piped = Piped {
             forward: came,

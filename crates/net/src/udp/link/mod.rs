@@ -100,7 +100,11 @@ impl Impairment {
         Impairment {
             delay: delay.as_nanos() as u64,
             jitter: jitter.as_nanos() as u64,
-            loss: (faults.drop.rate() > 0.0).then_some(faults.drop),
+            // A datagram lost is lost: --loss and --drop are one here
+            // (--loss's, where both are given).
+            loss: [faults.loss, faults.drop]
+                .into_iter()
+                .find(|loss| loss.rate() > 0.0),
             duplicate: faults.duplicate,
             reorder: faults.reorder,
             corrupt: faults.corrupt,
