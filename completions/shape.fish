@@ -31,8 +31,8 @@ complete -c shape -l jitter -d 'With --delay: vary it by up to this much' -r
 complete -c shape -l max-buffer -d 'The most a slow link holds at once' -r
 complete -c shape -l slice -d 'Write in pieces of about SIZE bytes' -r
 complete -c shape -l slice-pause -d 'With --slice: the pause between two pieces' -r
-complete -c shape -l loss -d 'Lose packets with probability PROB, as TCP meets loss (netem\'s loss)' -r
-complete -c shape -l drop -d 'Delete blocks of the stream (or datagrams) with probability PROB' -r
+complete -c shape -l loss -d 'Lose packets with probability PROB: TCP sends them again' -r
+complete -c shape -l drop -d 'Delete blocks of a stream with probability PROB' -r
 complete -c shape -l corrupt -d 'Flip a bit of bytes with probability PROB' -r
 complete -c shape -l cut-after -d 'Forward exactly SIZE bytes, then close' -r
 complete -c shape -l slow-close -d 'Hold the close this long after the end of the data' -r

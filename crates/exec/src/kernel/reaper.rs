@@ -43,7 +43,7 @@ impl Said {
 /// The descriptors the reaper keeps from shape's table; every other one
 /// that shape closes on exec (its sockets, its epolls) it closes, so that
 /// a socket shape closes is closed.
-pub(super) struct Kept {
+pub(super) struct KeptDescriptors {
     /// The read end of the pipe of shape's life.
     pub life: RawFd,
     /// The reaper's end of the socket to shape.
@@ -55,7 +55,7 @@ pub(super) struct Kept {
 }
 
 /// What the command's child needs, made before the fork.
-pub(super) struct Command<'a> {
+pub(super) struct Program<'a> {
     pub program: &'a libc::sock_fprog,
     pub path: &'a CStr,
     pub argv: &'a [*const libc::c_char],
@@ -91,7 +91,7 @@ const CLASSIC: std::ops::RangeInclusive<i32> = 1..=31;
 /// Only in the child of a fork (a clone without CLONE_VM or CLONE_FILES);
 /// the pointers must stay valid (they do: the child's copy of the
 /// parent's memory is never freed).
-pub(super) unsafe fn reaper_runs(kept: Kept, command: Command<'_>) -> ! {
+pub(super) unsafe fn reaper_runs(kept: KeptDescriptors, command: Program<'_>) -> ! {
     // SAFETY (the whole body): plain system calls on descriptors and
     // memory of this process, all async-signal-safe.
     unsafe {
@@ -168,7 +168,7 @@ pub(super) unsafe fn reaper_runs(kept: Kept, command: Command<'_>) -> ! {
 /// # Safety
 ///
 /// In the reaper only.
-unsafe fn watch(kept: &Kept, ended: RawFd, command: i32) -> ! {
+unsafe fn watch(kept: &KeptDescriptors, ended: RawFd, command: i32) -> ! {
     // SAFETY (the whole body): system calls on the reaper's own
     // descriptors and memory.
     unsafe {
@@ -320,7 +320,7 @@ unsafe fn tell(to_shape: RawFd, said: Said, value: i32, fds: &[RawFd]) {
 /// # Safety
 ///
 /// In the reaper only.
-unsafe fn close_shapes_descriptors(kept: &Kept) {
+unsafe fn close_shapes_descriptors(kept: &KeptDescriptors) {
     let keep = [kept.life, kept.to_shape, kept.ready, kept.failed];
     // SAFETY (the whole body): system calls on the reaper's own
     // descriptors, read from its own /proc directory into its own memory.

@@ -3,7 +3,7 @@
 //! listener, made in the child, reaches shape; and shape's side of the
 //! reaper, the command's parent.
 
-use super::reaper::{Command, Kept, Said, reaper_runs};
+use super::reaper::{KeptDescriptors, Program, Said, reaper_runs};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -80,13 +80,13 @@ pub fn spawn(
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
     };
-    let kept = Kept {
+    let kept = KeptDescriptors {
         life: life_r.as_raw_fd(),
         to_shape: to_shape.as_raw_fd(),
         ready: ready_w.as_raw_fd(),
         failed: failed_w.as_raw_fd(),
     };
-    let command = Command {
+    let command = Program {
         program: &program,
         path,
         argv: &argv_ptrs,
@@ -319,8 +319,8 @@ fn filter_installed(ready: &OwnedFd) -> Result<(), (io::Error, &'static str)> {
 /// Only in the child of the reaper's clone; the pointers must stay valid
 /// (they do: the child's copy of the parent's memory is never freed).
 pub(super) unsafe fn child_runs(
-    kept: &Kept,
-    command: &Command<'_>,
+    kept: &KeptDescriptors,
+    command: &Program<'_>,
     reaper: i32,
     caller_ignored: &[bool; 32],
 ) -> ! {

@@ -82,13 +82,13 @@ pub(super) struct Dial {
 /// Where a dial's connect to the server stands.
 /// Sockets whose connect shape refused and whose error the command has
 /// not asked yet, by inode. A program that closes one without asking
-/// leaves it here: the oldest are forgotten past [`Refused::MOST`].
+/// leaves it here: the oldest are forgotten past [`RefusedConnects::MOST`].
 #[derive(Default)]
-pub(super) struct Refused {
+pub(super) struct RefusedConnects {
     inodes: std::collections::VecDeque<(u64, u64)>,
 }
 
-impl Refused {
+impl RefusedConnects {
     const MOST: usize = 1024;
 
     fn insert(&mut self, inode: (u64, u64)) {

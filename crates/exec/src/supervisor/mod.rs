@@ -108,7 +108,7 @@ pub struct Supervisor<'a> {
     doors: Option<Doors>,
     /// Sockets (by inode) whose connect in progress shape refused, until
     /// the command asks their error.
-    refused: dials::Refused,
+    refused: dials::RefusedConnects,
     /// The links of the command's datagrams, with a relay.
     datagram_links: Option<datagrams::DatagramLinks>,
     /// When the copies of sockets were last looked over (where copies
@@ -203,7 +203,7 @@ impl<'a> Supervisor<'a> {
                 dials: Slab::new(),
                 own_ends: dials::OwnEnds::default(),
                 doors,
-                refused: dials::Refused::default(),
+                refused: dials::RefusedConnects::default(),
                 collected: 0,
             },
             waker,

@@ -143,7 +143,7 @@ fault_table! {
     slice_pause ("slice-pause"): SlicePause(Span), needs: Stream,
         |faults, value| faults.slice_pause = span(value);
 
-    /// Lose packets with probability PROB, as TCP meets loss (netem's loss).
+    /// Lose packets with probability PROB: TCP sends them again.
     ///
     /// Lose each packet with probability PROB, '0.01' or '1%', or on a
     /// MODEL, as tc netem's loss does. A stream's program meets it as over
@@ -161,7 +161,7 @@ fault_table! {
     loss ("loss"): PacketLoss(Loss), needs: Anything,
         |faults, value| faults.loss = value.unwrap_or_default();
 
-    /// Delete blocks of the stream (or datagrams) with probability PROB.
+    /// Delete blocks of a stream with probability PROB.
     ///
     /// Delete each block of the stream (1 KiB, or a chunk of data at the
     /// starting rate if that is less), or each datagram of a UDP link,
