@@ -192,7 +192,7 @@ pub static TOXICS: &[Row] = &[
         ],
         extra: false,
         does: "exact: 480 KB at 1000 KB/s take 480 ms, and from 150 KB/s every 10 ms carries its share, below a packet at a time (toxiproxy sleeps in steps of up to 100 ms)",
-        by: "a bucket per connection, whose burst is 5 ms of the rate, and two packets (3,000 bytes) below 600 KB/s, where a chunk is then a packet",
+        by: "a bucket per connection, starting empty (as toxiproxy waits out a chunk's time before passing it on), whose burst is 40 ms of the rate, and two packets (3,000 bytes) below 75 KB/s, where a chunk is then a packet",
         extras: Some((
             "shared: one rate for all of a proxy's connections (toxiproxy #190, #613), with burst if given",
             "one bucket per proxy and stream",

@@ -80,6 +80,9 @@ pub(in crate::proxy) struct Direction {
     /// Whether the chunk read got all it asked for: more of the stream
     /// waited behind it (segments in flight, for `--loss`).
     more_behind: bool,
+    /// How many directions of its loop have bytes on their way, which
+    /// sizes its chunks ([`proxy_chunk_size`]).
+    pub(super) busy_in_loop: usize,
     /// Chunks read into memory, then chunks spliced: for the tests.
     #[cfg(test)]
     pub(super) chunks: [u64; 2],
@@ -177,6 +180,7 @@ impl Direction {
             received: start.received.clone(),
             unpaid: None,
             more_behind: false,
+            busy_in_loop: 0,
             #[cfg(test)]
             chunks: [0; 2],
             sending: None,
@@ -190,6 +194,12 @@ impl Direction {
 
     pub(in crate::proxy) fn done(&self) -> bool {
         self.done
+    }
+
+    /// True if nothing waits in it: no chunk for tokens, in the line or
+    /// being written.
+    pub(super) fn idle(&self) -> bool {
+        self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty()
     }
 
     /// How many pipes it holds now.
@@ -483,7 +493,7 @@ impl Direction {
         // every 2.5 ms instead of every 0.3.
         let want = match stalled {
             true => BUFFER,
-            false => proxy_chunk_size(limit, burst)
+            false => proxy_chunk_size(limit, burst, self.busy_in_loop)
                 .min(self.link.max_chunk())
                 .min(usize::try_from(room).unwrap_or(usize::MAX)),
         };

@@ -146,7 +146,11 @@ impl Bounds {
     fn take(&mut self, plan: WayPlan, direction: &mut Direction) -> io::Result<bool> {
         let stalled = direction.strikes.as_ref().is_some_and(Strikes::stalled);
         match plan.pay {
-            Pay::Own { limit, burst } if self.own_bucket => {
+            // A limit where there was none starts afresh, empty (see
+            // `bucket_of`); a limit changed keeps its tokens.
+            Pay::Own { limit, burst }
+                if self.own_bucket && self.bucket.limit() != shape_bucket::Limit::Unlimited =>
+            {
                 self.bucket.set(limit, burst).map_err(io::Error::other)?
             }
             Pay::Bucket(bucket) if Arc::ptr_eq(&bucket, &self.bucket) => {}
@@ -172,12 +176,14 @@ impl Bounds {
 }
 
 /// The bucket `pay` names, or a new one of the connection's own, and
-/// whether it is its own.
+/// whether it is its own. A bucket of its own (a bandwidth toxic's)
+/// starts empty, as toxiproxy's bandwidth waits out a chunk's time before
+/// it passes it on: its burst is room to keep pace, not a head start.
 fn bucket_of(pay: Pay) -> io::Result<(Arc<Bucket>, bool)> {
     Ok(match pay {
         Pay::Bucket(bucket) => (bucket, false),
         Pay::Own { limit, burst } => (
-            Arc::new(crate::bucket::own(limit, burst).map_err(io::Error::other)?),
+            Arc::new(crate::bucket::own_empty(limit, burst).map_err(io::Error::other)?),
             true,
         ),
     })
@@ -233,7 +239,7 @@ impl Connection {
                     affected: start.affected,
                     // What --drop loses at once, from the rate of the
                     // moment the connection began.
-                    block: drop_block(proxy_chunk_size(limit, burst)),
+                    block: drop_block(proxy_chunk_size(limit, burst, 0)),
                     received: received.as_ref().map(|r| r[way as usize].clone()),
                     now: start.now,
                 },
@@ -275,12 +281,21 @@ impl Connection {
         Ok(())
     }
 
-    /// Steps both directions at `now`, unless it is to close.
-    pub(super) fn step(&mut self, scratch: &mut [u8], now: u64) -> Result<(), Failure> {
+    /// Steps both directions at `now`, unless it is to close, while its
+    /// loop has `busy` directions with bytes on their way (the more, the
+    /// larger their chunks).
+    pub(super) fn step(
+        &mut self,
+        scratch: &mut [u8],
+        now: u64,
+        busy: usize,
+    ) -> Result<(), Failure> {
         self.closing |= self.close_at.is_some_and(|at| at <= now);
         if self.closing {
             return Ok(());
         }
+        self.up.busy_in_loop = busy;
+        self.down.busy_in_loop = busy;
         let [up, down] = &self.shaping;
         let up = self.up.step(
             &mut self.client,
@@ -319,6 +334,11 @@ impl Connection {
     /// True once a byte has passed to or from the server.
     pub(super) fn server_touched(&self) -> bool {
         self.up.wrote_any || self.down.read_any
+    }
+
+    /// How many of its directions have bytes on their way.
+    pub(in crate::proxy) fn busy(&self) -> usize {
+        usize::from(!self.up.idle()) + usize::from(!self.down.idle())
     }
 
     /// True once both directions are done, or its plan closes it.

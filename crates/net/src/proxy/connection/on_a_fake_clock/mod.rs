@@ -351,17 +351,17 @@ fn a_fault_sent_while_running_counts_from_that_moment() {
 #[test]
 fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
     // As `shape --serve` sets up toxiproxy's bandwidth toxic: a bucket of
-    // the connection's own, full, whose burst is one small chunk.
+    // the connection's own, empty, whose burst is 40 ms.
     let limit = Limit::per_second(1_000_000);
     let mut bench = DirectionBench::new(limit, 2, Duration::ZERO, Faults::default());
     let burst = crate::chunk::bandwidth_burst(limit);
-    bench.bucket = TokenBucket::with_clock(limit, burst, Fill::Full, bench.clock.clone()).unwrap();
+    bench.bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, bench.clock.clone()).unwrap();
     let (mut from, mut to) = bench.sides(480_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 480_000);
     let last = to.writes.last().unwrap().0;
-    // toxiproxy's test allows 480 ms, give or take 10 ms; the burst of
-    // 5 ms that starts it is all that is early.
+    // toxiproxy's test allows 480 ms, give or take 10 ms; nothing is
+    // early.
     assert!((475 * MS..=480 * MS).contains(&last), "done at {last} ns");
     assert!(to.out_by(0) <= 5_000, "{} bytes at once", to.out_by(0));
     // Every 10 ms window after the first carries 10,000 bytes, give or
@@ -391,7 +391,7 @@ fn at_any_rate_a_connection_keeps_between_its_burst_and_a_chunk_behind() {
     for per_second in [4096, 20_000, 150_000, 200_000, 1 << 20, 10 << 20] {
         let limit = Limit::per_second(per_second);
         let burst = crate::chunk::default_burst(limit, crate::counting::Counting::Bytes);
-        let chunk = proxy_chunk_size(limit, burst) as u128;
+        let chunk = proxy_chunk_size(limit, burst, 0) as u128;
         let mut bench = DirectionBench::new(limit, burst, Duration::ZERO, Faults::default());
         bench.bucket =
             TokenBucket::with_clock(limit, burst, Fill::Full, bench.clock.clone()).unwrap();
