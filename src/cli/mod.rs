@@ -106,7 +106,7 @@ exit statuses; 'man shape' has it all, with remote control, shares and toxiproxy
     after_help = MORE,
     after_long_help = EXAMPLES,
     max_term_width = 100,
-    group(clap::ArgGroup::new("two_ways").args(["listen", "exec"]).multiple(true)),
+    group(clap::ArgGroup::new("two_ways").args(["listen", "exec", "remote"]).multiple(true)),
     group(clap::ArgGroup::new("delays").args(["delay", "delay_up", "delay_down", "link"]).multiple(true))
 )]
 pub struct Cli {
@@ -358,7 +358,8 @@ pub struct Cli {
     /// Proxy, --exec: the rate of what clients send (default --rate).
     ///
     /// Proxy or --exec: the rate from clients to the server, or of what
-    /// the command sends (default: --rate).
+    /// the command sends (default: --rate). With --remote PID, changes
+    /// that way of a running one.
     #[arg(
         long,
         value_name = "RATE",
@@ -371,7 +372,8 @@ pub struct Cli {
     /// Proxy, --exec: the rate of what clients get (default --rate).
     ///
     /// Proxy or --exec: the rate from the server to clients, or of what
-    /// the command receives (default: --rate).
+    /// the command receives (default: --rate). With --remote PID, changes
+    /// that way of a running one.
     #[arg(
         long,
         value_name = "RATE",

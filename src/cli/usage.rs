@@ -24,6 +24,27 @@ pub fn report(err: &clap::Error) -> Exit {
         };
         return crate::exit::print_whole(text.as_bytes());
     }
+    // A file that cannot be read is an I/O failure, whichever flag names
+    // it: one line and status 1, as for an input.
+    let unreadable = std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<super::values::TraceRefused>())
+        .and_then(|refused| match refused {
+            super::values::TraceRefused::Unreadable(why) => Some(why),
+            super::values::TraceRefused::NotATrace(_) => None,
+        });
+    if let Some(why) = unreadable {
+        let flag = err
+            .get(clap::error::ContextKind::InvalidArg)
+            .map(|arg| arg.to_string())
+            .unwrap_or_else(|| "--trace".into());
+        let flag = flag
+            .split_whitespace()
+            .next()
+            .unwrap_or("--trace")
+            .to_string();
+        eprintln!("shape: {flag} {}", clip_quoted(why));
+        return Exit::Failure;
+    }
     let line = in_units_counted(&message(err), counting_asked());
     eprintln!("shape: {}", clip_quoted(&line));
     Exit::Usage

@@ -87,10 +87,25 @@ pub fn parse_max_buffer(text: &str) -> Result<Quantity, String> {
 }
 
 /// Reads `--trace`'s file (and `--trace-up`'s, `--trace-down`'s).
-pub fn parse_trace(path: &str) -> Result<std::sync::Arc<crate::trace::Trace>, String> {
+pub fn parse_trace(path: &str) -> Result<std::sync::Arc<crate::trace::Trace>, TraceRefused> {
+    // A file that cannot be read is an I/O failure (status 1), as an
+    // input is; one that is not a trace is bad usage (2).
+    if let Err(err) = std::fs::File::open(path) {
+        let why = crate::message::one_line(&err);
+        return Err(TraceRefused::Unreadable(format!("{path}: {why}")));
+    }
     crate::trace::Trace::load(std::path::Path::new(path))
         .map(std::sync::Arc::new)
-        .map_err(|refusal| refusal.to_string())
+        .map_err(|refusal| TraceRefused::NotATrace(refusal.to_string()))
+}
+
+/// Why a trace was refused: its file could not be read, or is no trace.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceRefused {
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("{0}")]
+    NotATrace(String),
 }
 
 #[cfg(test)]

@@ -98,6 +98,17 @@ impl Adjuster {
     /// take) is refused whole, and nothing changes.
     pub fn apply(&self, request: &Request) -> Result<(), String> {
         let change = request.adjustment(self.counting)?;
+        let way_limits = [
+            request.way_limit(0, self.counting)?,
+            request.way_limit(1, self.counting)?,
+        ];
+        if way_limits.iter().any(Option::is_some) && self.buckets.len() != 2 {
+            return Err(
+                "--rate-up and --rate-down change a proxy's or --exec's ways; this shape has one \
+                 (--rate)"
+                    .into(),
+            );
+        }
         if !request.retune.is_empty() {
             let Some(conditions) = &self.conditions else {
                 return Err("only a copy or a proxy changes delay, jitter or faults".into());
@@ -111,7 +122,41 @@ impl Adjuster {
             // Before the buckets, whose change wakes those who retune.
             conditions.change(&request.retune);
         }
-        self.adjust(change)
+        self.adjust(change)?;
+        for (way, limit) in way_limits.into_iter().enumerate() {
+            if let Some(limit) = limit {
+                self.adjust_way(way, limit);
+            }
+        }
+        Ok(())
+    }
+
+    /// Changes the limit of way `index` alone (`--rate-up`, `--rate-down`),
+    /// with the burst that follows it unless one was set, for its bucket
+    /// and those that follow it.
+    fn adjust_way(&self, index: usize, limit: Limit) {
+        let follows = match self.buckets[0].cell().shared_burst_rule() {
+            Some(flags) => flags.load(Ordering::Acquire) & BURST_FOLLOWS_RATE != 0,
+            None => self.burst_follows_rate.load(Ordering::Relaxed),
+        };
+        let change = Adjustment {
+            limit: Some(limit),
+            burst: follows.then(|| crate::chunk::default_burst(limit, self.counting)),
+            paused: None,
+        };
+        {
+            let mut followers = lock(&self.followers);
+            if let Some(bucket) = self.buckets.get(index) {
+                let _ = apply(bucket, &change);
+            }
+            followers.retain(|(way, follower)| match follower.upgrade() {
+                Some(bucket) => *way != index || apply(&bucket, &change).is_ok(),
+                None => false,
+            });
+        }
+        for notify in lock(&self.on_change).iter() {
+            notify();
+        }
     }
 
     /// Changes the limit alone, as a timetable does.
@@ -186,6 +231,17 @@ impl Adjuster {
     /// reports.
     pub fn settings(&self) -> Settings {
         Settings::of(&self.buckets[0], self.counting)
+    }
+
+    /// The settings of the way down, where it has its own that differ
+    /// from the way up's ([`Adjuster::settings`]): what an answer to
+    /// `--remote` adds, so that both ways are said.
+    pub fn settings_down(&self) -> Option<Settings> {
+        let of = |bucket| Settings::of(bucket, self.counting);
+        match self.buckets.as_slice() {
+            [up, down] if of(up) != of(down) => Some(of(down)),
+            _ => None,
+        }
     }
 
     /// The delay, jitter and faults in force, in words (empty if none):

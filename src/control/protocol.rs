@@ -25,6 +25,9 @@ pub(super) const MAGIC: &str = "shape-control 2";
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Request {
     pub rate: Option<Written<RateSpec>>,
+    /// The rate of one way of a proxy or `--exec`: up (what clients send),
+    /// then down.
+    pub way_rates: [Option<Written<RateSpec>>; 2],
     pub burst: Option<Written<Quantity>>,
     pub paused: Option<bool>,
     /// Delay, jitter and faults to change.
@@ -32,6 +35,15 @@ pub struct Request {
 }
 
 impl Request {
+    /// The limit this request asks of way `way` (0 up, 1 down) of a bucket
+    /// that counts `counting`, if it asks one of that way alone.
+    pub fn way_limit(&self, way: usize, counting: Counting) -> Result<Option<Limit>, String> {
+        match &self.way_rates[way] {
+            Some(rate) => counting.limit(&rate.value).map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// The change this request asks of a bucket that counts `counting`.
     pub fn adjustment(&self, counting: Counting) -> Result<Adjustment, String> {
         Ok(Adjustment {
@@ -107,6 +119,11 @@ pub(crate) fn encode_request(request: &Request) -> String {
     if let Some(rate) = &request.rate {
         text += &format!("rate {rate}\n");
     }
+    for (way, rate) in ["up", "down"].iter().zip(&request.way_rates) {
+        if let Some(rate) = rate {
+            text += &format!("rate-{way} {rate}\n");
+        }
+    }
     if let Some(burst) = &request.burst {
         text += &format!("burst {burst}\n");
     }
@@ -156,6 +173,12 @@ pub(crate) fn decode_request(text: &str) -> Result<Request, String> {
         match (key, value) {
             ("rate", value) if request.rate.is_none() => {
                 request.rate = Some(value.parse().map_err(|why| bad("rate", value, why))?)
+            }
+            ("rate-up", value) if request.way_rates[0].is_none() => {
+                request.way_rates[0] = Some(value.parse().map_err(|why| bad("rate", value, why))?)
+            }
+            ("rate-down", value) if request.way_rates[1].is_none() => {
+                request.way_rates[1] = Some(value.parse().map_err(|why| bad("rate", value, why))?)
             }
             ("burst", value) if request.burst.is_none() => {
                 request.burst = Some(value.parse().map_err(|why| bad("burst", value, why))?)
@@ -266,6 +289,7 @@ mod tests {
     fn requests_and_answers_survive_the_trip() {
         let request = Request {
             rate: Some(written("30/min")),
+            way_rates: [None, Some(written("8MiB"))],
             burst: Some(written("64KiB")),
             paused: Some(false),
             retune: Retune {

@@ -159,6 +159,9 @@ fn serve_remote(
         let apply = |request: &Request| adjuster.apply(request);
         let answer = |request: &Request| {
             let mut report = vec![adjuster.conditions_in_force()];
+            if let Some(down) = adjuster.settings_down() {
+                report.insert(0, format!("down: {down}"));
+            }
             if *request == Request::default() {
                 // Asked, not told: say what has passed too.
                 report.push(format!(

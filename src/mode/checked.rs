@@ -59,6 +59,19 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
     let cli = match &cli.link {
         None => cli.clone(),
         Some(LinkArg::List) => {
+            // The table, and nothing else: what follows would be ignored.
+            let args: Vec<String> = std::env::args_os()
+                .skip(1)
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect();
+            let mut rest = args
+                .iter()
+                .filter(|arg| !["--link", "list", "--link=list"].contains(&arg.as_str()));
+            if let Some(extra) = rest.next() {
+                return Err(UsageError(format!(
+                    "--link list prints the known links and takes nothing more: '{extra}'"
+                )));
+            }
             return Ok(Checked {
                 mode: Mode::ListLinks,
                 cli: cli.clone(),
@@ -337,6 +350,16 @@ fn not_for_the_server(cli: &Cli) -> Option<&'static str> {
 /// Why `--remote` cannot ask `target` what `cli` asks: a share has a rate,
 /// a burst and a pause, and no delay, jitter or faults.
 fn not_for_a_share(cli: &Cli, target: &RemoteTarget) -> Option<String> {
+    let one_way = first_given([
+        (cli.rate_up.is_some(), "--rate-up"),
+        (cli.rate_down.is_some(), "--rate-down"),
+    ]);
+    if let (Some(flag), false) = (one_way, matches!(target, RemoteTarget::Process(_))) {
+        return Some(format!(
+            "{flag} changes one way of a running proxy or --exec (--remote PID); a share has \
+             one rate (--rate)"
+        ));
+    }
     let retunes =
         !cli.fault_changes().is_empty() || cli.delay_changes() != [None; 2] || cli.jitter.is_some();
     (retunes && !matches!(target, RemoteTarget::Process(_))).then(|| {

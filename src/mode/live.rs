@@ -10,6 +10,7 @@ use crate::control::{
     self, Adjuster, ControlDir, RateFile, Registration, Run, ShareName, fleet, share,
 };
 use crate::counting::{Counting, Written};
+use crate::message::one_line;
 use crate::progress::{ProgressMode, Reporter, Source, Style};
 use crate::say::Printer;
 use crate::throughput::Passed;
@@ -31,11 +32,16 @@ pub struct Start {
 impl Start {
     /// From the rate file if one is given, else from `--rate`; the burst
     /// from `--burst`, else the rate file.
-    pub fn of(cli: &Cli) -> Result<Start, UsageError> {
+    /// A rate file that cannot be read is an I/O failure (status 1), as
+    /// an input is; one that says something wrong is bad usage (2).
+    pub fn of(cli: &Cli) -> anyhow::Result<Start> {
         let counting = cli.counting();
         let file = match &cli.rate_file {
             None => None,
             Some(path) => {
+                if let Err(err) = std::fs::File::open(path) {
+                    anyhow::bail!("--rate-file {}: {}", path.display(), one_line(&err));
+                }
                 let refused = |why| UsageError(format!("--rate-file {}: {why}", path.display()));
                 let file = RateFile::load(path).map_err(refused)?;
                 Some(file.request().adjustment(counting).map_err(refused)?)

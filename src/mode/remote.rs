@@ -16,6 +16,7 @@ const PATIENCE: Duration = Duration::from_secs(1);
 pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
     let request = Request {
         rate: cli.rate.clone(),
+        way_rates: [cli.rate_up.clone(), cli.rate_down.clone()],
         burst: cli.burst.clone(),
         paused: (cli.pause || cli.resume).then_some(cli.pause),
         retune: Retune {

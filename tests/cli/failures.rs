@@ -225,3 +225,54 @@ fn harnesses_that_throw_the_output_away_are_served() {
         );
     }
 }
+
+#[test]
+fn a_file_a_flag_names_that_cannot_be_read_is_an_io_failure_and_a_bad_one_bad_usage() {
+    let scratch = Scratch::new("unreadable-flag-files");
+    let missing = scratch.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    let not_a_trace = scratch.file("trace", b"soon\n");
+    let not_a_trace = not_a_trace.to_str().unwrap();
+    for (args, code, said) in [
+        (
+            vec!["--trace", missing],
+            1,
+            format!("shape: --trace {missing}: No such file or directory"),
+        ),
+        (
+            vec!["--rate-file", missing],
+            1,
+            format!("shape: --rate-file {missing}: No such file or directory"),
+        ),
+        (
+            vec![missing],
+            1,
+            format!("shape: {missing}: No such file or directory"),
+        ),
+        (vec!["--trace", not_a_trace], 2, format!("{not_a_trace}:1")),
+    ] {
+        let ran = run(shape(&args), Stdio::null());
+        assert_eq!(ran.code(), code, "{args:?}: {}", ran.stderr);
+        assert!(ran.stderr.contains(&said), "{args:?}: {}", ran.stderr);
+        assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
+    }
+}
+
+#[test]
+fn link_list_refuses_whatever_follows_it() {
+    for args in [
+        &["--link", "list", "extra"][..],
+        &["--link", "list", "--exec", "true"],
+    ] {
+        let ran = run(shape(args), Stdio::null());
+        assert_eq!(ran.code(), 2, "{args:?}");
+        assert!(
+            ran.stderr
+                .starts_with("shape: --link list prints the known links and takes nothing more"),
+            "{}",
+            ran.stderr
+        );
+        assert_eq!(ran.stderr.lines().count(), 1);
+        assert!(ran.stdout.is_empty());
+    }
+}

@@ -567,3 +567,50 @@ fn a_proxy_says_each_direction_of_the_last_second_apart() {
     assert!((150e3..=400e3).contains(&up), "{line}");
     assert!((600e3..=1600e3).contains(&down), "{line}");
 }
+
+#[test]
+fn a_remote_rate_of_one_way_changes_that_way_of_a_running_proxy_alone() {
+    let runtime = Runtime::new("remote-way");
+    let upstream = crate::proxy::server(|mut stream| {
+        let _ = std::io::Write::write_all(&mut stream, &vec![7u8; 1 << 20]);
+    });
+    let mut command = runtime.shape(["--listen", "127.0.0.1:0", "--connect", &upstream]);
+    command.args(["--rate", "64KiB"]);
+    let proxy = Listening::start(command, Stdio::null());
+    let pid = proxy.child.id().to_string();
+    let answer = run(
+        runtime.shape(["--remote", &pid, "--rate-down", "8MiB"]),
+        Stdio::null(),
+    );
+    assert_eq!(answer.code(), 0, "{}", answer.stderr);
+    let said = String::from_utf8_lossy(&answer.stdout).into_owned();
+    assert!(
+        said.starts_with(&format!("shape {pid}: rate 64.00 KiB/s"))
+            && said.contains("; down: rate 8.00 MiB/s"),
+        "{said}"
+    );
+    // 1 MiB down: sixteen seconds at 64 KiB/s, an eighth of one at 8 MiB/s.
+    let started = Instant::now();
+    let mut stream = std::net::TcpStream::connect(&proxy.address).unwrap();
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut stream, &mut got).unwrap();
+    assert_eq!(got.len(), 1 << 20);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    // A copy has one way: refused by it, and it runs on.
+    let copy = runtime.start(["--rate", "1MiB"]);
+    let refused = run(
+        runtime.shape(["--remote", &copy.pid.to_string(), "--rate-up", "2MiB"]),
+        Stdio::null(),
+    );
+    copy.stop();
+    assert_eq!(refused.code(), 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("this shape has one (--rate)"),
+        "{}",
+        refused.stderr
+    );
+}
