@@ -49,7 +49,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         up: passed_up.clone(),
         down: passed_down.clone(),
     };
-    let reporter = start_reporter(cli, &passed, None, &up);
+    let reporter = start_reporter(cli, &passed, None, &[up.clone(), down.clone()]);
     let printer = printer(reporter.as_ref());
     // Signals are passed on from the start (see `PassedOn`).
     let target = Arc::new(Mutex::new(PassedOn::default()));
@@ -103,7 +103,10 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         Ok(ended) => ended,
         Err(not_run) => return Ok(refused(&not_run)),
     };
-    drop(reporter);
+    // The last frame goes before anything more is said.
+    if let Some(reporter) = reporter {
+        reporter.finish();
+    }
     if outlived && !cli.quiet {
         printer.line(&format!(
             "shape: {shown} ended; processes it started still run; their network calls now \

@@ -139,15 +139,15 @@ pub fn start_reporter(
     cli: &Cli,
     passed: &Passed,
     total: Option<u64>,
-    bucket: &Arc<Bucket>,
+    buckets: &[Arc<Bucket>],
 ) -> Option<Reporter> {
     progress_style(cli).map(|(style, interval)| {
-        let bucket = bucket.clone();
+        let buckets = buckets.to_vec();
         let source = Source {
             passed: passed.clone(),
             counting: cli.counting(),
             total,
-            limit: Box::new(move || bucket.limit()),
+            limits: Box::new(move || buckets.iter().map(|bucket| bucket.limit()).collect()),
         };
         Reporter::start(style, interval, source)
     })
@@ -165,6 +165,10 @@ fn progress_style(cli: &Cli) -> Option<(Style, Duration)> {
         _ if cli.numeric => Style::Numeric,
         ProgressMode::None => return None,
         ProgressMode::Auto if !io::stderr().is_terminal() => return None,
+        // The command owns the terminal: a bar only if asked for.
+        ProgressMode::Auto if cli.exec.is_some() => return None,
+        // A command writing to the same terminal scrolls above the bar.
+        ProgressMode::Bar if cli.exec.is_some() && io::stderr().is_terminal() => Style::PinnedBar,
         ProgressMode::Auto | ProgressMode::Bar => Style::Bar,
         ProgressMode::Json => Style::Json,
         ProgressMode::Numeric => Style::Numeric,

@@ -28,7 +28,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     }));
     let adjuster = Arc::new(
         Adjuster::over(
-            vec![up.clone(), down],
+            vec![up.clone(), down.clone()],
             Counting::Bytes,
             start.burst.is_some(),
         )
@@ -39,7 +39,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         up: passed_up.clone(),
         down: passed_down.clone(),
     };
-    let reporter = start_reporter(cli, &passed, None, &up);
+    let reporter = start_reporter(cli, &passed, None, &[up.clone(), down.clone()]);
     let printer = printer(reporter.as_ref());
     let (_, _registration) = go_live(
         cli,

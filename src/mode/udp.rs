@@ -67,7 +67,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
             format!("up: {}; down: {}", up.describe(), down.describe())
         })),
     );
-    let reporter = start_reporter(cli, &passed, None, &up);
+    let reporter = start_reporter(cli, &passed, None, &[up.clone(), down.clone()]);
     let printer = printer(reporter.as_ref());
     let handle = proxy.handle()?;
     adjuster.on_change(Box::new(move || handle.wake()));

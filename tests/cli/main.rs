@@ -51,6 +51,8 @@ mod serve_hostile;
 mod serve_toxics;
 mod share;
 mod slow_link;
+#[cfg(feature = "exec")]
+mod terminal;
 mod timing;
 #[cfg(feature = "serve")]
 mod toxiproxy_cli;

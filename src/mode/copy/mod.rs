@@ -181,7 +181,7 @@ fn set_up(cli: &Cli, asked: &CopyJob) -> anyhow::Result<SetUp> {
         .map(|total| asked.stop_after.map_or(total, |stop| total.min(stop)));
     let forwarded = Arc::new(Throughput::default());
     let passed = Passed::One(forwarded.clone());
-    let reporter = start_reporter(cli, &passed, total, &bucket);
+    let reporter = start_reporter(cli, &passed, total, std::slice::from_ref(&bucket));
     let say = printer(reporter.as_ref());
     let (started, registration) = go_live(
         cli,

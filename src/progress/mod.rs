@@ -1,7 +1,10 @@
-//! Progress on standard error: an indicatif bar, JSON lines for scripts, or
-//! nothing. The reporter runs on a thread of its own and only reads a byte
+//! Progress on standard error: an indicatif bar, a bar pinned to the
+//! terminal's last row under `--exec` (`pinned.rs`), JSON lines for
+//! scripts, or nothing. The reporter runs on a thread of its own and only reads a byte
 //! counter that the copy bumps with one relaxed add per chunk, so progress
 //! never slows the copy and never touches standard output.
+
+mod pinned;
 
 use crate::counting::Counting;
 use crate::lock::{lock, wait_timeout};
@@ -10,7 +13,7 @@ use crate::throughput::Passed;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use shape_bucket::Limit;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -37,6 +40,9 @@ pub enum ProgressMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
     Bar,
+    /// A bar in the terminal's last row, below a command that writes to
+    /// the same terminal.
+    PinnedBar,
     Json,
     Numeric,
 }
@@ -45,7 +51,7 @@ impl Style {
     /// The interval used when `--interval` is not given.
     pub fn default_interval(self) -> Duration {
         match self {
-            Style::Bar => Duration::from_millis(100),
+            Style::Bar | Style::PinnedBar => Duration::from_millis(100),
             Style::Json | Style::Numeric => Duration::from_secs(1),
         }
     }
@@ -59,8 +65,9 @@ pub struct Source {
     pub counting: Counting,
     /// The expected total, if known.
     pub total: Option<u64>,
-    /// The limit in force now, in tokens.
-    pub limit: Box<dyn Fn() -> Limit + Send>,
+    /// The limits in force now, in tokens: one, or each way's (up,
+    /// down).
+    pub limits: Box<dyn Fn() -> Vec<Limit> + Send>,
 }
 
 /// A thread drawing progress until [`Reporter::finish`].
@@ -77,7 +84,7 @@ impl Reporter {
         let mut draw = Drawing::new(style, interval, &source);
         let printer = Printer::over(match &draw {
             Drawing::Bar(bar) => Some(bar.clone()),
-            Drawing::Json { .. } | Drawing::Numeric => None,
+            Drawing::Pinned(_) | Drawing::Json { .. } | Drawing::Numeric => None,
         });
         let thread = {
             let stop = stop.clone();
@@ -120,6 +127,7 @@ impl Reporter {
 /// The drawing state of one reporter.
 enum Drawing {
     Bar(ProgressBar),
+    Pinned(pinned::Pinned),
     Json {
         start: Instant,
         last: (Instant, u64),
@@ -149,15 +157,13 @@ impl Drawing {
                         .expect("the template is valid")
                         .progress_chars("=> "),
                 );
-                let nothing_yet = source.counting.show_rate(0.0);
-                bar.set_message(bar_message(
-                    source.counting,
-                    0,
-                    &nothing_yet,
-                    (source.limit)(),
-                ));
+                // The first frame in the mode's own words (each way's).
+                let recent = source.passed.recent(source.counting);
+                let limits = (source.limits)();
+                bar.set_message(bar_message(source.counting, 0, &recent, &limits));
                 Drawing::Bar(bar)
             }
+            Style::PinnedBar => Drawing::Pinned(pinned::Pinned::new()),
             Style::Json => Drawing::Json {
                 start: Instant::now(),
                 last: (Instant::now(), 0),
@@ -168,19 +174,34 @@ impl Drawing {
 
     fn update(&mut self, source: &Source, done: bool) {
         let count = source.passed.total();
-        let limit = (source.limit)();
+        let limits = (source.limits)();
+        let limit = limits.first().copied().unwrap_or(Limit::Unlimited);
         match self {
             Drawing::Bar(bar) => {
+                if done && std::io::stderr().is_terminal() {
+                    // The last frame goes: the terminal is left as it was
+                    // found, the cursor at the start of an empty line
+                    // (--stats says what passed).
+                    bar.finish_and_clear();
+                    return;
+                }
                 let recent = source.passed.recent(source.counting);
-                bar.set_message(bar_message(source.counting, count, &recent, limit));
+                bar.set_message(bar_message(source.counting, count, &recent, &limits));
                 bar.set_position(count);
                 if done {
+                    // A bar asked for where standard error is a file: its
+                    // last frame stays, a line of its own.
                     bar.finish();
-                    // The bar leaves the cursor at the end of its line: end
-                    // it, or the next line (--stats) would run on from it.
                     eprintln!();
                 }
             }
+            Drawing::Pinned(pinned) => match done {
+                true => pinned.clear(),
+                false => {
+                    let recent = source.passed.recent(source.counting);
+                    pinned.draw(&bar_message(source.counting, count, &recent, &limits));
+                }
+            },
             Drawing::Json { start, last } => {
                 let now = Instant::now();
                 let seconds = (now - last.0).as_secs_f64();
@@ -210,10 +231,15 @@ impl Drawing {
 /// What the bar shows before the time: what passed so far, the recent
 /// rate and the limit, e.g. `2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)` or
 /// `120 lines 2.00 lines/s (limit 2.00 lines/s)`.
-fn bar_message(counting: Counting, count: u64, recent: &str, limit: Limit) -> String {
-    let limit = match limit {
+fn bar_message(counting: Counting, count: u64, recent: &str, limits: &[Limit]) -> String {
+    let one = |limit: Limit| match limit {
         Limit::Unlimited => "unlimited".to_string(),
-        Limit::Rate(_) => format!("limit {}", counting.show_limit(limit)),
+        Limit::Rate(_) => counting.show_limit(limit),
+    };
+    let limit = match limits {
+        [up, down] if up != down => format!("limit up {}, down {}", one(*up), one(*down)),
+        [Limit::Unlimited, ..] | [] => "unlimited".to_string(),
+        [limit, ..] => format!("limit {}", one(*limit)),
     };
     format!("{} {recent} ({limit})", counting.show(count))
 }
@@ -292,7 +318,7 @@ mod tests {
                 Counting::Bytes,
                 2 << 20,
                 "1.00 MiB/s",
-                Limit::per_second(1 << 20)
+                &[Limit::per_second(1 << 20)]
             ),
             "2.00 MiB 1.00 MiB/s (limit 1.00 MiB/s)"
         );
@@ -301,7 +327,7 @@ mod tests {
                 Counting::Bytes,
                 500,
                 &Counting::Bytes.show_rate(250.4),
-                Limit::Unlimited
+                &[Limit::Unlimited]
             ),
             "500 B 250 B/s (unlimited)"
         );
@@ -310,9 +336,23 @@ mod tests {
                 Counting::Lines,
                 120,
                 &Counting::Lines.show_rate(2.0),
-                Limit::per_second(2 << 20)
+                &[Limit::per_second(2 << 20)]
             ),
             "120 lines 2.00 lines/s (limit 2.00 lines/s)"
+        );
+        // Two ways: both limits where they differ, one where they agree.
+        let (up, down) = (Limit::per_second(1 << 20), Limit::per_second(4 << 20));
+        assert_eq!(
+            bar_message(Counting::Bytes, 0, "up 0 B/s, down 0 B/s", &[up, down]),
+            "0 B up 0 B/s, down 0 B/s (limit up 1.00 MiB/s, down 4.00 MiB/s)"
+        );
+        assert_eq!(
+            bar_message(Counting::Bytes, 0, "up 0 B/s, down 0 B/s", &[up, up]),
+            "0 B up 0 B/s, down 0 B/s (limit 1.00 MiB/s)"
+        );
+        assert_eq!(
+            bar_message(Counting::Bytes, 0, "0 B/s", &[up, Limit::Unlimited]),
+            "0 B 0 B/s (limit up 1.00 MiB/s, down unlimited)"
         );
     }
 
