@@ -580,7 +580,9 @@ fn out_of_descriptors_clients_wait_on(loops: &str) {
         client.write_all(hello.as_bytes()).unwrap();
         match echo_of(&mut client, Duration::from_millis(500)) {
             Some(back) => {
-                assert_eq!(back.unwrap(), hello);
+                // What the proxy said, should a client be refused here.
+                let back = back.unwrap_or_else(|err| panic!("{hello}: {err}: {}", proxy.stderr()));
+                assert_eq!(back, hello);
                 served.push(client);
             }
             None => waiting.push((hello, client)),
