@@ -8,6 +8,7 @@ json\t'One JSON object per line per interval'
 numeric\t'One number per line per interval: the percentage done when the total is known, else the count, as pv -n prints them for `dialog --gauge`'
 none\t'Nothing'"
 complete -c shape -s i -l interval -d 'How often progress is shown' -r
+complete -c shape -s N -l name -d 'Name the bar, as pv -N does: \'NAME: \' before it' -r
 complete -c shape -l rate-file -d 'Read the rate (and burst) from FILE, and again on SIGHUP' -r -F
 complete -c shape -l schedule -d 'Follow a timetable of rates' -r
 complete -c shape -l listen -d 'Read from a connection on ADDR (with --connect: be a proxy)' -r
@@ -64,10 +65,12 @@ complete -c shape -s 0 -l null -d 'Count NUL-terminated records instead of bytes
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'
 complete -c shape -l stats -d 'Print a summary line at the end'
 complete -c shape -s n -l numeric -d 'Print numbers, as pv -n does'
-complete -c shape -s p -d 'pv\'s flags that pick the bar\'s parts (-p, -t, -e, -a): refused, saying shape\'s way. (pv\'s -r and -b are shape\'s --rate and --burst.)'
+complete -c shape -s p -d 'pv\'s switches that pick the bar\'s parts, taken as pv takes them: -p the bar and percentage (with a known size), -t the time, -e the ETA, -a the average rate; given any, the bar shows the count and the rate, then those. (pv\'s -r and -b are shape\'s --rate and --burst: its bar always shows the rate and count.)'
 complete -c shape -s t
 complete -c shape -s e
 complete -c shape -s a
+complete -c shape -s W -l wait -d 'Show the bar only once the first byte has passed, as pv -W does'
+complete -c shape -s f -l force -d 'Draw the bar even where standard error is no terminal, as pv -f does (the same as --progress bar)'
 complete -c shape -l serve-allow-unix -d 'With --serve: let proxies use Unix sockets'
 complete -c shape -l runtime-metrics -d 'With --serve: the process\'s metrics in /metrics too'
 complete -c shape -l per-connection -d 'Proxy: limits of each connection\'s own, not shared'

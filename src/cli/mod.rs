@@ -224,8 +224,11 @@ pub struct Cli {
     #[arg(short = 'n', long, help_heading = "Progress and stats")]
     pub numeric: bool,
 
-    /// pv's flags that pick the bar's parts (-p, -t, -e, -a): refused,
-    /// saying shape's way. (pv's -r and -b are shape's --rate and --burst.)
+    /// pv's switches that pick the bar's parts, taken as pv takes them:
+    /// -p the bar and percentage (with a known size), -t the time, -e the
+    /// ETA, -a the average rate; given any, the bar shows the count and
+    /// the rate, then those. (pv's -r and -b are shape's --rate and
+    /// --burst: its bar always shows the rate and count.)
     #[arg(short = 'p', hide = true)]
     pub pv_percent: bool,
     #[arg(short = 't', hide = true)]
@@ -234,6 +237,35 @@ pub struct Cli {
     pub pv_eta: bool,
     #[arg(short = 'a', hide = true)]
     pub pv_average: bool,
+
+    /// Name the bar, as pv -N does: 'NAME: ' before it.
+    #[arg(
+        short = 'N',
+        long = "name",
+        value_name = "NAME",
+        hide_short_help = true,
+        help_heading = "Progress and stats"
+    )]
+    pub name: Option<String>,
+
+    /// Show the bar only once the first byte has passed, as pv -W does.
+    #[arg(
+        short = 'W',
+        long = "wait",
+        hide_short_help = true,
+        help_heading = "Progress and stats"
+    )]
+    pub wait: bool,
+
+    /// Draw the bar even where standard error is no terminal, as pv -f
+    /// does (the same as --progress bar).
+    #[arg(
+        short = 'f',
+        long = "force",
+        hide_short_help = true,
+        help_heading = "Progress and stats"
+    )]
+    pub force: bool,
 
     /// Read the rate (and burst) from FILE, and again on SIGHUP.
     ///

@@ -24,6 +24,16 @@ pub fn report(err: &clap::Error) -> Exit {
         };
         return crate::exit::print_whole(text.as_bytes());
     }
+    // pv's letters where shape's mean something else: one line saying
+    // what they mean here and what to write instead.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    if let Some(line) = pv_habit(&args) {
+        eprintln!("shape: {}", clip_quoted(&line));
+        return Exit::Usage;
+    }
     // A file that cannot be read is an I/O failure, whichever flag names
     // it: one line and status 1, as for an input.
     let unreadable = std::error::Error::source(err)
@@ -137,4 +147,42 @@ fn examples(arg: &str) -> String {
         "FILE" => "a file's path".to_string(),
         _ => "see shape --help".to_string(),
     }
+}
+
+/// Where pv's habits meet shape's letters in `args` (those before
+/// `--exec`), the line that says what they mean here and what to write
+/// instead: pv's `-pterb`, whose `-r` and `-b` are shape's rate and burst,
+/// and `-c`, pv's cursor positioning for several pvs in one pipeline.
+pub fn pv_habit(args: &[String]) -> Option<String> {
+    let args = args
+        .iter()
+        .take_while(|arg| *arg != "--exec" && *arg != "--");
+    for arg in args {
+        if arg == "-c" {
+            return Some(
+                "-c is pv's, for several pvs in one pipeline to share a terminal; shape draws \
+                 one bar: name each with -N, or use --progress json"
+                    .into(),
+            );
+        }
+        let Some(letters) = arg.strip_prefix('-').filter(|rest| !rest.starts_with('-')) else {
+            continue;
+        };
+        let pvs = letters.len() > 1 && letters.chars().all(|letter| "ptearb".contains(letter));
+        if pvs && letters.contains(['r', 'b']) {
+            let kept: String = letters
+                .chars()
+                .filter(|letter| !"rb".contains(*letter))
+                .collect();
+            let instead = match kept.is_empty() {
+                true => "--progress bar".to_string(),
+                false => format!("-{kept}"),
+            };
+            return Some(format!(
+                "{arg} is pv's: here -r is the rate and -b the burst, and the bar always shows \
+                 the rate and the count; write {instead}"
+            ));
+        }
+    }
+    None
 }

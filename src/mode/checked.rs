@@ -96,13 +96,6 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
             }
         },
     };
-    refuse(pv_display_flag(&cli).map(|flag| {
-        format!(
-            "{flag} is pv's, to pick the bar's parts: shape's bar shows the count, the rate, \
-             the limit and the time, and with --size the percentage and ETA (--progress bar); \
-             -n prints numbers, as pv -n"
-        )
-    }))?;
     if !matches!(
         mode,
         Mode::Datagrams { .. } | Mode::Generate(_) | Mode::Exec(_)
@@ -231,15 +224,6 @@ fn misplaced_trace(cli: &Cli, mode: &Mode) -> Option<String> {
 }
 
 /// The first of pv's display flags given, which shape refuses.
-fn pv_display_flag(cli: &Cli) -> Option<&'static str> {
-    first_given([
-        (cli.pv_percent, "-p"),
-        (cli.pv_timer, "-t"),
-        (cli.pv_eta, "-e"),
-        (cli.pv_average, "-a"),
-    ])
-}
-
 /// What a copy, which has one way and no connections, cannot be asked.
 fn not_for_a_copy(cli: &Cli) -> Option<String> {
     if cli.rate_up.is_some() || cli.rate_down.is_some() {
@@ -451,7 +435,6 @@ mod tests {
                 vec!["--remote", "1", "--link", "3g"],
                 "--link applies at start",
             ),
-            (vec!["-p"], "-p is pv's"),
             (
                 vec!["--udp-idle", "10s"],
                 "--udp-idle applies to a UDP link",

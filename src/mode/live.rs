@@ -11,7 +11,7 @@ use crate::control::{
 };
 use crate::counting::{Counting, Written};
 use crate::message::one_line;
-use crate::progress::{ProgressMode, Reporter, Source, Style};
+use crate::progress::{Look, Parts, ProgressMode, Reporter, Source, Style};
 use crate::say::Printer;
 use crate::throughput::Passed;
 use shape_bucket::{Limit, RateSpec};
@@ -148,9 +148,25 @@ pub fn start_reporter(
             counting: cli.counting(),
             total,
             limits: Box::new(move || buckets.iter().map(|bucket| bucket.limit()).collect()),
+            look: look(cli),
         };
         Reporter::start(style, interval, source)
     })
+}
+
+/// What the bar looks like, as pv's switches ask.
+fn look(cli: &Cli) -> Look {
+    let chosen = cli.pv_percent || cli.pv_timer || cli.pv_eta || cli.pv_average;
+    Look {
+        name: cli.name.clone(),
+        wait: cli.wait,
+        parts: chosen.then_some(Parts {
+            percent: cli.pv_percent,
+            timer: cli.pv_timer,
+            eta: cli.pv_eta,
+            average: cli.pv_average,
+        }),
+    }
 }
 
 /// How to say a line without breaking the bar, if there is one.
@@ -164,6 +180,11 @@ fn progress_style(cli: &Cli) -> Option<(Style, Duration)> {
         _ if cli.quiet => return None,
         _ if cli.numeric => Style::Numeric,
         ProgressMode::None => return None,
+        // -f forces a bar, as pv's does.
+        ProgressMode::Auto if cli.force && cli.exec.is_some() && io::stderr().is_terminal() => {
+            Style::PinnedBar
+        }
+        ProgressMode::Auto if cli.force => Style::Bar,
         ProgressMode::Auto if !io::stderr().is_terminal() => return None,
         // The command owns the terminal: a bar only if asked for.
         ProgressMode::Auto if cli.exec.is_some() => return None,

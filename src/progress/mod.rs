@@ -68,6 +68,68 @@ pub struct Source {
     /// The limits in force now, in tokens: one, or each way's (up,
     /// down).
     pub limits: Box<dyn Fn() -> Vec<Limit> + Send>,
+    /// What the bar looks like, as pv's switches ask.
+    pub look: Look,
+}
+
+/// What the bar shows, as pv's switches ask: its name (`-N`), whether it
+/// waits for the first byte (`-W`), and the parts chosen (`-p -t -e -a`),
+/// if any were; without, the count, the rate, the limit and the time,
+/// and with a size the bar, percentage and ETA.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Look {
+    pub name: Option<String>,
+    pub wait: bool,
+    pub parts: Option<Parts>,
+}
+
+/// The parts pv's switches choose; the count and the rate are always
+/// shown (pv's `-b` and `-r` are shape's burst and rate).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Parts {
+    /// The bar and percentage (`-p`), with a size.
+    pub percent: bool,
+    /// The time since the start (`-t`).
+    pub timer: bool,
+    /// The time left (`-e`), with a size.
+    pub eta: bool,
+    /// The average rate since the start (`-a`).
+    pub average: bool,
+}
+
+impl Look {
+    /// The bar's indicatif template, for a bar of known total or not.
+    fn template(&self, total: bool) -> String {
+        let Some(parts) = self.parts else {
+            return match total {
+                true => "{msg} {elapsed_precise} [{wide_bar}] {percent}% ETA {eta}".into(),
+                false => "{msg} {elapsed_precise}".into(),
+            };
+        };
+        let mut template = String::from("{msg}");
+        if parts.timer {
+            template += " {elapsed_precise}";
+        }
+        if parts.percent && total {
+            template += " [{wide_bar}] {percent}%";
+        }
+        if parts.eta && total {
+            template += " ETA {eta}";
+        }
+        template
+    }
+
+    /// `message` as the look has it: named, with the average if asked.
+    fn message(&self, message: String, average: impl FnOnce() -> String) -> String {
+        let message = match self.parts {
+            Some(parts) if parts.average => format!("{message} avg {}", average()),
+            _ => message,
+        };
+        match &self.name {
+            Some(name) => format!("{name}: {message}"),
+            None => message,
+        }
+    }
 }
 
 /// A thread drawing progress until [`Reporter::finish`].
@@ -83,7 +145,7 @@ impl Reporter {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let mut draw = Drawing::new(style, interval, &source);
         let printer = Printer::over(match &draw {
-            Drawing::Bar(bar) => Some(bar.clone()),
+            Drawing::Bar(bar, _) => Some(bar.clone()),
             Drawing::Pinned(_) | Drawing::Json { .. } | Drawing::Numeric => None,
         });
         let thread = {
@@ -126,7 +188,8 @@ impl Reporter {
 
 /// The drawing state of one reporter.
 enum Drawing {
-    Bar(ProgressBar),
+    /// An indicatif bar, and how often a second it may draw.
+    Bar(ProgressBar, u8),
     Pinned(pinned::Pinned),
     Json {
         start: Instant,
@@ -144,24 +207,31 @@ impl Drawing {
                 // was asked for (auto only picks it for terminals).
                 let stderr = Box::new(console::Term::stderr());
                 let target = ProgressDrawTarget::term_like_with_hz(stderr, hz);
-                let bar = ProgressBar::with_draw_target(source.total, target);
+                // Waiting for the first byte (-W), it is drawn nowhere.
+                let bar = match source.look.wait {
+                    true => {
+                        ProgressBar::with_draw_target(source.total, ProgressDrawTarget::hidden())
+                    }
+                    false => ProgressBar::with_draw_target(source.total, target),
+                };
                 // Bytes and rate are drawn by shape, in the one style it
                 // prints sizes and rates in (see `bar_message`).
-                let template = if source.total.is_some() {
-                    "{msg} {elapsed_precise} [{wide_bar}] {percent}% ETA {eta}"
-                } else {
-                    "{msg} {elapsed_precise}"
-                };
+                let template = source.look.template(source.total.is_some());
                 bar.set_style(
-                    ProgressStyle::with_template(template)
+                    ProgressStyle::with_template(&template)
                         .expect("the template is valid")
                         .progress_chars("=> "),
                 );
                 // The first frame in the mode's own words (each way's).
                 let recent = source.passed.recent(source.counting);
                 let limits = (source.limits)();
-                bar.set_message(bar_message(source.counting, 0, &recent, &limits));
-                Drawing::Bar(bar)
+                let message = bar_message(source.counting, 0, &recent, &limits);
+                bar.set_message(
+                    source
+                        .look
+                        .message(message, || source.counting.show_rate(0.0)),
+                );
+                Drawing::Bar(bar, hz)
             }
             Style::PinnedBar => Drawing::Pinned(pinned::Pinned::new()),
             Style::Json => Drawing::Json {
@@ -177,7 +247,14 @@ impl Drawing {
         let limits = (source.limits)();
         let limit = limits.first().copied().unwrap_or(Limit::Unlimited);
         match self {
-            Drawing::Bar(bar) => {
+            Drawing::Bar(bar, hz) => {
+                if source.look.wait && count == 0 {
+                    return;
+                }
+                if bar.is_hidden() && source.look.wait {
+                    let stderr = Box::new(console::Term::stderr());
+                    bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(stderr, *hz));
+                }
                 if done && std::io::stderr().is_terminal() {
                     // The last frame goes: the terminal is left as it was
                     // found, the cursor at the start of an empty line
@@ -186,7 +263,10 @@ impl Drawing {
                     return;
                 }
                 let recent = source.passed.recent(source.counting);
-                bar.set_message(bar_message(source.counting, count, &recent, &limits));
+                let message = bar_message(source.counting, count, &recent, &limits);
+                let seconds = bar.elapsed().as_secs_f64();
+                let average = || source.counting.show_rate(count as f64 / seconds.max(1e-3));
+                bar.set_message(source.look.message(message, average));
                 bar.set_position(count);
                 if done {
                     // A bar asked for where standard error is a file: its
@@ -197,9 +277,11 @@ impl Drawing {
             }
             Drawing::Pinned(pinned) => match done {
                 true => pinned.clear(),
+                false if source.look.wait && count == 0 => {}
                 false => {
                     let recent = source.passed.recent(source.counting);
-                    pinned.draw(&bar_message(source.counting, count, &recent, &limits));
+                    let message = bar_message(source.counting, count, &recent, &limits);
+                    pinned.draw(&source.look.message(message, String::new));
                 }
             },
             Drawing::Json { start, last } => {

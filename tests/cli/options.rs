@@ -216,16 +216,56 @@ fn numeric_progress_prints_percentages_as_pv_n_does_and_counts_without_a_total()
 }
 
 #[test]
-fn pv_s_display_flags_are_refused_with_shape_s_way() {
-    for flag in ["-p", "-t", "-e", "-a"] {
-        let run = run(shape([flag]), Stdio::null());
-        assert_eq!(run.code(), 2, "{flag}");
-        assert!(
-            run.stderr
-                .starts_with(&format!("shape: {flag} is pv's, to pick the bar's parts"))
-                && run.stderr.contains("--progress bar"),
-            "{flag}: {}",
-            run.stderr
-        );
+fn pv_s_display_switches_are_taken_as_pv_takes_them() {
+    let data = random_bytes(300_000, 9);
+    let scratch = Scratch::new("pv-switches");
+    let file = scratch.file("data", &data);
+    let file = file.to_str().unwrap();
+    // -N names the bar, -f forces it where standard error is no
+    // terminal, -t and -a choose the time and the average; without -p
+    // the bar itself is not drawn, though the size is known.
+    let named = run(
+        shape(["-L", "1m", "-N", "backup", "-t", "-a", "-f", file]),
+        Stdio::null(),
+    );
+    assert_eq!(named.code(), 0, "{}", named.stderr);
+    assert!(named.stdout == data);
+    let last = named
+        .stderr
+        .rsplit('\r')
+        .find(|frame| frame.contains("backup: "))
+        .unwrap();
+    assert!(
+        last.contains(" avg ") && last.contains("00:00:0"),
+        "{last:?}"
+    );
+    assert!(!last.contains("%"), "{last:?}");
+    // -p draws the bar and percentage of a known size.
+    let percent = run(shape(["-L", "1m", "-p", "-f", file]), Stdio::null());
+    assert!(percent.stderr.contains("] 100%"), "{}", percent.stderr);
+    // -W: nothing is drawn until a byte has passed, and none does.
+    let waiting = run(shape(["-L", "1m", "-W", "-f"]), Stdio::null());
+    assert_eq!(waiting.code(), 0);
+    assert_eq!(waiting.stderr, "");
+}
+
+#[test]
+fn where_pvs_letters_mean_something_else_here_one_line_says_what_to_write() {
+    for (args, said) in [
+        (
+            &["-pterb"][..],
+            "shape: -pterb is pv's: here -r is the rate and -b the burst",
+        ),
+        (&["-rb"], "write --progress bar"),
+        (&["-pteb"], "write -pte"),
+        (
+            &["-c"],
+            "shape: -c is pv's, for several pvs in one pipeline",
+        ),
+    ] {
+        let run = run(shape(args), Stdio::null());
+        assert_eq!(run.code(), 2, "{args:?}");
+        assert!(run.stderr.contains(said), "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     }
 }
