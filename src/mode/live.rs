@@ -11,7 +11,7 @@ use crate::control::{
 };
 use crate::counting::{Counting, Written};
 use crate::message::one_line;
-use crate::progress::{Look, Parts, ProgressMode, Reporter, Source, Style};
+use crate::progress::{BarLook, Parts, ProgressMode, Reporter, Source, Style};
 use crate::say::Printer;
 use crate::throughput::Passed;
 use shape_bucket::{Limit, RateSpec};
@@ -155,9 +155,9 @@ pub fn start_reporter(
 }
 
 /// What the bar looks like, as pv's switches ask.
-fn look(cli: &Cli) -> Look {
+fn look(cli: &Cli) -> BarLook {
     let chosen = cli.pv_percent || cli.pv_timer || cli.pv_eta || cli.pv_average;
-    Look {
+    BarLook {
         name: cli.name.clone(),
         wait: cli.wait,
         parts: chosen.then_some(Parts {

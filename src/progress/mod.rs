@@ -69,7 +69,7 @@ pub struct Source {
     /// down).
     pub limits: Box<dyn Fn() -> Vec<Limit> + Send>,
     /// What the bar looks like, as pv's switches ask.
-    pub look: Look,
+    pub look: BarLook,
 }
 
 /// What the bar shows, as pv's switches ask: its name (`-N`), whether it
@@ -77,7 +77,7 @@ pub struct Source {
 /// if any were; without, the count, the rate, the limit and the time,
 /// and with a size the bar, percentage and ETA.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Look {
+pub struct BarLook {
     pub name: Option<String>,
     pub wait: bool,
     pub parts: Option<Parts>,
@@ -97,7 +97,7 @@ pub struct Parts {
     pub average: bool,
 }
 
-impl Look {
+impl BarLook {
     /// The bar's indicatif template, for a bar of known total or not.
     fn template(&self, total: bool) -> String {
         let Some(parts) = self.parts else {
