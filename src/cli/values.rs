@@ -90,7 +90,11 @@ pub fn parse_max_buffer(text: &str) -> Result<Quantity, String> {
 pub fn parse_trace(path: &str) -> Result<std::sync::Arc<crate::trace::Trace>, TraceRefused> {
     // A file that cannot be read is an I/O failure (status 1), as an
     // input is; one that is not a trace is bad usage (2).
-    if let Err(err) = std::fs::File::open(path) {
+    let opened = std::fs::File::open(path).and_then(|file| match file.metadata()?.is_dir() {
+        true => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
+        false => Ok(()),
+    });
+    if let Err(err) = opened {
         let why = crate::message::one_line(&err);
         return Err(TraceRefused::Unreadable(format!("{path}: {why}")));
     }

@@ -244,16 +244,12 @@ fn not_for_a_copy(cli: &Cli) -> Option<String> {
     if let Some(hint) = crate::cli::split_unit(&args, &cli.files) {
         return Some(hint);
     }
-    if cli
+    if let Some(why) = cli
         .fault_changes()
         .iter()
-        .any(|change| change.name() == "loss")
+        .find_map(|change| Carried::Pipe.refuses(change.needs(), change.name()))
     {
-        return Some(
-            "--loss applies to a proxy (--listen with --connect), --exec or a UDP link: a pipe \
-             has no packets to send again (--drop deletes blocks of a copy)"
-                .into(),
-        );
+        return Some(why);
     }
     if let Some(change) = cli.fault_changes().iter().find(|change| change.one_sided()) {
         return Some(format!(

@@ -97,7 +97,8 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
             Box::new(move |line: &str| printer.line(line))
         }
     };
-    let ended = exec::supervise(started, &ways, relay, on_change, &shown, say)?;
+    let told_to_end = || lock(&target).told;
+    let ended = exec::supervise(started, &ways, relay, on_change, &shown, say, told_to_end)?;
     drop(member);
     let Exited { code, outlived } = match ended {
         Ok(ended) => ended,
@@ -107,7 +108,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
     if let Some(reporter) = reporter {
         reporter.finish();
     }
-    if outlived && !cli.quiet {
+    if outlived && !cli.quiet && !lock(&target).told {
         printer.line(&format!(
             "shape: {shown} ended; processes it started still run; their network calls now \
              fail (ENOSYS), and their connections through shape are closed"
@@ -303,6 +304,9 @@ fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeLink> {
 struct PassedOn {
     pid: Option<rustix::process::Pid>,
     early: Option<rustix::process::Signal>,
+    /// shape was told to end (SIGINT, SIGTERM, SIGHUP): what the command
+    /// leaves ends with it.
+    told: bool,
 }
 
 impl PassedOn {
@@ -310,6 +314,7 @@ impl PassedOn {
         let Some(signal) = rustix::process::Signal::from_named_raw(signal) else {
             return;
         };
+        self.told = true;
         match self.pid {
             Some(pid) => {
                 let _ = rustix::process::kill_process(pid, signal);

@@ -39,7 +39,12 @@ impl Start {
         let file = match &cli.rate_file {
             None => None,
             Some(path) => {
-                if let Err(err) = std::fs::File::open(path) {
+                let opened =
+                    std::fs::File::open(path).and_then(|file| match file.metadata()?.is_dir() {
+                        true => Err(io::Error::from_raw_os_error(libc::EISDIR)),
+                        false => Ok(()),
+                    });
+                if let Err(err) = opened {
                     anyhow::bail!("--rate-file {}: {}", path.display(), one_line(&err));
                 }
                 let refused = |why| UsageError(format!("--rate-file {}: {why}", path.display()));

@@ -18,12 +18,17 @@ const WHOLE_REGION: &str = "\x1b[r";
 pub struct Pinned {
     /// The terminal's rows and columns when the region was last set.
     size: Option<(u16, u16)>,
+    /// Whether a terminal of no known size was said once.
+    said: bool,
 }
 
 impl Pinned {
     /// A bar not drawn yet: the region is set with the first frame.
     pub fn new() -> Pinned {
-        Pinned { size: None }
+        Pinned {
+            size: None,
+            said: false,
+        }
     }
 
     /// Draws `text` in the last row, first making the rows above it the
@@ -31,6 +36,15 @@ impl Pinned {
     pub fn draw(&mut self, text: &str) {
         let term = console::Term::stderr();
         let Some((rows, columns)) = term.size_checked().filter(|(rows, _)| *rows >= 2) else {
+            // No row to pin the bar to, that the command's lines would
+            // not land on: said once, and nothing drawn.
+            if !self.said {
+                self.said = true;
+                write_all(
+                    "shape: the terminal says no size, so the bar has no row of its own: none is \
+                     drawn (stty rows N cols M gives it one)\n",
+                );
+            }
             return;
         };
         let mut frame = String::new();

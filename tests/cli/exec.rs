@@ -1019,3 +1019,29 @@ fn a_signal_the_command_handles_ends_a_call_shape_holds() {
     assert!(start.elapsed() < Duration::from_secs(5));
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn shape_told_to_end_by_sigterm_ends_what_the_command_left_too() {
+    let scratch = Scratch::new("exec-sigterm-all");
+    let pids = scratch.path().join("pids");
+    // sh passes SIGTERM to no child: its sleep would outlive it.
+    let script = format!(
+        "sleep 1000 & echo $! >>'{pids}'; echo started; sleep 1001",
+        pids = pids.display()
+    );
+    let mut child = shape(["--exec", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "started");
+    let left: u32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    send_signal(child.id(), rustix::process::Signal::TERM);
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    wait_until("the background sleep to end", || gone(left));
+}

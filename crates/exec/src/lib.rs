@@ -160,8 +160,10 @@ fn base() -> u32 {
 
 /// Answers the started command's socket calls, paying from `ways`, until
 /// it ends; `on_change` is given a function to call whenever the
-/// buckets' settings change. Returns how it ended, or why it could not
-/// be run after all (its exec failed).
+/// buckets' settings change. Then what the command left running goes on
+/// (as under a shell), unless `told_to_end` says shape was told to end,
+/// when it ends too. Returns how it ended, or why it could not be run
+/// after all (its exec failed).
 pub fn supervise(
     started: Started,
     ways: &CommandWays,
@@ -169,6 +171,7 @@ pub fn supervise(
     on_change: impl FnOnce(Box<dyn Fn() + Send>),
     shown: &str,
     say: Box<dyn Fn(&str)>,
+    told_to_end: impl FnOnce() -> bool,
 ) -> io::Result<Result<Exited, NotRun>> {
     let kernel::Spawned {
         listener,
@@ -185,7 +188,10 @@ pub fn supervise(
         let _ = waker.wake();
     }));
     let ended = supervisor.run()?;
-    supervisor.leave();
+    match told_to_end() {
+        true => supervisor.end_all(),
+        false => supervisor.leave(),
+    }
     // The child wrote execve's errno here if it failed; on success the
     // pipe closed unwritten.
     let mut said = [0u8; 4];

@@ -37,12 +37,14 @@ pub struct Fixed {
     pub carried: Carried,
 }
 
-/// What a run's faults act on: a stream (a copy's, a TCP proxy's), a UDP
-/// link's datagrams, or both (`--exec`'s connections and datagrams).
+/// What a run's faults act on: a stream (a TCP proxy's), a pipe's (a
+/// copy's, which has no packets), a UDP link's datagrams, or both
+/// (`--exec`'s connections and datagrams).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Carried {
     #[default]
     Stream,
+    Pipe,
     Datagrams,
     Both,
 }
@@ -52,7 +54,11 @@ impl Carried {
     /// `flag` is its name without dashes.
     pub fn refuses(self, needs: Needs, flag: &str) -> Option<String> {
         match (self, needs) {
-            (Carried::Stream, Needs::Datagrams) => Some(format!(
+            (Carried::Pipe, Needs::Packets) => Some(format!(
+                "--{flag} applies to a proxy (--listen with --connect), --exec or a UDP link: \
+                 a pipe has no packets to send again (--drop deletes blocks of a copy)"
+            )),
+            (Carried::Stream | Carried::Pipe, Needs::Datagrams) => Some(format!(
                 "--{flag} applies to a UDP link (--listen udp:ADDR with --connect udp:ADDR) or \
                  --exec"
             )),

@@ -102,7 +102,7 @@ pub(super) fn conditions(cli: &Cli) -> Arc<Conditions> {
             "--delay-up and --delay-down apply to a proxy or a UDP link: a copy has one \
              direction (--delay)",
         ),
-        carried: Carried::Stream,
+        carried: Carried::Pipe,
     };
     Arc::new(Conditions::fixing(now, fixed))
 }

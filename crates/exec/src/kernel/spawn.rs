@@ -203,6 +203,13 @@ impl Reaper {
         self.wait();
     }
 
+    /// Ends every process below the reaper, as when shape dies (no
+    /// goodbye: the reaper kills them all, then leaves), and waits for it.
+    pub fn end_all(mut self) {
+        self.life = None;
+        self.wait();
+    }
+
     /// Ends the reaper now, and with it the command.
     fn kill(mut self) {
         // SAFETY: kill on our own child, reaped below.

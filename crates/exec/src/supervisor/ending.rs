@@ -30,6 +30,13 @@ impl Supervisor<'_> {
         self.reaper.leave();
     }
 
+    /// Ends every process the command started and left, as when shape
+    /// dies: for a shape told to end (SIGINT, SIGTERM, SIGHUP), as
+    /// `timeout` ends its command's whole group.
+    pub fn end_all(self) {
+        self.reaper.end_all();
+    }
+
     /// Whether processes the command started still run under the filter:
     /// the listener hangs up once none does.
     pub(super) fn outlived(&self) -> bool {

@@ -23,6 +23,9 @@ pub enum Needs {
     Ending,
     /// A UDP link's datagrams.
     Datagrams,
+    /// Packets to lose: a proxy's or `--exec`'s connections (which send
+    /// them again) or a UDP link's datagrams; a pipe has none.
+    Packets,
 }
 
 impl Change {
@@ -158,7 +161,7 @@ fault_table! {
     /// while good, default 0); 'state:P13[,P31[,P32[,P23[,P14]]]]' is
     /// netem's 4-state model, with tc's defaults. Seeded (--seed).
     #[arg(long, value_name = "PROB|MODEL", allow_hyphen_values = true)]
-    loss ("loss"): PacketLoss(Loss), needs: Anything,
+    loss ("loss"): PacketLoss(Loss), needs: Packets,
         |faults, value| faults.loss = value.unwrap_or_default();
 
     /// Delete blocks of a stream with probability PROB.

@@ -165,9 +165,10 @@ impl Strikes {
     pub(super) fn tally(&self) -> Option<String> {
         let retransmitted = self.retransmission.lost > 0;
         let retransmitted = retransmitted.then(|| {
+            let lost = self.retransmission.lost;
+            let segments = if lost == 1 { "segment" } else { "segments" };
             format!(
-                "{} segments lost and sent again, {} ms waited",
-                self.retransmission.lost,
+                "{lost} {segments} lost and sent again, {} ms waited",
                 self.retransmission.waited / 1_000_000
             )
         });
