@@ -8,9 +8,9 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-/// A child started under the filter: its pid, the filter's listener, the read end of the pipe on which the child
-/// writes the errno of a failed `execve` (it closes on success), and the
-/// reaper, its parent.
+/// A child started under the filter: its pid, the filter's listener,
+/// the read end of the pipe on which the child writes the errno of a
+/// failed `execve` (it closes on success), and the reaper, its parent.
 pub struct Spawned {
     pub pid: i32,
     pub listener: OwnedFd,
