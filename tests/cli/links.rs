@@ -17,8 +17,8 @@ fn the_table_names_every_link_with_its_figures_and_source() {
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let table = String::from_utf8_lossy(&run.stdout).into_owned();
     for row in [
-        "slow-3g           400kbit  400kbit  400 ms      0%    Chrome DevTools",
-        "slow-4g, fast-3g  1.6Mbit  750kbit  150 ms      0%    Lighthouse, Chrome DevTools",
+        "slow-3g           500kbit  500kbit  400 ms      0%    Chrome DevTools, nominal",
+        "slow-4g, fast-3g  1.6Mbit  750kbit  150 ms      0%    Lighthouse, Chrome DevTools, nominal",
         "dialup            49kbit   30kbit   120 ms      0%    WebPageTest",
         "edge              240kbit  200kbit  840 ms      0%    WebPageTest",
     ] {
