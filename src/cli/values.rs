@@ -90,17 +90,12 @@ pub fn parse_max_buffer(text: &str) -> Result<Quantity, String> {
 pub fn parse_trace(path: &str) -> Result<std::sync::Arc<crate::trace::Trace>, TraceRefused> {
     // A file that cannot be read is an I/O failure (status 1), as an
     // input is; one that is not a trace is bad usage (2).
-    let opened = std::fs::File::open(path).and_then(|file| match file.metadata()?.is_dir() {
-        true => Err(std::io::Error::from_raw_os_error(libc::EISDIR)),
-        false => Ok(()),
-    });
-    if let Err(err) = opened {
-        let why = crate::message::one_line(&err);
-        return Err(TraceRefused::Unreadable(format!("{path}: {why}")));
-    }
     crate::trace::Trace::load(std::path::Path::new(path))
         .map(std::sync::Arc::new)
-        .map_err(|refusal| TraceRefused::NotATrace(refusal.to_string()))
+        .map_err(|refusal| match refusal.unread() {
+            true => TraceRefused::Unreadable(refusal.to_string()),
+            false => TraceRefused::NotATrace(refusal.to_string()),
+        })
 }
 
 /// Why a trace was refused: its file could not be read, or is no trace.

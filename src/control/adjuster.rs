@@ -6,6 +6,7 @@
 
 use super::protocol::{Adjustment, Request, Settings, apply};
 use crate::bucket::{BURST_FOLLOWS_RATE, Bucket};
+use crate::chunk::default_burst;
 use crate::conditions::Conditions;
 use crate::counting::Counting;
 use crate::lock::lock;
@@ -125,38 +126,21 @@ impl Adjuster {
         self.adjust(change)?;
         for (way, limit) in way_limits.into_iter().enumerate() {
             if let Some(limit) = limit {
-                self.adjust_way(way, limit);
+                // One way's rate (`--rate-up`, `--rate-down`), with the
+                // burst that follows it unless one was set.
+                let burst = self
+                    .burst_follows()
+                    .then(|| default_burst(limit, self.counting));
+                let change = Adjustment {
+                    limit: Some(limit),
+                    burst,
+                    paused: None,
+                };
+                self.change_way(way, &change);
             }
         }
+        self.tell_watchers();
         Ok(())
-    }
-
-    /// Changes the limit of way `index` alone (`--rate-up`, `--rate-down`),
-    /// with the burst that follows it unless one was set, for its bucket
-    /// and those that follow it.
-    fn adjust_way(&self, index: usize, limit: Limit) {
-        let follows = match self.buckets[0].cell().shared_burst_rule() {
-            Some(flags) => flags.load(Ordering::Acquire) & BURST_FOLLOWS_RATE != 0,
-            None => self.burst_follows_rate.load(Ordering::Relaxed),
-        };
-        let change = Adjustment {
-            limit: Some(limit),
-            burst: follows.then(|| crate::chunk::default_burst(limit, self.counting)),
-            paused: None,
-        };
-        {
-            let mut followers = lock(&self.followers);
-            if let Some(bucket) = self.buckets.get(index) {
-                let _ = apply(bucket, &change);
-            }
-            followers.retain(|(way, follower)| match follower.upgrade() {
-                Some(bucket) => *way != index || apply(&bucket, &change).is_ok(),
-                None => false,
-            });
-        }
-        for notify in lock(&self.on_change).iter() {
-            notify();
-        }
     }
 
     /// Changes the limit alone, as a timetable does.
@@ -166,39 +150,42 @@ impl Adjuster {
             limit: Some(limit),
             ..Adjustment::default()
         });
+        self.tell_watchers();
+    }
+
+    /// Whether a new rate brings its default burst: until a burst is set,
+    /// by anyone on a share.
+    fn burst_follows(&self) -> bool {
+        match self.buckets[0].cell().shared_burst_rule() {
+            Some(flags) => flags.load(Ordering::Acquire) & BURST_FOLLOWS_RATE != 0,
+            None => self.burst_follows_rate.load(Ordering::Relaxed),
+        }
     }
 
     /// Applies `change` to every bucket, giving a new rate its default
-    /// burst unless a burst was ever set.
+    /// burst unless a burst was ever set. Those who watch are told by the
+    /// caller, once all is changed.
     fn adjust(&self, mut change: Adjustment) -> Result<(), String> {
-        let shared = self.buckets[0].cell().shared_burst_rule();
         if let Some(burst) = change.burst {
             shape_bucket::check_burst(burst).map_err(|err| err.to_string())?;
             self.burst_follows_rate.store(false, Ordering::Relaxed);
-            if let Some(flags) = shared {
+            if let Some(flags) = self.buckets[0].cell().shared_burst_rule() {
                 flags.fetch_and(!BURST_FOLLOWS_RATE, Ordering::AcqRel);
             }
-        } else if shared.map_or(self.burst_follows_rate.load(Ordering::Relaxed), |flags| {
-            flags.load(Ordering::Acquire) & BURST_FOLLOWS_RATE != 0
-        }) {
+        } else if self.burst_follows() {
             change.burst = change
                 .limit
-                .map(|limit| crate::chunk::default_burst(limit, self.counting));
+                .map(|limit| default_burst(limit, self.counting));
         }
-        {
-            // The burst was checked above: no bucket refuses the change.
-            let mut followers = lock(&self.followers);
-            for bucket in &self.buckets {
-                apply(bucket, &change)?;
-            }
-            followers.retain(|(_, follower)| match follower.upgrade() {
-                Some(bucket) => apply(&bucket, &change).is_ok(),
-                None => false,
-            });
+        // The burst was checked above: no bucket refuses the change.
+        let mut followers = lock(&self.followers);
+        for bucket in &self.buckets {
+            apply(bucket, &change)?;
         }
-        for notify in lock(&self.on_change).iter() {
-            notify();
-        }
+        followers.retain(|(_, follower)| match follower.upgrade() {
+            Some(bucket) => apply(&bucket, &change).is_ok(),
+            None => false,
+        });
         Ok(())
     }
 
@@ -206,17 +193,24 @@ impl Adjuster {
     /// that follow it: `Some` a limit and its burst, resumed; `None`
     /// paused.
     pub fn set_way(&self, index: usize, setting: crate::trace::follow::WindowLimit) {
-        let change = crate::trace::follow::adjustment(setting);
-        {
-            let mut followers = lock(&self.followers);
-            if let Some(bucket) = self.buckets.get(index) {
-                let _ = apply(bucket, &change);
-            }
-            followers.retain(|(way, follower)| match follower.upgrade() {
-                Some(bucket) => *way != index || apply(&bucket, &change).is_ok(),
-                None => false,
-            });
+        self.change_way(index, &crate::trace::follow::adjustment(setting));
+        self.tell_watchers();
+    }
+
+    /// Applies `change` to bucket `index` alone and those that follow it.
+    fn change_way(&self, index: usize, change: &Adjustment) {
+        let mut followers = lock(&self.followers);
+        if let Some(bucket) = self.buckets.get(index) {
+            let _ = apply(bucket, change);
         }
+        followers.retain(|(way, follower)| match follower.upgrade() {
+            Some(bucket) => *way != index || apply(&bucket, change).is_ok(),
+            None => false,
+        });
+    }
+
+    /// Tells those who watch the settings that they changed.
+    fn tell_watchers(&self) {
         for notify in lock(&self.on_change).iter() {
             notify();
         }

@@ -115,11 +115,23 @@ const RATE_FILE_MOST: u64 = 4096;
 impl RateFile {
     /// Reads and parses `path`, reading at most [`RATE_FILE_MOST`] bytes.
     pub fn load(path: &Path) -> Result<RateFile, String> {
+        let text = RateFile::read(path).map_err(|err| crate::message::one_line(&err))?;
+        RateFile::from_bytes(text)
+    }
+
+    /// The bytes of the file at `path`, no more than one past the most a
+    /// rate file holds: the I/O alone, which fails as an input does.
+    pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
         use std::io::Read;
         let mut text = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|file| file.take(RATE_FILE_MOST + 1).read_to_end(&mut text))
-            .map_err(|err| crate::message::one_line(&err))?;
+        std::fs::File::open(path)?
+            .take(RATE_FILE_MOST + 1)
+            .read_to_end(&mut text)?;
+        Ok(text)
+    }
+
+    /// The rate file `text` says, or why it says none.
+    pub fn from_bytes(text: Vec<u8>) -> Result<RateFile, String> {
         if text.len() as u64 > RATE_FILE_MOST {
             return Err(format!(
                 "longer than {RATE_FILE_MOST} bytes; a rate file holds one line, RATE [BURST]"

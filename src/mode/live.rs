@@ -39,16 +39,11 @@ impl Start {
         let file = match &cli.rate_file {
             None => None,
             Some(path) => {
-                let opened =
-                    std::fs::File::open(path).and_then(|file| match file.metadata()?.is_dir() {
-                        true => Err(io::Error::from_raw_os_error(libc::EISDIR)),
-                        false => Ok(()),
-                    });
-                if let Err(err) = opened {
-                    anyhow::bail!("--rate-file {}: {}", path.display(), one_line(&err));
-                }
+                let text = RateFile::read(path).map_err(|err| {
+                    anyhow::anyhow!("--rate-file {}: {}", path.display(), one_line(&err))
+                })?;
                 let refused = |why| UsageError(format!("--rate-file {}: {why}", path.display()));
-                let file = RateFile::load(path).map_err(refused)?;
+                let file = RateFile::from_bytes(text).map_err(refused)?;
                 Some(file.request().adjustment(counting).map_err(refused)?)
             }
         };

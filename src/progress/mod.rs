@@ -153,16 +153,17 @@ impl Reporter {
             std::thread::spawn(move || {
                 let (stopping, signal) = &*stop;
                 let mut stopped = lock(stopping);
-                let mut next = Instant::now() + interval;
+                let started = Instant::now();
+                let mut next = started + interval;
                 while !*stopped {
                     let wait = next.saturating_duration_since(Instant::now());
                     stopped = wait_timeout(signal, stopped, wait);
                     if !*stopped && Instant::now() >= next {
-                        draw.update(&source, false);
+                        draw.update(&source, false, started.elapsed());
                         next += interval;
                     }
                 }
-                draw.update(&source, true);
+                draw.update(&source, true, started.elapsed());
             })
         };
         Reporter {
@@ -223,14 +224,8 @@ impl Drawing {
                         .progress_chars("=> "),
                 );
                 // The first frame in the mode's own words (each way's).
-                let recent = source.passed.recent(source.counting);
                 let limits = (source.limits)();
-                let message = bar_message(source.counting, 0, &recent, &limits);
-                bar.set_message(
-                    source
-                        .look
-                        .message(message, || source.counting.show_rate(0.0)),
-                );
+                bar.set_message(frame(source, 0, &limits, Duration::ZERO));
                 Drawing::Bar(bar, hz)
             }
             Style::PinnedBar => Drawing::Pinned(pinned::Pinned::new()),
@@ -242,16 +237,18 @@ impl Drawing {
         }
     }
 
-    fn update(&mut self, source: &Source, done: bool) {
+    /// Draws what `source` says `elapsed` after the start; `done`, the
+    /// last time.
+    fn update(&mut self, source: &Source, done: bool, elapsed: Duration) {
         let count = source.passed.total();
         let limits = (source.limits)();
         let limit = limits.first().copied().unwrap_or(Limit::Unlimited);
+        // -W: nothing is drawn until the first byte has passed.
+        let waiting = source.look.wait && count == 0;
         match self {
+            Drawing::Bar(..) | Drawing::Pinned(_) if waiting => {}
             Drawing::Bar(bar, hz) => {
-                if source.look.wait && count == 0 {
-                    return;
-                }
-                if bar.is_hidden() && source.look.wait {
+                if source.look.wait && bar.is_hidden() {
                     let stderr = Box::new(console::Term::stderr());
                     bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(stderr, *hz));
                 }
@@ -262,11 +259,7 @@ impl Drawing {
                     bar.finish_and_clear();
                     return;
                 }
-                let recent = source.passed.recent(source.counting);
-                let message = bar_message(source.counting, count, &recent, &limits);
-                let seconds = bar.elapsed().as_secs_f64();
-                let average = || source.counting.show_rate(count as f64 / seconds.max(1e-3));
-                bar.set_message(source.look.message(message, average));
+                bar.set_message(frame(source, count, &limits, elapsed));
                 bar.set_position(count);
                 if done {
                     // A bar asked for where standard error is a file: its
@@ -277,12 +270,7 @@ impl Drawing {
             }
             Drawing::Pinned(pinned) => match done {
                 true => pinned.clear(),
-                false if source.look.wait && count == 0 => {}
-                false => {
-                    let recent = source.passed.recent(source.counting);
-                    let message = bar_message(source.counting, count, &recent, &limits);
-                    pinned.draw(&source.look.message(message, String::new));
-                }
+                false => pinned.draw(&frame(source, count, &limits, elapsed)),
             },
             Drawing::Json { start, last } => {
                 let now = Instant::now();
@@ -308,6 +296,18 @@ impl Drawing {
             }
         }
     }
+}
+
+/// A frame's words: what passed, the recent rate and the limits, as the
+/// look has them (named, with the average over `elapsed` if asked).
+fn frame(source: &Source, count: u64, limits: &[Limit], elapsed: Duration) -> String {
+    let recent = source.passed.recent(source.counting);
+    let message = bar_message(source.counting, count, &recent, limits);
+    let average = || {
+        let seconds = elapsed.as_secs_f64().max(1e-3);
+        source.counting.show_rate(count as f64 / seconds)
+    };
+    source.look.message(message, average)
 }
 
 /// What the bar shows before the time: what passed so far, the recent

@@ -433,13 +433,19 @@ fn a_daemonised_grandchild_does_not_keep_shape_and_is_told_its_network_is_gone()
         "{stderr}"
     );
     // Left running, as a shell leaves it: shape ended as it should.
-    let left: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let left = pids_in(&pid_file)[0];
     assert!(!gone(left));
     send_signal(left, rustix::process::Signal::KILL);
+}
+
+/// The pids the test's own script wrote to `file`, one a line (none yet
+/// if it is not there).
+fn pids_in(file: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .collect()
 }
 
 /// Whether process `pid` is gone (reaped; a zombie is not yet gone).
@@ -472,15 +478,8 @@ fn shape_killed_by_sigkill_leaves_no_process_of_the_command_behind() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "started");
-    let read = || {
-        std::fs::read_to_string(&pids)
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter_map(|pid| pid.parse::<u32>().ok())
-            .collect::<Vec<_>>()
-    };
-    wait_until("every process to say its pid", || read().len() == 4);
-    let started = read();
+    wait_until("every process to say its pid", || pids_in(&pids).len() == 4);
+    let started = pids_in(&pids);
     assert!(started.iter().all(|pid| !gone(*pid)), "{started:?}");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -1036,11 +1035,7 @@ fn shape_told_to_end_by_sigterm_ends_what_the_command_left_too() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "started");
-    let left: u32 = std::fs::read_to_string(&pids)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let left = pids_in(&pids)[0];
     send_signal(child.id(), rustix::process::Signal::TERM);
     assert_eq!(child.wait().unwrap().code(), Some(143));
     wait_until("the background sleep to end", || gone(left));

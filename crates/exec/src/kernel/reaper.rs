@@ -17,7 +17,9 @@
 //! on memory made before the fork, and never returns.
 
 use std::ffi::CStr;
-use std::os::fd::RawFd;
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, RawFd};
 
 /// What the reaper tells shape, on its socket: a header, then a value.
 #[repr(u32)]
@@ -125,7 +127,7 @@ pub(super) unsafe fn reaper_runs(kept: KeptDescriptors, command: Program<'_>) ->
                 kept.to_shape,
                 Said::NotStarted,
                 *libc::__errno_location(),
-                &[],
+                None,
             );
             libc::_exit(1);
         }
@@ -144,7 +146,7 @@ pub(super) unsafe fn reaper_runs(kept: KeptDescriptors, command: Program<'_>) ->
                 kept.to_shape,
                 Said::NotStarted,
                 *libc::__errno_location(),
-                &[],
+                None,
             );
             libc::_exit(1);
         }
@@ -152,10 +154,10 @@ pub(super) unsafe fn reaper_runs(kept: KeptDescriptors, command: Program<'_>) ->
         libc::close(kept.ready);
         libc::close(kept.failed);
         if is_seccomp_listener(listener_at) {
-            tell(kept.to_shape, Said::Started, pid, &[listener_at]);
+            tell(kept.to_shape, Said::Started, pid, Some(listener_at));
             libc::close(listener_at);
         } else {
-            tell(kept.to_shape, Said::Started, pid, &[]);
+            tell(kept.to_shape, Said::Started, pid, None);
         }
         watch(&kept, ended, pid);
     }
@@ -198,7 +200,7 @@ unsafe fn watch(kept: &KeptDescriptors, ended: RawFd, command: i32) -> ! {
                         break;
                     }
                     if pid == command {
-                        tell(kept.to_shape, Said::Ended, status, &[]);
+                        tell(kept.to_shape, Said::Ended, status, None);
                     }
                 }
             }
@@ -277,41 +279,34 @@ unsafe fn is_seccomp_listener(fd: RawFd) -> bool {
     n >= 0 && &link[..n as usize] == LISTENER
 }
 
-/// Sends shape `said` and `value`, with descriptors `fds`.
+/// Sends shape `said` and `value`, with descriptor `fd` if given,
+/// through rustix's `sendmsg`, which builds the message on the stack.
 ///
 /// # Safety
 ///
-/// `to_shape` is a socket; every one of `fds` is open.
-unsafe fn tell(to_shape: RawFd, said: Said, value: i32, fds: &[RawFd]) {
+/// `to_shape` is a socket, and `fd` open.
+unsafe fn tell(to_shape: RawFd, said: Said, value: i32, fd: Option<RawFd>) {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     let mut words = [0u8; 8];
     words[..4].copy_from_slice(&(said as u32).to_ne_bytes());
     words[4..].copy_from_slice(&value.to_ne_bytes());
-    let mut iov = libc::iovec {
-        iov_base: words.as_mut_ptr().cast(),
-        iov_len: words.len(),
+    // SAFETY: open descriptors, as the caller promises, borrowed for this
+    // call alone.
+    let (to_shape, fd) = unsafe {
+        (
+            BorrowedFd::borrow_raw(to_shape),
+            fd.map(|fd| [BorrowedFd::borrow_raw(fd)]),
+        )
     };
-    // Room for a few descriptors, aligned as a cmsghdr.
-    let mut control = [0u64; 8];
-    // SAFETY: a message of one iovec and a control buffer big enough for
-    // `fds` (one at most), written with the CMSG macros.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        if !fds.is_empty() {
-            let bytes = std::mem::size_of_val(fds) as u32;
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = libc::CMSG_SPACE(bytes) as usize;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(bytes) as usize;
-            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(header).cast(), fds.len());
-        }
-        while libc::sendmsg(to_shape, &message, libc::MSG_NOSIGNAL) < 0
-            && *libc::__errno_location() == libc::EINTR
-        {}
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if let Some(fd) = &fd {
+        control.push(SendAncillaryMessage::ScmRights(fd));
     }
+    let words = [IoSlice::new(&words)];
+    while let Err(rustix::io::Errno::INTR) =
+        rustix::net::sendmsg(to_shape, &words, &mut control, SendFlags::NOSIGNAL)
+    {}
 }
 
 /// Closes every descriptor of shape's that is closed on exec, but those

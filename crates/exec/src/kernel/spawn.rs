@@ -4,9 +4,12 @@
 //! reaper, the command's parent.
 
 use super::reaper::{KeptDescriptors, Program, Said, reaper_runs};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io::IoSliceMut;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// A child started under the filter: its pid, the filter's listener,
 /// the read end of the pipe on which the child writes the errno of a
@@ -168,7 +171,9 @@ impl Reaper {
     /// The reaper's first word: the command's pid and the filter's
     /// listener, if the child made one.
     fn started(&self) -> Result<(i32, Option<OwnedFd>), (io::Error, &'static str)> {
-        let (said, value, mut fds) = self.hear(0).map_err(|err| (err, "recvmsg"))?;
+        let (said, value, mut fds) = self
+            .hear(RecvFlags::empty())
+            .map_err(|err| (err, "recvmsg"))?;
         match said {
             Some(Said::Started) => Ok((value, fds.pop())),
             Some(Said::NotStarted) => Err((io::Error::from_raw_os_error(value), "clone")),
@@ -181,7 +186,7 @@ impl Reaper {
     /// it has not. A reaper gone without a word took the command with it
     /// (SIGKILL).
     pub fn ended(&self) -> io::Result<Option<i32>> {
-        match self.hear(libc::MSG_DONTWAIT) {
+        match self.hear(RecvFlags::DONTWAIT) {
             Ok((Some(Said::Ended), status, _)) => Ok(Some(if libc::WIFEXITED(status) {
                 libc::WEXITSTATUS(status)
             } else {
@@ -228,57 +233,30 @@ impl Reaper {
 
     /// One message of the reaper's (`None` for its end), its value and
     /// the descriptors it carried.
-    fn hear(&self, flags: i32) -> io::Result<(Option<Said>, i32, Vec<OwnedFd>)> {
+    fn hear(&self, flags: RecvFlags) -> io::Result<(Option<Said>, i32, Vec<OwnedFd>)> {
         let mut words = [0u8; 8];
-        let mut iov = libc::iovec {
-            iov_base: words.as_mut_ptr().cast(),
-            iov_len: words.len(),
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let flags = flags | RecvFlags::CMSG_CLOEXEC;
+        let received = loop {
+            let mut iov = [IoSliceMut::new(&mut words)];
+            match rustix::net::recvmsg(&self.said, &mut iov, &mut control, flags) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => break other?,
+            }
         };
-        let mut control = [0u64; 8];
-        // SAFETY: a message of one iovec and a control buffer of its
-        // length; the descriptors it carries are read with the CMSG
-        // macros, within what the kernel wrote, and owned by no one else.
-        unsafe {
-            let mut message: libc::msghdr = std::mem::zeroed();
-            message.msg_iov = &mut iov;
-            message.msg_iovlen = 1;
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = std::mem::size_of_val(&control);
-            let n = loop {
-                let n = libc::recvmsg(
-                    self.said.as_raw_fd(),
-                    &mut message,
-                    flags | libc::MSG_CMSG_CLOEXEC,
-                );
-                if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                    break n;
-                }
-            };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
+        let mut fds = Vec::new();
+        for message in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(given) = message {
+                fds.extend(given);
             }
-            let mut fds = Vec::new();
-            let mut header = libc::CMSG_FIRSTHDR(&message);
-            while !header.is_null() {
-                if (*header).cmsg_level == libc::SOL_SOCKET
-                    && (*header).cmsg_type == libc::SCM_RIGHTS
-                {
-                    let data = libc::CMSG_DATA(header).cast::<RawFd>();
-                    let count = ((*header).cmsg_len - libc::CMSG_LEN(0) as usize)
-                        / std::mem::size_of::<RawFd>();
-                    for at in 0..count {
-                        fds.push(OwnedFd::from_raw_fd(data.add(at).read_unaligned()));
-                    }
-                }
-                header = libc::CMSG_NXTHDR(&message, header);
-            }
-            if n < 8 {
-                return Ok((None, 0, fds));
-            }
-            let word = u32::from_ne_bytes(words[..4].try_into().unwrap_or_default());
-            let value = i32::from_ne_bytes(words[4..].try_into().unwrap_or_default());
-            Ok((Said::from_u32(word), value, fds))
         }
+        if received.bytes < 8 {
+            return Ok((None, 0, fds));
+        }
+        let word = u32::from_ne_bytes(words[..4].try_into().unwrap_or_default());
+        let value = i32::from_ne_bytes(words[4..].try_into().unwrap_or_default());
+        Ok((Said::from_u32(word), value, fds))
     }
 }
 

@@ -40,6 +40,9 @@ pub struct BadTrace {
     at: String,
     said: Option<String>,
     why: String,
+    /// The file could not be read at all: an I/O failure, not a bad
+    /// trace.
+    unread: bool,
 }
 
 impl BadTrace {
@@ -48,7 +51,14 @@ impl BadTrace {
             at,
             said: None,
             why: why.into(),
+            unread: false,
         }
+    }
+
+    /// True if the file could not be read (missing, a directory, no
+    /// permission), rather than read and found to be no trace.
+    pub fn unread(&self) -> bool {
+        self.unread
     }
 
     /// The refusal without anything the file says: where and why.
@@ -74,8 +84,10 @@ impl Trace {
     /// names the file, and the line where it can.
     pub fn load(path: &Path) -> Result<Trace, BadTrace> {
         let name = path.display().to_string();
-        let unread =
-            |err: std::io::Error| BadTrace::new(name.clone(), crate::message::one_line(&err));
+        let unread = |err: std::io::Error| BadTrace {
+            unread: true,
+            ..BadTrace::new(name.clone(), crate::message::one_line(&err))
+        };
         let mut text = String::new();
         std::fs::File::open(path)
             .and_then(|file| file.take(MOST_BYTES + 1).read_to_string(&mut text))
@@ -100,6 +112,7 @@ impl Trace {
                 at: at(),
                 said: Some(said.to_string()),
                 why: "is not a time in whole milliseconds".into(),
+                unread: false,
             })?;
             if let Some(&last) = times.last()
                 && time < last
