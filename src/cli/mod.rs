@@ -38,6 +38,11 @@ pub fn parse() -> Result<Cli, clap::Error> {
 /// [`parse`] on `args`.
 pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
     let mut own: Vec<std::ffi::OsString> = args.into_iter().collect();
+    let given: Vec<String> = own
+        .iter()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
     let at = own
         .iter()
         .skip(1)
@@ -52,9 +57,13 @@ pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<
             own.push(command[0].clone());
             let mut cli = Cli::try_parse_from(own)?;
             cli.exec = Some(command);
+            cli.given = given;
             Ok(cli)
         }
-        _ => Cli::try_parse_from(own),
+        _ => Cli::try_parse_from(own).map(|mut cli| {
+            cli.given = given;
+            cli
+        }),
     }
 }
 
@@ -490,6 +499,12 @@ pub struct Cli {
     #[arg(long, value_name = "NAME", value_parser = crate::profiles::parse_link, hide_short_help = true, help_heading = "Slow links and faults")]
     pub link: Option<LinkArg>,
 
+    /// The arguments as given, after the program's name: what some
+    /// checks read beside the parsed values (a unit split from its number,
+    /// what follows `--link list`).
+    #[arg(skip)]
+    pub given: Vec<String>,
+
     /// Pipe: follow a recorded link (Mahimahi's trace format).
     ///
     /// Each line of FILE is a time in milliseconds at which the link may
@@ -686,6 +701,25 @@ fn is_unit(word: &str) -> bool {
 }
 
 impl Cli {
+    /// The first argument given with `--link list` that is not part of
+    /// it: the table is all `--link list` does, so whatever follows would
+    /// be ignored.
+    pub fn beside_link_list(&self) -> Option<&str> {
+        let words = ["--link", "list", "--link=list"];
+        let asks_for_list = self
+            .given
+            .windows(2)
+            .any(|pair| pair[0] == "--link" && pair[1] == "list")
+            || self.given.iter().any(|arg| arg == "--link=list");
+        if !asks_for_list {
+            return None;
+        }
+        self.given
+            .iter()
+            .map(String::as_str)
+            .find(|arg| !words.contains(arg))
+    }
+
     /// What is counted: bytes, or records with --lines or --null.
     pub fn counting(&self) -> Counting {
         match (self.lines, self.null, self.udp.packets) {

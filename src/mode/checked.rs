@@ -59,15 +59,7 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
     let cli = match &cli.link {
         None => cli.clone(),
         Some(LinkArg::List) => {
-            // The table, and nothing else: what follows would be ignored.
-            let args: Vec<String> = std::env::args_os()
-                .skip(1)
-                .map(|arg| arg.to_string_lossy().into_owned())
-                .collect();
-            let mut rest = args
-                .iter()
-                .filter(|arg| !["--link", "list", "--link=list"].contains(&arg.as_str()));
-            if let Some(extra) = rest.next() {
+            if let Some(extra) = cli.beside_link_list() {
                 return Err(UsageError(format!(
                     "--link list prints the known links and takes nothing more: '{extra}'"
                 )));
@@ -238,10 +230,7 @@ fn not_for_a_copy(cli: &Cli) -> Option<String> {
         );
     }
     // `--rate 5 MiB`: a unit taken for a file's name.
-    let args: Vec<String> = std::env::args_os()
-        .map(|arg| arg.to_string_lossy().into_owned())
-        .collect();
-    if let Some(hint) = crate::cli::split_unit(&args, &cli.files) {
+    if let Some(hint) = crate::cli::split_unit(&cli.given, &cli.files) {
         return Some(hint);
     }
     if let Some(why) = cli
@@ -393,6 +382,13 @@ mod tests {
         assert!(matches!(mode(&["--serve", "127.0.0.1:0"]), Mode::Serve(_)));
         assert!(matches!(mode(&["--link", "list"]), Mode::ListLinks));
         assert!(matches!(mode(&["--exec", "true"]), Mode::Exec(_)));
+    }
+
+    #[test]
+    fn link_list_refuses_what_is_given_beside_it() {
+        assert!(refusal(&["--link", "list", "extra"]).contains("'extra'"));
+        assert!(refusal(&["--link", "list", "--exec", "true"]).contains("'--exec'"));
+        assert!(refusal(&["-q", "--link=list"]).contains("'-q'"));
     }
 
     #[test]
