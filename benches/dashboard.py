@@ -8,9 +8,12 @@ chromium and chromium-driver; Selenium from tests/clients/setup's venv).
 
 `screenshot` makes three proxies with toxics, streams through two of them
 for 40 s, and saves the page at 1280x800 (README's picture,
-benches/dashboard.png unless told). `bench` measures what the issue
-asks: the server's CPU while the page is open and idle (60 s), and how
-long the page takes to be ready with 1,000 proxies (five loads).
+benches/dashboard.png unless told). `bench` measures, with no proxies and
+with 1,000 (ten of them streaming): the server's CPU and Chromium's
+renderer's while the page is open (60 s), the page's long tasks (over
+50 ms) meanwhile, how late the page took keys typed into its filter
+(Event Timing's input delay), and how long the page takes to be ready
+(five loads). SHAPE names another build to measure.
 """
 import json
 import os
@@ -26,7 +29,47 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHAPE = os.path.join(HERE, "..", "target", "release", "shape")
+SHAPE = os.environ.get("SHAPE") or os.path.join(HERE, "..", "target", "release", "shape")
+
+# Registered before the page's own script: every long task, and every
+# key's input delay (Event Timing gives events of 16 ms or more, which
+# any delay over 16 ms makes).
+WATCH = """
+window.__long = [];
+window.__delays = [];
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) window.__long.push(e.duration);
+}).observe({ type: "longtask", buffered: true });
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) window.__delays.push(e.processingStart - e.startTime);
+}).observe({ type: "event", durationThreshold: 16, buffered: true });
+"""
+
+
+def cpu_of(pid):
+    """CPU seconds `pid` has used, or 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def renderers():
+    """Chromium's renderer processes: the page's work is done there."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if words and b"chrom" in words[0] and b"--type=renderer" in words:
+            found.append(int(entry))
+    return found
 
 
 def free_port():
@@ -74,9 +117,7 @@ class Server:
             return json.loads(text) if text else None
 
     def cpu_seconds(self):
-        with open(f"/proc/{self.process.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_of(self.process.pid)
 
     def stop(self):
         self.process.kill()
@@ -149,31 +190,69 @@ def screenshot(path):
     print(f"saved {path}")
 
 
-def idle(server, label):
-    """The server's CPU over 60 s with the page open and nothing flowing,
-    after 5 s to settle."""
+def watched(driver, port):
+    """The page, opened with its long tasks and input delays recorded."""
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH})
+    return ready(driver, port)
+
+
+def typing(driver):
+    """Types into the filter and takes it back, a key at a time, as the
+    state comes in: input delays are recorded."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    search = driver.find_element(By.ID, "filter")
+    for _ in range(10):
+        for key in "p09":
+            search.send_keys(key)
+            time.sleep(0.1)
+        for _ in range(3):
+            search.send_keys(Keys.BACKSPACE)
+            time.sleep(0.1)
+
+
+def open_for_a_minute(server, driver, label):
+    """The server's and the renderer's CPU over 60 s with the page open,
+    after 5 s to settle, with keys typed into the filter meanwhile; the
+    page's long tasks and input delays in that minute."""
     time.sleep(5)
-    before, started = server.cpu_seconds(), time.monotonic()
-    time.sleep(60)
-    used = server.cpu_seconds() - before
-    print(f"page open, idle, {label}: {used:.2f} CPU s in "
-          f"{time.monotonic() - started:.0f} s ({used / 60:.2%} of a core)")
+    driver.execute_script("window.__long = []; window.__delays = [];")
+    pages = renderers()
+    before = server.cpu_seconds(), sum(cpu_of(pid) for pid in pages)
+    started = time.monotonic()
+    typing(driver)
+    time.sleep(max(0.0, 60 - (time.monotonic() - started)))
+    spent = time.monotonic() - started
+    used = server.cpu_seconds() - before[0], sum(cpu_of(pid) for pid in pages) - before[1]
+    long_tasks = driver.execute_script("return window.__long")
+    delays = driver.execute_script("return window.__delays")
+    print(f"page open, {label}, {spent:.0f} s: server {used[0]:.2f} CPU s "
+          f"({used[0] / spent:.1%} of a core), renderer {used[1]:.2f} CPU s "
+          f"({used[1] / spent:.1%} of a core); long tasks: {len(long_tasks)}"
+          + (f", longest {max(long_tasks):.0f} ms" if long_tasks else "")
+          + f"; keys typed: 90, longest input delay "
+          + (f"{max(delays):.0f} ms" if delays else "under 16 ms"))
 
 
 def bench():
     server = Server()
     upstream = echo_server()
     driver = browser()
+    stop = threading.Event()
     try:
-        ready(driver, server.port)
-        idle(server, "no proxies")
+        watched(driver, server.port)
+        open_for_a_minute(server, driver, "no proxies")
         for n in range(1000):
-            server.call("POST", "/proxies", {"name": f"p{n:04}", "listen": "127.0.0.1:0",
-                                             "upstream": upstream})
-        times = sorted(ready(driver, server.port) for _ in range(5))
+            proxy = server.call("POST", "/proxies", {"name": f"p{n:04}", "listen": "127.0.0.1:0",
+                                                     "upstream": upstream})
+            if n % 100 == 0:
+                threading.Thread(target=stream, args=(proxy["listen"], 100_000, stop),
+                                 daemon=True).start()
+        times = sorted(watched(driver, server.port) for _ in range(5))
         print("1,000 proxies, page ready in (s): " + ", ".join(f"{t:.3f}" for t in times))
-        idle(server, "1,000 proxies")
+        open_for_a_minute(server, driver, "1,000 proxies, 10 streaming")
     finally:
+        stop.set()
         driver.quit()
         server.stop()
 

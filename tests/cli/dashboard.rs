@@ -33,6 +33,7 @@ fn the_dashboard_drives_the_server_in_a_real_browser() {
         .arg(ours("tests/clients/dashboard.py"))
         .arg(port)
         .arg(echo_server())
+        .arg(server.pid().to_string())
         .output()
         .expect("the browser's script runs");
     let said = String::from_utf8_lossy(&output.stdout);

@@ -2,18 +2,25 @@
 """The dashboard of `shape --serve`, driven in a real headless Chromium
 (Debian's chromium and chromium-driver, through Selenium).
 
-    dashboard.py API_PORT UPSTREAM
+    dashboard.py API_PORT UPSTREAM SERVER_PID
 
-Through the page alone, with the keyboard: creates a proxy to UPSTREAM,
-adds a latency toxic through its form (and checks the API has it), sees
-the graph's numbers move while data streams through the proxy, sees the
-API's own error when a change is refused, and disables the proxy through
-the confirmation. Then a page of another origin tries the API with
-fetch and a form POST, and is refused. The page is read at 1280x800 and
-at 400 px wide. Says `ok` and exits 0, or fails with what it saw.
+Through the page alone, with the keyboard, following where focus goes:
+creates a proxy to UPSTREAM, sees the API's own error beside the form
+that caused it, adds a toxic through its form (and checks the API has
+it), edits it through one form, removes another only once asked, sees
+the graph's numbers and scale move while data streams through the
+proxy, disables the proxy through the confirmation, and reads every
+toxic's values and buttons at 400 px wide. Opened again, the page shows
+the last minute at once. A UDP proxy's card counts its flows; the filter
+shows the cards it names. With the server stopped (SIGSTOP to
+SERVER_PID) every card greys out, and comes back with it. Then a page of
+another origin tries the API with fetch and a form POST, and is refused.
+Says `ok` and exits 0, or fails with what it saw.
 """
 import http.server
 import json
+import os
+import signal
 import socket
 import sys
 import threading
@@ -108,51 +115,111 @@ async function attempt(init) {{
 
 
 def main():
-    port, upstream = sys.argv[1], sys.argv[2]
+    port, upstream, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
     driver = browser()
     try:
-        drive(driver, port, upstream)
+        drive(driver, port, upstream, pid)
     finally:
         driver.quit()
     print("ok")
 
 
-def drive(driver, port, upstream):
+def focused(driver):
+    return driver.switch_to.active_element
+
+
+def in_view(driver, element):
+    """True if all of `element` is inside the window, and none of its
+    text is cut."""
+    return driver.execute_script(
+        """const e = arguments[0], r = e.getBoundingClientRect();
+        return r.left >= 0 && r.right <= window.innerWidth && r.top >= 0
+            && r.bottom <= window.innerHeight && e.scrollWidth <= e.clientWidth + 1;""",
+        element)
+
+
+def confirm(driver, answer):
+    """Answers the confirmation open now: `ok` or `cancel`, by keyboard."""
+    dialog = driver.find_element(By.ID, "confirm")
+    until(driver, lambda d: dialog.is_displayed())
+    text = dialog.text
+    button = "confirm-ok" if answer == "ok" else None
+    if button:
+        driver.find_element(By.ID, button).send_keys(Keys.ENTER)
+    else:
+        dialog.find_element(By.CSS_SELECTOR, 'button[value="cancel"]').send_keys(Keys.ENTER)
+    until(driver, lambda d: not dialog.is_displayed())
+    return text
+
+
+def toxic_item(card, name):
+    return card.find_element(By.CSS_SELECTOR, f'li[data-toxic="{name}"]')
+
+
+def drive(driver, port, upstream, pid):
     page = f"http://127.0.0.1:{port}/"
     driver.get(page)
     until(driver, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
     assert fits(driver), "the page scrolls sideways at 1280x800"
 
-    # A proxy, created with the keyboard.
+    # A proxy, created with the keyboard: focus goes into the form as it
+    # opens, and back to what opened it once it is used.
     create = driver.find_element(By.CSS_SELECTOR, "#create summary")
     create.send_keys(Keys.ENTER)
     form = driver.find_element(By.ID, "new-proxy")
-    form.find_element(By.NAME, "name").send_keys("web")
+    until(driver, lambda d: focused(d).get_attribute("name") == "name")
+    focused(driver).send_keys("web")
     form.find_element(By.NAME, "listen").send_keys("127.0.0.1:0")
     form.find_element(By.NAME, "upstream").send_keys(upstream, Keys.ENTER)
     card = until(driver, lambda d: d.find_element(By.CSS_SELECTOR, 'article[data-name="web"]'))
+    until(driver, lambda d: focused(d) == create)
     listen = api(port, "GET", "/proxies/web")["listen"]
     assert listen.startswith("127.0.0.1:") and not listen.endswith(":0"), listen
 
-    # The same name again: the API's own error, shown.
-    form.find_element(By.NAME, "name").send_keys("web")
+    # The same name again: the API's own error, beside the form, in view.
+    create.send_keys(Keys.ENTER)
+    until(driver, lambda d: focused(d).get_attribute("name") == "name")
+    focused(driver).send_keys("web")
     form.find_element(By.NAME, "upstream").send_keys(upstream, Keys.ENTER)
-    message = driver.find_element(By.ID, "message")
-    until(driver, lambda d: message.is_displayed() and "already exists" in message.text)
+    error = form.find_element(By.CSS_SELECTOR, ".error")
+    until(driver, lambda d: error.is_displayed() and "already exists" in error.text)
+    assert in_view(driver, error), "the form's error is out of view"
+    assert not driver.find_element(By.ID, "message").is_displayed()
+    create.send_keys(Keys.ENTER)  # closed: its error goes with it
+    until(driver, lambda d: not error.is_displayed())
 
     # A latency toxic through its form, with the keyboard.
     adding = card.find_element(By.CSS_SELECTOR, ".add-toxic summary")
     adding.send_keys(Keys.ENTER)
     toxic_form = until(driver, lambda d: card.find_element(By.CSS_SELECTOR, ".add-toxic form"))
+    until(driver, lambda d: focused(d).get_attribute("name") == "type")
     Select(toxic_form.find_element(By.NAME, "type")).select_by_value("latency")
     latency = toxic_form.find_element(By.CSS_SELECTOR, '[data-attribute="latency"]')
     latency.send_keys(Keys.CONTROL, "a")
     latency.send_keys("100", Keys.ENTER)
     until(driver, lambda d: "latency" in card.find_element(By.CSS_SELECTOR, ".toxics").text)
+    until(driver, lambda d: focused(d) == adding)
     toxics = api(port, "GET", "/proxies/web/toxics")
     assert [(t["type"], t["attributes"]["latency"]) for t in toxics] == [("latency", 100)], toxics
+    api(port, "POST", "/proxies/web/toxics",
+        {"name": "slow", "type": "bandwidth", "stream": "upstream", "attributes": {"rate": 500}})
+    until(driver, lambda d: "slow" in card.find_element(By.CSS_SELECTOR, ".toxics").text)
 
-    # Data through the proxy: the graph's numbers move.
+    # Edit opens one form, however often it is pressed; focus goes into
+    # it, and back to Edit after.
+    edit = toxic_item(card, "latency_downstream").find_element(By.CSS_SELECTOR, '[data-action="edit"]')
+    edit.send_keys(Keys.ENTER)
+    edit.send_keys(Keys.ENTER)
+    forms = card.find_elements(By.CSS_SELECTOR, ".toxics form")
+    assert len(forms) == 1, f"{len(forms)} edit forms"
+    until(driver, lambda d: focused(d).get_attribute("name") == "toxicity")
+    focused(driver).send_keys(Keys.ENTER)
+    until(driver, lambda d: not card.find_elements(By.CSS_SELECTOR, ".toxics form"))
+    until(driver, lambda d: focused(d).get_attribute("data-action") == "edit"
+          and focused(d).find_element(By.XPATH, "ancestor::li").get_attribute("data-toxic")
+          == "latency_downstream")
+
+    # Data through the proxy: the graph's numbers move, under a scale.
     stop = threading.Event()
     streaming = threading.Thread(target=stream, args=(listen, stop), daemon=True)
     streaming.start()
@@ -160,24 +227,85 @@ def drive(driver, port, upstream):
     until(driver, lambda d: int(down.get_attribute("data-bytes-per-second") or 0) > 0)
     seen = down.text
     assert seen.endswith("/s"), seen
+    graph = card.find_element(By.CSS_SELECTOR, "canvas.graph")
+    until(driver, lambda d: graph.get_attribute("data-scale") not in (None, "", "1 KiB/s"))
+    assert graph.get_attribute("data-scale").endswith("/s"), graph.get_attribute("data-scale")
     stop.set()
     streaming.join(timeout=10)
+
+    # At 400 px, every toxic's values and buttons in view.
+    driver.set_window_size(400, 800)
+    until(driver, lambda d: fits(d))
+    for name in ("latency_downstream", "slow"):
+        item = toxic_item(card, name)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", item)
+        for part in item.find_elements(By.CSS_SELECTOR, "dd, button"):
+            assert in_view(driver, part), f"{name}: {part.text!r} is cut or out of view at 400 px"
+    rate = toxic_item(card, "slow").find_element(By.CSS_SELECTOR, "dd")
+    assert rate.text == "500 KB/s", rate.text
+    driver.set_window_size(1280, 800)
+
+    # Removing a toxic asks first; cancelled, it stays.
+    remove = toxic_item(card, "slow").find_element(By.CSS_SELECTOR, '[data-action="remove"]')
+    remove.send_keys(Keys.ENTER)
+    assert "Remove toxic slow" in confirm(driver, "cancel")
+    until(driver, lambda d: focused(d) == remove)
+    assert len(api(port, "GET", "/proxies/web/toxics")) == 2
+    remove.send_keys(Keys.ENTER)
+    confirm(driver, "ok")
+    until(driver, lambda d: len(api(port, "GET", "/proxies/web/toxics")) == 1)
+    # The toxic gone, focus goes to what adds one.
+    until(driver, lambda d: focused(d) == card.find_element(By.CSS_SELECTOR, ".add-toxic summary"))
 
     # Disabled through the confirmation, answered with the keyboard.
     toggle = card.find_element(By.CSS_SELECTOR, ".actions button")
     assert toggle.text == "Disable", toggle.text
     toggle.send_keys(Keys.ENTER)
-    dialog = driver.find_element(By.ID, "confirm")
-    until(driver, lambda d: dialog.is_displayed())
-    assert "Disable proxy web?" in dialog.text, dialog.text
-    driver.find_element(By.ID, "confirm-ok").send_keys(Keys.ENTER)
+    assert "Disable proxy web?" in confirm(driver, "ok")
     until(driver, lambda d: api(port, "GET", "/proxies/web")["enabled"] is False)
     until(driver, lambda d: toggle.text == "Enable")
 
-    # Read at 400 px wide.
-    driver.set_window_size(400, 800)
-    until(driver, lambda d: fits(d))
-    driver.set_window_size(1280, 800)
+    # Opened again, the page shows what flowed before: the server's
+    # minute, at once.
+    driver.get(page)
+    until(driver, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+    graph = driver.find_element(By.CSS_SELECTOR, 'article[data-name="web"] canvas.graph')
+    until(driver, lambda d: graph.get_attribute("data-seconds"))
+    assert int(graph.get_attribute("data-seconds")) >= 3, graph.get_attribute("data-seconds")
+    assert "peak 0 B/s" not in graph.get_attribute("aria-label"), graph.get_attribute("aria-label")
+
+    # A UDP proxy counts its flows, in numbers.
+    udp = api(port, "POST", "/proxies", {"name": "dns", "protocol": "udp",
+                                         "listen": "127.0.0.1:0", "upstream": "127.0.0.1:9"})
+    host, udp_port = udp["listen"].rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+        client.sendto(b"hello", (host, int(udp_port)))
+        count = until(driver, lambda d: d.find_element(
+            By.CSS_SELECTOR, 'article[data-name="dns"] .count'))
+        until(driver, lambda d: count.text == "1 flow")
+
+    # The filter shows the cards it names.
+    search = driver.find_element(By.ID, "filter")
+    search.send_keys("DN")
+    web = driver.find_element(By.CSS_SELECTOR, 'article[data-name="web"]')
+    until(driver, lambda d: not web.is_displayed())
+    assert driver.find_element(By.ID, "filter-count").text == "1 of 2 shown"
+    search.send_keys(Keys.BACKSPACE, Keys.BACKSPACE)
+    until(driver, lambda d: web.is_displayed())
+
+    # The server stopped: every card greyed, until it answers again.
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        until(driver, lambda d: "gone" in d.find_element(By.TAG_NAME, "body").get_attribute("class"))
+        totals = driver.find_element(By.ID, "totals").text
+        assert totals.startswith("Not answering"), totals
+        for article in driver.find_elements(By.CSS_SELECTOR, "article.proxy"):
+            seen = article.value_of_css_property("filter")
+            assert "grayscale" in seen, seen
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    until(driver, lambda d: "gone" not in (d.find_element(By.TAG_NAME, "body").get_attribute("class") or ""))
+    api(port, "DELETE", "/proxies/dns")
 
     # Another origin's page is refused, by fetch and by a form.
     Foreign.api_port = int(port)

@@ -33,6 +33,8 @@ pub trait CarriesOut {
     fn metrics(&self, model: &Model) -> Option<String>;
     /// What has flowed through each running proxy, by name.
     fn traffic(&self) -> BTreeMap<String, Traffic>;
+    /// The last minute of it (`GET /ui/history`).
+    fn history(&self) -> serde_json::Value;
 }
 
 /// What a request gets back.
@@ -126,6 +128,7 @@ fn route(
             200,
             &dashboard::state(model, &carrier.traffic()),
         )),
+        ("GET", ["ui", "history"]) => Ok(Reply::json(200, &carrier.history())),
         ("GET", ["ui", "toxics"]) => Ok(Reply::json(200, &dashboard::kinds())),
         ("POST", ["proxies"]) => {
             // `null` is a proxy with nothing given, as Go decodes it.

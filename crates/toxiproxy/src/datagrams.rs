@@ -17,7 +17,7 @@ use crate::bucket::Bucket;
 use crate::chunk::bandwidth_burst;
 use crate::counting::Counting;
 use crate::faults::Loss;
-use crate::net::udp::{self, Handle, Impairment, Route};
+use crate::net::udp::{self, FlowEnds, Handle, Impairment, Route};
 use crate::say::Printer;
 use crate::trace::Trace;
 use crate::trace::follow::{self, Following};
@@ -35,6 +35,8 @@ pub struct RunningDatagrams {
     buckets: [Arc<Bucket>; 2],
     /// The trace each way's bucket follows, if it follows one.
     following: [Option<(Arc<Trace>, Following)>; 2],
+    /// Where its live flows send from: as many as it has clients now.
+    ends: FlowEnds,
 }
 
 impl RunningDatagrams {
@@ -69,6 +71,8 @@ impl RunningDatagrams {
         if let Some(say) = &say {
             link.saying(say.clone());
         }
+        let ends = FlowEnds::default();
+        link.noting_ends(ends.clone());
         let name = proxy.name.clone();
         let thread = std::thread::Builder::new()
             .name(format!("udp {name}"))
@@ -85,9 +89,15 @@ impl RunningDatagrams {
             thread: Some(thread),
             buckets,
             following: [None, None],
+            ends,
         };
         running.follow(&ways.traces)?;
         Ok((running, bound))
+    }
+
+    /// Its live flows: one for each client heard from lately.
+    pub fn flows(&self) -> usize {
+        self.ends.len()
     }
 
     /// Carries out `toxics` from now on: what is queued and held stays.

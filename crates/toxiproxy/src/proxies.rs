@@ -8,6 +8,7 @@
 
 use super::api::CarriesOut;
 use super::dashboard::Traffic;
+use super::dashboard::history::History;
 use super::datagrams;
 use super::loops::Loops;
 use super::model::{ApiError, Model, Protocol, Proxy};
@@ -57,6 +58,8 @@ pub struct Proxies {
     /// Each proxy's counters, for the status line, which is asked for
     /// from another thread.
     tallies: Arc<Mutex<BTreeMap<String, Counters>>>,
+    /// The last minute of the tallies, for the dashboard.
+    history: History,
     /// The seed of each UDP proxy's draws, drawn in turn from the
     /// server's seed, as the loop draws each connection's.
     seeds: fastrand::Rng,
@@ -66,11 +69,13 @@ pub struct Proxies {
 
 impl Proxies {
     pub fn new(loops: Loops, extras: Extras, seed: u64, say: Option<Printer>) -> Proxies {
+        let tallies = Arc::default();
         Proxies {
             loops,
             running: BTreeMap::new(),
             extras,
-            tallies: Arc::default(),
+            history: History::sampling(Arc::downgrade(&tallies)),
+            tallies,
             seeds: fastrand::Rng::with_seed(seed),
             say,
         }
@@ -252,6 +257,10 @@ impl CarriesOut for Proxies {
                 let flow = Traffic {
                     up: running.counters.sent[Way::Up as usize].total(),
                     down: running.counters.sent[Way::Down as usize].total(),
+                    flows: running
+                        .datagrams
+                        .as_ref()
+                        .map(|datagrams| datagrams.flows()),
                     connections: match running.datagrams {
                         Some(_) => None,
                         None => Some(running.route.as_ref().map_or(0, |routes| {
@@ -264,6 +273,10 @@ impl CarriesOut for Proxies {
                 (name.clone(), flow)
             })
             .collect()
+    }
+
+    fn history(&self) -> serde_json::Value {
+        self.history.answer()
     }
 
     fn metrics(&self, model: &Model) -> Option<String> {

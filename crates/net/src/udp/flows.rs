@@ -50,6 +50,16 @@ impl FlowEnds {
     pub fn contains(&self, at: &SocketAddr) -> bool {
         crate::lock::lock(&self.0).contains(at)
     }
+
+    /// How many flows live: one for each client heard from lately.
+    pub fn len(&self) -> usize {
+        crate::lock::lock(&self.0).len()
+    }
+
+    /// Whether no flow lives.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Every client's flow; flow `key`'s socket is poll's `Token(key)`.

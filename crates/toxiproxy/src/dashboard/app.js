@@ -1,38 +1,64 @@
 // The dashboard of `shape --serve`: the proxies, their toxics and what
 // flows through them, read from the API once a second, and every change
-// made through the API itself, whose own error is shown when it refuses.
-// Served by shape with the page; nothing is fetched from elsewhere.
+// made through the API itself, whose own error is shown beside what
+// caused it. Served by shape with the page; nothing is fetched from
+// elsewhere.
+//
+// A thousand proxies cost what a screenful does: a card is built when it
+// first comes near the screen, and only cards on screen are written to
+// and drawn; the others keep their samples.
 "use strict";
 
 const POLL_MS = 1000;
 // Seconds of history each graph shows.
 const SECONDS = 60;
+// A call unanswered this long: the server is taken as gone.
+const PATIENCE_MS = 4000;
+// Samples closer than this to the last one are not kept: a state read
+// for a change, just after the second's, would make a spike of noise.
+const CLOSEST_MS = 500;
+const GRAPH_HEIGHT = 96;
 
 const kinds = new Map(); // toxic type -> its row of the table
 let profiles = [];
 const cards = new Map(); // proxy name -> its card
-let polling = null;
-// Only graphs on screen are drawn: a thousand proxies cost what a
-// screenful does.
-const onScreen = new IntersectionObserver((entries) => {
-  for (const entry of entries) {
-    const shown = cards.get(entry.target.dataset.name);
-    if (!shown) continue;
-    shown.visible = entry.isIntersecting;
-    if (shown.visible) draw(shown.parts.graph, ratesOf(shown.samples), colours());
-  }
-});
+let history = new Map(); // proxy name -> samples, from the server, until its card takes them
+let polling = null; // the next poll's timer
+let reading = null; // the poll under way
+let filter = "";
+let goneSince = null;
 let colourCache = null;
+
+const onScreen = new IntersectionObserver(
+  (entries) => {
+    for (const entry of entries) {
+      const shown = cards.get(entry.target.dataset.name);
+      if (!shown) continue;
+      shown.visible = entry.isIntersecting;
+      if (shown.visible) refresh(shown);
+    }
+  },
+  { rootMargin: "200px 0px" }
+);
 
 // ---- The API ----
 
 async function api(method, path, body) {
-  const init = { method, headers: {} };
+  const init = { method, headers: {}, signal: AbortSignal.timeout(PATIENCE_MS) };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (err) {
+    throw new Error(
+      err.name === "TimeoutError"
+        ? `no answer in ${PATIENCE_MS / 1000} s`
+        : "the server cannot be reached"
+    );
+  }
   const text = await response.text();
   let value = null;
   try {
@@ -51,33 +77,63 @@ function proxyPath(name) {
   return "/proxies/" + encodeURIComponent(name);
 }
 
-// Runs `change`, says its error if it fails, and reads the state again.
-async function attempt(change) {
-  try {
-    await change();
-    say("");
-  } catch (err) {
-    say(err.message);
-  }
-  await poll();
+// ---- Errors, beside what caused them ----
+
+function errorSlot() {
+  const slot = element("p", { class: "error", role: "alert" });
+  slot.hidden = true;
+  return slot;
 }
 
-function say(message) {
-  const where = document.getElementById("message");
-  where.textContent = message;
-  where.hidden = message === "";
+function tell(slot, message) {
+  slot.textContent = message;
+  slot.hidden = message === "";
+  if (message) slot.scrollIntoView({ block: "nearest" });
+}
+
+// Runs `change`; says its error in `slot`, or clears it; reads the
+// state again. True if the change went through.
+async function attempt(change, slot) {
+  let done = true;
+  try {
+    await change();
+    tell(slot, "");
+  } catch (err) {
+    done = false;
+    tell(slot, err.message);
+  }
+  await poll();
+  return done;
 }
 
 // ---- Confirmation ----
 
-function confirmed(text, ok) {
+// Asks `text`; focus goes back to `from` after (or to the proxies'
+// heading, if `from` is gone by then).
+function confirmed(text, ok, from) {
   const dialog = document.getElementById("confirm");
   document.getElementById("confirm-text").textContent = text;
   document.getElementById("confirm-ok").textContent = ok;
   dialog.returnValue = "";
   return new Promise((resolve) => {
-    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.addEventListener(
+      "close",
+      () => {
+        resolve(dialog.returnValue === "ok");
+        focusBack(from);
+      },
+      { once: true }
+    );
     dialog.showModal();
+  });
+}
+
+function focusBack(from) {
+  // After the change's state is read, the element may have been replaced
+  // or removed: the next frame's is the one to focus.
+  requestAnimationFrame(() => {
+    if (from && from.isConnected) from.focus();
+    else document.getElementById("proxies-title").focus();
   });
 }
 
@@ -90,11 +146,22 @@ function bytes(n) {
     n /= 1024;
     unit += 1;
   }
-  return (unit === 0 ? n.toFixed(0) : n.toFixed(1)) + " " + units[unit];
+  return (unit === 0 ? n.toFixed(0) : n.toFixed(1).replace(/\.0$/, "")) + " " + units[unit];
 }
 
 function rate(n) {
   return bytes(n) + "/s";
+}
+
+// The least of 1, 2 or 5 times a power of 1024's steps at or above `n`:
+// a scale whose labels read as round numbers.
+function roundAbove(n) {
+  let unit = 1;
+  while (n >= unit * 1024) unit *= 1024;
+  for (const step of [1, 2, 5, 10, 20, 50, 100, 200, 500, 1024]) {
+    if (step * unit >= n) return step * unit;
+  }
+  return 1024 * unit;
 }
 
 function element(tag, attributes, ...children) {
@@ -114,93 +181,163 @@ function element(tag, attributes, ...children) {
   return made;
 }
 
+// Sets `node`'s text only when it changes: a write costs a layout.
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
 // ---- A proxy's card ----
 
+// A card holds its proxy's samples from the start, and is built when it
+// first comes near the screen.
 function card(name) {
-  const parts = {};
   const root = element("article", { class: "proxy", "aria-label": "proxy " + name });
+  root.dataset.name = name;
+  root.append(element("h3", { text: name }));
+  const shown = { root, parts: null, proxy: null, samples: [], toxicsShown: null, visible: false };
+  shown.samples = history.get(name) || [];
+  history.delete(name);
+  root.hidden = !matches(name);
+  onScreen.observe(root);
+  return shown;
+}
+
+function build(shown) {
+  const { root } = shown;
+  const name = root.dataset.name;
+  const parts = {};
   parts.title = element("h3", { text: name });
   parts.badge = element("span", { class: "badge" });
   parts.route = element("p", { class: "route" });
   parts.flow = element("p", { class: "flow" });
   parts.up = element("span", { class: "rate up", "data-rate": "up" });
   parts.down = element("span", { class: "rate down", "data-rate": "down" });
-  parts.connections = element("span", { class: "connections" });
-  parts.flow.append("up ", parts.up, " · down ", parts.down, " · ", parts.connections);
-  parts.graph = element("canvas", { class: "graph", height: "80", role: "img" });
-  parts.peak = element("p", { class: "peak quiet" });
+  parts.count = element("span", { class: "count" });
+  parts.flow.append("up ", parts.up, " · down ", parts.down, " · ", parts.count);
+  parts.graph = element("canvas", { class: "graph", height: String(GRAPH_HEIGHT), role: "img" });
+  parts.span = element(
+    "p",
+    { class: "span quiet" },
+    element("span", { text: `−${SECONDS} s` }),
+    element("span", { class: "peak" }),
+    element("span", { text: "now" })
+  );
+  parts.peak = parts.span.querySelector(".peak");
   parts.toggle = element("button", { type: "button" });
   parts.remove = element("button", { type: "button", class: "danger", text: "Delete" });
+  parts.actionError = errorSlot();
   parts.toxics = element("div", { class: "toxics" });
+  parts.toxicError = errorSlot();
   parts.adding = element("details", { class: "add-toxic" }, element("summary", { text: "Add a toxic" }));
   parts.adding.addEventListener("toggle", () => {
     if (parts.adding.open && !parts.adding.querySelector("form")) {
-      parts.adding.append(toxicForm(root.dataset.name, null));
+      const summary = parts.adding.querySelector("summary");
+      const form = toxicForm(name, null, () => {
+        parts.adding.open = false;
+        summary.focus();
+      });
+      parts.adding.append(form);
+      form.querySelector("select, input").focus();
+    } else if (!parts.adding.open) {
+      const form = parts.adding.querySelector("form");
+      if (form) form.remove();
     }
   });
   const head = element("div", { class: "head" }, parts.title, parts.badge);
   const actions = element("div", { class: "actions" }, parts.toggle, parts.remove);
-  root.append(head, parts.route, parts.flow, parts.graph, parts.peak, actions, parts.toxics, parts.adding);
-  root.dataset.name = name;
-  parts.toggle.addEventListener("click", () => toggle(root.proxy));
+  root.replaceChildren(
+    head, parts.route, parts.flow, parts.graph, parts.span, actions, parts.actionError,
+    parts.toxics, parts.toxicError, parts.adding
+  );
+  parts.toggle.addEventListener("click", () => toggle(shown));
   parts.remove.addEventListener("click", async () => {
-    if (await confirmed(`Delete proxy ${name}? Its connections are closed.`, "Delete")) {
-      attempt(() => api("DELETE", proxyPath(name)));
+    const text = `Delete proxy ${name}? Its connections are closed.`;
+    if (await confirmed(text, "Delete", parts.remove)) {
+      attempt(() => api("DELETE", proxyPath(name)), parts.actionError);
     }
   });
-  onScreen.observe(root);
-  return { root, parts, samples: [], toxicsShown: null, visible: false };
+  shown.parts = parts;
 }
 
-async function toggle(proxy) {
+async function toggle(shown) {
+  const proxy = shown.proxy;
   const enable = !proxy.enabled;
   const text = enable
     ? `Enable proxy ${proxy.name}? It listens on ${proxy.listen} again.`
     : `Disable proxy ${proxy.name}? It stops listening and its connections are closed.`;
-  if (await confirmed(text, enable ? "Enable" : "Disable")) {
-    attempt(() => api("POST", proxyPath(proxy.name), { enabled: enable }));
+  if (await confirmed(text, enable ? "Enable" : "Disable", shown.parts.toggle)) {
+    attempt(() => api("POST", proxyPath(proxy.name), { enabled: enable }), shown.parts.actionError);
   }
 }
 
+// Takes the proxy as the server shows it at `at`, and shows it if its
+// card is on screen.
 function update(shown, proxy, at) {
+  shown.proxy = proxy;
+  const samples = shown.samples;
+  const last = samples[samples.length - 1];
+  if (!last || at - last.at >= CLOSEST_MS) samples.push({ at, up: proxy.up, down: proxy.down });
+  // The minute, and the sample before it, which its first rate needs.
+  while (samples.length > 2 && samples[1].at <= at - SECONDS * 1000) samples.shift();
+  if (shown.visible && !shown.root.hidden) refresh(shown);
+}
+
+// Writes the card from its proxy and samples.
+function refresh(shown) {
+  const proxy = shown.proxy;
+  if (!proxy) return;
+  if (!shown.parts) build(shown);
   const { root, parts } = shown;
-  root.proxy = proxy;
   root.classList.toggle("disabled", !proxy.enabled);
-  parts.badge.textContent = proxy.enabled ? "enabled" : "disabled";
-  parts.route.textContent = `${proxy.protocol || "tcp"} ${proxy.listen} → ${proxy.upstream}`;
-  parts.toggle.textContent = proxy.enabled ? "Disable" : "Enable";
-  parts.connections.textContent =
-    proxy.connections === null ? "datagrams" : `${proxy.connections} open`;
-  shown.samples.push({ at, up: proxy.up, down: proxy.down });
-  while (shown.samples.length > SECONDS + 1) {
-    shown.samples.shift();
-  }
+  setText(parts.badge, proxy.enabled ? "enabled" : "disabled");
+  setText(parts.route, `${proxy.protocol || "tcp"} ${proxy.listen} → ${proxy.upstream}`);
+  setText(parts.toggle, proxy.enabled ? "Disable" : "Enable");
+  setText(parts.count, countOf(proxy));
   const rates = ratesOf(shown.samples);
-  const now = rates[rates.length - 1] || { up: 0, down: 0 };
-  parts.up.textContent = rate(now.up);
+  const now = rates.length ? rates[rates.length - 1] : { up: 0, down: 0 };
+  setText(parts.up, rate(now.up));
   parts.up.dataset.bytesPerSecond = Math.round(now.up);
-  parts.down.textContent = rate(now.down);
+  setText(parts.down, rate(now.down));
   parts.down.dataset.bytesPerSecond = Math.round(now.down);
+  const peak = Math.max(0, ...rates.map((r) => Math.max(r.up, r.down)));
+  setText(parts.peak, `peak ${rate(peak)}`);
+  const top = draw(parts.graph, rates, shown.samples, colours());
   parts.graph.setAttribute(
     "aria-label",
-    `${proxy.name}: up ${rate(now.up)}, down ${rate(now.down)}, over the last ${SECONDS} seconds`
+    `${proxy.name}: up ${rate(now.up)}, down ${rate(now.down)}, peak ${rate(peak)} ` +
+      `over the last ${SECONDS} seconds; the scale's top is ${rate(top)}`
   );
-  const peak = Math.max(0, ...rates.map((r) => Math.max(r.up, r.down)));
-  parts.peak.textContent = `last ${SECONDS} s · peak ${rate(peak)}`;
+  parts.graph.dataset.scale = rate(top);
+  const first = shown.samples[0];
+  parts.graph.dataset.seconds = first ? Math.round((lastAt(shown) - first.at) / 1000) : 0;
   const toxics = JSON.stringify(proxy.toxics);
   // Left alone while one of its forms is being filled in.
   if (toxics !== shown.toxicsShown && !parts.toxics.querySelector("form")) {
     shown.toxicsShown = toxics;
-    parts.toxics.replaceChildren(toxicTable(proxy));
+    showToxics(parts.toxics, toxicList(shown));
   }
 }
 
-// Bytes a second between each pair of samples.
+function lastAt(shown) {
+  return shown.samples.length ? shown.samples[shown.samples.length - 1].at : 0;
+}
+
+// A TCP proxy's open connections, or a UDP proxy's live flows: numbers.
+function countOf(proxy) {
+  if (proxy.protocol === "udp") {
+    const flows = proxy.flows || 0;
+    return `${flows} ${flows === 1 ? "flow" : "flows"}`;
+  }
+  return `${proxy.connections || 0} open`;
+}
+
+// Bytes a second between each pair of samples, at the later one's time.
 function ratesOf(samples) {
   const rates = [];
   for (let i = 1; i < samples.length; i++) {
     const seconds = Math.max((samples[i].at - samples[i - 1].at) / 1000, 0.001);
     rates.push({
+      at: samples[i].at,
       up: Math.max(samples[i].up - samples[i - 1].up, 0) / seconds,
       down: Math.max(samples[i].down - samples[i - 1].down, 0) / seconds,
     });
@@ -212,97 +349,159 @@ function ratesOf(samples) {
 function colours() {
   if (!colourCache) {
     const styles = getComputedStyle(document.documentElement);
+    const read = (name, otherwise) => styles.getPropertyValue(name).trim() || otherwise;
     colourCache = {
-      up: styles.getPropertyValue("--up").trim() || "#b35900",
-      down: styles.getPropertyValue("--down").trim() || "#0b63c4",
+      up: read("--up", "#b35900"),
+      down: read("--down", "#0b63c4"),
+      grid: read("--line", "#cfd5db"),
+      label: read("--quiet", "#5c6670"),
     };
   }
   return colourCache;
 }
 
-function draw(canvas, rates, colour) {
+// Draws `rates` over the last minute, each at its time, under a scale
+// from 0 to a round top with its labels; returns the top.
+function draw(canvas, rates, samples, colour) {
   const width = canvas.clientWidth || 300;
+  const height = GRAPH_HEIGHT;
   const ratio = window.devicePixelRatio || 1;
   if (canvas.width !== Math.round(width * ratio)) {
     canvas.width = Math.round(width * ratio);
-    canvas.height = Math.round(80 * ratio);
+    canvas.height = Math.round(height * ratio);
   }
   const g = canvas.getContext("2d");
   g.setTransform(ratio, 0, 0, ratio, 0, 0);
-  g.clearRect(0, 0, width, 80);
-  const most = Math.max(1, ...rates.map((r) => Math.max(r.up, r.down)));
-  const step = width / SECONDS;
+  g.clearRect(0, 0, width, height);
+  const most = Math.max(0, ...rates.map((r) => Math.max(r.up, r.down)));
+  const top = roundAbove(Math.max(most, 1024));
+  const left = 4;
+  const plotTop = 14;
+  const plotBottom = height - 4;
+  const y = (value) => plotBottom - (value / top) * (plotBottom - plotTop);
+  g.font = "11px system-ui, sans-serif";
+  g.lineWidth = 1;
+  g.textBaseline = "bottom";
+  for (const [value, label] of [[top, rate(top)], [top / 2, rate(top / 2)], [0, "0"]]) {
+    g.strokeStyle = colour.grid;
+    g.beginPath();
+    g.moveTo(left, Math.round(y(value)) + 0.5);
+    g.lineTo(width, Math.round(y(value)) + 0.5);
+    g.stroke();
+    g.fillStyle = colour.label;
+    g.fillText(label, left, Math.round(y(value)) - 1);
+  }
+  const end = samples.length ? samples[samples.length - 1].at : 0;
+  const x = (at) => width - 1 - ((end - at) / (SECONDS * 1000)) * (width - left - 1);
   for (const way of ["up", "down"]) {
     g.strokeStyle = colour[way];
     g.lineWidth = 2;
     g.beginPath();
     rates.forEach((r, i) => {
-      const x = width - (rates.length - 1 - i) * step - 1;
-      const y = 78 - (r[way] / most) * 74;
-      if (i === 0) g.moveTo(x, y);
-      else g.lineTo(x, y);
+      const at = Math.max(r.at, end - SECONDS * 1000);
+      if (i === 0) g.moveTo(x(at), y(r[way]));
+      else g.lineTo(x(at), y(r[way]));
     });
     g.stroke();
   }
+  return top;
 }
 
 // ---- Toxics ----
 
-function toxicTable(proxy) {
+// Replaces what `holder` shows with `list`, keeping focus where it was:
+// on the same button of the same toxic, or on the card's "Add a toxic"
+// if that toxic is gone.
+function showToxics(holder, list) {
+  const focused = document.activeElement;
+  const within = focused && holder.contains(focused) ? focused.closest("[data-toxic]") : null;
+  const action = within && focused.dataset.action;
+  const toxic = within && within.dataset.toxic;
+  holder.replaceChildren(list);
+  if (!within) return;
+  const again = [...holder.querySelectorAll("[data-toxic]")].find((row) => row.dataset.toxic === toxic);
+  const target = again && again.querySelector(`[data-action="${action}"]`);
+  if (target) target.focus();
+  else holder.closest(".proxy").querySelector(".add-toxic summary").focus();
+}
+
+// A toxic's attributes as `name value unit`, its unit short.
+function attributeText(type, name, value) {
+  const kind = kinds.get(type);
+  const attribute = kind && kind.attributes.find((a) => a.name === name);
+  if (value === "" || value === null || value === undefined) return "—";
+  if (!attribute) return String(value);
+  if (attribute.input === "flag") return Number(value) === 1 ? "yes" : "no";
+  if (attribute.input === "whole") return `${value} ${attribute.unit.split(" ")[0]}`;
+  return String(value);
+}
+
+function toxicList(shown) {
+  const proxy = shown.proxy;
   if (proxy.toxics.length === 0) {
     return element("p", { class: "quiet", text: "No toxics." });
   }
-  const body = element("tbody");
+  const list = element("ul", { class: "toxic-list", "aria-label": `toxics of ${proxy.name}` });
   for (const toxic of proxy.toxics) {
-    const attributes = Object.entries(toxic.attributes)
-      .map(([name, value]) => `${name}: ${value === "" ? "—" : value}`)
-      .join(", ");
-    const edit = element("button", { type: "button", text: "Edit" });
-    const remove = element("button", { type: "button", class: "danger", text: "Remove" });
-    const row = element(
-      "tr",
-      {},
-      element("td", { text: toxic.name }),
-      element("td", { text: `${toxic.type} (${toxic.stream})` }),
-      element("td", { text: String(toxic.toxicity) }),
-      element("td", { text: attributes }),
-      element("td", { class: "row-actions" }, edit, remove)
+    const attributes = element("dl", { class: "attributes" });
+    for (const [name, value] of Object.entries(toxic.attributes)) {
+      attributes.append(
+        element("div", {}, element("dt", { text: name }), element("dd", { text: attributeText(toxic.type, name, value) }))
+      );
+    }
+    const edit = element("button", { type: "button", text: "Edit", "data-action": "edit", "aria-expanded": "false" });
+    const remove = element("button", { type: "button", class: "danger", text: "Remove", "data-action": "remove" });
+    const item = element(
+      "li",
+      { class: "toxic" },
+      element(
+        "div",
+        { class: "toxic-head" },
+        element("strong", { text: toxic.name }),
+        element("span", { class: "quiet", text: `${toxic.type} · ${toxic.stream} · toxicity ${toxic.toxicity}` })
+      ),
+      attributes,
+      element("div", { class: "row-actions" }, edit, remove)
     );
-    edit.addEventListener("click", () => {
-      const holder = element("td", { colspan: "5" });
-      const editing = element("tr", {}, holder);
-      holder.append(toxicForm(proxy.name, toxic, () => editing.remove()));
-      row.after(editing);
-      holder.querySelector("input, select").focus();
+    item.dataset.toxic = toxic.name;
+    edit.addEventListener("click", () => openEdit(shown, item, toxic, edit));
+    remove.addEventListener("click", async () => {
+      const text = `Remove toxic ${toxic.name} from proxy ${proxy.name}?`;
+      if (await confirmed(text, "Remove", remove)) {
+        const path = `${proxyPath(proxy.name)}/toxics/${encodeURIComponent(toxic.name)}`;
+        attempt(() => api("DELETE", path), shown.parts.toxicError);
+      }
     });
-    remove.addEventListener("click", () =>
-      attempt(() =>
-        api("DELETE", `${proxyPath(proxy.name)}/toxics/${encodeURIComponent(toxic.name)}`)
-      )
-    );
-    body.append(row);
+    list.append(item);
   }
-  const head = element(
-    "thead",
-    {},
-    element(
-      "tr",
-      {},
-      ...["name", "type (stream)", "toxicity", "attributes", ""].map((h) =>
-        element("th", { scope: "col", text: h })
-      )
-    )
-  );
-  return element("table", {}, element("caption", { text: "Toxics" }), head, body);
+  return list;
+}
+
+// One edit form per card: Edit on a toxic whose form is open goes back
+// into it; on another toxic, the open one is closed first.
+function openEdit(shown, item, toxic, edit) {
+  const open = shown.parts.toxics.querySelector("form");
+  if (open && open.closest("[data-toxic]") === item) {
+    open.querySelector("input:not([disabled]), select:not([disabled])").focus();
+    return;
+  }
+  if (open) open.cancel();
+  const form = toxicForm(shown.proxy.name, toxic, () => {
+    edit.setAttribute("aria-expanded", "false");
+    focusBack(edit);
+  });
+  edit.setAttribute("aria-expanded", "true");
+  item.append(form);
+  form.querySelector("input:not([disabled]), select:not([disabled])").focus();
 }
 
 // A form that adds a toxic to proxy `name`, or edits `toxic`; `done`
-// runs when it is sent or cancelled.
+// runs when it is sent or cancelled, after it is removed.
 function toxicForm(name, toxic, done) {
   const form = element("form", { class: "toxic-form" });
   const type = element("select", { name: "type" });
-  const proxy = cards.get(name) && cards.get(name).root.proxy;
-  const protocol = (proxy && proxy.protocol) || "tcp";
+  const shown = cards.get(name);
+  const protocol = (shown && shown.proxy && shown.proxy.protocol) || "tcp";
   for (const kind of kinds.values()) {
     if (kind.on === "both" || kind.on === protocol) {
       type.append(element("option", { value: kind.type, text: kind.type }));
@@ -331,20 +530,23 @@ function toxicForm(name, toxic, done) {
   };
   type.addEventListener("change", refill);
   refill();
-  const cancel = element("button", { type: "button", text: "Cancel" });
-  cancel.addEventListener("click", () => {
+  const slot = errorSlot();
+  const finish = () => {
     form.remove();
     if (done) done();
-  });
+  };
+  form.cancel = finish;
+  const cancel = element("button", { type: "button", text: "Cancel", onclick: finish });
   form.append(
     element("label", {}, "Type ", type),
     element("label", {}, "Name ", toxicName),
     element("label", {}, "Stream ", stream),
     element("label", {}, "Toxicity ", toxicity),
     fields,
+    slot,
     element("div", { class: "buttons" }, element("button", { type: "submit", text: toxic ? "Save" : "Add" }), cancel)
   );
-  form.addEventListener("submit", (event) => {
+  form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const attributes = {};
     for (const input of fields.querySelectorAll("[data-attribute]")) {
@@ -353,7 +555,7 @@ function toxicForm(name, toxic, done) {
     }
     const body = { attributes, toxicity: Number(toxicity.value) };
     const path = `${proxyPath(name)}/toxics`;
-    attempt(async () => {
+    const sent = await attempt(async () => {
       if (toxic) {
         await api("POST", `${path}/${encodeURIComponent(toxic.name)}`, body);
       } else {
@@ -362,9 +564,8 @@ function toxicForm(name, toxic, done) {
         if (toxicName.value) body.name = toxicName.value;
         await api("POST", path, body);
       }
-      form.remove();
-      if (done) done();
-    });
+    }, slot);
+    if (sent) finish();
   });
   return form;
 }
@@ -419,17 +620,63 @@ function fieldValue(input) {
   }
 }
 
+// ---- The filter ----
+
+function matches(name) {
+  return filter === "" || name.toLowerCase().includes(filter);
+}
+
+function applyFilter() {
+  let shownCount = 0;
+  for (const [name, shown] of cards) {
+    const hide = !matches(name);
+    if (shown.root.hidden !== hide) shown.root.hidden = hide;
+    if (!hide) shownCount += 1;
+  }
+  const said = filter === "" ? "" : `${shownCount} of ${cards.size} shown`;
+  setText(document.getElementById("filter-count"), said);
+}
+
 // ---- The state, once a second ----
 
+// Reads the state now; a read under way is waited for, not doubled.
 async function poll() {
   clearTimeout(polling);
+  while (reading) await reading;
+  reading = readState();
+  await reading;
+  reading = null;
+  clearTimeout(polling);
+  if (!document.hidden) polling = setTimeout(poll, POLL_MS);
+}
+
+async function readState() {
   try {
     const state = await api("GET", "/ui/state");
+    back();
     show(state);
   } catch (err) {
-    document.getElementById("totals").textContent = "Not answering: " + err.message;
+    gone(err.message);
   }
-  polling = setTimeout(poll, POLL_MS);
+}
+
+// The server answers no more: every card greyed, and what is shown is
+// said to be what it last was.
+function gone(why) {
+  if (goneSince === null) goneSince = new Date();
+  document.body.classList.add("gone");
+  for (const id of ["proxies", "create", "reset"]) document.getElementById(id).inert = true;
+  setText(
+    document.getElementById("totals"),
+    `Not answering since ${goneSince.toLocaleTimeString()} (${why}): shown as it last was.`
+  );
+}
+
+function back() {
+  if (goneSince === null) return;
+  goneSince = null;
+  document.body.classList.remove("gone");
+  for (const id of ["proxies", "create", "reset"]) document.getElementById(id).inert = false;
 }
 
 function show(state) {
@@ -456,36 +703,41 @@ function show(state) {
       cards.delete(name);
     }
   }
-  // Drawn after every card is in place, so that sizes are laid out once.
-  for (const shown of cards.values()) {
-    if (shown.visible) draw(shown.parts.graph, ratesOf(shown.samples), colours());
-  }
+  history.clear();
   document.getElementById("empty").hidden = state.proxies.length !== 0;
+  applyFilter();
   const t = state.totals;
-  const up = sum(cards, "up");
-  const down = sum(cards, "down");
-  document.getElementById("totals").textContent =
-    `${state.proxies.length} proxies · ${t.connections} connections · ` +
-    `up ${rate(up)} (${bytes(t.up)}) · down ${rate(down)} (${bytes(t.down)})`;
-  document.body.dataset.ready = "1";
-}
-
-function sum(shownCards, way) {
-  let total = 0;
-  for (const shown of shownCards.values()) {
+  let up = 0;
+  let down = 0;
+  for (const shown of cards.values()) {
     const rates = ratesOf(shown.samples.slice(-2));
-    if (rates.length) total += rates[0][way];
+    if (rates.length) {
+      up += rates[0].up;
+      down += rates[0].down;
+    }
   }
-  return total;
+  setText(
+    document.getElementById("totals"),
+    `${state.proxies.length} proxies · ${t.connections} connections · ` +
+      `up ${rate(up)} (${bytes(t.up)}) · down ${rate(down)} (${bytes(t.down)})`
+  );
+  document.body.dataset.ready = "1";
 }
 
 // ---- Start ----
 
 async function start() {
-  document.getElementById("new-proxy").addEventListener("submit", (event) => {
+  const create = document.getElementById("create");
+  const createForm = document.getElementById("new-proxy");
+  const createSlot = errorSlot();
+  createForm.querySelector("button[type=submit]").before(createSlot);
+  create.addEventListener("toggle", () => {
+    if (create.open) createForm.elements.namedItem("name").focus();
+    else tell(createSlot, "");
+  });
+  createForm.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const form = event.target;
-    const field = (name) => form.elements.namedItem(name);
+    const field = (name) => createForm.elements.namedItem(name);
     const body = {
       name: field("name").value,
       upstream: field("upstream").value,
@@ -493,26 +745,40 @@ async function start() {
       protocol: field("protocol").value,
     };
     if (field("listen").value) body.listen = field("listen").value;
-    attempt(async () => {
-      await api("POST", "/proxies", body);
-      form.reset();
-    });
+    const made = await attempt(() => api("POST", "/proxies", body), createSlot);
+    if (made) {
+      createForm.reset();
+      create.open = false;
+      create.querySelector("summary").focus();
+    }
   });
-  document.getElementById("reset").addEventListener("click", async () => {
+  const reset = document.getElementById("reset");
+  const resetSlot = errorSlot();
+  reset.after(resetSlot);
+  reset.addEventListener("click", async () => {
     const text = "Reset everything? Every proxy is enabled and every toxic removed.";
-    if (await confirmed(text, "Reset")) attempt(() => api("POST", "/reset"));
+    if (await confirmed(text, "Reset", reset)) attempt(() => api("POST", "/reset"), resetSlot);
+  });
+  document.getElementById("filter").addEventListener("input", (event) => {
+    filter = event.target.value.trim().toLowerCase();
+    applyFilter();
   });
   // Hidden, the page asks nothing.
   document.addEventListener("visibilitychange", () => {
     if (document.hidden) clearTimeout(polling);
     else poll();
   });
-  try {
-    const table = await api("GET", "/ui/toxics");
-    for (const kind of table.kinds) kinds.set(kind.type, kind);
-    profiles = table.profiles;
-  } catch (err) {
-    say("The toxics' table could not be read: " + err.message);
+  const [table, past] = await Promise.allSettled([api("GET", "/ui/toxics"), api("GET", "/ui/history")]);
+  if (table.status === "fulfilled") {
+    for (const kind of table.value.kinds) kinds.set(kind.type, kind);
+    profiles = table.value.profiles;
+  } else {
+    tell(document.getElementById("message"), "The toxics' table could not be read: " + table.reason.message);
+  }
+  if (past.status === "fulfilled") {
+    for (const [name, samples] of Object.entries(past.value.proxies)) {
+      history.set(name, samples.map(([at, up, down]) => ({ at, up, down })));
+    }
   }
   poll();
 }

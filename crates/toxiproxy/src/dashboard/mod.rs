@@ -2,9 +2,12 @@
 //! style, served from the binary (nothing is fetched from elsewhere, so
 //! it works offline), and the two answers the page reads besides the API
 //! itself: the state of every proxy with what flows through it
-//! (`GET /ui/state`, once a second) and the toxics' table its forms are
-//! made from (`GET /ui/toxics`). Every change the page makes goes through
-//! the API, as any client's would.
+//! (`GET /ui/state`, once a second), the last minute of it when the page
+//! opens (`GET /ui/history`, kept by [`history`]), and the toxics' table
+//! its forms are made from (`GET /ui/toxics`). Every change the page
+//! makes goes through the API, as any client's would.
+
+pub mod history;
 
 use super::api::Reply;
 use super::model::Model;
@@ -43,14 +46,23 @@ pub struct Traffic {
     /// Its open connections (a UDP proxy has flows, not connections:
     /// `None`).
     pub connections: Option<usize>,
+    /// A UDP proxy's live flows (its clients heard from lately); `None`
+    /// for a TCP proxy.
+    pub flows: Option<usize>,
+}
+
+/// The dashboard's clock, in milliseconds since it was first read: the
+/// server's, so that the page's rates are the server's and not the
+/// network's, and its history lines up with what it reads each second.
+pub fn clock_ms() -> u64 {
+    static STARTED: OnceLock<Instant> = OnceLock::new();
+    STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
 /// `GET /ui/state`: every proxy as the API shows it, with its flow, and
-/// the totals; `at` is the server's clock in milliseconds, so that the
-/// page's rates are the server's and not the network's.
+/// the totals; `at` is [`clock_ms`].
 pub fn state(model: &Model, flows: &BTreeMap<String, Traffic>) -> Value {
-    static STARTED: OnceLock<Instant> = OnceLock::new();
-    let at = STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64;
+    let at = clock_ms();
     let mut totals = Traffic {
         connections: Some(0),
         ..Traffic::default()
@@ -69,6 +81,7 @@ pub fn state(model: &Model, flows: &BTreeMap<String, Traffic>) -> Value {
             shown["up"] = json!(flow.up);
             shown["down"] = json!(flow.down);
             shown["connections"] = json!(flow.connections);
+            shown["flows"] = json!(flow.flows);
             shown
         })
         .collect();
@@ -170,6 +183,7 @@ mod tests {
                 up: 10,
                 down: 20,
                 connections: Some(3),
+                flows: None,
             },
         )]);
         let state = state(&model, &flows);

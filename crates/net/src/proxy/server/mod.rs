@@ -9,10 +9,12 @@
 mod admission;
 mod commands;
 mod shortage;
+mod woken;
 
 use admission::{Awaiting, Parked};
 pub use commands::Command;
 use shortage::Turns;
+use woken::{Stepping, Woken};
 
 use super::connection::{BUFFER, Connection, End, Failure, Seeds};
 use super::resolver::{Found, Resolver};
@@ -44,11 +46,6 @@ const CHANGED: Token = Token(usize::MAX - 1);
 /// Route `r`'s listener is token `LISTENERS + r`; connection `c`'s sides
 /// are tokens `2c` and `2c + 1`, below it.
 const LISTENERS: usize = usize::MAX / 2;
-
-/// How many connections woken by events a turn steps between two looks
-/// for moments fallen due: a look is a read of the clock and of the
-/// earliest deadline, a step moves a chunk or two.
-const DUE_LOOK: usize = 8;
 
 /// Where a route's connections go, for a TCP route.
 #[derive(Clone)]
@@ -86,13 +83,10 @@ pub(super) struct EventLoop<'a> {
     watched: Vec<Arc<Bucket>>,
     /// Connections to step in this round, kept to reuse its memory.
     ready: Vec<usize>,
-    /// The connections whose moments are due, kept to reuse its memory.
-    due: Vec<usize>,
     /// How many directions of its connections have bytes on their way.
     busy: usize,
-    /// The connection an event woke that was stepped last: the next turn
-    /// starts after it.
-    last_woken: usize,
+    /// The order of a turn's steps: where the last turn left off.
+    woken: Woken,
     /// Connections whose rules changed, and those just handed over
     /// (`Command::Carry`), to step in this round whether they wait for
     /// anything or not.
@@ -146,6 +140,20 @@ pub(super) struct EventLoop<'a> {
     clock: MonotonicClock,
 }
 
+impl Stepping for EventLoop<'_> {
+    fn clock_now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    fn deadlines_mut(&mut self) -> &mut Deadlines {
+        &mut self.deadlines
+    }
+
+    fn step_connection(&mut self, key: usize) {
+        self.step(key);
+    }
+}
+
 impl<'a> EventLoop<'a> {
     /// A loop without routes, its random choices drawn from `seed`.
     pub(super) fn new(report: Option<Printer>, seed: u64) -> io::Result<EventLoop<'a>> {
@@ -164,9 +172,8 @@ impl<'a> EventLoop<'a> {
             connections: Slab::new(),
             watched: Vec::new(),
             ready: Vec::new(),
-            due: Vec::new(),
             busy: 0,
-            last_woken: 0,
+            woken: Woken::default(),
             retuned: Vec::new(),
             deadlines: Deadlines::default(),
             alarm,
@@ -393,36 +400,17 @@ impl<'a> EventLoop<'a> {
     /// Steps every connection whose moment is due by `now`, the earliest
     /// first.
     fn meet_due(&mut self, now: u64) {
-        let mut due = std::mem::take(&mut self.due);
-        self.deadlines.due(now, &mut due);
-        for key in due.drain(..) {
-            self.step(key);
-        }
-        self.due = due;
+        let mut woken = std::mem::take(&mut self.woken);
+        woken.meet_due(self, now);
+        self.woken = woken;
     }
 
-    /// Steps the connections that events woke, `ready` (sorted), from
-    /// where the last turn left off, so that none is always last; and
-    /// meets the moments that fall due meanwhile between them. A turn
-    /// over many busy connections can take milliseconds on a machine
-    /// whose cores are taken (a test suite's load preempts the loop):
-    /// a connection's deadline is met when due all the same, and the
-    /// busy yield to it.
+    /// Steps the connections that events woke, `ready` (sorted), meeting
+    /// the moments that fall due meanwhile between them (see [`woken`]).
     fn step_woken(&mut self, ready: &mut Vec<usize>) {
-        let first = ready.partition_point(|&key| key <= self.last_woken);
-        ready.rotate_left(first);
-        for (stepped, key) in ready.drain(..).enumerate() {
-            // Those due within a grain of the last look wait for the
-            // next, as between turns (see `Deadlines`).
-            if stepped % DUE_LOOK == DUE_LOOK - 1 {
-                let now = self.clock.now();
-                if self.deadlines.wake_at().is_some_and(|at| at <= now) {
-                    self.meet_due(now);
-                }
-            }
-            self.step(key);
-            self.last_woken = key;
-        }
+        let mut woken = std::mem::take(&mut self.woken);
+        woken.step(self, ready);
+        self.woken = woken;
     }
 
     /// Steps connection `key`, and closes it if it is done or failed (a
