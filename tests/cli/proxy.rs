@@ -399,6 +399,33 @@ fn a_refused_upstream_resets_that_client_says_so_and_the_proxy_serves_on() {
 }
 
 #[test]
+fn a_refused_upstream_resets_its_client_a_round_trip_of_the_link_late() {
+    // On a real link the refusal comes back a round trip after the SYN
+    // left: here, 150 ms up and 150 ms down.
+    let (_refusing, port) = refusing_port();
+    let closed = format!("127.0.0.1:{port}");
+    let proxy = Proxy::start(&closed, &["--delay", "150ms"]);
+    for _ in 0..2 {
+        let started = std::time::Instant::now();
+        let mut stream = TcpStream::connect(&proxy.address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let outcome = stream.read(&mut [0; 16]);
+        let waited = started.elapsed();
+        assert!(
+            matches!(&outcome, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{outcome:?}"
+        );
+        assert!(
+            waited >= Duration::from_millis(300),
+            "reset after {waited:?}, before the round trip"
+        );
+        assert!(waited < Duration::from_secs(20), "reset after {waited:?}");
+    }
+}
+
+#[test]
 fn a_unix_socket_can_front_a_tcp_server() {
     let upstream = server(echo);
     let dir = Scratch::new("proxy-unix");

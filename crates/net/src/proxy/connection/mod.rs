@@ -114,6 +114,11 @@ pub(super) struct Connection {
     pub(super) wake_at: Option<u64>,
     /// Who it is, for messages: `connection from 127.0.0.1:41234`.
     pub(super) peer: String,
+    /// When it was accepted: where its link's round trip starts.
+    accepted_at: u64,
+    /// A failure to reach its server, held until the link's round trip
+    /// has passed (see [`Connection::hold_until_answered`]).
+    held: Option<(u64, Failure)>,
 }
 
 /// What one direction pays from and is held to, and whether each is its
@@ -262,6 +267,8 @@ impl Connection {
             closing: false,
             wake_at: None,
             peer: start.peer,
+            accepted_at: start.now,
+            held: None,
         })
     }
 
@@ -290,6 +297,14 @@ impl Connection {
         now: u64,
         busy: usize,
     ) -> Result<(), Failure> {
+        if let Some((until, _)) = &self.held {
+            if now < *until {
+                self.wake_at = Some(*until);
+                return Ok(());
+            }
+            let (_, failure) = self.held.take().expect("held, just seen");
+            return Err(failure);
+        }
         self.closing |= self.close_at.is_some_and(|at| at <= now);
         if self.closing {
             return Ok(());
@@ -332,6 +347,29 @@ impl Connection {
     }
 
     /// True once a byte has passed to or from the server.
+    /// Holds `failure` to reach the server until its answer would have
+    /// crossed the link: a refusal comes back a round trip (the delay up
+    /// and down) after the client's SYN left, as on a real link, not at
+    /// once. The client's own connect cannot wait (the kernel completed
+    /// it when shape accepted): its reset can. Returns `failure` back if
+    /// the round trip has passed by `now`.
+    pub(super) fn hold_until_answered(&mut self, failure: Failure, now: u64) -> Option<Failure> {
+        let way = |way: Way| {
+            let conditions = &self.shaping[way as usize].conditions;
+            crate::duration::nanos(conditions.now().delay(way))
+        };
+        let answered = self
+            .accepted_at
+            .saturating_add(way(Way::Up))
+            .saturating_add(way(Way::Down));
+        if now >= answered {
+            return Some(failure);
+        }
+        self.held = Some((answered, failure));
+        self.wake_at = Some(answered);
+        None
+    }
+
     pub(super) fn server_touched(&self) -> bool {
         self.up.wrote_any || self.down.read_any
     }

@@ -444,9 +444,20 @@ impl<'a> EventLoop<'a> {
         if failure.end == End::Server && self.try_next_address(key) {
             return false;
         }
-        let connection = &self.connections[key];
+        let now = self.clock.now();
+        let connection = &mut self.connections[key];
         let route = self.routes.get(connection.route);
         let unreachable = failure.end == End::Server && !connection.server_touched();
+        // A drop-in for toxiproxy closes at once, as toxiproxy does.
+        let failure = match unreachable && route.is_some_and(|r| !r.rules.closes_when_unreachable())
+        {
+            true => match connection.hold_until_answered(failure, now) {
+                Some(failure) => failure,
+                None => return false,
+            },
+            false => failure,
+        };
+        let connection = &self.connections[key];
         match route.is_some_and(|route| unreachable && route.rules.closes_when_unreachable()) {
             true => connection.server.reset_on_close(),
             false => connection.reset_on_close(),
