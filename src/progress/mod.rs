@@ -289,7 +289,8 @@ impl Drawing {
                     total: source.total,
                     done,
                 };
-                let _ = writeln!(std::io::stderr().lock(), "{}", record.json(source.counting));
+                let line = record.json(source.counting, source.look.name.as_deref());
+                let _ = writeln!(std::io::stderr().lock(), "{line}");
             }
             Drawing::Numeric => {
                 let _ = writeln!(std::io::stderr().lock(), "{}", numeric(count, source.total));
@@ -352,8 +353,9 @@ impl ProgressLine {
     /// The record as one JSON line, its count named for what is counted
     /// (`bytes`, `lines`, `records`). `eta` is seconds left at the limit
     /// (or, with no limit, at the rate of the last interval), when the
-    /// total is known.
-    fn json(&self, counting: Counting) -> String {
+    /// total is known. A name (`-N`) comes first, so that the records of
+    /// several shapes in one log can be told apart.
+    fn json(&self, counting: Counting, name: Option<&str>) -> String {
         let ProgressLine {
             count,
             elapsed,
@@ -368,14 +370,36 @@ impl ProgressLine {
             (left == 0.0 || pace > 0.0).then(|| left / pace.max(f64::MIN_POSITIVE))
         });
         let number = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
+        let named = name.map_or(String::new(), |name| {
+            format!("\"name\":{},", json_string(name))
+        });
         format!(
-            "{{\"{}\":{count},\"elapsed\":{elapsed:.3},\"rate\":{rate:.3},\"limit\":{},\"total\":{},\"eta\":{},\"done\":{done}}}",
+            "{{{named}\"{}\":{count},\"elapsed\":{elapsed:.3},\"rate\":{rate:.3},\"limit\":{},\"total\":{},\"eta\":{},\"done\":{done}}}",
             counting.units(),
             number(limit),
             total.map_or("null".to_string(), |t| t.to_string()),
             number(eta),
         )
     }
+}
+
+/// `text` as a JSON string, quoted and escaped.
+fn json_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            '\r' => quoted.push_str("\\r"),
+            c if u32::from(c) < 0x20 => quoted.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 #[cfg(test)]
@@ -449,21 +473,42 @@ mod tests {
             done,
         };
         assert_eq!(
-            record(500, 1.5, 900.0, Some(1000.0), Some(2000), false).json(Counting::Bytes),
+            record(500, 1.5, 900.0, Some(1000.0), Some(2000), false).json(Counting::Bytes, None),
             r#"{"bytes":500,"elapsed":1.500,"rate":900.000,"limit":1000.000,"total":2000,"eta":1.667,"done":false}"#
         );
         assert_eq!(
-            record(7, 0.25, 28.0, None, None, true).json(Counting::Bytes),
+            record(7, 0.25, 28.0, None, None, true).json(Counting::Bytes, None),
             r#"{"bytes":7,"elapsed":0.250,"rate":28.000,"limit":null,"total":null,"eta":null,"done":true}"#
         );
         assert!(
             record(2000, 2.0, 0.0, None, Some(2000), true)
-                .json(Counting::Bytes)
+                .json(Counting::Bytes, None)
                 .contains(r#""eta":0.000"#)
         );
         assert_eq!(
-            record(40, 20.0, 2.0, Some(2.0), Some(100), false).json(Counting::Lines),
+            record(40, 20.0, 2.0, Some(2.0), Some(100), false).json(Counting::Lines, None),
             r#"{"lines":40,"elapsed":20.000,"rate":2.000,"limit":2.000,"total":100,"eta":30.000,"done":false}"#
         );
+    }
+
+    #[test]
+    fn a_name_leads_the_json_record_whatever_it_holds() {
+        let name = "backup \"db\" \\ 1\n\u{1b}[31m é";
+        let record = ProgressLine {
+            count: 7,
+            elapsed: 0.25,
+            rate: 28.0,
+            limit: None,
+            total: None,
+            done: true,
+        };
+        let line = record.json(Counting::Bytes, Some(name));
+        assert!(
+            line.starts_with(r#"{"name":"backup \"db\" \\ 1\n\u001b[31m é","bytes":7,"#),
+            "{line}"
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["name"], name);
+        assert_eq!(parsed["bytes"], 7);
     }
 }
