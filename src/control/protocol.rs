@@ -72,7 +72,13 @@ pub struct Answer {
 
 impl fmt::Display for Answer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.settings)?;
+        // Where the report names the way down, the settings are the way
+        // up's: said so, rather than left to be taken for both.
+        let up = match self.report.starts_with("down: ") {
+            true => "up: ",
+            false => "",
+        };
+        write!(f, "{up}{}", self.settings)?;
         if !self.report.is_empty() {
             write!(f, "; {}", self.report)?;
         }
@@ -342,6 +348,26 @@ mod tests {
         assert!(
             matches!(decode_answer(&encode_answer(&Err("no".into()))), Err(RemoteError::Refused(w)) if w == "no")
         );
+    }
+
+    #[test]
+    fn an_answer_names_the_way_up_where_the_way_down_differs() {
+        let settings = Settings {
+            limit: Limit::per_second(1 << 20),
+            burst: 1 << 17,
+            paused: false,
+            counting: Counting::Bytes,
+        };
+        let answer = |report: &str| {
+            Answer {
+                settings,
+                report: report.into(),
+            }
+            .to_string()
+        };
+        assert!(answer("down: rate 2.00 MiB/s").starts_with("up: rate 1.00 MiB/s"));
+        assert!(answer("delay 20ms").starts_with("rate 1.00 MiB/s"));
+        assert!(answer("").starts_with("rate 1.00 MiB/s"));
     }
 
     #[test]

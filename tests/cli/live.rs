@@ -585,7 +585,7 @@ fn a_remote_rate_of_one_way_changes_that_way_of_a_running_proxy_alone() {
     assert_eq!(answer.code(), 0, "{}", answer.stderr);
     let said = String::from_utf8_lossy(&answer.stdout).into_owned();
     assert!(
-        said.starts_with(&format!("shape {pid}: rate 64.00 KiB/s"))
+        said.starts_with(&format!("shape {pid}: up: rate 64.00 KiB/s"))
             && said.contains("; down: rate 8.00 MiB/s"),
         "{said}"
     );
