@@ -310,9 +310,16 @@ struct PassedOn {
 }
 
 impl PassedOn {
+    /// Passes `signal` on; a second one kills: a command that ignores
+    /// SIGTERM or SIGINT would otherwise keep shape (and a test run) from
+    /// ending, where Ctrl-C twice must get out, as `timeout -k` does.
     fn pass(&mut self, signal: i32) {
         let Some(signal) = rustix::process::Signal::from_named_raw(signal) else {
             return;
+        };
+        let signal = match self.told {
+            true => rustix::process::Signal::KILL,
+            false => signal,
         };
         self.told = true;
         match self.pid {
@@ -346,5 +353,25 @@ mod tests {
         passed.pass(libc::SIGTERM);
         passed.started(command.id() as i32);
         assert_eq!(command.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn a_second_signal_kills_a_command_that_ignores_the_first() {
+        let mut command = std::process::Command::new("sh")
+            .args(["-c", "trap '' TERM INT; echo ready; exec sleep 30"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(command.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        let mut passed = PassedOn::default();
+        passed.started(command.id() as i32);
+        passed.pass(libc::SIGTERM);
+        passed.pass(libc::SIGINT);
+        assert_eq!(command.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
 }

@@ -213,11 +213,24 @@ def drive(driver, port, upstream, pid):
     forms = card.find_elements(By.CSS_SELECTOR, ".toxics form")
     assert len(forms) == 1, f"{len(forms)} edit forms"
     until(driver, lambda d: focused(d).get_attribute("name") == "toxicity")
+    # Edit on another toxic: its form takes the place of the first, and
+    # focus goes into it.
+    toxic_item(card, "slow").find_element(By.CSS_SELECTOR, '[data-action="edit"]').send_keys(Keys.ENTER)
+    forms = card.find_elements(By.CSS_SELECTOR, ".toxics form")
+    assert len(forms) == 1, f"{len(forms)} edit forms"
+    assert forms[0].find_element(By.XPATH, "ancestor::li").get_attribute("data-toxic") == "slow"
+
+    def focus_in(d, toxic, attribute, value):
+        now = d.switch_to.active_element
+        return (now.get_attribute(attribute) == value
+                and now.find_element(By.XPATH, "ancestor::li").get_attribute("data-toxic") == toxic)
+
+    until(driver, lambda d: focus_in(d, "slow", "name", "toxicity"))
+    time.sleep(0.2)  # a frame or two: nothing takes focus away after
+    assert focus_in(driver, "slow", "name", "toxicity"), focused(driver).get_attribute("outerHTML")
     focused(driver).send_keys(Keys.ENTER)
     until(driver, lambda d: not card.find_elements(By.CSS_SELECTOR, ".toxics form"))
-    until(driver, lambda d: focused(d).get_attribute("data-action") == "edit"
-          and focused(d).find_element(By.XPATH, "ancestor::li").get_attribute("data-toxic")
-          == "latency_downstream")
+    until(driver, lambda d: focus_in(d, "slow", "data-action", "edit"))
 
     # Data through the proxy: the graph's numbers move, under a scale.
     stop = threading.Event()

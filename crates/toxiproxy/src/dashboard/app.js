@@ -485,10 +485,11 @@ function openEdit(shown, item, toxic, edit) {
     open.querySelector("input:not([disabled]), select:not([disabled])").focus();
     return;
   }
-  if (open) open.cancel();
-  const form = toxicForm(shown.proxy.name, toxic, () => {
+  // Closed for another: focus goes into the new form, not back.
+  if (open) open.cancel({ refocus: false });
+  const form = toxicForm(shown.proxy.name, toxic, (refocus) => {
     edit.setAttribute("aria-expanded", "false");
-    focusBack(edit);
+    if (refocus) focusBack(edit);
   });
   edit.setAttribute("aria-expanded", "true");
   item.append(form);
@@ -496,7 +497,8 @@ function openEdit(shown, item, toxic, edit) {
 }
 
 // A form that adds a toxic to proxy `name`, or edits `toxic`; `done`
-// runs when it is sent or cancelled, after it is removed.
+// runs when it is sent or cancelled, after it is removed, told whether
+// focus is to go back to what opened it.
 function toxicForm(name, toxic, done) {
   const form = element("form", { class: "toxic-form" });
   const type = element("select", { name: "type" });
@@ -531,12 +533,12 @@ function toxicForm(name, toxic, done) {
   type.addEventListener("change", refill);
   refill();
   const slot = errorSlot();
-  const finish = () => {
+  const finish = ({ refocus = true } = {}) => {
     form.remove();
-    if (done) done();
+    if (done) done(refocus);
   };
   form.cancel = finish;
-  const cancel = element("button", { type: "button", text: "Cancel", onclick: finish });
+  const cancel = element("button", { type: "button", text: "Cancel", onclick: () => finish() });
   form.append(
     element("label", {}, "Type ", type),
     element("label", {}, "Name ", toxicName),
