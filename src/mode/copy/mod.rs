@@ -183,6 +183,11 @@ fn set_up(cli: &Cli, asked: &CopyJob) -> anyhow::Result<SetUp> {
     let passed = Passed::One(forwarded.clone());
     let reporter = start_reporter(cli, &passed, total, std::slice::from_ref(&bucket));
     let say = printer(reporter.as_ref());
+    // What is drawn at random can be replayed: said at the start, as a
+    // proxy and --exec say it, not only in --stats.
+    if !cli.quiet && cli.draws_at_random() {
+        say.line(&format!("shape: seed {}", asked.seed));
+    }
     let (started, registration) = go_live(
         cli,
         &asked.start,
