@@ -116,7 +116,11 @@ fn flipped_bits_and_lost_chunks_are_counted_exactly_and_replayed_by_seed() {
     assert!(lost > 0, "{}", lossy.stderr);
     // A seed is drawn and said, so the run can be replayed.
     let seed = said(&lossy.stderr, "; seed ");
-    assert_eq!(said(&lossy.stderr, "shape: seed "), seed, "said at the start too");
+    assert_eq!(
+        said(&lossy.stderr, "shape: seed "),
+        seed,
+        "said at the start too"
+    );
     let replayed = run_with_input(
         shape([
             "--drop",
@@ -132,7 +136,9 @@ fn flipped_bits_and_lost_chunks_are_counted_exactly_and_replayed_by_seed() {
     assert_eq!(replayed.code(), 0);
     assert_eq!(replayed.stdout.len(), lossy.stdout.len());
     assert!(
-        replayed.stderr.starts_with(&format!("shape: seed {seed}\n")),
+        replayed
+            .stderr
+            .starts_with(&format!("shape: seed {seed}\n")),
         "without --stats too: {}",
         replayed.stderr
     );
