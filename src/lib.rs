@@ -26,22 +26,15 @@ mod progress;
 mod started;
 
 // What the binary builds on, named at its root as its own
-// (`crate::counting`, `crate::net`), so that where each part lives is
+// (`shape_leaves::counting`, `shape_net`), so that where each part lives is
 // said here alone: the leaves, the link's parts, and the crates of the
 // jobs.
-#[cfg(feature = "exec")]
-use shape_exec as exec;
-use shape_leaves::{bucket, chunk, counting, duration, exit, lock, message, say, throughput};
-use shape_link::{conditions, faults, profiles, slowlink, trace};
-use shape_net as net;
-#[cfg(feature = "serve")]
-use shape_toxiproxy as serve;
 use std::process::ExitCode;
 
 /// Runs shape with the process's arguments, and says how it ended.
 pub fn main() -> ExitCode {
     // While there is one thread: threads take their creator's.
-    net::low_ports::take_if_given();
+    shape_net::low_ports::take_if_given();
     // Under toxiproxy-server's name, its command line.
     let mut args = std::env::args_os().map(|arg| arg.to_string_lossy().into_owned());
     let program = args.next().unwrap_or_default();

@@ -27,13 +27,13 @@ fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
         Generated::Powershell => Shell::PowerShell,
         Generated::Toxics => {
             #[cfg(feature = "serve")]
-            for row in crate::serve::toxics::readme_rows() {
+            for row in shape_toxiproxy::toxics::readme_rows() {
                 writeln!(out, "{row}")?;
             }
             return Ok(());
         }
         Generated::Links => {
-            for row in crate::profiles::readme_rows() {
+            for row in shape_impair::profiles::readme_rows() {
                 writeln!(out, "{row}")?;
             }
             return Ok(());
@@ -63,7 +63,7 @@ fn write_man(out: &mut dyn Write) -> io::Result<()> {
     man.render_options_section(out)?;
     let sections = MAN_SECTIONS
         .replace("@TOXICS@\n", &toxics_for_the_man_page())
-        .replace("@LINKS@\n", &crate::profiles::man_rows());
+        .replace("@LINKS@\n", &shape_impair::profiles::man_rows());
     out.write_all(sections.as_bytes())?;
     man.render_version_section(out)
 }
@@ -78,7 +78,7 @@ pub fn toxics_for_the_man_page() -> String {
 /// each kind with its attributes and units, and what shape does with it.
 #[cfg(feature = "serve")]
 pub fn toxics_for_the_man_page() -> String {
-    use crate::serve::toxics::{TOXICS, signature};
+    use shape_toxiproxy::toxics::{TOXICS, signature};
     // The table's Markdown quotes, in bold.
     let roff = |text: String| {
         let mut bold = false;
@@ -405,12 +405,12 @@ mod tests {
     #[test]
     fn readme_and_the_manual_have_the_tables_as_they_are() {
         let readme = include_str!("../../README.md");
-        let rows = crate::profiles::readme_rows()
+        let rows = shape_impair::profiles::readme_rows()
             .into_iter()
             .map(|line| (line, "links", "--generate links"));
         #[cfg(feature = "serve")]
         let rows = rows.chain(
-            crate::serve::toxics::readme_rows()
+            shape_toxiproxy::toxics::readme_rows()
                 .into_iter()
                 .map(|line| (line, "toxics", "--generate toxics")),
         );
@@ -423,7 +423,7 @@ mod tests {
         #[cfg(feature = "serve")]
         {
             let man = toxics_for_the_man_page();
-            for row in crate::serve::toxics::TOXICS {
+            for row in shape_toxiproxy::toxics::TOXICS {
                 let name = row.kind.name();
                 assert!(
                     man.contains(&format!("\\fB{name}\\fR")),

@@ -11,16 +11,16 @@ mod values;
 
 use crate::control::fleet::Fallback;
 use crate::control::{RateSchedule, ShareName};
-use crate::counting::{Counting, Written};
-use crate::faults::{Change, FaultFlags, Faults, Way, parse_probability};
-use crate::net::Address;
-use crate::profiles::{LinkArg, Profile};
 use crate::progress::ProgressMode;
-use crate::slowlink::SlowLink;
-use crate::trace::Trace;
 use clap::{Parser, ValueEnum};
 use shape_bucket::RateSpec;
 use shape_bucket::units::Quantity;
+use shape_impair::faults::{Change, FaultFlags, Faults, Way, parse_probability};
+use shape_impair::profiles::{LinkArg, Profile};
+use shape_impair::slowlink::SlowLink;
+use shape_impair::trace::Trace;
+use shape_leaves::counting::{Counting, Written};
+use shape_net::Address;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -457,11 +457,11 @@ pub struct Cli {
     /// for --listen; :port is this machine). At the end of the input shape
     /// shuts down its sending side and waits for the peer to close, so
     /// nothing is cut off.
-    #[arg(long, value_name = "ADDR", value_parser = crate::net::parse_connect, help_heading = "Sockets and proxy")]
+    #[arg(long, value_name = "ADDR", value_parser = shape_net::parse_connect, help_heading = "Sockets and proxy")]
     pub connect: Option<Address>,
 
     /// How long --connect keeps trying each address (default 10s).
-    #[arg(long, value_name = "DURATION", value_parser = crate::net::parse_timeout, requires = "connect", help_heading = "Sockets and proxy")]
+    #[arg(long, value_name = "DURATION", value_parser = shape_net::parse_timeout, requires = "connect", help_heading = "Sockets and proxy")]
     pub connect_timeout: Option<Duration>,
 
     /// Hold every byte this long: a slow link.
@@ -469,7 +469,7 @@ pub struct Cli {
     /// Hold every byte for DURATION before it leaves, like a link with that
     /// one-way latency: '100ms', '1.5s', up to 1h. In proxy mode each
     /// direction is delayed, so a round trip takes twice as long.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, help_heading = "Slow links and faults")]
+    #[arg(long, value_name = "DURATION", value_parser = shape_impair::slowlink::parse_delay, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub delay: Option<Duration>,
 
     /// Proxy, UDP link or --exec: the delay from clients to the server
@@ -478,12 +478,12 @@ pub struct Cli {
     /// An uplink longer or shorter than the downlink, as a satellite
     /// link's or a mobile one's; with --delay-down, a link whose round
     /// trip is their sum.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
+    #[arg(long, value_name = "DURATION", value_parser = shape_impair::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
     pub delay_up: Option<Duration>,
 
     /// Proxy, UDP link or --exec: the delay from the server to clients
     /// (default: --delay).
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
+    #[arg(long, value_name = "DURATION", value_parser = shape_impair::slowlink::parse_delay, allow_hyphen_values = true, hide_short_help = true, help_heading = "Slow links and faults")]
     pub delay_down: Option<Duration>,
 
     /// A known link by name: 'slow-3g', 'cable', 'lte'...; 'list' shows
@@ -496,7 +496,7 @@ pub struct Cli {
     /// pipe's data is the way down. --rate, --rate-up, --rate-down,
     /// --delay, --delay-up and --delay-down given too take the place of
     /// the link's.
-    #[arg(long, value_name = "NAME", value_parser = crate::profiles::parse_link, hide_short_help = true, help_heading = "Slow links and faults")]
+    #[arg(long, value_name = "NAME", value_parser = shape_impair::profiles::parse_link, hide_short_help = true, help_heading = "Slow links and faults")]
     pub link: Option<LinkArg>,
 
     /// The arguments as given, after the program's name: what some
@@ -530,7 +530,7 @@ pub struct Cli {
     /// Vary the delay of each chunk at random, evenly within DURATION
     /// either way (never below zero). Byte order is kept: a chunk that
     /// would overtake the one before it leaves right after that one.
-    #[arg(long, value_name = "DURATION", value_parser = crate::slowlink::parse_delay, requires = "delays", allow_hyphen_values = true, help_heading = "Slow links and faults")]
+    #[arg(long, value_name = "DURATION", value_parser = shape_impair::slowlink::parse_delay, requires = "delays", allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub jitter: Option<Duration>,
 
     /// The most a slow link holds at once.

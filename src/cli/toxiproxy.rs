@@ -157,7 +157,7 @@ pub fn usage(program: &str) -> String {
 pub fn parse(args: &[String]) -> ServerCommand {
     match read_words(args) {
         ServerCommand::Refused(why) => {
-            ServerCommand::Refused(crate::message::escape_controls(&why))
+            ServerCommand::Refused(shape_leaves::message::escape_controls(&why))
         }
         read => read,
     }

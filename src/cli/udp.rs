@@ -3,8 +3,8 @@
 //! the one table of faults, so that `--remote` changes them): its flows,
 //! its queue, and what it counts.
 
-use crate::net::udp::QueueDrop;
 use clap::{Args, ValueEnum};
+use shape_net::udp::QueueDrop;
 use std::time::Duration;
 
 /// Which datagram a full queue drops.
@@ -69,9 +69,9 @@ impl UdpFlags {
 
 /// Reads `--udp-idle`: from a second to a day.
 fn parse_idle(text: &str) -> Result<Duration, String> {
-    crate::duration::parse(
+    shape_leaves::duration::parse(
         text,
-        &crate::duration::Accepted {
+        &shape_leaves::duration::Accepted {
             least: Duration::from_secs(1),
             most: Duration::from_secs(86_400),
             plain_seconds: false,

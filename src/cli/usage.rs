@@ -2,11 +2,11 @@
 //! standard output with status 0, anything else one line naming the flag
 //! and the value, with status 2.
 
-use crate::counting::Counting;
-use crate::exit::Exit;
-use crate::message::hide_password;
-use crate::message::{clip_quoted, escape_controls};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
+use shape_leaves::counting::Counting;
+use shape_leaves::exit::Exit;
+use shape_leaves::message::hide_password;
+use shape_leaves::message::{clip_quoted, escape_controls};
 use std::io::IsTerminal;
 
 /// Prints what `err` calls for, and returns the exit status.
@@ -22,7 +22,7 @@ pub fn report(err: &clap::Error) -> Exit {
         } else {
             text.to_string()
         };
-        return crate::exit::print_whole(text.as_bytes());
+        return shape_leaves::exit::print_whole(text.as_bytes());
     }
     // pv's letters where shape's mean something else: one line saying
     // what they mean here and what to write instead.

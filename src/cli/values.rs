@@ -2,10 +2,10 @@
 //! (rates, sizes, addresses and timetables parse themselves).
 
 use super::RemoteTarget;
-use crate::counting::Written;
-use crate::duration::{self, Accepted};
 use shape_bucket::MAX_BURST;
 use shape_bucket::units::{Quantity, SIZE_EXAMPLES};
+use shape_leaves::counting::Written;
+use shape_leaves::duration::{self, Accepted};
 use std::time::Duration;
 
 /// Parses `--interval`: a duration from 10ms to 1h, or plain seconds.
@@ -87,10 +87,10 @@ pub fn parse_max_buffer(text: &str) -> Result<Quantity, String> {
 }
 
 /// Reads `--trace`'s file (and `--trace-up`'s, `--trace-down`'s).
-pub fn parse_trace(path: &str) -> Result<std::sync::Arc<crate::trace::Trace>, TraceRefused> {
+pub fn parse_trace(path: &str) -> Result<std::sync::Arc<shape_impair::trace::Trace>, TraceRefused> {
     // A file that cannot be read is an I/O failure (status 1), as an
     // input is; one that is not a trace is bad usage (2).
-    crate::trace::Trace::load(std::path::Path::new(path))
+    shape_impair::trace::Trace::load(std::path::Path::new(path))
         .map(std::sync::Arc::new)
         .map_err(|refusal| match refusal.unread() {
             true => TraceRefused::Unreadable(refusal.to_string()),

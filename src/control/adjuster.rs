@@ -5,12 +5,12 @@
 //! every shape on it and `--remote share:`.
 
 use super::protocol::{Adjustment, Request, Settings, apply};
-use crate::bucket::{BURST_FOLLOWS_RATE, Bucket};
-use crate::chunk::default_burst;
-use crate::conditions::Conditions;
-use crate::counting::Counting;
-use crate::lock::lock;
 use shape_bucket::{InvalidBurst, Limit};
+use shape_impair::conditions::Conditions;
+use shape_leaves::bucket::{BURST_FOLLOWS_RATE, Bucket};
+use shape_leaves::chunk::default_burst;
+use shape_leaves::counting::Counting;
+use shape_leaves::lock::lock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -87,7 +87,7 @@ impl Adjuster {
     pub fn follower(&self, index: usize) -> Result<Arc<Bucket>, InvalidBurst> {
         let mut followers = lock(&self.followers);
         let model = &self.buckets[index];
-        let bucket = Arc::new(crate::bucket::own(model.limit(), model.burst())?);
+        let bucket = Arc::new(shape_leaves::bucket::own(model.limit(), model.burst())?);
         bucket.set_paused(model.paused());
         followers.retain(|(_, follower)| follower.strong_count() > 0);
         followers.push((index, Arc::downgrade(&bucket)));
@@ -192,8 +192,8 @@ impl Adjuster {
     /// Sets bucket `index` alone (one way, as a trace does), and those
     /// that follow it: `Some` a limit and its burst, resumed; `None`
     /// paused.
-    pub fn set_way(&self, index: usize, setting: crate::trace::follow::WindowLimit) {
-        self.change_way(index, &crate::trace::follow::adjustment(setting));
+    pub fn set_way(&self, index: usize, setting: shape_impair::trace::follow::WindowLimit) {
+        self.change_way(index, &shape_impair::trace::follow::adjustment(setting));
         self.tell_watchers();
     }
 
@@ -265,7 +265,7 @@ impl Adjuster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bucket::own;
+    use shape_leaves::bucket::own;
     use std::sync::atomic::AtomicU64;
 
     fn request(rate: Option<&str>, burst: Option<&str>, paused: Option<bool>) -> Request {

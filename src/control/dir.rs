@@ -4,9 +4,9 @@
 //! links, checked to be the user's own, and created whole or not at all.
 
 use super::protocol::MAGIC;
-use crate::message::one_line;
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, RenameFlags, Stat};
 use rustix::io::Errno;
+use shape_leaves::message::one_line;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -74,7 +74,7 @@ impl ControlDir {
                 Self::open_at(std::env::temp_dir().join(format!("shape-{uid}"))).map_err(|err| {
                     let why = format!(
                         "{}; set XDG_RUNTIME_DIR to a directory of your own to use another",
-                        crate::message::one_line(&err)
+                        shape_leaves::message::one_line(&err)
                     );
                     io::Error::new(err.kind(), why)
                 })
@@ -89,7 +89,7 @@ impl ControlDir {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(err) => {
                 let err = io::Error::from(err);
-                let why = crate::message::one_line(&err);
+                let why = shape_leaves::message::one_line(&err);
                 return Err(io::Error::new(
                     err.kind(),
                     format!("{}: {why}", path.display()),
@@ -116,7 +116,7 @@ impl ControlDir {
                 true => refuse("is a symlink".into()),
                 false => refuse(format!(
                     "cannot be opened as a directory ({})",
-                    crate::message::one_line(&io::Error::from(err))
+                    shape_leaves::message::one_line(&io::Error::from(err))
                 )),
             }
         })?;

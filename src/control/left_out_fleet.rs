@@ -4,9 +4,9 @@
 //! fleet's share would hold (a membership, its departure) has no value,
 //! so the code that would use one is never reached.
 
-use crate::bucket::Bucket;
-use crate::say::Printer;
 use shape_bucket::Limit;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::say::Printer;
 pub use shape_leaves::share::{Fallback, Joining};
 use std::sync::Arc;
 
@@ -100,8 +100,8 @@ pub fn join(
 /// The one-off commands on a share that cannot be named.
 pub mod commands {
     use super::{FleetError, RedisShare};
-    use crate::bucket::Adjustment;
-    use crate::counting::Counting;
+    use shape_leaves::bucket::Adjustment;
+    use shape_leaves::counting::Counting;
 
     pub fn status(share: &RedisShare) -> Result<String, FleetError> {
         match *share {}

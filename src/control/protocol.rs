@@ -6,13 +6,13 @@
 //! plain number means (bytes or records) is for the running shape to say,
 //! which turns the request into an [`Adjustment`] in its bucket's tokens.
 
-pub use crate::bucket::{Adjustment, Settings, apply};
-use crate::conditions::Retune;
-use crate::counting::{Counting, Written};
-use crate::faults::{Change, Span};
-use crate::message::escape_controls;
 use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, Rate, RateSpec};
+use shape_impair::conditions::Retune;
+use shape_impair::faults::{Change, Span};
+pub use shape_leaves::bucket::{Adjustment, Settings, apply};
+use shape_leaves::counting::{Counting, Written};
+use shape_leaves::message::escape_controls;
 use std::fmt;
 use std::io;
 use std::time::Duration;

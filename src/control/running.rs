@@ -7,11 +7,11 @@ use super::dir::{ControlDir, Registration};
 use super::protocol::{Answer, Request};
 use super::schedule::RateFile;
 use super::signals::{Handlers, answer};
-use crate::counting::Counting;
-use crate::message::one_line;
-use crate::say::Printer;
-use crate::throughput::Passed;
 use shape_bucket::Limit;
+use shape_leaves::counting::Counting;
+use shape_leaves::message::one_line;
+use shape_leaves::say::Printer;
+use shape_leaves::throughput::Passed;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -197,7 +197,7 @@ fn status_line(counting: Counting, passed: &Passed, elapsed: Duration, settings:
 mod tests {
     use super::*;
     use crate::control::Settings;
-    use crate::throughput::Throughput;
+    use shape_leaves::throughput::Throughput;
     use std::sync::Arc;
 
     #[test]

@@ -3,10 +3,10 @@
 //! (`--rate-file`).
 
 use super::protocol::Request;
-use crate::counting::{Counting, Written};
-use crate::duration::{self, Accepted};
 use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, RateSpec};
+use shape_leaves::counting::{Counting, Written};
+use shape_leaves::duration::{self, Accepted};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -115,7 +115,7 @@ const RATE_FILE_MOST: u64 = 4096;
 impl RateFile {
     /// Reads and parses `path`, reading at most [`RATE_FILE_MOST`] bytes.
     pub fn load(path: &Path) -> Result<RateFile, String> {
-        let text = RateFile::read(path).map_err(|err| crate::message::one_line(&err))?;
+        let text = RateFile::read(path).map_err(|err| shape_leaves::message::one_line(&err))?;
         RateFile::from_bytes(text)
     }
 

@@ -1,11 +1,11 @@
 //! The ways of a run that follow a recorded link (`--trace`,
 //! `--trace-up`, `--trace-down`): each window's setting (from
-//! [`crate::trace::follow`]) reaches the way's buckets and their followers
+//! [`shape_impair::trace::follow`]) reaches the way's buckets and their followers
 //! through the [`Adjuster`], for as long as the run lasts.
 
 use super::Adjuster;
-use crate::trace::Trace;
-use crate::trace::follow::follow_with;
+use shape_impair::trace::Trace;
+use shape_impair::trace::follow::follow_with;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;

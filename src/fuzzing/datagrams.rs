@@ -2,5 +2,5 @@
 
 /// A link's impairment and a run of datagrams and departures.
 pub fn link(data: &[u8]) {
-    crate::net::udp::fuzzing::run(data);
+    shape_net::udp::fuzzing::run(data);
 }

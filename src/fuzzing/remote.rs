@@ -2,7 +2,7 @@
 //! control directory, and the answers a remote reads back.
 
 use crate::control::protocol::{decode_answer, decode_request, encode_request};
-use crate::counting::Counting;
+use shape_leaves::counting::Counting;
 
 /// A request read is sent on as it was read (a share's member passes it
 /// on): written out and read again, it is the same request. Its change

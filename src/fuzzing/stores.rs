@@ -5,7 +5,7 @@
 /// A run of requests to the toxiproxy API.
 #[cfg(feature = "serve")]
 pub fn toxiproxy_api(data: &[u8]) {
-    crate::serve::fuzzing::requests(data);
+    shape_toxiproxy::fuzzing::requests(data);
 }
 
 /// Redis' replies to a share's lease and settings.
@@ -17,5 +17,5 @@ pub fn redis_replies(data: &[u8]) {
 /// A traced program's call, decoded.
 #[cfg(feature = "exec")]
 pub fn traced_calls(data: &[u8]) {
-    crate::exec::fuzzing::calls(data);
+    shape_exec::fuzzing::calls(data);
 }

@@ -5,10 +5,10 @@
 use super::one_line;
 use crate::cli;
 use crate::control::{RateFile, RateSchedule};
-use crate::counting::{Counting, Written};
-use crate::duration::{self, Accepted};
 use shape_bucket::units::{Quantity, Size};
 use shape_bucket::{Limit, RateSpec};
+use shape_leaves::counting::{Counting, Written};
+use shape_leaves::duration::{self, Accepted};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::time::Duration;
@@ -54,7 +54,7 @@ pub fn toxiproxy_flags(data: &[u8]) {
     match cli::toxiproxy::parse(&words) {
         cli::toxiproxy::ServerCommand::Refused(why) => one_line(&words, &why),
         cli::toxiproxy::ServerCommand::Serve(flags) => {
-            let _ = flags.address().parse::<crate::net::Address>();
+            let _ = flags.address().parse::<shape_net::Address>();
         }
         _ => {}
     }
@@ -161,7 +161,7 @@ pub fn schedule(data: &[u8]) {
 /// `--link`'s names.
 pub fn link_names(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let _ = crate::profiles::parse_link(&text);
+    let _ = shape_impair::profiles::parse_link(&text);
 }
 
 /// Trace files: a trace read gives out its opportunities over any span
@@ -173,7 +173,7 @@ pub fn traces(data: &[u8]) {
         _ => data.split_at(24),
     };
     let text = String::from_utf8_lossy(text);
-    match crate::trace::Trace::read("fuzz", &text) {
+    match shape_impair::trace::Trace::read("fuzz", &text) {
         Ok(trace) => {
             let _ = (trace.period(), trace.average());
             let at = |n: usize| {

@@ -8,10 +8,10 @@
 
 use super::UsageError;
 use crate::cli::{Cli, Generated, RemoteTarget};
-use crate::conditions::Carried;
 use crate::control::ShareName;
-use crate::net::Address;
-use crate::profiles::LinkArg;
+use shape_impair::conditions::Carried;
+use shape_impair::profiles::LinkArg;
+use shape_net::Address;
 use std::ffi::OsString;
 
 /// One thing shape can be asked to do.
@@ -396,7 +396,7 @@ mod tests {
         let both = ["--listen", "127.0.0.1:0", "--connect", "127.0.0.1:1"];
         let checked =
             checked(&[&both[..], &["--link", "3g", "--rate-up", "1MiB"]].concat()).unwrap();
-        let text = |rate: &Option<crate::counting::Written<shape_bucket::RateSpec>>| {
+        let text = |rate: &Option<shape_leaves::counting::Written<shape_bucket::RateSpec>>| {
             rate.as_ref().map(|rate| rate.text.clone())
         };
         assert_eq!(text(&checked.cli.rate_up).as_deref(), Some("1MiB"));

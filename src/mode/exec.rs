@@ -9,21 +9,21 @@
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
 use super::proxy::Tuning;
 use crate::cli::Cli;
-use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::Adjuster;
-use crate::counting::Counting;
-use crate::exec::{self, CommandWays, Exited, MakeLink, NotRun, Relay};
-use crate::exit::Exit;
-use crate::faults::Way;
-use crate::lock::lock;
-use crate::message::one_line;
-use crate::net::proxy;
-use crate::net::udp::{DatagramProxy, FlowEnds, IDLE, Route};
-use crate::say::Printer;
-use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
 use shape_bucket::Limit;
 use shape_bucket::units::{human_bytes, human_rate};
+use shape_exec::{CommandWays, Exited, MakeLink, NotRun, Relay};
+use shape_impair::conditions::{Carried, Conditions, Fixed, InForce};
+use shape_impair::faults::Way;
+use shape_leaves::counting::Counting;
+use shape_leaves::exit::Exit;
+use shape_leaves::lock::lock;
+use shape_leaves::message::one_line;
+use shape_leaves::say::Printer;
+use shape_leaves::throughput::{Passed, Throughput};
+use shape_net::proxy;
+use shape_net::udp::{DatagramProxy, FlowEnds, IDLE, Route};
 use std::ffi::OsString;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -80,7 +80,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         )?),
         false => None,
     };
-    let started = match exec::start(command, relay.is_some()) {
+    let started = match shape_exec::start(command, relay.is_some()) {
         Ok(started) => started,
         Err(not_run) => return Ok(refused(&not_run)),
     };
@@ -98,7 +98,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         }
     };
     let told_to_end = || lock(&target).told;
-    let ended = exec::supervise(started, &ways, relay, on_change, &shown, say, told_to_end)?;
+    let ended = shape_exec::supervise(started, &ways, relay, on_change, &shown, say, told_to_end)?;
     drop(member);
     let Exited { code, outlived } = match ended {
         Ok(ended) => ended,

@@ -2,8 +2,8 @@
 //! connection accepted on an address.
 
 use crate::cli::Cli;
-use crate::net::Address;
-use crate::say::Printer;
+use shape_leaves::say::Printer;
+use shape_net::Address;
 use std::fmt;
 use std::fs::File;
 use std::io;

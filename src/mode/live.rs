@@ -3,18 +3,18 @@
 //! SIGUSR1) and the progress reporter.
 
 use super::UsageError;
-use crate::bucket::Bucket;
-use crate::chunk::default_burst;
 use crate::cli::Cli;
 use crate::control::{
     self, Adjuster, ControlDir, RateFile, Registration, Run, ShareName, fleet, share,
 };
-use crate::counting::{Counting, Written};
-use crate::message::one_line;
 use crate::progress::{BarLook, Parts, ProgressMode, Reporter, Source, Style};
-use crate::say::Printer;
-use crate::throughput::Passed;
 use shape_bucket::{Limit, RateSpec};
+use shape_leaves::bucket::Bucket;
+use shape_leaves::chunk::default_burst;
+use shape_leaves::counting::{Counting, Written};
+use shape_leaves::message::one_line;
+use shape_leaves::say::Printer;
+use shape_leaves::throughput::Passed;
 use std::io::{self, IsTerminal};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -204,7 +204,7 @@ pub fn bucket(cli: &Cli, start: &Start) -> anyhow::Result<(Arc<Bucket>, Option<f
     let given = cli.rate.is_some() || cli.burst.is_some() || cli.rate_file.is_some();
     let (bucket, member, notice) = match &cli.share {
         None => (
-            Arc::new(crate::bucket::own(settings.0, settings.1)?),
+            Arc::new(shape_leaves::bucket::own(settings.0, settings.1)?),
             None,
             None,
         ),
@@ -265,7 +265,7 @@ pub fn two_ways(
             .burst
             .unwrap_or_else(|| default_burst(limit, Counting::Bytes))
     };
-    let up = Arc::new(crate::bucket::own(up, burst(up))?);
-    let down = Arc::new(crate::bucket::own(down, burst(down))?);
+    let up = Arc::new(shape_leaves::bucket::own(up, burst(up))?);
+    let down = Arc::new(shape_leaves::bucket::own(down, burst(down))?);
     Ok((up, down, None))
 }

@@ -23,10 +23,10 @@ mod toxiproxy;
 mod udp;
 
 use crate::cli::Cli;
-use crate::exit::Exit;
-use crate::message::{clip_quoted, one_line};
-use crate::profiles;
 use checked::{Checked, Mode};
+use shape_impair::profiles;
+use shape_leaves::exit::Exit;
+use shape_leaves::message::{clip_quoted, one_line};
 
 /// A command line that parsed but asks for something shape cannot do:
 /// said in one line, with status 2.
@@ -43,9 +43,9 @@ pub fn run(cli: &Cli) -> Exit {
     let cli = &cli;
     let ran = match mode {
         Mode::Generate(what) => {
-            return crate::exit::print_whole(&crate::cli::generate::render(what));
+            return shape_leaves::exit::print_whole(&crate::cli::generate::render(what));
         }
-        Mode::ListLinks => return crate::exit::print_whole(profiles::table().as_bytes()),
+        Mode::ListLinks => return shape_leaves::exit::print_whole(profiles::table().as_bytes()),
         Mode::Remote(target) => remote::run(cli, &target),
         Mode::ShareStatus(name) => share::status(&name),
         Mode::ShareReset(name) => share::reset(&name),

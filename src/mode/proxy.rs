@@ -3,17 +3,17 @@
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
-use crate::bucket::Bucket;
 use crate::cli::Cli;
-use crate::conditions::{Conditions, InForce};
 use crate::control::Adjuster;
-use crate::counting::Counting;
-use crate::exit::Exit;
-use crate::faults::Way;
-use crate::net::{Address, loops_per_core, proxy};
-use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
 use shape_bucket::Damaged;
+use shape_impair::conditions::{Conditions, InForce};
+use shape_impair::faults::Way;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::counting::Counting;
+use shape_leaves::exit::Exit;
+use shape_leaves::throughput::{Passed, Throughput};
+use shape_net::{Address, loops_per_core, proxy};
 use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
@@ -68,7 +68,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     if let Err(err) = &served
         && err.get_ref().is_some_and(|inner| inner.is::<Damaged>())
     {
-        return Err(anyhow!(crate::bucket::damage_line(&up)));
+        return Err(anyhow!(shape_leaves::bucket::damage_line(&up)));
     }
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)

@@ -3,10 +3,10 @@
 //! share's bucket itself, for every shape on it.
 
 use crate::cli::{Cli, RemoteTarget};
-use crate::conditions::Retune;
 use crate::control::{Adjuster, ControlDir, Request, Settings, ShareName, fleet, share};
-use crate::exit::Exit;
 use anyhow::Context;
+use shape_impair::conditions::Retune;
+use shape_leaves::exit::Exit;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -2,10 +2,10 @@
 
 use super::UsageError;
 use crate::cli::Cli;
-use crate::exit::Exit;
-use crate::net::{Address, loops_per_core};
-use crate::serve::{ConfigFile, Extras, Refused, Serving, run as serve};
 use anyhow::anyhow;
+use shape_leaves::exit::Exit;
+use shape_net::{Address, loops_per_core};
+use shape_toxiproxy::{ConfigFile, Extras, Refused, Serving, run as serve};
 
 pub fn run(cli: &Cli, address: &Address) -> anyhow::Result<Exit> {
     let serving = Serving {

@@ -3,7 +3,7 @@
 
 use crate::control::fleet::{self, RedisShare};
 use crate::control::{ControlDir, Settings, ShareName, share};
-use crate::exit::Exit;
+use shape_leaves::exit::Exit;
 
 /// The share's settings and what its shapes spend together, measured over
 /// half a second.
@@ -16,7 +16,8 @@ pub fn status(name: &ShareName) -> anyhow::Result<Exit> {
         }
     };
     let (bucket, counting) = share::find(&ControlDir::open()?, name)?;
-    let spent = crate::throughput::growth(|| Ok::<_, std::convert::Infallible>(bucket.spent()));
+    let spent =
+        shape_leaves::throughput::growth(|| Ok::<_, std::convert::Infallible>(bucket.spent()));
     let used = spent.unwrap_or_default() / counting.tokens_per_unit() as f64;
     let in_hand = bucket.available().max(0) as u64;
     println!(

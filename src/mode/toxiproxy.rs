@@ -2,10 +2,10 @@
 //! served on toxiproxy-server's command line, with its defaults.
 
 use crate::cli::toxiproxy::{ServerCommand, parse, usage};
-use crate::exit::Exit;
-use crate::net::{Address, loops_per_core};
-use crate::serve::api::TOXIPROXY_VERSION;
-use crate::serve::{ConfigFile, Extras, Refused, Serving, run as serve};
+use shape_leaves::exit::Exit;
+use shape_net::{Address, loops_per_core};
+use shape_toxiproxy::api::TOXIPROXY_VERSION;
+use shape_toxiproxy::{ConfigFile, Extras, Refused, Serving, run as serve};
 
 /// Runs as `program` with toxiproxy-server's flags `args`.
 pub fn run(program: &str, args: &[String]) -> Exit {
@@ -33,7 +33,7 @@ pub fn run(program: &str, args: &[String]) -> Exit {
             // The host is the user's: a control character in it must
             // not break the line.
             let line = format!("shape: -host {} -port {}: {why}", flags.host, flags.port);
-            eprintln!("{}", crate::message::escape_controls(&line));
+            eprintln!("{}", shape_leaves::message::escape_controls(&line));
             return Exit::Usage;
         }
     };

@@ -6,17 +6,17 @@
 
 use super::UsageError;
 use super::live::{Start, go_live, printer, start_reporter, two_ways};
-use crate::bucket::Bucket;
 use crate::cli::Cli;
-use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::Adjuster;
-use crate::counting::Counting;
-use crate::exit::Exit;
-use crate::faults::Way;
-use crate::net::Address;
-use crate::net::udp::{DatagramProxy, IDLE, Impairment, Route, default_queue};
-use crate::throughput::{Passed, Throughput};
 use anyhow::Context;
+use shape_impair::conditions::{Carried, Conditions, Fixed, InForce};
+use shape_impair::faults::Way;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::counting::Counting;
+use shape_leaves::exit::Exit;
+use shape_leaves::throughput::{Passed, Throughput};
+use shape_net::Address;
+use shape_net::udp::{DatagramProxy, IDLE, Impairment, Route, default_queue};
 use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
@@ -63,7 +63,7 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         )
         .retuning(conditions)
         .reporting(Box::new(move || {
-            let [up, down] = *crate::lock::lock(&tallies);
+            let [up, down] = *shape_leaves::lock::lock(&tallies);
             format!("up: {}; down: {}", up.describe(), down.describe())
         })),
     );

@@ -9,10 +9,10 @@
 //! a direct write failure would.
 
 use super::Descriptor;
-use crate::lock::{lock, wait};
-use crate::slowlink::{Line, Spares};
-use crate::throughput::Throughput;
 use shape_bucket::{AtomicU32, Clock};
+use shape_impair::slowlink::{Line, Spares};
+use shape_leaves::lock::{lock, wait};
+use shape_leaves::throughput::Throughput;
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

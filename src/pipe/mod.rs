@@ -25,10 +25,10 @@ pub use gone::when_reader_gone;
 pub use output::{Output, reset_on_close};
 pub use records::RecordPump;
 
-use crate::chunk::{MAX_CHUNK, chunk_size};
-use crate::throughput::Throughput;
 use rustix::io::Errno;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
+use shape_leaves::chunk::{MAX_CHUNK, chunk_size};
+use shape_leaves::throughput::Throughput;
 use splice::{Hand, splice};
 use std::fs::File;
 use std::io::{self, Read, Write};

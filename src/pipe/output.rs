@@ -3,11 +3,11 @@
 //! the way, the faults asked for (`--slice`, `--drop`, `--corrupt`).
 
 use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
-use crate::conditions::{Conditions, Watch};
-use crate::faults::{Mischief, ResetStruck, Schedule, Struck, Tally, Way};
-use crate::lock::lock;
-use crate::throughput::Throughput;
 use shape_bucket::{Clock, MonotonicClock};
+use shape_impair::conditions::{Conditions, Watch};
+use shape_impair::faults::{Mischief, ResetStruck, Schedule, Struck, Tally, Way};
+use shape_leaves::lock::lock;
+use shape_leaves::throughput::Throughput;
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
@@ -195,7 +195,7 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
         };
         self.mischief.set_faults(now.faults(Way::Down));
         if let Some(line) = self.line {
-            line.set_delay(now.delay(crate::faults::Way::Down), now.jitter);
+            line.set_delay(now.delay(shape_impair::faults::Way::Down), now.jitter);
         }
     }
 
@@ -255,7 +255,7 @@ pub fn reset_on_close(output: &File) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::{Faults, Slice};
+    use shape_impair::faults::{Faults, Slice};
 
     /// Keeps each write apart.
     #[derive(Default)]
@@ -305,7 +305,7 @@ mod tests {
                 size: 50,
                 variation: 20,
             }),
-            drop: crate::faults::Loss::Random(0.2),
+            drop: shape_impair::faults::Loss::Random(0.2),
             corrupt: 0.01,
             ..Faults::default()
         };
@@ -344,7 +344,7 @@ mod tests {
     #[test]
     fn a_lost_chunk_is_consumed_and_never_written() {
         let faults = Faults {
-            drop: crate::faults::Loss::Random(1.0),
+            drop: shape_impair::faults::Loss::Random(1.0),
             ..Faults::default()
         };
         let mut mischief = Mischief::new(faults, 1, 1000);

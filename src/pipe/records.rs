@@ -12,10 +12,10 @@
 //! ends. Memory stays one buffer, whatever the input.
 
 use super::{CopyError, Descriptor, Ended, Forward};
-use crate::chunk::chunk_records;
-use crate::counting::TOKENS_PER_RECORD;
-use crate::throughput::Throughput;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
+use shape_leaves::chunk::chunk_records;
+use shape_leaves::counting::TOKENS_PER_RECORD;
+use shape_leaves::throughput::Throughput;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::ops::Deref;

@@ -2,10 +2,10 @@
 //! between two splice(2) calls, so that its bytes never enter user space,
 //! and the pipes on either side grown to hold a whole chunk.
 
-use crate::chunk::MAX_CHUNK;
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, SpliceFlags};
+use shape_leaves::chunk::MAX_CHUNK;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 

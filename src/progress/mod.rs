@@ -6,13 +6,13 @@
 
 mod pinned;
 
-use crate::counting::Counting;
-use crate::lock::{lock, wait_timeout};
-use crate::say::Printer;
-use crate::throughput::Passed;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use shape_bucket::Limit;
+use shape_leaves::counting::Counting;
+use shape_leaves::lock::{lock, wait_timeout};
+use shape_leaves::say::Printer;
+use shape_leaves::throughput::Passed;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;

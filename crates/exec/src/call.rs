@@ -4,7 +4,7 @@
 //! address. Pure: memory is read through a function given, so that every
 //! form is tested without a process.
 
-use crate::faults::Way;
+use shape_impair::faults::Way;
 use std::io;
 
 /// The most buffers of one vector read (the kernel's own limit, IOV_MAX).

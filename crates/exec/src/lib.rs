@@ -24,7 +24,7 @@ mod supervisor;
 
 pub use supervisor::{CommandWays, Exited, MakeLink};
 
-use shape_link::conditions::Conditions;
+use shape_impair::conditions::Conditions;
 use shape_net::proxy::Carrier;
 use shape_net::udp::FlowEnds;
 use std::sync::Arc;
@@ -36,10 +36,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 // What this crate builds on, named at its root as its own
-// (`crate::faults`).
-use shape_leaves::{bucket, chunk, duration, message, throughput};
-use shape_link::{conditions, faults};
-use shape_net as net;
+// (`shape_impair::faults`).
 
 /// Where a link (`--delay`, `--jitter`, faults, a UDP link's options)
 /// carries the command's TCP connections and datagrams, and its
@@ -68,7 +65,7 @@ pub enum NotRun {
     #[error(
         "--exec needs seccomp user notification with killable waits (Linux 5.19 or later): \
          {step} failed: {}",
-        crate::message::one_line(err)
+        shape_leaves::message::one_line(err)
     )]
     Unsupported { step: &'static str, err: io::Error },
 }
@@ -109,7 +106,7 @@ pub fn start(command: &[OsString], relayed: bool) -> Result<Started, NotRun> {
     let shown = name.to_string_lossy().into_owned();
     let path = find(name).map_err(|err| match err.kind() {
         io::ErrorKind::NotFound => NotRun::NotFound(shown.clone()),
-        _ => NotRun::CannotRun(shown.clone(), crate::message::one_line(&err)),
+        _ => NotRun::CannotRun(shown.clone(), shape_leaves::message::one_line(&err)),
     })?;
     let c = |text: &OsStr| {
         CString::new(text.as_bytes())
@@ -197,7 +194,7 @@ pub fn supervise(
     let mut said = [0u8; 4];
     if let Ok(4) = rustix::io::read(&exec_failed, &mut said) {
         let err = io::Error::from_raw_os_error(i32::from_ne_bytes(said));
-        let why = crate::message::one_line(&err);
+        let why = shape_leaves::message::one_line(&err);
         return Ok(Err(match err.kind() {
             io::ErrorKind::NotFound => NotRun::NotFound(shown.into()),
             _ => NotRun::CannotRun(shown.into(), why),

@@ -10,10 +10,10 @@
 //! the command instead, and lets it go once the command holds it no more.
 
 use super::kernel::{open_pidfd, take_descriptor};
-use crate::bucket::Bucket;
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::{AddressFamily, SocketType, sockopt};
 use shape_bucket::Limit;
+use shape_leaves::bucket::Bucket;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -357,7 +357,7 @@ mod tests {
     }
 
     fn bucket(limit: Limit) -> Arc<Bucket> {
-        Arc::new(crate::bucket::own(limit, 1 << 20).unwrap())
+        Arc::new(shape_leaves::bucket::own(limit, 1 << 20).unwrap())
     }
 
     #[test]

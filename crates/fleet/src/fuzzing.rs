@@ -3,8 +3,8 @@
 //! settings. A server of another version, or one that is not Redis, may
 //! send anything; a shape refuses it in one line and goes on.
 
-use crate::counting::Counting;
 use crate::store::{read_held, read_lease};
+use shape_leaves::counting::Counting;
 
 /// Reads `data` as a reply, then as a lease and as held settings.
 pub fn replies(data: &[u8]) {

@@ -34,17 +34,16 @@ pub use shape_leaves::share::{Fallback, Joining};
 pub use store::StoreError;
 pub use url::RedisShare;
 
-use crate::bucket::{Bucket, own_empty};
+use shape_leaves::bucket::{Bucket, own_empty};
 
-use crate::say::Printer;
 use member::Identity;
 use plan::{Event, Leases};
 use shape_bucket::{Clock, MonotonicClock};
+use shape_leaves::say::Printer;
 use std::sync::Arc;
 
 // What this crate builds on, named at its root as its own
-// (`crate::counting`).
-use shape_leaves::{bucket, chunk, counting, lock, message, say, share, throughput};
+// (`shape_leaves::counting`).
 use store::Store;
 
 /// Why a fleet's share could not be used.
@@ -60,7 +59,7 @@ impl FleetError {
     fn new(share: &RedisShare, why: impl ToString) -> FleetError {
         FleetError {
             share: share.to_string(),
-            why: crate::message::one_line(&why.to_string()),
+            why: shape_leaves::message::one_line(&why.to_string()),
         }
     }
 }
@@ -180,7 +179,7 @@ fn settings_to_join(
 
 /// Settings as `--status` and notices show them: as a local share's.
 pub fn describe(held: &Held) -> String {
-    crate::bucket::Settings {
+    shape_leaves::bucket::Settings {
         limit: held.limit,
         burst: held.burst,
         paused: held.paused,
@@ -201,15 +200,15 @@ fn hostname() -> String {
 pub mod commands {
     use super::store::Store;
     use super::*;
-    use crate::bucket::Adjustment;
-    use crate::counting::Counting;
+    use shape_leaves::bucket::Adjustment;
+    use shape_leaves::counting::Counting;
 
     /// `--status`: the settings, the shapes on the share, and what they
     /// spend together, over half a second.
     pub fn status(share: &RedisShare) -> Result<String, FleetError> {
         let fail = |why: StoreError| FleetError::new(share, why);
         let (mut store, held) = existing(share)?;
-        let granted = crate::throughput::growth(|| store.granted()).map_err(fail)?;
+        let granted = shape_leaves::throughput::growth(|| store.granted()).map_err(fail)?;
         let members = store.members().map_err(fail)?;
         let used = granted / held.counting.tokens_per_unit() as f64;
         let shapes = if members == 1 { "shape" } else { "shapes" };
@@ -236,7 +235,7 @@ pub mod commands {
         // A burst never set follows the rate, as on a single shape.
         let follower = change
             .limit
-            .map(|limit| crate::chunk::default_burst(limit, held.counting));
+            .map(|limit| shape_leaves::chunk::default_burst(limit, held.counting));
         // A request that changes nothing only asks.
         if change != Adjustment::default() {
             store

@@ -198,7 +198,7 @@ fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, Li
             LinkError::Certificates(format!(
                 "{variable}={}: {}",
                 std::path::Path::new(&path).display(),
-                crate::message::one_line(&err)
+                shape_leaves::message::one_line(&err)
             ))
         })
     };

@@ -10,9 +10,9 @@ use super::link::Node;
 use super::plan::{Ask, Event, LeaseReply, Leases, Local, Step, Trouble};
 use super::store::Store;
 use super::url::RedisShare;
-use crate::bucket::Bucket;
-use crate::say::Printer;
 use shape_bucket::{Clock, Limit, MonotonicClock};
+use shape_leaves::bucket::Bucket;
+use shape_leaves::say::Printer;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -58,7 +58,7 @@ impl Departure {
     /// Redis takes it within [`LEAVE_WITHIN`]; returns when that is done.
     pub fn leave(&self) {
         let _ = self.inbox.send(Note::Leave);
-        let planner = crate::lock::lock(&self.planner).take();
+        let planner = shape_leaves::lock::lock(&self.planner).take();
         if let Some(planner) = planner {
             let _ = planner.join();
         }
@@ -122,7 +122,7 @@ impl Member {
 
     /// The whole share's limit and burst (this member spends a part).
     pub fn share_settings(&self) -> (Limit, u64) {
-        *crate::lock::lock(&self.share_settings)
+        *shape_leaves::lock::lock(&self.share_settings)
     }
 
     /// Stops leasing and gives back what was leased and not spent, if
@@ -208,7 +208,7 @@ impl Planner {
             .step(MonotonicClock.now(), local(&self.bucket), event);
         apply(&self.bucket, &step, self.say.as_ref(), &self.share);
         let held = self.plan.held();
-        *crate::lock::lock(&self.share_settings) = (held.limit, held.burst);
+        *shape_leaves::lock::lock(&self.share_settings) = (held.limit, held.burst);
         if let Some(ask) = step.ask {
             let _ = self.jobs.send(Errand::Lease(ask));
         }

@@ -5,7 +5,7 @@
 //! also come from `SHAPE_REDIS_PASSWORD` (for a Unix socket, only from
 //! there), so that it stays out of `ps`; it is never shown: the address
 //! prints with `***` in its place, and so does a malformed one in a usage
-//! error (`crate::message::hide_password`). Whether the server is one of a
+//! error (`shape_leaves::message::hide_password`). Whether the server is one of a
 //! cluster is found out on connecting ([`super::link`]), not written in
 //! the address.
 
@@ -54,7 +54,7 @@ pub enum Endpoint {
 impl RedisShare {
     /// True if `text` names a share in Redis rather than on this machine.
     pub fn is_redis(text: &str) -> bool {
-        crate::share::REDIS_SCHEMES
+        shape_leaves::share::REDIS_SCHEMES
             .iter()
             .any(|scheme| text.starts_with(scheme))
     }
@@ -166,7 +166,7 @@ impl FromStr for RedisShare {
             .pop()
             .filter(|name| !name.is_empty())
             .ok_or_else(|| format!("the address ends in the share's name ({EXAMPLES})"))?;
-        crate::share::check_name(&name)?;
+        shape_leaves::share::check_name(&name)?;
         let query_db = url
             .query_pairs()
             .find(|(key, _)| key == "db")

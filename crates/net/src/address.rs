@@ -5,7 +5,7 @@
 //! `File` on its descriptor, so the copy loop splices to and from it as
 //! from any other file.
 
-use crate::duration::{self, Accepted};
+use shape_leaves::duration::{self, Accepted};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};

@@ -18,6 +18,4 @@ pub use address::{Address, Listening, finish, parse_connect, parse_timeout};
 pub use resources::{ACCEPT_PAUSE, deepen_backlog, loops_per_core, out_of_resources};
 
 // What this crate builds on, named at its root as its own
-// (`crate::faults`).
-use shape_leaves::{bucket, chunk, counting, duration, lock, message, say, throughput};
-use shape_link::{conditions, faults, slowlink};
+// (`shape_impair::faults`).

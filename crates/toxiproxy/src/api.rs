@@ -345,7 +345,7 @@ pub fn populate_with(
 fn same_address(given: &str, bound: &str) -> bool {
     given == bound
         || given
-            .parse::<crate::net::Address>()
+            .parse::<shape_net::Address>()
             .and_then(|address| address.listen_address().map_err(|err| err.to_string()))
             .is_ok_and(|address| address.to_string() == bound)
 }

@@ -9,9 +9,9 @@
 
 use super::model::Toxic;
 use super::toxics::{Attributes, Kind};
-use crate::faults::{Bytes, Change, Directed, Probability, Slice, Span, Trigger};
-use crate::trace::Trace;
 use shape_bucket::{Limit, MAX_BURST, Rate};
+use shape_impair::faults::{Bytes, Change, Directed, Probability, Slice, Span, Trigger};
+use shape_impair::trace::Trace;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,9 +96,9 @@ pub fn effect(toxic: &Toxic) -> Effect {
         Kind::Noop => Effect::Nothing,
         // Packet loss as TCP meets it: stalls for retransmissions, a
         // bound on throughput, every byte delivered (`--loss`).
-        Kind::Loss => Effect::Faults(vec![Change::PacketLoss(both(crate::faults::Loss::Random(
-            given.probability("probability"),
-        )))]),
+        Kind::Loss => Effect::Faults(vec![Change::PacketLoss(both(
+            shape_impair::faults::Loss::Random(given.probability("probability")),
+        ))]),
         Kind::Corrupt => Effect::Faults(vec![Change::Corrupt(both(Probability(
             given.probability("probability"),
         )))]),
@@ -122,8 +122,8 @@ pub fn effect(toxic: &Toxic) -> Effect {
 pub fn link(toxic: &Toxic, given: &Attributes) -> Option<(Limit, Duration)> {
     let profile = given.profile("profile")?;
     let rate = match toxic.stream.way {
-        crate::faults::Way::Up => profile.up,
-        crate::faults::Way::Down => profile.down,
+        shape_impair::faults::Way::Up => profile.up,
+        shape_impair::faults::Way::Down => profile.down,
     };
     let limit = rate
         .parse::<shape_bucket::RateSpec>()
@@ -142,8 +142,8 @@ fn both<T: Clone>(value: T) -> Directed<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::Way;
     use serde_json::{Value, json};
+    use shape_impair::faults::Way;
 
     fn toxic(kind: &str, attributes: Value) -> Toxic {
         Toxic::made(0, kind, "downstream", attributes, 1.0)
@@ -182,7 +182,7 @@ mod tests {
         );
     }
 
-    fn faults(effect: Effect) -> crate::faults::Faults {
+    fn faults(effect: Effect) -> shape_impair::faults::Faults {
         match effect {
             Effect::Faults(changes) => Change::all(&changes, Way::Down),
             other => panic!("not faults: {other:?}"),
@@ -252,7 +252,7 @@ mod tests {
         );
         assert_eq!(
             faults(effect(&toxic("loss", json!({"probability": 0.25})))).loss,
-            crate::faults::Loss::Random(0.25)
+            shape_impair::faults::Loss::Random(0.25)
         );
         assert_eq!(
             faults(effect(&toxic("corrupt", json!({"probability": 0.5})))).corrupt,

@@ -13,15 +13,15 @@
 use super::model::{Proxy, Toxic};
 use super::shaping::{Counters, MOST_HELD};
 use super::toxics::{Attributes, Kind};
-use crate::bucket::Bucket;
-use crate::chunk::bandwidth_burst;
-use crate::counting::Counting;
-use crate::faults::Loss;
-use crate::net::udp::{self, FlowEnds, Handle, Impairment, Route};
-use crate::say::Printer;
-use crate::trace::Trace;
-use crate::trace::follow::{self, Following};
 use shape_bucket::{Limit, Rate};
+use shape_impair::faults::Loss;
+use shape_impair::trace::Trace;
+use shape_impair::trace::follow::{self, Following};
+use shape_leaves::bucket::Bucket;
+use shape_leaves::chunk::bandwidth_burst;
+use shape_leaves::counting::Counting;
+use shape_leaves::say::Printer;
+use shape_net::udp::{self, FlowEnds, Handle, Impairment, Route};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ impl RunningDatagrams {
         let ways = DatagramWays::of(&proxy.toxics);
         let buckets = ways
             .limits
-            .map(|(limit, burst)| crate::bucket::own(limit, burst));
+            .map(|(limit, burst)| shape_leaves::bucket::own(limit, burst));
         let [Ok(up), Ok(down)] = buckets else {
             return Err(io::Error::other("a bandwidth no bucket can hold"));
         };
@@ -80,7 +80,7 @@ impl RunningDatagrams {
                 if let (Err(err), Some(say)) = (link.serve(), say) {
                     say.line(&format!(
                         "shape: udp proxy {name}: {}",
-                        crate::message::one_line(&err)
+                        shape_leaves::message::one_line(&err)
                     ));
                 }
             })?;
@@ -311,7 +311,7 @@ mod tests {
         assert!((down.duplicate - 0.1).abs() < 1e-12);
         assert_eq!(ways.limits[1], (Limit::per_second(500_000), 8_000));
         // A tenth of a second of the least rate, and a datagram at least.
-        assert_eq!(down.queue, crate::faults::LARGEST_DATAGRAM as u64);
+        assert_eq!(down.queue, shape_impair::faults::LARGEST_DATAGRAM as u64);
         assert_eq!(up.delay, 0);
         assert_eq!(ways.limits[0].0, Limit::Unlimited);
         // Half of a half, then a fifth of the rest: 0.4.

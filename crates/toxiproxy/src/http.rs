@@ -22,12 +22,12 @@
 
 use super::api::Reply;
 use super::guard::{Asking, Guard};
-use crate::say::Printer;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use shape_leaves::say::Printer;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
@@ -84,7 +84,7 @@ impl Api {
     /// allows, and answers as `guard` lets it.
     pub fn listen(at: SocketAddr, guard: Guard) -> io::Result<Api> {
         let listener = std::net::TcpListener::bind(at)?;
-        crate::net::deepen_backlog(&listener)?;
+        shape_net::deepen_backlog(&listener)?;
         Ok(Api { listener, guard })
     }
 
@@ -182,19 +182,19 @@ async fn accept_forever(
         };
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
-            Err(err) if crate::net::out_of_resources(&err) => {
+            Err(err) if shape_net::out_of_resources(&err) => {
                 if !short_said {
                     if let Some(report) = &report {
                         report.line(&format!(
                             "shape: the API's accept: {}; new connections wait, tried again \
                              every {:?}",
-                            crate::message::one_line(&err),
-                            crate::net::ACCEPT_PAUSE
+                            shape_leaves::message::one_line(&err),
+                            shape_net::ACCEPT_PAUSE
                         ));
                     }
                     short_said = true;
                 }
-                tokio::time::sleep(crate::net::ACCEPT_PAUSE).await;
+                tokio::time::sleep(shape_net::ACCEPT_PAUSE).await;
                 continue;
             }
             // The client gave up before it was accepted, or the like.

@@ -35,20 +35,17 @@ mod signals;
 mod status;
 pub mod toxics;
 
-use crate::message::one_line;
-use crate::net::Address;
-use crate::say::Printer;
 use loops::Loops;
 use model::{Model, ProxyGiven};
 pub use proxies::Extras;
 use proxies::Proxies;
+use shape_leaves::message::one_line;
+use shape_leaves::say::Printer;
+use shape_net::Address;
 use std::path::Path;
 
 // What this crate builds on, named at its root as its own
-// (`crate::faults`).
-use shape_leaves::{bucket, chunk, counting, duration, lock, message, say, throughput};
-use shape_link::{conditions, faults, profiles, slowlink, trace};
-use shape_net as net;
+// (`shape_impair::faults`).
 
 /// Why the server could not start: the flag at fault, and why.
 #[derive(Debug)]

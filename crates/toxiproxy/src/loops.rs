@@ -3,9 +3,9 @@
 //! accepting from the one listening socket, so every change is sent to
 //! each loop and waited for from all; counts are added up.
 
-use crate::message::one_line;
-use crate::net::proxy::{Command, Siblings, run_by_commands};
-use crate::say::Printer;
+use shape_leaves::message::one_line;
+use shape_leaves::say::Printer;
+use shape_net::proxy::{Command, Siblings, run_by_commands};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;

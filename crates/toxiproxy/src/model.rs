@@ -6,10 +6,10 @@
 //! out on its event loop after this has accepted it.
 
 use super::toxics::{Attributes, BadAttribute, Kind, On, merge};
-use crate::faults::Way;
-use crate::trace::Trace;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use shape_impair::faults::Way;
+use shape_impair::trace::Trace;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -15,10 +15,10 @@ use super::model::{ApiError, Model, Protocol, Proxy};
 use super::shaping::{Counters, Effects, ToxicRules};
 use super::shared::SharedBuckets;
 use super::status::Status;
-use crate::faults::Way;
-use crate::net::Address;
-use crate::net::proxy::{Command, Upstream};
-use crate::say::Printer;
+use shape_impair::faults::Way;
+use shape_leaves::say::Printer;
+use shape_net::Address;
+use shape_net::proxy::{Command, Upstream};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -86,7 +86,7 @@ impl Proxies {
         let tallies = &self.tallies;
         self.running.entry(proxy.name.clone()).or_insert_with(|| {
             let counters = Counters::default();
-            crate::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
+            shape_leaves::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
             KeptProxy {
                 route: None,
                 datagrams: None,
@@ -133,7 +133,7 @@ impl CarriesOut for Proxies {
             .listen
             .parse()
             .map_err(|err: String| failed(&format!("listen {}", proxy.listen), &err))?;
-        let connect: Address = crate::net::parse_connect(&proxy.upstream)
+        let connect: Address = shape_net::parse_connect(&proxy.upstream)
             .map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
         for (field, address, given) in [
             ("listen", &listen, &proxy.listen),
@@ -216,7 +216,7 @@ impl CarriesOut for Proxies {
     fn remove(&mut self, name: &str) {
         self.stop(name);
         self.running.remove(name);
-        crate::lock::lock(&self.tallies).remove(name);
+        shape_leaves::lock::lock(&self.tallies).remove(name);
     }
 
     fn retune(&mut self, proxy: &Proxy) {
@@ -227,7 +227,7 @@ impl CarriesOut for Proxies {
                 && let Some(say) = say
             {
                 // Only a thread for a trace can be refused.
-                let why = crate::message::one_line(&err);
+                let why = shape_leaves::message::one_line(&err);
                 say.line(&format!(
                     "shape: udp proxy {}: its trace: {why}",
                     proxy.name
@@ -343,7 +343,7 @@ impl Proxies {
         let connect = as_udp(connect, "upstream", &proxy.upstream)?;
         let failed = |field: &str, given: &str, err: &std::io::Error| {
             ApiError::new(
-                format!("{field} {given}: {}", crate::message::one_line(err)),
+                format!("{field} {given}: {}", shape_leaves::message::one_line(err)),
                 500,
             )
         };
@@ -385,7 +385,7 @@ fn bind_failed(listen: &Address, given: &str, err: &std::io::Error) -> String {
                 .map_or_else(|_| given.to_string(), |at| at.to_string());
             format!("listen {network} {at}: bind: {}", go_error_text(&text))
         }
-        _ => format!("listen {given}: {}", crate::message::one_line(err)),
+        _ => format!("listen {given}: {}", shape_leaves::message::one_line(err)),
     }
 }
 

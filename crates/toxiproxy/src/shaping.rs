@@ -12,15 +12,15 @@
 use super::carry::{Effect, effect};
 use super::model::Toxic;
 use super::shared::Wanted;
-use crate::bucket::Bucket;
-use crate::chunk::bandwidth_burst;
-use crate::conditions::InForce;
-use crate::duration::least;
-use crate::faults::{Change, Directed, Trigger, Way};
-use crate::net::proxy::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
-use crate::slowlink::SlowLink;
-use crate::throughput::Throughput;
 use shape_bucket::Limit;
+use shape_impair::conditions::InForce;
+use shape_impair::faults::{Change, Directed, Trigger, Way};
+use shape_impair::slowlink::SlowLink;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::chunk::bandwidth_burst;
+use shape_leaves::duration::least;
+use shape_leaves::throughput::Throughput;
+use shape_net::proxy::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
@@ -161,8 +161,8 @@ impl StreamSum {
                 self.pay = Some(pay.clone());
             }
         }
-        self.delay = (self.delay + other.delay).min(crate::slowlink::LONGEST_DELAY);
-        self.jitter = (self.jitter + other.jitter).min(crate::slowlink::LONGEST_DELAY);
+        self.delay = (self.delay + other.delay).min(shape_impair::slowlink::LONGEST_DELAY);
+        self.jitter = (self.jitter + other.jitter).min(shape_impair::slowlink::LONGEST_DELAY);
         for change in &other.changes {
             self.changes.retain(|kept| kept.name() != change.name());
             self.changes.push(change.clone());
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn a_shared_bandwidth_pays_from_the_proxy_s_bucket() {
-        let shared = Arc::new(crate::bucket::own(Limit::per_second(1000), 10).unwrap());
+        let shared = Arc::new(shape_leaves::bucket::own(Limit::per_second(1000), 10).unwrap());
         let toxics = [toxic(
             9,
             "bandwidth",
@@ -487,9 +487,11 @@ mod tests {
 
     #[test]
     fn a_recorded_link_holds_over_any_bandwidth_and_adds_its_delay() {
-        let traced = Arc::new(crate::bucket::own(Limit::per_second(1_500_000), 1).unwrap());
+        let traced = Arc::new(shape_leaves::bucket::own(Limit::per_second(1_500_000), 1).unwrap());
         let mut link = toxic(2, "link", "downstream", 1.0, json!({"profile": "slow-4g"}));
-        link.trace = Some(Arc::new(crate::trace::Trace::read("t", "1\n").unwrap()));
+        link.trace = Some(Arc::new(
+            shape_impair::trace::Trace::read("t", "1\n").unwrap(),
+        ));
         // A slower bandwidth before it, and one after.
         let toxics = [
             toxic(1, "bandwidth", "downstream", 1.0, json!({"rate": 1})),
@@ -553,7 +555,7 @@ mod tests {
             let plan = rules(&toxics).plan(&mut Luck::new(0)).unwrap();
             for way in &plan.ways {
                 if let Pay::Own { limit, burst } = way.pay {
-                    proptest::prop_assert!(crate::bucket::own(limit, burst).is_ok());
+                    proptest::prop_assert!(shape_leaves::bucket::own(limit, burst).is_ok());
                 }
             }
         }

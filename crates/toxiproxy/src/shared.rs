@@ -4,10 +4,10 @@
 //! a change that leaves a toxic's bucket alone leaves what its
 //! connections spent, and where its trace is, as they were.
 
-use crate::bucket::Bucket;
-use crate::trace::Trace;
-use crate::trace::follow::{self, Following};
 use shape_bucket::Limit;
+use shape_impair::trace::Trace;
+use shape_impair::trace::follow::{self, Following};
+use shape_leaves::bucket::Bucket;
 use std::sync::Arc;
 
 /// A bucket that a proxy's connections spend from together, as a toxic
@@ -93,7 +93,7 @@ fn made(id: u64, wanted: &Wanted, changed: &Changed) -> Option<Kept> {
         // Set to the trace's first window at once.
         Wanted::Trace(_) => (Limit::Unlimited, 1),
     };
-    let bucket = Arc::new(crate::bucket::own(limit, burst).ok()?);
+    let bucket = Arc::new(shape_leaves::bucket::own(limit, burst).ok()?);
     let following = match wanted {
         Wanted::Bandwidth { .. } => None,
         Wanted::Trace(trace) => Some((trace.clone(), {

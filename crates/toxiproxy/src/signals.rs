@@ -5,7 +5,7 @@
 //! event loop failing ends the wait too, so that the server ends through
 //! `main` like any other failure.
 
-use crate::say::Printer;
+use shape_leaves::say::Printer;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::{Handle, Signals};
 use std::sync::{Arc, Mutex};
@@ -38,7 +38,7 @@ pub struct Failing {
 impl Failing {
     /// Ends the server's wait: `why` is what it fails with.
     pub fn fail(&self, why: String) {
-        crate::lock::lock(&self.failed).get_or_insert(why);
+        shape_leaves::lock::lock(&self.failed).get_or_insert(why);
         self.handle.close();
     }
 }
@@ -65,7 +65,7 @@ impl CaughtSignals {
     pub fn wait(mut self, handlers: &SignalActions) -> Result<(), String> {
         let say = |line: String| match handlers.report {
             Some(report) => report.line(&line),
-            None => eprintln!("{}", crate::message::escape_controls(&line)),
+            None => eprintln!("{}", shape_leaves::message::escape_controls(&line)),
         };
         for signal in self.signals.forever() {
             match signal {
@@ -80,7 +80,7 @@ impl CaughtSignals {
                 _ => break,
             }
         }
-        match crate::lock::lock(&self.failed).take() {
+        match shape_leaves::lock::lock(&self.failed).take() {
             Some(why) => Err(why),
             None => Ok(()),
         }

@@ -22,7 +22,7 @@ impl Status {
     /// them (`None` if it could not say).
     pub fn line(&self, connections: Option<usize>) -> String {
         let (proxies, up, down) = {
-            let tallies = crate::lock::lock(&self.tallies);
+            let tallies = shape_leaves::lock::lock(&self.tallies);
             let sum = |way: usize| {
                 tallies
                     .values()
@@ -39,7 +39,7 @@ impl Status {
             format!(
                 "{}, {} now",
                 shape_bucket::units::human_bytes(total),
-                crate::counting::Counting::Bytes.show_rate(recent)
+                shape_leaves::counting::Counting::Bytes.show_rate(recent)
             )
         };
         format!(

@@ -10,10 +10,10 @@
 //! status 1. The line is made when the file is mapped, as nothing may be
 //! allocated in a signal handler.
 
-use crate::bucket::{Cell, SharedCell};
-use crate::counting::Counting;
 use rustix::mm::{MapFlags, ProtFlags};
 use shape_bucket::BucketCell;
+use shape_leaves::bucket::{Cell, SharedCell};
+use shape_leaves::counting::Counting;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::ptr::NonNull;
@@ -40,7 +40,7 @@ pub(super) struct Header {
     pub(super) file_size: u64,
     /// What one token of the bucket is worth: [`Counting::code`].
     pub(super) counting: u32,
-    /// [`BURST_FOLLOWS_RATE`](crate::bucket::BURST_FOLLOWS_RATE) while
+    /// [`BURST_FOLLOWS_RATE`](shape_leaves::bucket::BURST_FOLLOWS_RATE) while
     /// nobody has set the share's burst.
     /// Zero in files made before the flag, whose burst then stays.
     pub(super) flags: AtomicU32,
@@ -190,7 +190,7 @@ fn say_on_sigbus(file: &ShareFile) {
     // fuzzing: 74 bytes a time), so each line is leaked once, and said
     // again from there.
     let leaked: &'static &'static [u8] = {
-        let mut leaked = crate::lock::lock(&LEAKED_LINES);
+        let mut leaked = shape_leaves::lock::lock(&LEAKED_LINES);
         match leaked.iter().find(|said| ***said == line.as_bytes()) {
             Some(said) => said,
             None => {
@@ -231,7 +231,7 @@ impl SharedCell for Mapping {
         Mapping::cell(self)
     }
 
-    /// The share's [`BURST_FOLLOWS_RATE`](crate::bucket::BURST_FOLLOWS_RATE)
+    /// The share's [`BURST_FOLLOWS_RATE`](shape_leaves::bucket::BURST_FOLLOWS_RATE)
     /// flag, in the header.
     fn burst_rule(&self) -> &AtomicU32 {
         &self.header().flags
@@ -257,7 +257,7 @@ mod tests {
         for _ in 0..3 {
             say_on_sigbus(&file);
         }
-        let leaked = crate::lock::lock(&LEAKED_LINES);
+        let leaked = shape_leaves::lock::lock(&LEAKED_LINES);
         let ours = leaked
             .iter()
             .filter(|line| String::from_utf8_lossy(line).contains("mapped-again"))

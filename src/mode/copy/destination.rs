@@ -19,7 +19,7 @@ pub(super) fn copy_failed(
             if let Some(reporter) = reporter {
                 reporter.finish();
             }
-            anyhow!(crate::bucket::damage_line(bucket))
+            anyhow!(shape_leaves::bucket::damage_line(bucket))
         }
         CopyError::Write(err) | CopyError::Read(err) => {
             write_failed(err, output_name, registration, reporter)
@@ -142,7 +142,7 @@ pub(super) fn output(
         let (limit, burst) = bucket.limit_and_burst();
         let now = now.now();
         SlowLink {
-            delay: now.delay(crate::faults::Way::Down),
+            delay: now.delay(shape_impair::faults::Way::Down),
             jitter: now.jitter,
             ..link
         }

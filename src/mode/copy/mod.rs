@@ -8,29 +8,30 @@ mod stats;
 use super::input::Input;
 use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
 use super::warn;
-use crate::bucket::Bucket;
-use crate::chunk::{MAX_CHUNK, chunk_size};
 use crate::cli::Cli;
-use crate::conditions::{Carried, Conditions, Fixed, InForce};
 use crate::control::{Adjuster, Registration, fleet};
-use crate::counting::{Counting, Written};
-use crate::exit::{Exit, die_of_sigpipe};
-use crate::faults::{Faults, Mischief, ResetStruck, Schedule, Struck, Tally, Way, drop_block};
-use crate::net;
 use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, UnitsOf, reset_on_close,
     when_reader_gone,
 };
 use crate::progress::Reporter;
-use crate::say::Printer;
-use crate::slowlink::SlowLink;
-use crate::throughput::{Passed, Throughput};
 use anyhow::{Context, anyhow};
 use destination::{
     conditions, copy_failed, hold_the_close, open_output, output, strike_in_time, write_failed,
 };
 use shape_bucket::MonotonicClock;
 use shape_bucket::units::Quantity;
+use shape_impair::conditions::{Carried, Conditions, Fixed, InForce};
+use shape_impair::faults::{
+    Faults, Mischief, ResetStruck, Schedule, Struck, Tally, Way, drop_block,
+};
+use shape_impair::slowlink::SlowLink;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::chunk::{MAX_CHUNK, chunk_size};
+use shape_leaves::counting::{Counting, Written};
+use shape_leaves::exit::{Exit, die_of_sigpipe};
+use shape_leaves::say::Printer;
+use shape_leaves::throughput::{Passed, Throughput};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -82,7 +83,9 @@ fn check(cli: &Cli) -> anyhow::Result<CopyJob> {
             );
         }
         let too_small = match (start.counting, start.burst) {
-            (Counting::Bytes, Some(bytes)) => crate::chunk::burst_too_small(start.limit, bytes),
+            (Counting::Bytes, Some(bytes)) => {
+                shape_leaves::chunk::burst_too_small(start.limit, bytes)
+            }
             _ => None,
         };
         if let (Some(why), false) = (too_small, cli.quiet) {
@@ -99,7 +102,7 @@ fn check(cli: &Cli) -> anyhow::Result<CopyJob> {
     let size = count_of("--size <SIZE>", &cli.size)?;
     let faults = cli.faults(Way::Down);
     // Cutting a stream after SIZE bytes is stopping after them.
-    let stop_after = crate::duration::least(
+    let stop_after = shape_leaves::duration::least(
         count_of("--stop-after <SIZE>", &cli.stop_after)?,
         faults.cut_after,
     );
@@ -383,7 +386,7 @@ fn finish(cli: &Cli, asked: &CopyJob, set: SetUp, ending: Ending) -> anyhow::Res
             };
             hold_the_close(faults);
             if cli.connect.is_some() {
-                net::finish(file)
+                shape_net::finish(file)
                     .with_context(|| format!("close the connection to {output_name}"))?;
             }
             let exit = match all_read {

@@ -3,9 +3,9 @@
 
 use super::CopyJob;
 use crate::cli::Cli;
-use crate::counting::Counting;
-use crate::throughput::Throughput;
 use shape_bucket::Limit;
+use shape_leaves::counting::Counting;
+use shape_leaves::throughput::Throughput;
 use std::time::Instant;
 
 /// The `--stats` line of a copy that started at `started`, asked as

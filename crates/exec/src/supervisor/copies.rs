@@ -9,8 +9,8 @@
 
 use super::Supervisor;
 use crate::call::Call;
-use crate::faults::Way;
 use crate::kernel::{self, Notification, Response};
+use shape_impair::faults::Way;
 use std::collections::HashSet;
 use std::time::Duration;
 

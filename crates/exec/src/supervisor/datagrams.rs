@@ -14,8 +14,8 @@ use super::{Supervisor, errno};
 use crate::call;
 use crate::door::{mapped, unmapped};
 use crate::kernel::{Notification, Response};
-use crate::net::udp::FlowEnds;
 use rustix::net::AddressFamily;
+use shape_net::udp::FlowEnds;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -94,7 +94,7 @@ impl Supervisor<'_> {
                 Some(link)
             }
             Err(err) => {
-                let why = crate::message::one_line(&err);
+                let why = shape_leaves::message::one_line(&err);
                 self.say_once(
                     "link failed",
                     &format!("shape: a datagram link to {destination} failed: {why}"),

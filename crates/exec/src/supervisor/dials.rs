@@ -26,11 +26,11 @@
 use super::{HeldCall, MOST_NAME, Supervisor, errno};
 use crate::call::{self, Call};
 use crate::door::{Door, local, unmapped};
-use crate::faults::Way;
 use crate::kernel::{Notification, Response};
 use crate::sockets::SocketKind;
 use mio::{Interest, Token};
 use rustix::net::{AddressFamily, SocketType};
+use shape_impair::faults::Way;
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
@@ -262,7 +262,7 @@ impl Supervisor<'_> {
             return 0;
         };
         let now = relay.conditions.now();
-        crate::duration::nanos(now.delay(Way::Up) + now.delay(Way::Down))
+        shape_leaves::duration::nanos(now.delay(Way::Up) + now.delay(Way::Down))
     }
 
     /// Ends the dials that are due at `now`.
@@ -307,7 +307,8 @@ impl Supervisor<'_> {
                     let _ = rustix::net::connect_unspec(&socket);
                 }
                 if caller.is_none() && !refused && failed != libc::ECONNRESET {
-                    let why = crate::message::one_line(&io::Error::from_raw_os_error(failed));
+                    let why =
+                        shape_leaves::message::one_line(&io::Error::from_raw_os_error(failed));
                     self.say_once(
                         "failed",
                         &format!(

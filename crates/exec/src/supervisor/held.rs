@@ -4,13 +4,13 @@
 
 use super::{FIRST_CALL, Supervisor, errno};
 use crate::call::Call;
-use crate::chunk::chunk_size;
-use crate::faults::Way;
 use crate::kernel::{Notification, Response};
 use crate::sockets::SocketKind;
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use shape_bucket::Reservation;
+use shape_impair::faults::Way;
+use shape_leaves::chunk::chunk_size;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// A call held until it can be carried out.

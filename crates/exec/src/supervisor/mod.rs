@@ -30,11 +30,6 @@ use super::Relay;
 use super::door::Doors;
 use super::kernel::{self};
 use super::sockets::Sockets;
-use crate::bucket::Bucket;
-use crate::conditions::Conditions;
-use crate::faults::Way;
-use crate::net::proxy::Carrier;
-use crate::throughput::Throughput;
 pub use datagrams::MakeLink;
 pub use ending::Exited;
 use held::{HeldCall, Peeked, Progress};
@@ -43,6 +38,11 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use moves::read_exactly;
 use placing::{is_ip_socket, net_namespace};
 use shape_bucket::Clock;
+use shape_impair::conditions::Conditions;
+use shape_impair::faults::Way;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::throughput::Throughput;
+use shape_net::proxy::Carrier;
 use signals::SIGNAL_LOOK;
 use slab::Slab;
 use std::collections::HashSet;
@@ -150,7 +150,7 @@ impl<'a> Supervisor<'a> {
                 continue;
             }
             let waker = waker.clone();
-            crate::bucket::watch_for_changes(bucket.clone(), move || {
+            shape_leaves::bucket::watch_for_changes(bucket.clone(), move || {
                 let _ = waker.wake();
             })?;
         }

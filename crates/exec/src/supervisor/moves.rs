@@ -6,10 +6,10 @@
 
 use super::{MOST_DATAGRAM, MOST_NAME, Peeked, Progress, Supervisor, errno};
 use crate::call::{Call, Name, Transfer};
-use crate::faults::Way;
 use crate::kernel::{self, Response};
 use crate::sockets::SocketKind;
 use mio::Interest;
+use shape_impair::faults::Way;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 

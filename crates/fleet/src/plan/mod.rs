@@ -34,8 +34,8 @@
 //! when a call fails or times out, `--share-fallback` decides the rest.
 
 use super::Fallback;
-use crate::counting::Counting;
 use shape_bucket::{Limit, Rate};
+use shape_leaves::counting::Counting;
 use std::collections::VecDeque;
 
 /// The settings a share holds.

@@ -114,7 +114,7 @@ fn describe(err: &redis::RedisError) -> String {
             super::super::link::CERT_VARIABLE,
             err.detail().unwrap_or("TLS refused it")
         ),
-        _ => tls_in_words(err).unwrap_or_else(|| crate::message::one_line(&err.to_string())),
+        _ => tls_in_words(err).unwrap_or_else(|| shape_leaves::message::one_line(&err.to_string())),
     }
 }
 

@@ -27,10 +27,10 @@
 use super::link::{Node, RedisLink};
 use super::plan::{Ask, Held, LeaseReply};
 use super::url::RedisShare;
-use crate::bucket::Adjustment;
-use crate::counting::Counting;
 use redis::Script;
 use shape_bucket::{Limit, Rate};
+use shape_leaves::bucket::Adjustment;
+use shape_leaves::counting::Counting;
 use std::time::Duration;
 
 mod error;

@@ -13,8 +13,8 @@ use super::plan::{Ask, Event, LeaseReply, Leases, Local, Setting, Trouble};
 use super::store::Store;
 use super::url::RedisShare;
 use super::{Fallback, Held};
-use crate::counting::Counting;
 use shape_bucket::{Clock, Limit, MonotonicClock};
+use shape_leaves::counting::Counting;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -156,7 +156,7 @@ fn couriers(
         std::thread::spawn(move || {
             let mut store = None;
             loop {
-                let job = crate::lock::lock(&work).recv();
+                let job = shape_leaves::lock::lock(&work).recv();
                 let Ok((member, id, ask)) = job else { return };
                 if store.is_none() {
                     store = Store::connect_member(&share, &[]).ok();

@@ -5,7 +5,7 @@
 //!
 //! Each direction reads a chunk, reserves its tokens without blocking, and
 //! once they are covered puts the chunk in its delay line (see
-//! [`crate::slowlink`]), which passes it on when due: at once without
+//! [`shape_impair::slowlink`]), which passes it on when due: at once without
 //! `--delay`. The line's capacity bounds what a direction holds; when it is
 //! full the direction stops reading. The thread sleeps in poll until the
 //! earliest deadline (tokens or a release time) or an event, so a
@@ -34,18 +34,18 @@ mod server;
 mod stream;
 mod strikes;
 
-use crate::bucket::Bucket;
-use crate::conditions::Conditions;
-use crate::faults::Way;
-use crate::lock::lock;
 use crate::resources::raise_file_limit;
-use crate::say::Printer;
-use crate::slowlink::SlowLink;
-use crate::throughput::Throughput;
 use crate::{Address, Listening};
 use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use server::EventLoop;
 pub use server::{Command, Siblings, Upstream};
+use shape_impair::conditions::Conditions;
+use shape_impair::faults::Way;
+use shape_impair::slowlink::SlowLink;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::lock::lock;
+use shape_leaves::say::Printer;
+use shape_leaves::throughput::Throughput;
 use std::io;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -330,7 +330,7 @@ impl Carrier {
                 let _ = ready.send(Ok(event_loop.waker()));
                 if let Err(err) = event_loop.run() {
                     // What it carries cannot go on: said, and ended.
-                    eprintln!("shape: the link: {}", crate::message::one_line(&err));
+                    eprintln!("shape: the link: {}", shape_leaves::message::one_line(&err));
                     std::process::exit(1);
                 }
             })?;

@@ -60,7 +60,7 @@ impl Resolver {
 /// Takes jobs in turn until the resolver is dropped.
 fn look_up(taken: &Mutex<Receiver<Lookup>>, answered: &Sender<Found>, wake: &dyn Fn()) {
     loop {
-        let job = match crate::lock::lock(taken).recv() {
+        let job = match shape_leaves::lock::lock(taken).recv() {
             Ok(job) => job,
             Err(_) => return,
         };

@@ -4,11 +4,11 @@
 //! mode has one route whose rules are its flags; `--serve` has a route per
 //! proxy whose rules are its toxics.
 
-use crate::bucket::Bucket;
-use crate::conditions::{Conditions, InForce};
-use crate::slowlink::SlowLink;
-use crate::throughput::Throughput;
 use shape_bucket::Limit;
+use shape_impair::conditions::{Conditions, InForce};
+use shape_impair::slowlink::SlowLink;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::throughput::Throughput;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

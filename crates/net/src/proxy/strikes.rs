@@ -4,7 +4,7 @@
 //! time) are due when the one [`Schedule`] says, which a copy sleeps until
 //! and the event loop gives poll as deadlines.
 
-use crate::faults::{Faults, Mischief, Retransmission, Schedule};
+use shape_impair::faults::{Faults, Mischief, Retransmission, Schedule};
 use std::sync::atomic::Ordering;
 
 /// What `--loss` draws from, apart from the other faults' draws: the
@@ -184,7 +184,7 @@ impl Strikes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::{Slice, Trigger};
+    use shape_impair::faults::{Slice, Trigger};
     use std::time::Duration;
 
     const MS: u64 = 1_000_000;

@@ -6,9 +6,9 @@
 //! datagrams of a flow forgotten never reach one that took its key.
 
 use super::link::Link;
-use crate::bucket::Bucket;
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
+use shape_leaves::bucket::Bucket;
 use slab::Slab;
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -48,12 +48,12 @@ pub struct FlowEnds(Arc<Mutex<HashSet<SocketAddr>>>);
 impl FlowEnds {
     /// Whether a flow sends from `at`.
     pub fn contains(&self, at: &SocketAddr) -> bool {
-        crate::lock::lock(&self.0).contains(at)
+        shape_leaves::lock::lock(&self.0).contains(at)
     }
 
     /// How many flows live: one for each client heard from lately.
     pub fn len(&self) -> usize {
-        crate::lock::lock(&self.0).len()
+        shape_leaves::lock::lock(&self.0).len()
     }
 
     /// Whether no flow lives.
@@ -96,7 +96,7 @@ impl Flows {
         let mut socket = UdpSocket::bind(any)?;
         socket.connect(upstream)?;
         if let (Some(ends), Ok(at)) = (&self.ends, socket.local_addr()) {
-            crate::lock::lock(&ends.0).insert(at);
+            shape_leaves::lock::lock(&ends.0).insert(at);
         }
         let entry = self.flows.vacant_entry();
         let key = entry.key();
@@ -159,7 +159,7 @@ impl Flows {
                 let mut flow = self.flows.remove(key);
                 let _ = registry.deregister(&mut flow.socket);
                 if let (Some(ends), Ok(at)) = (&self.ends, flow.socket.local_addr()) {
-                    crate::lock::lock(&ends.0).remove(&at);
+                    shape_leaves::lock::lock(&ends.0).remove(&at);
                 }
                 self.by_client.remove(&flow.client);
                 flow

@@ -25,7 +25,7 @@ impl Handle {
     /// Impairs both ways as `ways` says from now on (client to upstream,
     /// then back); what is queued and held stays.
     pub fn retune(&self, ways: [Impairment; 2]) {
-        crate::lock::lock(&self.asked).ways = Some(ways);
+        shape_leaves::lock::lock(&self.asked).ways = Some(ways);
         let _ = self.waker.wake();
     }
 
@@ -37,7 +37,7 @@ impl Handle {
     /// Ends the proxy: its `serve` returns at its next turn, and its
     /// sockets close when it is dropped.
     pub fn stop(&self) {
-        crate::lock::lock(&self.asked).stop = true;
+        shape_leaves::lock::lock(&self.asked).stop = true;
         let _ = self.waker.wake();
     }
 }

@@ -1,7 +1,7 @@
 //! UDP links: datagrams passed between clients and an upstream through a
 //! link impaired as netem impairs one, in user space and seeded. One
 //! direction's link, on any clock, is [`link`] (it loses datagrams as
-//! [`crate::faults::Loss`] says); who the clients are, [`flows`]; the
+//! [`shape_impair::faults::Loss`] says); who the clients are, [`flows`]; the
 //! proxy that carries flows through two links, [`proxy`]; how another
 //! thread reaches a running one, [`handle`].
 

@@ -93,8 +93,8 @@ impl History {
             .spawn(move || {
                 while let (Some(tallies), Some(samples)) = (tallies.upgrade(), samples.upgrade()) {
                     let at = super::clock_ms();
-                    let counters = crate::lock::lock(&tallies).clone();
-                    crate::lock::lock(&samples).take(at, &counters);
+                    let counters = shape_leaves::lock::lock(&tallies).clone();
+                    shape_leaves::lock::lock(&samples).take(at, &counters);
                     drop((tallies, samples));
                     std::thread::sleep(EVERY);
                 }
@@ -104,7 +104,7 @@ impl History {
 
     /// What [`Samples::answer`] says now.
     pub fn answer(&self) -> Value {
-        crate::lock::lock(&self.0).answer(super::clock_ms())
+        shape_leaves::lock::lock(&self.0).answer(super::clock_ms())
     }
 }
 

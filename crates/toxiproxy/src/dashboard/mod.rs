@@ -125,7 +125,7 @@ pub fn kinds() -> Value {
             })
         })
         .collect();
-    let profiles: Vec<&str> = crate::profiles::PROFILES
+    let profiles: Vec<&str> = shape_impair::profiles::PROFILES
         .iter()
         .map(|profile| profile.name)
         .collect();

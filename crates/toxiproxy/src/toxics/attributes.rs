@@ -3,15 +3,15 @@
 //! probabilities, each within what shape can carry out.
 
 use super::{Kind, Unit};
-use crate::trace::Trace;
 use serde_json::{Map, Value};
+use shape_impair::trace::Trace;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest time an attribute gives: shape's longest delay, an hour.
 /// Longer times are an hour.
-pub const LONGEST: Duration = crate::slowlink::LONGEST_DELAY;
+pub const LONGEST: Duration = shape_impair::slowlink::LONGEST_DELAY;
 
 /// A toxic's attributes, read as their units say. Any value the model let
 /// through reads as something shape can carry out: a negative number is
@@ -74,10 +74,10 @@ impl<'a> Attributes<'a> {
     }
 
     /// The known link named, if one is.
-    pub fn profile(&self, name: &str) -> Option<&'static crate::profiles::Profile> {
+    pub fn profile(&self, name: &str) -> Option<&'static shape_impair::profiles::Profile> {
         let named = self.values.get(name).and_then(Value::as_str)?;
-        match crate::profiles::parse_link(named) {
-            Ok(crate::profiles::LinkArg::Profile(profile)) => Some(profile),
+        match shape_impair::profiles::parse_link(named) {
+            Ok(shape_impair::profiles::LinkArg::Profile(profile)) => Some(profile),
             _ => None,
         }
     }
@@ -95,7 +95,7 @@ impl<'a> Attributes<'a> {
         match std::fs::metadata(path) {
             Ok(found) if found.is_file() => {}
             Ok(_) => return Err(format!("{path}: not a file")),
-            Err(err) => return Err(format!("{path}: {}", crate::message::one_line(&err))),
+            Err(err) => return Err(format!("{path}: {}", shape_leaves::message::one_line(&err))),
         }
         Trace::load(Path::new(path))
             .map(|trace| Some(Arc::new(trace)))

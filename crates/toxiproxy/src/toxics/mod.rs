@@ -75,8 +75,8 @@ impl Unit {
             Unit::Profile => value.as_str().is_some_and(|name| {
                 name.is_empty()
                     || matches!(
-                        crate::profiles::parse_link(name),
-                        Ok(crate::profiles::LinkArg::Profile(_))
+                        shape_impair::profiles::parse_link(name),
+                        Ok(shape_impair::profiles::LinkArg::Profile(_))
                     )
             }),
             // Read when given: the model refuses a file that is no trace.

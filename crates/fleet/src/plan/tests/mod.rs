@@ -2,7 +2,7 @@
 //! time, the local bucket and Redis's answers given by hand.
 
 use super::*;
-use crate::counting::Counting;
+use shape_leaves::counting::Counting;
 
 const RATE: u64 = 8 << 20;
 const BURST: u64 = RATE / 10;

@@ -10,9 +10,9 @@
 
 use super::piped::Piped;
 use super::*;
-use crate::slowlink::{Footprint, Spares};
+use shape_impair::conditions::InForce;
+use shape_impair::slowlink::{Footprint, Spares};
 use shape_leaves::duration::nanos;
-use shape_link::conditions::InForce;
 
 /// The least chunk spliced. A smaller one is read: at a slow rate a chunk
 /// is a packet or two, whose copy costs little, while pipes would take

@@ -4,14 +4,14 @@
 use super::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
 use super::stream::Stream;
 use super::strikes::Strikes;
-use crate::bucket::Bucket;
-use crate::chunk::proxy_chunk_size;
-use crate::conditions::{Conditions, Watch};
-use crate::duration::least;
-use crate::faults::{ResetStruck, Way, drop_block};
-use crate::slowlink::{Line, SlowLink};
-use crate::throughput::Throughput;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
+use shape_impair::conditions::{Conditions, Watch};
+use shape_impair::faults::{ResetStruck, Way, drop_block};
+use shape_impair::slowlink::{Line, SlowLink};
+use shape_leaves::bucket::Bucket;
+use shape_leaves::chunk::proxy_chunk_size;
+use shape_leaves::duration::least;
+use shape_leaves::throughput::Throughput;
 use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::ops::Deref;
@@ -188,7 +188,7 @@ fn bucket_of(pay: Pay) -> io::Result<(Arc<Bucket>, bool)> {
     Ok(match pay {
         Pay::Bucket(bucket) => (bucket, false),
         Pay::Own { limit, burst } => (
-            Arc::new(crate::bucket::own_empty(limit, burst).map_err(io::Error::other)?),
+            Arc::new(shape_leaves::bucket::own_empty(limit, burst).map_err(io::Error::other)?),
             true,
         ),
     })
@@ -262,8 +262,11 @@ impl Connection {
             upstream_at: start.upstream_at,
             own_end: None,
             looped: false,
-            close_at: close_after
-                .map(|after| start.now.saturating_add(crate::duration::nanos(after))),
+            close_at: close_after.map(|after| {
+                start
+                    .now
+                    .saturating_add(shape_leaves::duration::nanos(after))
+            }),
             closing: false,
             wake_at: None,
             peer: start.peer,
@@ -281,9 +284,9 @@ impl Connection {
         self.closing |= lifted && unstalled_closes;
         self.close_at = match plan.close_after {
             None => None,
-            Some(after) => self
-                .close_at
-                .or(Some(now.saturating_add(crate::duration::nanos(after)))),
+            Some(after) => self.close_at.or(Some(
+                now.saturating_add(shape_leaves::duration::nanos(after)),
+            )),
         };
         Ok(())
     }
@@ -356,7 +359,7 @@ impl Connection {
     pub(super) fn hold_until_answered(&mut self, failure: Failure, now: u64) -> Option<Failure> {
         let way = |way: Way| {
             let conditions = &self.shaping[way as usize].conditions;
-            crate::duration::nanos(conditions.now().delay(way))
+            shape_leaves::duration::nanos(conditions.now().delay(way))
         };
         let answered = self
             .accepted_at

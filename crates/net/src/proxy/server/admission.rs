@@ -4,7 +4,6 @@
 //! address.
 
 use super::{EventLoop, Route, Upstream};
-use crate::message::one_line;
 use crate::proxy::connection::{Connection, Opening};
 use crate::proxy::resolver::Resolver;
 use crate::proxy::rules::Luck;
@@ -13,6 +12,7 @@ use crate::{Address, out_of_resources};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Token};
 use shape_bucket::Clock;
+use shape_leaves::message::one_line;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;

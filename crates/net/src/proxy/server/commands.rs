@@ -4,10 +4,10 @@
 //! once done, so that the API can say so.
 
 use super::{EventLoop, Upstream};
-use crate::message::one_line;
 use crate::proxy::rules::Rules;
 use crate::{Address, Listening};
 use shape_bucket::Clock;
+use shape_leaves::message::one_line;
 use std::io;
 use std::sync::mpsc::SyncSender;
 

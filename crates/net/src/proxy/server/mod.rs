@@ -21,16 +21,16 @@ use super::resolver::{Found, Resolver};
 use super::rules::Rules;
 use super::stream::Listener;
 use crate::alarm::Alarm;
-use crate::bucket::Bucket;
 use crate::deadlines::Deadlines;
-use crate::faults::ResetStruck;
-use crate::lock::lock;
-use crate::message::one_line;
-use crate::say::Printer;
 use crate::{Address, Listening};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, Damaged, MonotonicClock};
+use shape_impair::faults::ResetStruck;
+use shape_leaves::bucket::Bucket;
+use shape_leaves::lock::lock;
+use shape_leaves::message::one_line;
+use shape_leaves::say::Printer;
 use slab::Slab;
 use std::collections::HashSet;
 use std::io;
@@ -227,7 +227,7 @@ impl<'a> EventLoop<'a> {
         if self.watched.iter().any(|b| Arc::ptr_eq(b, &bucket)) {
             return Ok(());
         }
-        crate::bucket::watch_for_changes(bucket.clone(), self.wake_on_change())?;
+        shape_leaves::bucket::watch_for_changes(bucket.clone(), self.wake_on_change())?;
         self.watched.push(bucket);
         Ok(())
     }

@@ -7,10 +7,10 @@
 
 use super::{EventLoop, Route};
 use crate::ACCEPT_PAUSE;
-use crate::lock::lock;
-use crate::message::one_line;
 use mio::Waker;
 use shape_bucket::Clock;
+use shape_leaves::lock::lock;
+use shape_leaves::message::one_line;
 use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::sync::Arc;

@@ -2,8 +2,8 @@
 //! departures at made-up times, all read from arbitrary bytes.
 
 use super::{Impairment, Link, QueueDrop};
-use crate::faults::{Loss, Mtu};
 use shape_bucket::{FakeClock, Fill, Limit, TokenBucket};
+use shape_impair::faults::{Loss, Mtu};
 use std::sync::Arc;
 
 /// Runs a link on `data`: its first line says the impairment (`RATE

@@ -25,9 +25,9 @@ mod tally;
 
 pub use tally::Tally;
 
-use crate::counting::Counting;
-use crate::faults::{Faults, Losing, Loss, Mtu, Oversize};
 use shape_bucket::{BucketCell, Clock, Limit, Reservation, TokenBucket};
+use shape_impair::faults::{Faults, Losing, Loss, Mtu, Oversize};
+use shape_leaves::counting::Counting;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::ops::Deref;
@@ -57,7 +57,7 @@ pub fn default_queue(limit: Limit, counting: Counting) -> u64 {
     };
     let one = match counting {
         Counting::Datagrams => counting.tokens(1),
-        _ => crate::faults::LARGEST_DATAGRAM as u64,
+        _ => shape_impair::faults::LARGEST_DATAGRAM as u64,
     };
     time.max(one)
 }

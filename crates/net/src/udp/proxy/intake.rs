@@ -119,7 +119,7 @@ impl DatagramProxy {
         if let Some(say) = &self.say {
             say.line(&format!(
                 "shape: no socket for a new flow from {client} ({}): new clients' datagrams are dropped and counted until flows are forgotten",
-                crate::message::one_line(err)
+                shape_leaves::message::one_line(err)
             ));
         }
     }

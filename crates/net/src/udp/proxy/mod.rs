@@ -9,15 +9,15 @@ use super::flows::{FlowEnds, Flows, Own};
 use super::handle::{Handle, Pending};
 use super::link::{Impairment, Link, Tally};
 use crate::alarm::Alarm;
-use crate::bucket::Bucket;
-use crate::conditions::{Conditions, Watch};
 use crate::deadlines::Deadlines;
-use crate::say::Printer;
-use crate::throughput::Throughput;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, MonotonicClock};
+use shape_impair::conditions::{Conditions, Watch};
+use shape_leaves::bucket::Bucket;
+use shape_leaves::say::Printer;
+use shape_leaves::throughput::Throughput;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The largest datagram UDP carries over IPv4.
-const LARGEST: usize = crate::faults::LARGEST_DATAGRAM;
+const LARGEST: usize = shape_impair::faults::LARGEST_DATAGRAM;
 /// How long a flow that sends and receives nothing is kept when not told:
 /// as long as Linux's conntrack keeps a UDP flow that has seen replies.
 pub const IDLE: Duration = Duration::from_secs(120);
@@ -262,13 +262,13 @@ impl DatagramProxy {
         for (tally, over) in tallies.iter_mut().zip(self.over_limit) {
             tally.over_limit = over;
         }
-        *crate::lock::lock(&self.tallies) = tallies;
+        *shape_leaves::lock::lock(&self.tallies) = tallies;
     }
 
     /// Takes what was asked through a [`Handle`]: new impairments, from
     /// now on. Returns true if it was asked to stop.
     fn obey(&mut self) -> bool {
-        let asked = std::mem::take(&mut *crate::lock::lock(&self.asked));
+        let asked = std::mem::take(&mut *shape_leaves::lock::lock(&self.asked));
         if let Some(ways) = asked.ways {
             self.route.ways = ways;
             self.retune_links();
@@ -383,8 +383,8 @@ mod intake;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bucket::own_empty;
     use shape_bucket::Limit;
+    use shape_leaves::bucket::own_empty;
     use std::net::UdpSocket as StdSocket;
     use std::time::Instant;
 

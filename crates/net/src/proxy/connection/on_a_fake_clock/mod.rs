@@ -8,9 +8,9 @@
 mod between_sockets;
 
 use super::*;
-use crate::conditions::{InForce, Retune};
-use crate::faults::{Change, Faults, Slice, Trigger};
 use shape_bucket::{FakeClock, Fill, Limit};
+use shape_impair::conditions::{InForce, Retune};
+use shape_impair::faults::{Change, Faults, Slice, Trigger};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -354,7 +354,7 @@ fn a_bandwidth_toxic_passes_480_kb_at_1000_kb_s_in_480_ms_evenly() {
     // the connection's own, empty, whose burst is 40 ms.
     let limit = Limit::per_second(1_000_000);
     let mut bench = DirectionBench::new(limit, 2, Duration::ZERO, Faults::default());
-    let burst = crate::chunk::bandwidth_burst(limit);
+    let burst = shape_leaves::chunk::bandwidth_burst(limit);
     bench.bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, bench.clock.clone()).unwrap();
     let (mut from, mut to) = bench.sides(480_000, true);
     bench.run(&mut from, &mut to, u64::MAX);
@@ -390,7 +390,8 @@ fn at_any_rate_a_connection_keeps_between_its_burst_and_a_chunk_behind() {
     // of the rate; from 1 MiB/s every 100 ms carries the same.
     for per_second in [4096, 20_000, 150_000, 200_000, 1 << 20, 10 << 20] {
         let limit = Limit::per_second(per_second);
-        let burst = crate::chunk::default_burst(limit, crate::counting::Counting::Bytes);
+        let burst =
+            shape_leaves::chunk::default_burst(limit, shape_leaves::counting::Counting::Bytes);
         let chunk = proxy_chunk_size(limit, burst, 0) as u128;
         let mut bench = DirectionBench::new(limit, burst, Duration::ZERO, Faults::default());
         bench.bucket =

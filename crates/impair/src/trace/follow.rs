@@ -6,8 +6,8 @@
 //! delivers nothing (an outage). The trace repeats.
 
 use super::{OPPORTUNITY, Trace};
-use crate::bucket::{Adjustment, Bucket, apply};
 use shape_bucket::Limit;
+use shape_leaves::bucket::{Adjustment, Bucket, apply};
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,7 +169,7 @@ mod following {
             .chain(["1000\n".into()])
             .collect();
         let trace = Arc::new(Trace::read("t", &text).unwrap());
-        let bucket = Arc::new(crate::bucket::own(Limit::Unlimited, 1).unwrap());
+        let bucket = Arc::new(shape_leaves::bucket::own(Limit::Unlimited, 1).unwrap());
         let started = Instant::now();
         let changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counted = changes.clone();

@@ -10,7 +10,7 @@
 //! kept elsewhere.
 
 use super::LONGEST_DELAY;
-use crate::duration::nanos;
+use shape_leaves::duration::nanos;
 use std::collections::VecDeque;
 use std::time::Duration;
 

@@ -10,9 +10,9 @@ mod line;
 
 pub use line::{Footprint, Line, Spares};
 
-use crate::chunk::MAX_CHUNK;
-use crate::duration::{self, Accepted};
 use shape_bucket::Limit;
+use shape_leaves::chunk::MAX_CHUNK;
+use shape_leaves::duration::{self, Accepted};
 use std::time::Duration;
 
 /// The longest `--delay` or `--jitter`: an hour, far beyond any real link,

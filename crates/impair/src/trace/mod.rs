@@ -86,7 +86,7 @@ impl Trace {
         let name = path.display().to_string();
         let unread = |err: std::io::Error| BadTrace {
             unread: true,
-            ..BadTrace::new(name.clone(), crate::message::one_line(&err))
+            ..BadTrace::new(name.clone(), shape_leaves::message::one_line(&err))
         };
         let mut text = String::new();
         std::fs::File::open(path)

@@ -5,7 +5,7 @@
 //! conditions when it moves.
 
 use crate::faults::{Change, Faults, Needs, Way};
-use crate::lock::lock;
+use shape_leaves::lock::lock;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -14,5 +14,4 @@ pub mod profiles;
 pub mod slowlink;
 pub mod trace;
 
-// The leaves, named at the root as this crate's own (`crate::duration`).
-use shape_leaves::{bucket, chunk, duration, lock, message};
+// The leaves, named at the root as this crate's own (`shape_leaves::duration`).

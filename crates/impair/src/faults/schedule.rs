@@ -6,7 +6,7 @@
 //! questions, so the two carry a fault out the same way.
 
 use super::{Faults, Trigger};
-use crate::duration::{least, nanos};
+use shape_leaves::duration::{least, nanos};
 use std::time::Duration;
 
 /// The moments one direction's faults wait for.
