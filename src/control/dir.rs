@@ -18,7 +18,7 @@ use std::sync::Arc;
 pub enum Unfit {
     /// It is a link, which shape never follows.
     #[error("is a symbolic link")]
-    Link,
+    Symlink,
     /// It is not what was expected.
     #[error("is not a {0}")]
     NotA(&'static str),
@@ -178,7 +178,7 @@ impl ControlDir {
             let fd =
                 rustix::fs::openat(&self.fd, name, flags, Mode::empty()).map_err(
                     |err| match err {
-                        Errno::LOOP => format!("it {}", Unfit::Link),
+                        Errno::LOOP => format!("it {}", Unfit::Symlink),
                         err => err.to_string(),
                     },
                 )?;

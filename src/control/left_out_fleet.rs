@@ -1,7 +1,7 @@
 //! A build without fleets (cargo's `fleet` feature off): the names the
 //! rest of shape knows a fleet's share by, none of which can be had. A
 //! Redis address given as a share is refused in one line; what only a
-//! fleet's share would hold (a membership, its departure) has no value,
+//! fleet's share would hold (a membership, its leaving) has no value,
 //! so the code that would use one is never reached.
 
 use shape_bucket::Limit;
@@ -46,7 +46,7 @@ impl std::fmt::Display for RedisShare {
 pub enum Member {}
 
 impl Member {
-    pub fn departure(&self) -> Departure {
+    pub fn leaving(&self) -> Leaving {
         match *self {}
     }
 
@@ -80,9 +80,9 @@ impl std::error::Error for FleetError {}
 
 /// Leaving a fleet's share: never, in this build.
 #[derive(Clone)]
-pub enum Departure {}
+pub enum Leaving {}
 
-impl Departure {
+impl Leaving {
     pub fn leave(&self) {
         match *self {}
     }

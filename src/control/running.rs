@@ -29,7 +29,7 @@ pub struct Run {
     pub pass_on: Option<Box<dyn Fn(i32) + Send>>,
     /// A fleet's share to leave before SIGINT or SIGTERM ends shape, so
     /// that its part is free at once.
-    pub leaving: Option<super::fleet::Departure>,
+    pub leaving: Option<super::fleet::Leaving>,
 }
 
 /// Starts answering signals and remote control for `run`, registered as

@@ -13,7 +13,7 @@ use crate::control::Adjuster;
 use anyhow::Context;
 use shape_bucket::Limit;
 use shape_bucket::units::{human_bytes, human_rate};
-use shape_exec::{CommandWays, Exited, MakeLink, NotRun, Relay};
+use shape_exec::{CommandWays, Exited, MakeNetem, NotRun, Relay};
 use shape_impair::conditions::{Carried, Conditions, Fixed, InForce};
 use shape_impair::faults::Way;
 use shape_leaves::counting::Counting;
@@ -214,7 +214,7 @@ fn start_relay(
         loops: 1,
     };
     let seed = shaping.seed;
-    let carrier = proxy::Carrier::start(shaping).context("the link's relay")?;
+    let relay_loop = proxy::RelayLoop::start(shaping).context("the link's relay")?;
     let say = (!cli.quiet).then(|| printer.clone());
     let passed = [passed_up, passed_down];
     let flow_ends = FlowEnds::default();
@@ -228,7 +228,7 @@ fn start_relay(
     };
     let datagrams = datagram_links(cli, links)?;
     Ok(Relay {
-        carrier,
+        relay_loop,
         conditions,
         datagrams,
         flow_ends,
@@ -250,7 +250,7 @@ struct Links<'a> {
 /// What makes a datagram link of the command's, for one destination: the
 /// UDP link's proxy, on a thread of its own, impaired as the flags say,
 /// following the link's conditions and paying from both ways' buckets.
-fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeLink> {
+fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeNetem> {
     let Links {
         adjuster,
         conditions,

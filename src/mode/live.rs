@@ -122,7 +122,7 @@ pub fn go_live(
         printer,
         rate_file: cli.rate_file.clone(),
         pass_on,
-        leaving: member.map(fleet::Member::departure),
+        leaving: member.map(fleet::Member::leaving),
     };
     // Only a share of this machine's counts its shapes by registration.
     let local_share = match &cli.share {

@@ -5,7 +5,7 @@
 use super::{CopyError, DelayedOutput, Descriptor, Ended, Forward};
 use shape_bucket::{Clock, MonotonicClock};
 use shape_impair::conditions::{Conditions, Watch};
-use shape_impair::faults::{Mischief, ResetStruck, Schedule, Struck, Tally, Way};
+use shape_impair::faults::{ResetStruck, Schedule, StreamFaults, Struck, Tally, Way};
 use shape_leaves::lock::lock;
 use shape_leaves::throughput::Throughput;
 use std::fs::File;
@@ -19,12 +19,12 @@ pub struct Output {
     /// Faults to carry out on every chunk, if any are asked for, with the
     /// change of the conditions taken last, and where changes to them (and
     /// to the delay) come from.
-    mischief: Option<(Mutex<Retuned>, Arc<Conditions>)>,
+    stream_faults: Option<(Mutex<Retuned>, Arc<Conditions>)>,
 }
 
 /// The faults of a stream, which change of the conditions they are at,
 /// and when those that count time are due.
-type Retuned = (Mischief, Watch, Schedule);
+type Retuned = (StreamFaults, Watch, Schedule);
 
 /// Where chunks go.
 enum To {
@@ -43,7 +43,7 @@ impl Output {
     pub fn direct(file: File) -> Output {
         Output {
             to: To::Direct(file),
-            mischief: None,
+            stream_faults: None,
         }
     }
 
@@ -54,15 +54,19 @@ impl Output {
                 line,
                 put_in: Box::default(),
             },
-            mischief: None,
+            stream_faults: None,
         }
     }
 
-    /// The same output, with `mischief` done to every chunk, retuned
+    /// The same output, with `faults` done to every chunk, retuned
     /// (with the delay) when `conditions` change.
-    pub fn with_faults(mut self, mischief: Mischief, conditions: Arc<Conditions>) -> Output {
-        let retuned = (mischief, Watch::default(), Schedule::default());
-        self.mischief = Some((Mutex::new(retuned), conditions));
+    pub fn with_faults(
+        mut self,
+        stream_faults: StreamFaults,
+        conditions: Arc<Conditions>,
+    ) -> Output {
+        let retuned = (stream_faults, Watch::default(), Schedule::default());
+        self.stream_faults = Some((Mutex::new(retuned), conditions));
         self
     }
 
@@ -78,32 +82,32 @@ impl Output {
 
     /// Pumps `input` to this output.
     pub fn forward(&self, pump: &mut dyn Forward, input: &File) -> Result<Ended, CopyError> {
-        let Some((mischief, conditions)) = &self.mischief else {
+        let Some((stream_faults, conditions)) = &self.stream_faults else {
             return match &self.to {
                 To::Direct(file) => pump.to_file(input, file),
                 To::Delayed { line, .. } => pump.to_writer(input, &mut &*line),
             };
         };
-        let mut guard = lock(mischief);
-        let (mischief, watch, schedule) = &mut *guard;
+        let mut guard = lock(stream_faults);
+        let (stream_faults, watch, schedule) = &mut *guard;
         let retune = Some(Retuning { conditions, watch });
         match &self.to {
             To::Direct(file) => pump.to_writer(
                 input,
-                &mut Faulty::new(&mut Descriptor(file), mischief, schedule, retune, None),
+                &mut Faulty::new(&mut Descriptor(file), stream_faults, schedule, retune, None),
             ),
             To::Delayed { line, .. } => pump.to_writer(
                 input,
-                &mut Faulty::new(&mut &*line, mischief, schedule, retune, Some(line)),
+                &mut Faulty::new(&mut &*line, stream_faults, schedule, retune, Some(line)),
             ),
         }
     }
 
     /// Whether a stall or reset has struck, to be set by timers too.
     pub fn struck(&self) -> Option<Arc<Struck>> {
-        self.mischief
+        self.stream_faults
             .as_ref()
-            .map(|(mischief, _)| lock(mischief).0.struck.clone())
+            .map(|(stream_faults, _)| lock(stream_faults).0.struck.clone())
     }
 
     /// A handle that can make closing the output a reset later (see
@@ -117,17 +121,17 @@ impl Output {
 
     /// What the faults did so far.
     pub fn tally(&self) -> Option<Tally> {
-        self.mischief
+        self.stream_faults
             .as_ref()
-            .map(|(mischief, _)| lock(mischief).0.tally)
+            .map(|(stream_faults, _)| lock(stream_faults).0.tally)
     }
 
     /// What the faults did so far, if nobody is copying through them at
     /// this moment: for a copy ended from outside, which must not wait for
     /// a write that may never end.
     pub fn tally_if_free(&self) -> Option<Tally> {
-        let (mischief, _) = self.mischief.as_ref()?;
-        let held = mischief.try_lock().ok()?;
+        let (stream_faults, _) = self.stream_faults.as_ref()?;
+        let held = stream_faults.try_lock().ok()?;
         Some(held.0.tally)
     }
 
@@ -146,12 +150,12 @@ impl Output {
     }
 }
 
-/// A writer that does `mischief` to every write: loses it, flips bits in
+/// A writer that does `faults` to every write: loses it, flips bits in
 /// it, or writes it in pieces with a pause between them; and takes changes
 /// of the faults and of the delay as they come.
 struct Faulty<'a, W: Write + ?Sized> {
     inner: &'a mut W,
-    mischief: &'a mut Mischief,
+    stream_faults: &'a mut StreamFaults,
     /// When the pause after a slice ends.
     schedule: &'a mut Schedule,
     retune: Option<Retuning<'a>>,
@@ -170,14 +174,14 @@ struct Retuning<'a> {
 impl<'a, W: Write + ?Sized> Faulty<'a, W> {
     fn new(
         inner: &'a mut W,
-        mischief: &'a mut Mischief,
+        stream_faults: &'a mut StreamFaults,
         schedule: &'a mut Schedule,
         retune: Option<Retuning<'a>>,
         line: Option<&'a DelayedOutput<MonotonicClock>>,
     ) -> Self {
         Faulty {
             inner,
-            mischief,
+            stream_faults,
             schedule,
             retune,
             line,
@@ -193,7 +197,7 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
         let Some(now) = watch.changed(conditions) else {
             return;
         };
-        self.mischief.set_faults(now.faults(Way::Down));
+        self.stream_faults.set_faults(now.faults(Way::Down));
         if let Some(line) = self.line {
             line.set_delay(now.delay(shape_impair::faults::Way::Down), now.jitter);
         }
@@ -203,12 +207,12 @@ impl<'a, W: Write + ?Sized> Faulty<'a, W> {
     /// pause after each if slicing was asked for: a slice waits until the
     /// schedule says the pause after the last one has ended.
     fn write_in_slices(&mut self, passing: usize) -> io::Result<()> {
-        let pause: Duration = self.mischief.faults().slice_pause;
+        let pause: Duration = self.stream_faults.faults().slice_pause;
         // Without a pause, no clock is read: this is every faulty write.
         let clock = (!pause.is_zero()).then_some(MonotonicClock);
         let mut at = 0;
         while at < passing {
-            let (piece, ends_slice) = self.mischief.piece(passing - at);
+            let (piece, ends_slice) = self.stream_faults.piece(passing - at);
             if let Some(clock) = &clock {
                 let now = clock.now();
                 if let Some(until) = self.schedule.paused(now) {
@@ -234,7 +238,7 @@ impl<W: Write + ?Sized> Write for Faulty<'_, W> {
         // What a seed does depends on where bytes are in the stream, not
         // on how they were read; what passes is gathered at the front, to
         // be sliced as one.
-        let (kept, reset) = self.mischief.pass_through(&mut self.scratch);
+        let (kept, reset) = self.stream_faults.pass_through(&mut self.scratch);
         self.write_in_slices(kept)?;
         if reset {
             return Err(io::Error::other(ResetStruck));
@@ -271,13 +275,19 @@ mod tests {
         }
     }
 
-    /// What `data` becomes through a faulty output of `mischief`, write by
+    /// What `data` becomes through a faulty output of `faults`, write by
     /// write.
-    fn written(mischief: &mut Mischief, data: &[u8]) -> Vec<Vec<u8>> {
+    fn written(stream_faults: &mut StreamFaults, data: &[u8]) -> Vec<Vec<u8>> {
         let mut writes = Writes::default();
-        Faulty::new(&mut writes, mischief, &mut Schedule::default(), None, None)
-            .write_all(data)
-            .unwrap();
+        Faulty::new(
+            &mut writes,
+            stream_faults,
+            &mut Schedule::default(),
+            None,
+            None,
+        )
+        .write_all(data)
+        .unwrap();
         writes.0
     }
 
@@ -290,9 +300,9 @@ mod tests {
             }),
             ..Faults::default()
         };
-        let mut mischief = Mischief::new(faults, 1, 1000);
+        let mut stream_faults = StreamFaults::new(faults, 1, 1000);
         let data: Vec<u8> = (0..100).collect();
-        let writes = written(&mut mischief, &data);
+        let writes = written(&mut stream_faults, &data);
         assert_eq!(writes.len(), 15);
         assert!(writes[..14].iter().all(|piece| piece.len() == 7));
         assert_eq!(writes.concat(), data);
@@ -311,10 +321,11 @@ mod tests {
         };
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         let written_in = |sizes: &[usize]| {
-            let mut mischief = Mischief::new(faults, 9, 1000);
+            let mut stream_faults = StreamFaults::new(faults, 9, 1000);
             let mut writes = Writes::default();
             let mut schedule = Schedule::default();
-            let mut faulty = Faulty::new(&mut writes, &mut mischief, &mut schedule, None, None);
+            let mut faulty =
+                Faulty::new(&mut writes, &mut stream_faults, &mut schedule, None, None);
             let mut at = 0;
             for &size in sizes.iter().cycle() {
                 if at == data.len() {
@@ -324,7 +335,7 @@ mod tests {
                 faulty.write_all(&data[at..at + size]).unwrap();
                 at += size;
             }
-            (writes.0, mischief.tally)
+            (writes.0, stream_faults.tally)
         };
         let (pieces, tally) = written_in(&[100_000]);
         assert!(tally.dropped_blocks > 0 && tally.corrupted_bytes > 0);
@@ -347,8 +358,8 @@ mod tests {
             drop: shape_impair::faults::Loss::Random(1.0),
             ..Faults::default()
         };
-        let mut mischief = Mischief::new(faults, 1, 1000);
-        assert!(written(&mut mischief, &[1; 50]).is_empty());
-        assert_eq!(mischief.tally.dropped_bytes, 50);
+        let mut stream_faults = StreamFaults::new(faults, 1, 1000);
+        assert!(written(&mut stream_faults, &[1; 50]).is_empty());
+        assert_eq!(stream_faults.tally.dropped_bytes, 50);
     }
 }

@@ -46,7 +46,7 @@ fn no_type_name_stands_for_two_ideas() {
         "RedisShare",
         "Member",
         "FleetError",
-        "Departure",
+        "Leaving",
         "Route",
         "Tally",
     ];

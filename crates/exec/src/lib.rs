@@ -14,18 +14,18 @@
 #![deny(unsafe_code)]
 
 mod call;
-mod door;
 mod filter;
 pub mod fuzzing;
 #[allow(unsafe_code)]
 mod kernel;
 mod sockets;
 mod supervisor;
+mod waiting_port;
 
-pub use supervisor::{CommandWays, Exited, MakeLink};
+pub use supervisor::{CommandWays, Exited, MakeNetem};
 
 use shape_impair::conditions::Conditions;
-use shape_net::proxy::Carrier;
+use shape_net::proxy::RelayLoop;
 use shape_net::udp::FlowEnds;
 use std::sync::Arc;
 
@@ -42,11 +42,11 @@ use std::path::{Path, PathBuf};
 /// carries the command's TCP connections and datagrams, and its
 /// conditions (a connect takes its round trip).
 pub struct Relay {
-    pub carrier: Carrier,
+    pub relay_loop: RelayLoop,
     pub conditions: Arc<Conditions>,
     /// What makes a datagram link to a destination of the command's UDP
     /// sockets.
-    pub datagrams: MakeLink,
+    pub datagrams: MakeNetem,
     /// Where the datagram links' flows send from: a datagram the command
     /// sends there answers one that crossed the link already.
     pub flow_ends: FlowEnds,

@@ -50,19 +50,19 @@ pub struct Sockets {
     /// By socket inode: what it is, and the buffers it was given.
     kinds: HashMap<(u64, u64), (SocketKind, Option<usize>)>,
     pidfds: HashMap<u32, OwnedFd>,
-    /// The doors of the relay that carries TCP connections, if any.
-    doors: Vec<SocketAddr>,
+    /// The waiting ports of the relay that carries TCP connections, if any.
+    waiting_ports: Vec<SocketAddr>,
     /// Shape's copies of the sockets it made, by inode, where sockets
     /// cannot be taken from the command.
     copies: Option<HashMap<(u64, u64), OwnedFd>>,
 }
 
 impl Sockets {
-    /// Knows nothing yet; TCP sockets connected to one of `doors` are
+    /// Knows nothing yet; TCP sockets connected to one of `waiting ports` are
     /// the relay's to shape.
-    pub fn relayed_by(doors: Vec<SocketAddr>) -> Sockets {
+    pub fn relayed_by(waiting_ports: Vec<SocketAddr>) -> Sockets {
         Sockets {
-            doors,
+            waiting_ports,
             ..Sockets::default()
         }
     }
@@ -71,12 +71,12 @@ impl Sockets {
     fn kind_of(&self, socket: BorrowedFd<'_>) -> SocketKind {
         let kind = socket_kind(socket);
         let relayed = kind == SocketKind::Stream
-            && !self.doors.is_empty()
+            && !self.waiting_ports.is_empty()
             && rustix::net::getpeername(socket)
                 .ok()
                 .flatten()
                 .and_then(|peer| SocketAddr::try_from(peer).ok())
-                .is_some_and(|peer| self.doors.contains(&peer));
+                .is_some_and(|peer| self.waiting_ports.contains(&peer));
         match relayed {
             true => SocketKind::Unshaped,
             false => kind,
@@ -126,7 +126,7 @@ impl Sockets {
         });
         if relayed {
             // Noted as the relay's already, maybe before its handshake
-            // ended (its peer then is not yet the door).
+            // ended (its peer then is not yet the waiting port).
             return SocketKind::Unshaped;
         }
         let kind = self.kind_of(socket);

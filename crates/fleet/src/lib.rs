@@ -19,8 +19,8 @@
 
 #![forbid(unsafe_code)]
 
+mod connection;
 pub mod fuzzing;
-mod link;
 mod member;
 mod plan;
 mod store;
@@ -28,7 +28,7 @@ mod store;
 mod swarm;
 mod url;
 
-pub use member::{Departure, Member};
+pub use member::{Leaving, Member};
 pub use plan::Held;
 pub use shape_leaves::share::{Fallback, Joining};
 pub use store::StoreError;

@@ -6,8 +6,8 @@
 //! the bucket when the leases run out, applies the fallback when a call
 //! fails, and leaves within [`LEAVE_WITHIN`] whatever Redis does.
 
-use super::link::Node;
-use super::plan::{Ask, Event, LeaseReply, Leases, Local, Step, Trouble};
+use super::connection::Node;
+use super::plan::{Ask, Event, LeaseReply, Leases, Local, RedisFailure, Step};
 use super::store::Store;
 use super::url::RedisShare;
 use shape_bucket::{Clock, Limit, MonotonicClock};
@@ -24,13 +24,13 @@ pub const LEAVE_WITHIN: Duration = Duration::from_millis(200);
 
 /// What reaches the planner.
 enum Note {
-    LeaseReply(Result<LeaseReply, Trouble>),
+    LeaseReply(Result<LeaseReply, RedisFailure>),
     GaveBack,
     Leave,
 }
 
 /// What the courier is asked to do.
-enum Errand {
+enum CourierTask {
     Lease(Ask),
     GiveBack(u64),
 }
@@ -38,7 +38,7 @@ enum Errand {
 /// A shape's place on a fleet's share: leasing goes on while it lives;
 /// leaving gives back what is unused.
 pub struct Member {
-    departure: Departure,
+    leaving: Leaving,
     /// The share's limit and burst, as the planner last heard them.
     share_settings: Arc<Mutex<(Limit, u64)>>,
 }
@@ -48,12 +48,12 @@ pub struct Member {
 /// SIGTERM was forgotten only at its deadline, two lease times and a
 /// second after its last call, and held its part until then.
 #[derive(Clone)]
-pub struct Departure {
+pub struct Leaving {
     inbox: Sender<Note>,
     planner: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
-impl Departure {
+impl Leaving {
     /// Stops leasing and gives back what was leased and not spent, if
     /// Redis takes it within [`LEAVE_WITHIN`]; returns when that is done.
     pub fn leave(&self) {
@@ -86,7 +86,7 @@ impl Member {
         let (inbox, notes) = mpsc::channel();
         let (jobs, work) = mpsc::channel();
         if let Some(ask) = asked {
-            let _ = jobs.send(Errand::Lease(ask));
+            let _ = jobs.send(CourierTask::Lease(ask));
         }
         let courier = Courier {
             share: identity.share.clone(),
@@ -112,7 +112,7 @@ impl Member {
             .name("fleet".into())
             .spawn(move || planner.run(notes))?;
         Ok(Member {
-            departure: Departure {
+            leaving: Leaving {
                 inbox,
                 planner: Arc::new(Mutex::new(Some(planner))),
             },
@@ -128,18 +128,18 @@ impl Member {
     /// Stops leasing and gives back what was leased and not spent, if
     /// Redis takes it within [`LEAVE_WITHIN`].
     pub fn leave(self) {
-        self.departure.leave();
+        self.leaving.leave();
     }
 
     /// What makes this member leave from another thread.
-    pub fn departure(&self) -> Departure {
-        self.departure.clone()
+    pub fn leaving(&self) -> Leaving {
+        self.leaving.clone()
     }
 }
 
 impl Drop for Member {
     fn drop(&mut self) {
-        self.departure.leave();
+        self.leaving.leave();
     }
 }
 
@@ -180,7 +180,7 @@ struct Planner {
     bucket: Arc<Bucket>,
     say: Option<Printer>,
     share: RedisShare,
-    jobs: Sender<Errand>,
+    jobs: Sender<CourierTask>,
     /// Where the share's settings are kept for [`Member::share_settings`].
     share_settings: Arc<Mutex<(Limit, u64)>>,
 }
@@ -210,7 +210,7 @@ impl Planner {
         let held = self.plan.held();
         *shape_leaves::lock::lock(&self.share_settings) = (held.limit, held.burst);
         if let Some(ask) = step.ask {
-            let _ = self.jobs.send(Errand::Lease(ask));
+            let _ = self.jobs.send(CourierTask::Lease(ask));
         }
         step
     }
@@ -238,7 +238,7 @@ impl Planner {
             return;
         }
         let unused = self.plan.unused(local(&self.bucket).granted);
-        if self.jobs.send(Errand::GiveBack(unused)).is_ok() {
+        if self.jobs.send(CourierTask::GiveBack(unused)).is_ok() {
             while let Ok(note) = notes.recv_timeout(left()) {
                 if matches!(note, Note::GaveBack) {
                     break;
@@ -259,13 +259,13 @@ struct Courier {
 }
 
 impl Courier {
-    fn run(mut self, work: Receiver<Errand>, answers: Sender<Note>) {
+    fn run(mut self, work: Receiver<CourierTask>, answers: Sender<Note>) {
         for job in work {
             let note = match job {
-                Errand::Lease(ask) => {
+                CourierTask::Lease(ask) => {
                     Note::LeaseReply(self.call(|store, id| store.lease(id, &ask)))
                 }
-                Errand::GiveBack(unused) => {
+                CourierTask::GiveBack(unused) => {
                     let _ = self.call(|store, id| store.give_back(id, unused));
                     Note::GaveBack
                 }
@@ -281,7 +281,7 @@ impl Courier {
     fn call<T>(
         &mut self,
         call: impl FnOnce(&mut Store, &str) -> Result<T, super::StoreError>,
-    ) -> Result<T, Trouble> {
+    ) -> Result<T, RedisFailure> {
         if self.store.is_none() {
             let mut store =
                 Store::connect_member(&self.share, &self.known).map_err(|err| err.trouble())?;

@@ -68,20 +68,20 @@ impl Reply {
     }
 }
 
-/// Answers `method path` with `body` on `model`, carried out by `carrier`.
+/// Answers `method path` with `body` on `model`, carried out by `relay loop`.
 pub fn answer(
     model: &mut Model,
-    carrier: &mut dyn CarriesOut,
+    relay_loop: &mut dyn CarriesOut,
     method: &str,
     path: &str,
     body: &[u8],
 ) -> Reply {
-    route(model, carrier, method, path, body).unwrap_or_else(Reply::error)
+    route(model, relay_loop, method, path, body).unwrap_or_else(Reply::error)
 }
 
 fn route(
     model: &mut Model,
-    carrier: &mut dyn CarriesOut,
+    relay_loop: &mut dyn CarriesOut,
     method: &str,
     path: &str,
     body: &[u8],
@@ -107,7 +107,7 @@ fn route(
             body: Some(format!("{{\"version\": \"{TOXIPROXY_VERSION}\"}}\n")),
             content_type: "application/json;charset=utf-8",
         }),
-        ("GET", ["metrics"]) => Ok(match carrier.metrics(model) {
+        ("GET", ["metrics"]) => Ok(match relay_loop.metrics(model) {
             Some(text) => Reply {
                 status: 200,
                 body: Some(text),
@@ -118,41 +118,41 @@ fn route(
             None => not_found(),
         }),
         ("POST", ["reset"]) => {
-            reset(model, carrier)?;
+            reset(model, relay_loop)?;
             Ok(Reply::none())
         }
-        ("POST", ["populate"]) => Ok(populate(model, carrier, body)),
+        ("POST", ["populate"]) => Ok(populate(model, relay_loop, body)),
         ("GET", ["proxies"]) => Ok(Reply::json(200, &model.proxies)),
         // The dashboard's reading of it all, with what flows (shape's own).
         ("GET", ["ui", "state"]) => Ok(Reply::json(
             200,
-            &dashboard::state(model, &carrier.traffic()),
+            &dashboard::state(model, &relay_loop.traffic()),
         )),
-        ("GET", ["ui", "history"]) => Ok(Reply::json(200, &carrier.history())),
+        ("GET", ["ui", "history"]) => Ok(Reply::json(200, &relay_loop.history())),
         ("GET", ["ui", "toxics"]) => Ok(Reply::json(200, &dashboard::kinds())),
         ("POST", ["proxies"]) => {
             // `null` is a proxy with nothing given, as Go decodes it.
             let given: Option<ProxyGiven> = parse(body)?;
             Ok(Reply::json(
                 201,
-                &create(model, carrier, given.unwrap_or_default())?,
+                &create(model, relay_loop, given.unwrap_or_default())?,
             ))
         }
         ("GET", ["proxies", name]) => Ok(Reply::json(200, model.proxy(name)?)),
         ("POST" | "PATCH", ["proxies", name]) => {
             let given: ProxyGiven = parse(body)?;
-            Ok(Reply::json(200, &update(model, carrier, name, given)?))
+            Ok(Reply::json(200, &update(model, relay_loop, name, given)?))
         }
         ("DELETE", ["proxies", name]) => {
             model.delete(name)?;
-            carrier.remove(name);
+            relay_loop.remove(name);
             Ok(Reply::none())
         }
         ("GET", ["proxies", name, "toxics"]) => Ok(Reply::json(200, &model.proxy(name)?.toxics)),
         ("POST", ["proxies", name, "toxics"]) => {
             let given: Map<String, Value> = parse(body)?;
             let toxic = model.add_toxic(name, &given)?.clone();
-            retune(model, carrier, name);
+            retune(model, relay_loop, name);
             Ok(Reply::json(200, &toxic))
         }
         ("GET", ["proxies", name, "toxics", toxic]) => {
@@ -166,12 +166,12 @@ fn route(
         ("POST" | "PATCH", ["proxies", name, "toxics", toxic]) => {
             let given: Map<String, Value> = parse(body)?;
             let toxic = model.update_toxic(name, toxic, &given)?.clone();
-            retune(model, carrier, name);
+            retune(model, relay_loop, name);
             Ok(Reply::json(200, &toxic))
         }
         ("DELETE", ["proxies", name, "toxics", toxic]) => {
             model.delete_toxic(name, toxic)?;
-            retune(model, carrier, name);
+            retune(model, relay_loop, name);
             Ok(Reply::none())
         }
         // A path it knows, with another method: 405 and no body.
@@ -201,14 +201,14 @@ fn not_found() -> Reply {
 /// was bound; if it cannot start it is not kept.
 pub fn create(
     model: &mut Model,
-    carrier: &mut dyn CarriesOut,
+    relay_loop: &mut dyn CarriesOut,
     given: ProxyGiven,
 ) -> Result<Proxy, ApiError> {
     let proxy = model.create(given)?.clone();
     if !proxy.enabled {
         return Ok(proxy);
     }
-    match carrier.start(&proxy) {
+    match relay_loop.start(&proxy) {
         Ok(listen) => {
             let proxy = model.proxies.get_mut(&proxy.name).expect("just created");
             proxy.listen = listen;
@@ -216,7 +216,7 @@ pub fn create(
         }
         Err(err) => {
             let _ = model.delete(&proxy.name);
-            carrier.remove(&proxy.name);
+            relay_loop.remove(&proxy.name);
             Err(err)
         }
     }
@@ -227,7 +227,7 @@ pub fn create(
 /// same address; if it cannot start, it stays disabled.
 fn update(
     model: &mut Model,
-    carrier: &mut dyn CarriesOut,
+    relay_loop: &mut dyn CarriesOut,
     name: &str,
     given: ProxyGiven,
 ) -> Result<Proxy, ApiError> {
@@ -235,18 +235,18 @@ fn update(
     let after = model.update(name, given)?.clone();
     let moved = before.listen != after.listen || before.upstream != after.upstream;
     if before.enabled && (moved || !after.enabled) {
-        carrier.stop(name);
+        relay_loop.stop(name);
     }
     if after.enabled && (moved || !before.enabled) {
-        start(model, carrier, name)?;
+        start(model, relay_loop, name)?;
     }
     Ok(model.proxy(name)?.clone())
 }
 
 /// Starts proxy `name`, which the model has enabled, and keeps the
 /// address it listens on; if it cannot start, it is disabled.
-fn start(model: &mut Model, carrier: &mut dyn CarriesOut, name: &str) -> Result<(), ApiError> {
-    let started = carrier.start(model.proxy(name)?);
+fn start(model: &mut Model, relay_loop: &mut dyn CarriesOut, name: &str) -> Result<(), ApiError> {
+    let started = relay_loop.start(model.proxy(name)?);
     let proxy = model.proxies.get_mut(name).expect("found above");
     match started {
         Ok(listen) => proxy.listen = listen,
@@ -259,15 +259,15 @@ fn start(model: &mut Model, carrier: &mut dyn CarriesOut, name: &str) -> Result<
 }
 
 /// POST /reset: every proxy enabled, every toxic gone.
-fn reset(model: &mut Model, carrier: &mut dyn CarriesOut) -> Result<(), ApiError> {
+fn reset(model: &mut Model, relay_loop: &mut dyn CarriesOut) -> Result<(), ApiError> {
     let before: Vec<Proxy> = model.proxies.values().cloned().collect();
     model.reset();
     for proxy in before {
         let name = proxy.name.as_str();
         if !proxy.enabled {
-            start(model, carrier, name)?;
+            start(model, relay_loop, name)?;
         } else if !proxy.toxics.is_empty() {
-            retune(model, carrier, name);
+            retune(model, relay_loop, name);
         }
     }
     Ok(())
@@ -276,12 +276,12 @@ fn reset(model: &mut Model, carrier: &mut dyn CarriesOut) -> Result<(), ApiError
 /// POST /populate: each proxy given is created, or replaced if its listen
 /// address or upstream differ, or kept with its toxics if not. Answers
 /// 201 with those proxies, or the first error with those done before it.
-fn populate(model: &mut Model, carrier: &mut dyn CarriesOut, body: &[u8]) -> Reply {
+fn populate(model: &mut Model, relay_loop: &mut dyn CarriesOut, body: &[u8]) -> Reply {
     let given: Vec<ProxyGiven> = match parse(body) {
         Ok(given) => given,
         Err(err) => return Reply::error(err),
     };
-    let done = populate_with(model, carrier, given);
+    let done = populate_with(model, relay_loop, given);
     #[derive(Serialize)]
     struct Populated {
         #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -300,7 +300,7 @@ fn populate(model: &mut Model, carrier: &mut dyn CarriesOut, body: &[u8]) -> Rep
 /// those set up, or those and the error that stopped the rest.
 pub fn populate_with(
     model: &mut Model,
-    carrier: &mut dyn CarriesOut,
+    relay_loop: &mut dyn CarriesOut,
     given: Vec<ProxyGiven>,
 ) -> Result<Vec<Proxy>, (Vec<Proxy>, ApiError)> {
     // Every proxy is checked before any is made, as toxiproxy does.
@@ -329,9 +329,9 @@ pub fn populate_with(
                 continue;
             }
             let _ = model.delete(&name);
-            carrier.remove(&name);
+            relay_loop.remove(&name);
         }
-        match create(model, carrier, proxy) {
+        match create(model, relay_loop, proxy) {
             Ok(proxy) => done.push(proxy),
             Err(err) => return Err((done, err)),
         }
@@ -351,11 +351,11 @@ fn same_address(given: &str, bound: &str) -> bool {
 }
 
 /// Carries out a change of proxy `name`'s toxics, if it is running.
-fn retune(model: &Model, carrier: &mut dyn CarriesOut, name: &str) {
+fn retune(model: &Model, relay_loop: &mut dyn CarriesOut, name: &str) {
     if let Ok(proxy) = model.proxy(name)
         && proxy.enabled
     {
-        carrier.retune(proxy);
+        relay_loop.retune(proxy);
     }
 }
 

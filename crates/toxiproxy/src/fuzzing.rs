@@ -36,7 +36,7 @@ const ROUTES: &[(&str, &str)] = &[
 /// line; and the proxies listed are always valid to create again.
 pub fn requests(data: &[u8]) {
     let mut model = Model::default();
-    let mut carrier = Nowhere;
+    let mut relay_loop = Nowhere;
     for request in data.split(|&b| b == 0).take(64) {
         let Some((&route, rest)) = request.split_first() else {
             continue;
@@ -51,7 +51,7 @@ pub fn requests(data: &[u8]) {
                 (method.to_string(), path.to_string(), body)
             }
         };
-        let reply = answer(&mut model, &mut carrier, &method, &path, body);
+        let reply = answer(&mut model, &mut relay_loop, &method, &path, body);
         assert!(
             (200..600).contains(&reply.status),
             "{method} {path}: {reply:?}"

@@ -5,7 +5,7 @@
 
 use shape_leaves::message::one_line;
 use shape_leaves::say::Printer;
-use shape_net::proxy::{Command, Siblings, run_by_commands};
+use shape_net::proxy::{Command, ProxyLoops, run_by_commands};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
@@ -55,16 +55,17 @@ impl Loops {
         failing: impl Fn(String) + Clone + Send + 'static,
     ) -> Result<(Loops, Vec<LoopThread>), String> {
         let count = count.max(1);
-        let siblings = Arc::new(Siblings::new(seed, count));
+        let proxy_loops = Arc::new(ProxyLoops::new(seed, count));
         let (mut loops, mut threads) = (Vec::new(), Vec::new());
         for index in 0..count {
             let (commands, taken) = channel();
             let (ready, reach) = channel();
-            let (report, siblings, failing) = (report.clone(), siblings.clone(), failing.clone());
+            let (report, proxy_loops, failing) =
+                (report.clone(), proxy_loops.clone(), failing.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("proxies-{index}"))
                 .spawn(move || {
-                    let served = run_by_commands(report, siblings, taken, ready);
+                    let served = run_by_commands(report, proxy_loops, taken, ready);
                     // A loop ends on its own only if poll itself fails.
                     if let Err(err) = &served {
                         failing(format!("the proxies' event loop failed: {}", one_line(err)));

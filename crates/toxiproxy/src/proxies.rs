@@ -401,7 +401,7 @@ fn go_error_text(text: &str) -> String {
 
 /// Where a proxy's connections go: an address given as numbers is
 /// taken as it is; a name is looked up for every client, off the loop and
-/// off the API's lock, as toxiproxy dials it every time (so that a
+/// off the API's lock, as toxiproxy connects it every time (so that a
 /// container restarted with a new address, or one not up yet when the
 /// proxy was made, is reached).
 fn upstream_of(connect: &Address) -> Upstream {

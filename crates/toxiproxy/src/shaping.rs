@@ -20,7 +20,7 @@ use shape_leaves::bucket::Bucket;
 use shape_leaves::chunk::bandwidth_burst;
 use shape_leaves::duration::least;
 use shape_leaves::throughput::Throughput;
-use shape_net::proxy::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
+use shape_net::proxy::rules::{Pay, Plan, RuleDraws, Rules, Terms, WayPlan};
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
@@ -280,9 +280,9 @@ impl ToxicRules {
         ToxicRules { ways, counters }
     }
 
-    /// How the toxics that strike a connection with `luck` shape its
+    /// How the toxics that strike a connection with `draws` shape its
     /// direction `way`, and when they close the connection, if they do.
-    fn way(&self, way: Way, luck: &mut Luck) -> (WayPlan, Option<Duration>) {
+    fn way(&self, way: Way, draws: &mut RuleDraws) -> (WayPlan, Option<Duration>) {
         let mut sum = StreamSum::default();
         for segment in &self.ways[way as usize] {
             match segment {
@@ -292,7 +292,7 @@ impl ToxicRules {
                     toxicity,
                     effect,
                 } => {
-                    if luck.strikes(*id, *toxicity) {
+                    if draws.applies(*id, *toxicity) {
                         sum.add(effect);
                     }
                 }
@@ -313,9 +313,9 @@ fn slower(a: Limit, b: Limit) -> bool {
 }
 
 impl Rules for ToxicRules {
-    fn plan(&self, luck: &mut Luck) -> io::Result<Plan> {
-        let (up, up_closes) = self.way(Way::Up, luck);
-        let (down, down_closes) = self.way(Way::Down, luck);
+    fn plan(&self, draws: &mut RuleDraws) -> io::Result<Plan> {
+        let (up, up_closes) = self.way(Way::Up, draws);
+        let (down, down_closes) = self.way(Way::Down, draws);
         Ok(Plan {
             ways: [up, down],
             close_after: least(up_closes, down_closes),
@@ -413,7 +413,7 @@ mod tests {
                 json!({"average_size": 8, "size_variation": 0, "delay": 0}),
             ),
         ];
-        let plan = rules(&toxics).plan(&mut Luck::new(1)).unwrap();
+        let plan = rules(&toxics).plan(&mut RuleDraws::new(1)).unwrap();
         let [up, down] = &plan.ways;
         assert_eq!(terms(down).delay(Way::Down), Duration::from_millis(150));
         assert_eq!(terms(down).jitter, Duration::from_millis(5));
@@ -439,10 +439,10 @@ mod tests {
         )];
         let mut struck = 0;
         for seed in 0..1000 {
-            let mut luck = Luck::new(seed);
-            let first = terms(&rules(&half).plan(&mut luck).unwrap().ways[1]).delay(Way::Down);
+            let mut draws = RuleDraws::new(seed);
+            let first = terms(&rules(&half).plan(&mut draws).unwrap().ways[1]).delay(Way::Down);
             for _ in 0..3 {
-                let again = terms(&rules(&half).plan(&mut luck).unwrap().ways[1]).delay(Way::Down);
+                let again = terms(&rules(&half).plan(&mut draws).unwrap().ways[1]).delay(Way::Down);
                 assert_eq!(again, first, "the draw is kept");
             }
             struck += usize::from(!first.is_zero());
@@ -458,7 +458,7 @@ mod tests {
             0.0,
             json!({"latency": 10, "jitter": 0}),
         )];
-        let plan = rules(&none).plan(&mut Luck::new(3)).unwrap();
+        let plan = rules(&none).plan(&mut RuleDraws::new(3)).unwrap();
         assert_eq!(terms(&plan.ways[1]).delay(Way::Down), Duration::ZERO);
     }
 
@@ -478,7 +478,7 @@ mod tests {
             |_, _| Some(shared.clone()),
             Default::default(),
         );
-        let plan = rules.plan(&mut Luck::new(0)).unwrap();
+        let plan = rules.plan(&mut RuleDraws::new(0)).unwrap();
         match &plan.ways[0].pay {
             Pay::Bucket(bucket) => assert!(Arc::ptr_eq(bucket, &shared)),
             Pay::Own { .. } => panic!("a bucket of its own"),
@@ -507,7 +507,7 @@ mod tests {
             },
             Default::default(),
         );
-        let plan = rules.plan(&mut Luck::new(0)).unwrap();
+        let plan = rules.plan(&mut RuleDraws::new(0)).unwrap();
         match &plan.ways[1].pay {
             Pay::Bucket(bucket) => assert!(Arc::ptr_eq(bucket, &traced)),
             Pay::Own { .. } => panic!("a bucket of its own"),
@@ -552,7 +552,7 @@ mod tests {
                 toxicity,
                 trace: None,
             }];
-            let plan = rules(&toxics).plan(&mut Luck::new(0)).unwrap();
+            let plan = rules(&toxics).plan(&mut RuleDraws::new(0)).unwrap();
             for way in &plan.ways {
                 if let Pay::Own { limit, burst } = way.pay {
                     proptest::prop_assert!(shape_leaves::bucket::own(limit, burst).is_ok());
@@ -602,7 +602,7 @@ mod tests {
         let toxics = [slicer(1, 1.0, 8), slicer(2, 0.5, 16), slicer(3, 1.0, 32)];
         let three = rules(&toxics);
         for seed in 0..50 {
-            let plan = three.plan(&mut Luck::new(seed)).unwrap();
+            let plan = three.plan(&mut RuleDraws::new(seed)).unwrap();
             let size = terms(&plan.ways[0]).faults(Way::Up).slice.map(|s| s.size);
             assert_eq!(size, Some(32), "the last holds whatever the draw");
         }
@@ -610,7 +610,7 @@ mod tests {
         let two = rules(&toxics);
         let sizes: std::collections::BTreeSet<Option<u64>> = (0..50)
             .map(|seed| {
-                let plan = two.plan(&mut Luck::new(seed)).unwrap();
+                let plan = two.plan(&mut RuleDraws::new(seed)).unwrap();
                 terms(&plan.ways[0]).faults(Way::Up).slice.map(|s| s.size)
             })
             .collect();

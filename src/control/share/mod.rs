@@ -254,7 +254,7 @@ impl From<Errno> for Unusable {
     fn from(err: Errno) -> Self {
         match err {
             Errno::NOENT => Unusable::Missing,
-            Errno::LOOP => Unusable::Unfit(Unfit::Link),
+            Errno::LOOP => Unusable::Unfit(Unfit::Symlink),
             err => Unusable::System(err),
         }
     }

@@ -129,7 +129,10 @@ pub(super) fn output(
     let faults = conditions.now().faults(Way::Down);
     // A copy that has faults, or may come to, looks at every write.
     let with_faults = |output: Output| match conditions.faults_may_change() {
-        true => output.with_faults(Mischief::new(faults, seed, drop_block), conditions.clone()),
+        true => output.with_faults(
+            StreamFaults::new(faults, seed, drop_block),
+            conditions.clone(),
+        ),
         false => output,
     };
     let link = cli.slow_link();

@@ -23,7 +23,7 @@ use shape_bucket::MonotonicClock;
 use shape_bucket::units::Quantity;
 use shape_impair::conditions::{Carried, Conditions, Fixed, InForce};
 use shape_impair::faults::{
-    Faults, Mischief, ResetStruck, Schedule, Struck, Tally, Way, drop_block,
+    Faults, ResetStruck, Schedule, StreamFaults, Struck, Tally, Way, drop_block,
 };
 use shape_impair::slowlink::SlowLink;
 use shape_leaves::bucket::Bucket;

@@ -12,8 +12,8 @@
 
 use super::{Supervisor, errno};
 use crate::call;
-use crate::door::{mapped, unmapped};
 use crate::kernel::{Notification, Response};
+use crate::waiting_port::{mapped, unmapped};
 use rustix::net::AddressFamily;
 use shape_net::udp::FlowEnds;
 use std::collections::HashMap;
@@ -27,11 +27,11 @@ const MOST_LINKS: usize = 256;
 
 /// Makes a datagram link that listens on the first address (port 0) and
 /// carries to the second; returns where it listens.
-pub type MakeLink = Box<dyn Fn(SocketAddr, SocketAddr) -> io::Result<SocketAddr>>;
+pub type MakeNetem = Box<dyn Fn(SocketAddr, SocketAddr) -> io::Result<SocketAddr>>;
 
 /// The datagram links made, each way.
 pub(super) struct DatagramLinks {
-    make: MakeLink,
+    make: MakeNetem,
     /// By destination, and whether the link listens on IPv6.
     links: HashMap<(SocketAddr, bool), SocketAddr>,
     /// Each link's destination, by where it listens.
@@ -41,7 +41,7 @@ pub(super) struct DatagramLinks {
 }
 
 impl DatagramLinks {
-    pub(super) fn new(make: MakeLink, flow_ends: FlowEnds) -> DatagramLinks {
+    pub(super) fn new(make: MakeNetem, flow_ends: FlowEnds) -> DatagramLinks {
         DatagramLinks {
             make,
             links: HashMap::new(),
@@ -61,7 +61,10 @@ impl Supervisor<'_> {
     /// link's address, the link made on first use; `None` if there is no
     /// link for it.
     fn link_to(&mut self, destination: SocketAddr, family: AddressFamily) -> Option<SocketAddr> {
-        let v6_loopback = self.doors.as_ref().is_some_and(|doors| doors.has_v6());
+        let v6_loopback = self
+            .waiting_ports
+            .as_ref()
+            .is_some_and(|waiting_ports| waiting_ports.has_v6());
         let v6 = family == AddressFamily::INET6 && v6_loopback;
         let destination = unmapped(destination);
         let links = self.datagram_links.as_mut()?;

@@ -17,9 +17,9 @@
 //! bytes, `moves.rs`; where sockets are placed, `placing.rs`.
 
 mod calls;
+mod connects;
 mod copies;
 mod datagrams;
-mod dials;
 mod ending;
 mod held;
 mod moves;
@@ -27,10 +27,10 @@ mod placing;
 mod signals;
 
 use super::Relay;
-use super::door::Doors;
 use super::kernel::{self};
 use super::sockets::Sockets;
-pub use datagrams::MakeLink;
+use super::waiting_port::WaitingPorts;
+pub use datagrams::MakeNetem;
 pub use ending::Exited;
 use held::{HeldCall, Peeked, Progress};
 use mio::unix::SourceFd;
@@ -42,7 +42,7 @@ use shape_impair::conditions::Conditions;
 use shape_impair::faults::Way;
 use shape_leaves::bucket::Bucket;
 use shape_leaves::throughput::Throughput;
-use shape_net::proxy::Carrier;
+use shape_net::proxy::RelayLoop;
 use signals::SIGNAL_LOOK;
 use slab::Slab;
 use std::collections::HashSet;
@@ -73,7 +73,7 @@ pub struct CommandWays {
 /// connections, and the link's conditions (a connect takes its round
 /// trip).
 struct Relaying {
-    carrier: Carrier,
+    relay_loop: RelayLoop,
     conditions: Arc<Conditions>,
 }
 
@@ -101,14 +101,14 @@ pub struct Supervisor<'a> {
     /// Where a link relays the command's TCP connections, if one does.
     relay: Option<Relaying>,
     /// Connects under way through the link.
-    dials: Slab<dials::Dial>,
+    connects: Slab<connects::PendingConnect>,
     /// Where shape's own connections to loopback servers come from.
-    own_ends: dials::OwnEnds,
+    own_ends: connects::OwnEnds,
     /// Where the command's connects wait for the link, with a relay.
-    doors: Option<Doors>,
+    waiting_ports: Option<WaitingPorts>,
     /// Sockets (by inode) whose connect in progress shape refused, until
     /// the command asks their error.
-    refused: dials::RefusedConnects,
+    refused: connects::RefusedConnects,
     /// The links of the command's datagrams, with a relay.
     datagram_links: Option<datagrams::DatagramLinks>,
     /// When the copies of sockets were last looked over (where copies
@@ -154,19 +154,19 @@ impl<'a> Supervisor<'a> {
                 let _ = waker.wake();
             })?;
         }
-        let (relay, datagram_links, doors) = match relay {
+        let (relay, datagram_links, waiting_ports) = match relay {
             Some(Relay {
-                carrier,
+                relay_loop,
                 conditions,
                 datagrams,
                 flow_ends,
             }) => (
                 Some(Relaying {
-                    carrier,
+                    relay_loop,
                     conditions,
                 }),
                 Some(datagrams::DatagramLinks::new(datagrams, flow_ends)),
-                Some(Doors::open()?),
+                Some(WaitingPorts::open()?),
             ),
             None => (None, None, None),
         };
@@ -190,7 +190,12 @@ impl<'a> Supervisor<'a> {
                 poll,
                 events: Events::with_capacity(256),
                 ways,
-                sockets: Sockets::relayed_by(doors.as_ref().map(Doors::all).unwrap_or_default()),
+                sockets: Sockets::relayed_by(
+                    waiting_ports
+                        .as_ref()
+                        .map(WaitingPorts::all)
+                        .unwrap_or_default(),
+                ),
                 held: Slab::new(),
                 scratch: Vec::new(),
                 looks: signals::Looks::default(),
@@ -200,10 +205,10 @@ impl<'a> Supervisor<'a> {
                 own_net: net_namespace("self"),
                 relay,
                 datagram_links,
-                dials: Slab::new(),
-                own_ends: dials::OwnEnds::default(),
-                doors,
-                refused: dials::RefusedConnects::default(),
+                connects: Slab::new(),
+                own_ends: connects::OwnEnds::default(),
+                waiting_ports,
+                refused: connects::RefusedConnects::default(),
                 collected: 0,
             },
             waker,
@@ -226,7 +231,7 @@ impl<'a> Supervisor<'a> {
                     LISTENER => calls = true,
                     CHANGED => changed = true,
                     CHILD => child = true,
-                    Token(n) if n >= dials::DIALS => dialled.push(n - dials::DIALS),
+                    Token(n) if n >= connects::DIALS => dialled.push(n - connects::DIALS),
                     Token(n) => ready.push(n - FIRST_CALL),
                 }
             }
@@ -238,10 +243,10 @@ impl<'a> Supervisor<'a> {
             // share's) is then followed within SIGNAL_LOOK.
             let timed_out = self.events.is_empty();
             for key in dialled {
-                self.dial_event(key);
+                self.connect_event(key);
             }
             let now = self.now();
-            self.finish_due_dials(now);
+            self.finish_due_connects(now);
             if self.collect_at().is_some_and(|t| t <= now) {
                 self.collect(None);
             }
@@ -277,8 +282,8 @@ impl<'a> Supervisor<'a> {
     /// covered, and no longer than [`SIGNAL_LOOK`] while calls are held.
     fn timeout(&self) -> Option<Duration> {
         let now = self.now();
-        let dials_due = self.dials.iter().filter_map(|(_, d)| d.due);
-        let due = dials_due.chain(self.collect_at()).min();
+        let connects_due = self.connects.iter().filter_map(|(_, d)| d.due);
+        let due = connects_due.chain(self.collect_at()).min();
         if self.held.is_empty() {
             return due.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         }

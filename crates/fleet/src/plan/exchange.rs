@@ -13,7 +13,7 @@ pub enum Event {
     /// Redis answered the lease call in flight.
     Answered(LeaseReply),
     /// The lease call in flight failed.
-    Failed(Trouble),
+    Failed(RedisFailure),
 }
 
 /// What a lease call answered, as the plan needs it.
@@ -38,7 +38,7 @@ pub struct LeaseReply {
 
 /// Why Redis could not serve a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Trouble {
+pub enum RedisFailure {
     /// No connection, a broken one, or no answer in time.
     Unreachable(String),
     /// Redis answered with an error: a permission, a script, a key that

@@ -118,7 +118,7 @@ enum Health {
     Up,
     /// Not since a call failed for `trouble`; the next try is at `retry`.
     Down {
-        trouble: Trouble,
+        trouble: RedisFailure,
         retry: u64,
         backoff: u64,
     },
@@ -312,8 +312,8 @@ impl Leases {
                     self.ramps.clear();
                 }
                 Some(match trouble {
-                    Trouble::Unreachable(_) => "Redis is back".to_string(),
-                    Trouble::Refused(_) => "Redis serves the share again".to_string(),
+                    RedisFailure::Unreachable(_) => "Redis is back".to_string(),
+                    RedisFailure::Refused(_) => "Redis serves the share again".to_string(),
                 })
             }
         };
@@ -342,7 +342,7 @@ impl Leases {
         said
     }
 
-    fn failed(&mut self, now: u64, trouble: Trouble) -> Option<String> {
+    fn failed(&mut self, now: u64, trouble: RedisFailure) -> Option<String> {
         self.asking = None;
         let backoff = match &self.health {
             Health::Up => FIRST_BACKOFF,
@@ -360,7 +360,7 @@ impl Leases {
     }
 
     /// The line that says Redis is in trouble, and what the member does.
-    fn trouble_line(&self, trouble: &Trouble) -> String {
+    fn trouble_line(&self, trouble: &RedisFailure) -> String {
         let what = match self.fallback {
             Fallback::Last => match self.fallback_limit() {
                 Limit::Unlimited => "going on without a limit, as the share has none".into(),
@@ -373,8 +373,8 @@ impl Leases {
             Fallback::Open => "going on without a limit until it is back".into(),
         };
         match trouble {
-            Trouble::Unreachable(why) => format!("Redis is unreachable ({why}); {what}"),
-            Trouble::Refused(why) => format!("Redis refused the lease ({why}); {what}"),
+            RedisFailure::Unreachable(why) => format!("Redis is unreachable ({why}); {what}"),
+            RedisFailure::Refused(why) => format!("Redis refused the lease ({why}); {what}"),
         }
     }
 
@@ -458,7 +458,7 @@ mod asking;
 mod exchange;
 mod gate;
 
-pub use exchange::{Ask, Event, LeaseReply, Local, Setting, Step, Trouble};
+pub use exchange::{Ask, Event, LeaseReply, Local, RedisFailure, Setting, Step};
 
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,8 @@
 //! timeout, a cluster moving its slot, a password refused, a TLS
 //! certificate that does not verify, with the way out where there is one.
 
-use super::super::link::LinkError;
-use super::super::plan::Trouble;
+use super::super::connection::ConnectError;
+use super::super::plan::RedisFailure;
 use super::super::url::{Endpoint, RedisShare, Tls};
 use super::PATIENCE;
 
@@ -31,10 +31,10 @@ pub enum StoreError {
     CutAtOnce(redis::RedisError),
 }
 
-impl From<LinkError> for StoreError {
-    fn from(err: LinkError) -> StoreError {
+impl From<ConnectError> for StoreError {
+    fn from(err: ConnectError) -> StoreError {
         match err {
-            LinkError::Redis(err) => StoreError::Redis(err),
+            ConnectError::Redis(err) => StoreError::Redis(err),
             other => StoreError::Setup(other.to_string()),
         }
     }
@@ -43,12 +43,12 @@ impl From<LinkError> for StoreError {
 impl StoreError {
     /// What the trouble is to a member: Redis out of reach, or Redis
     /// refusing.
-    pub fn trouble(&self) -> Trouble {
+    pub fn trouble(&self) -> RedisFailure {
         match self {
             StoreError::Redis(err) | StoreError::CutAtOnce(err) if unreachable(err) => {
-                Trouble::Unreachable(self.to_string())
+                RedisFailure::Unreachable(self.to_string())
             }
-            _ => Trouble::Refused(self.to_string()),
+            _ => RedisFailure::Refused(self.to_string()),
         }
     }
 
@@ -73,9 +73,9 @@ fn unreachable(err: &redis::RedisError) -> bool {
 /// A connection without TLS that the server cut at once, as a server
 /// that speaks only TLS does: said with what may be wrong, since "reset
 /// by peer" says little by itself.
-pub(super) fn plain_to_tls(share: &RedisShare, err: LinkError) -> StoreError {
+pub(super) fn plain_to_tls(share: &RedisShare, err: ConnectError) -> StoreError {
     match err {
-        LinkError::Redis(err)
+        ConnectError::Redis(err)
             if share.tls == Tls::Off
                 && matches!(share.server, Endpoint::Tcp { .. })
                 && !err.is_connection_refusal()
@@ -111,7 +111,7 @@ fn describe(err: &redis::RedisError) -> String {
         ),
         ErrorKind::InvalidClientConfig => format!(
             "the client certificate ({}) cannot be used: {}",
-            super::super::link::CERT_VARIABLE,
+            super::super::connection::CERT_VARIABLE,
             err.detail().unwrap_or("TLS refused it")
         ),
         _ => tls_in_words(err).unwrap_or_else(|| shape_leaves::message::one_line(&err.to_string())),
@@ -122,7 +122,7 @@ fn describe(err: &redis::RedisError) -> String {
 /// `err` is one: told by rustls's own error, which reaches here inside
 /// the redis crate's, as the I/O error of a handshake or by itself.
 fn tls_in_words(err: &redis::RedisError) -> Option<String> {
-    use super::super::link::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
+    use super::super::connection::{CA_VARIABLE, CERT_VARIABLE, KEY_VARIABLE};
     use rustls::{AlertDescription, CertificateError, Error};
     let tls = rustls_error_in(err)?;
     Some(match tls {

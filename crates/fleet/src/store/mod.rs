@@ -24,7 +24,7 @@
 //! the clients' clocks never matter; every number in them is an integer
 //! below 2^53, where Lua's numbers are exact.
 
-use super::link::{Node, RedisLink};
+use super::connection::{Node, RedisConnection};
 use super::plan::{Ask, Held, LeaseReply};
 use super::url::RedisShare;
 use redis::Script;
@@ -116,7 +116,7 @@ const MEMBERS: &str = include_str!("../scripts/members.lua");
 
 /// A connection to the Redis that holds a share.
 pub struct Store {
-    connection: RedisLink,
+    connection: RedisConnection,
     keys: [String; 4],
     lease: Script,
     give_back: Script,
@@ -147,8 +147,8 @@ impl Store {
         known: &[Node],
         member: bool,
     ) -> Result<Store, StoreError> {
-        let connection =
-            RedisLink::open(share, PATIENCE, known).map_err(|err| plain_to_tls(share, err))?;
+        let connection = RedisConnection::open(share, PATIENCE, known)
+            .map_err(|err| plain_to_tls(share, err))?;
         let key = |part| format!("shape:{{{}}}:{part}", share.name);
         let mut store = Store {
             connection,

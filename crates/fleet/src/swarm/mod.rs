@@ -9,7 +9,7 @@
 //! couriers, each with a connection of its own, makes the calls, as each
 //! member's own courier would.
 
-use super::plan::{Ask, Event, LeaseReply, Leases, Local, Setting, Trouble};
+use super::plan::{Ask, Event, LeaseReply, Leases, Local, RedisFailure, Setting};
 use super::store::Store;
 use super::url::RedisShare;
 use super::{Fallback, Held};
@@ -138,7 +138,7 @@ fn settings() -> Held {
 /// A lease call to make for member `.0`.
 type SwarmCall = (usize, String, Ask);
 /// Its answer.
-type SwarmAnswer = (usize, Result<LeaseReply, Trouble>);
+type SwarmAnswer = (usize, Result<LeaseReply, RedisFailure>);
 
 /// Starts `couriers` threads that make the calls queued on the returned
 /// sender, each on its own connection to `share`.
@@ -168,7 +168,7 @@ fn couriers(
                         }
                         err.trouble()
                     }),
-                    None => Err(Trouble::Unreachable("cannot connect".into())),
+                    None => Err(RedisFailure::Unreachable("cannot connect".into())),
                 };
                 if answers.send((member, answer)).is_err() {
                     return;

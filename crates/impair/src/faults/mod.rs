@@ -1,6 +1,6 @@
 //! Faults for tests: what a link does wrong on purpose, as toxiproxy's
 //! toxics and tc netem do, reproducible by seed. [`Faults`] is what the
-//! flags ask for; [`Mischief`] carries them out on one stream, with a
+//! flags ask for; [`StreamFaults`] carries them out on one stream, with a
 //! random generator of its own, and tallies what it did.
 //!
 //! - `--slice SIZE[:VARIATION]`, `--slice-pause DURATION`: every write
@@ -33,18 +33,18 @@
 mod change;
 mod directed;
 mod loss;
-mod mischief;
 mod mtu;
 mod retransmission;
 mod schedule;
+mod stream;
 
 pub use change::{Change, FaultFlags, Needs};
 pub use directed::{Bytes, Directed, Probability, Span, Way};
 pub use loss::{Losing, Loss};
-pub use mischief::{Mischief, ResetStruck, Struck, Tally};
 pub use mtu::{LARGEST_DATAGRAM, Mtu, Oversize};
 pub use retransmission::{Retransmission, throughput_bound};
 pub use schedule::Schedule;
+pub use stream::{ResetStruck, StreamFaults, Struck, Tally};
 
 use std::time::Duration;
 

@@ -28,17 +28,17 @@
 //! accepting is tried again after a pause, said once: the loop never spins.
 
 mod connection;
+mod direction_faults;
 mod resolver;
 pub mod rules;
 mod server;
 mod stream;
-mod strikes;
 
 use crate::resources::raise_file_limit;
 use crate::{Address, Listening};
-use rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
+use rules::{Pay, Plan, RuleDraws, Rules, Terms, WayPlan};
 use server::EventLoop;
-pub use server::{Command, Siblings, Upstream};
+pub use server::{Command, ProxyLoops, Upstream};
 use shape_impair::conditions::Conditions;
 use shape_impair::faults::Way;
 use shape_impair::slowlink::SlowLink;
@@ -99,7 +99,7 @@ pub struct Shaping {
 /// pays from the two shared buckets (or from buckets of its own that
 /// follow them) and is held to the one set of conditions.
 impl Rules for &Shaping {
-    fn plan(&self, _: &mut Luck) -> io::Result<Plan> {
+    fn plan(&self, _: &mut RuleDraws) -> io::Result<Plan> {
         let way = |way| -> io::Result<WayPlan> {
             let bucket = match self.per_connection {
                 true => self.settings.own(way)?,
@@ -154,7 +154,7 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
     let listeners = listen.listen_shared(shaping.loops.max(1))?;
     let at = listeners[0].local();
     let stops = Mutex::default();
-    let siblings = Arc::new(Siblings::new(shaping.seed, listeners.len()));
+    let proxy_loops = Arc::new(ProxyLoops::new(shaping.seed, listeners.len()));
     std::thread::scope(|scope| {
         let (made, ready) = std::sync::mpsc::channel();
         let mut threads = Vec::new();
@@ -162,7 +162,7 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
         for (index, listening) in listeners.into_iter().enumerate() {
             let (start, started) = std::sync::mpsc::channel();
             let made = made.clone();
-            let (upstream, siblings, stops) = (upstream.clone(), siblings.clone(), &stops);
+            let (upstream, proxy_loops, stops) = (upstream.clone(), proxy_loops.clone(), &stops);
             let spawned = std::thread::Builder::new()
                 .name(format!("shape-loop-{index}"))
                 .spawn_scoped(scope, move || {
@@ -171,7 +171,7 @@ pub fn forward(listen: &Address, connect: &Address, shaping: &Shaping) -> io::Re
                         connect,
                         upstream,
                     };
-                    serve_on_a_loop(shaping, route, siblings, stops, made, started)
+                    serve_on_a_loop(shaping, route, proxy_loops, stops, made, started)
                 });
             match spawned {
                 Ok(thread) => threads.push((thread, start)),
@@ -226,14 +226,14 @@ type Stops = Mutex<Vec<(Sender<Command>, Arc<mio::Waker>)>>;
 fn serve_on_a_loop(
     shaping: &Shaping,
     route: LoopRoute,
-    siblings: Arc<Siblings>,
+    proxy_loops: Arc<ProxyLoops>,
     stops: &Stops,
     made: Sender<io::Result<()>>,
     started: Receiver<bool>,
 ) -> io::Result<()> {
     let built = (|| {
         let mut event_loop = shaped_loop(shaping)?;
-        event_loop.join(siblings);
+        event_loop.join(proxy_loops);
         let rules = Box::new(shaping);
         event_loop.open(
             route.listening,
@@ -303,15 +303,15 @@ fn say(shaping: &Shaping, line: &str) {
 /// Where connections made elsewhere are handed to be carried, shaped:
 /// a loop on a thread of its own with one route that listens nowhere
 /// (`--exec` relays a command's connections through it).
-pub struct Carrier {
+pub struct RelayLoop {
     commands: Sender<Command>,
     waker: Arc<mio::Waker>,
 }
 
-impl Carrier {
+impl RelayLoop {
     /// Starts a loop that carries, on a thread of its own, connections
     /// shaped by `shaping`. The loop lasts as long as the process.
-    pub fn start(shaping: Shaping) -> io::Result<Carrier> {
+    pub fn start(shaping: Shaping) -> io::Result<RelayLoop> {
         let (commands, taken) = std::sync::mpsc::channel();
         let (ready, waker) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -337,7 +337,7 @@ impl Carrier {
         let waker = waker
             .recv()
             .map_err(|_| io::Error::other("the link's loop did not start"))??;
-        Ok(Carrier { commands, waker })
+        Ok(RelayLoop { commands, waker })
     }
 
     /// Carries the connection between `client` and `server` (each way
@@ -363,18 +363,18 @@ pub struct Reach {
     pub changed: Arc<dyn Fn() + Send + Sync>,
 }
 
-/// An event loop with no routes yet, one of `siblings`, run on the
+/// An event loop with no routes yet, one of `the proxy's loops`, run on the
 /// calling thread until a [`Command::Stop`] comes through `commands`;
 /// `ready` gets its reach first.
 pub fn run_by_commands(
     report: Option<Printer>,
-    siblings: Arc<Siblings>,
+    proxy_loops: Arc<ProxyLoops>,
     commands: Receiver<Command>,
     ready: Sender<Reach>,
 ) -> io::Result<()> {
     raise_file_limit();
     let mut event_loop = EventLoop::new(report, 0)?;
-    event_loop.join(siblings);
+    event_loop.join(proxy_loops);
     event_loop.take_commands(commands);
     let _ = ready.send(Reach {
         waker: event_loop.waker(),

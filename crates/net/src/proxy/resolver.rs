@@ -2,7 +2,7 @@
 //! own, however many clients and proxies wait for a name, so that a slow
 //! or silent DNS server holds up only the clients of names it serves.
 //!
-//! toxiproxy dials its upstream by name for every client, so a container
+//! toxiproxy connects its upstream by name for every client, so a container
 //! restarted with a new address is reached by the next client; shape's
 //! server does the same, and a name is never resolved on the loop or under
 //! the API's lock. A name that does not resolve (a container not up yet)

@@ -50,18 +50,18 @@ pub struct Plan {
 /// same every time it is asked for, so that a change of other rules, or of
 /// the chance itself, does not draw again, and asking costs the same
 /// however many rules there are.
-pub struct Luck {
+pub struct RuleDraws {
     seed: u64,
 }
 
-impl Luck {
-    pub fn new(seed: u64) -> Luck {
-        Luck { seed }
+impl RuleDraws {
+    pub fn new(seed: u64) -> RuleDraws {
+        RuleDraws { seed }
     }
 
-    /// Whether rule `id`, which strikes with `chance`, strikes this
+    /// Whether rule `id`, which faults with `chance`, faults this
     /// connection.
-    pub fn strikes(&mut self, id: u64, chance: f64) -> bool {
+    pub fn applies(&mut self, id: u64, chance: f64) -> bool {
         let draw = splitmix64(self.seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         // The top 53 bits, as a fraction in [0, 1).
         ((draw >> 11) as f64 / (1u64 << 53) as f64) < chance
@@ -79,8 +79,8 @@ fn splitmix64(mut x: u64) -> u64 {
 
 /// What shapes the connections of a route.
 pub trait Rules {
-    /// The plan of a connection with `luck`.
-    fn plan(&self, luck: &mut Luck) -> io::Result<Plan>;
+    /// The plan of a connection with `draws`.
+    fn plan(&self, draws: &mut RuleDraws) -> io::Result<Plan>;
     /// Its buffers, and its delay and jitter at start.
     fn link(&self) -> SlowLink;
     /// The fraction of connections the faults are done to.
@@ -112,17 +112,17 @@ mod tests {
 
     #[test]
     fn a_draw_is_kept_for_the_connection_and_fair_across_connections() {
-        let mut luck = Luck::new(42);
-        let first: Vec<bool> = (0..100).map(|id| luck.strikes(id, 0.5)).collect();
-        let again: Vec<bool> = (0..100).rev().map(|id| luck.strikes(id, 0.5)).collect();
+        let mut draws = RuleDraws::new(42);
+        let first: Vec<bool> = (0..100).map(|id| draws.applies(id, 0.5)).collect();
+        let again: Vec<bool> = (0..100).rev().map(|id| draws.applies(id, 0.5)).collect();
         assert_eq!(first, again.into_iter().rev().collect::<Vec<_>>());
-        // A chance raised strikes whoever it struck before.
-        assert!((0..100).all(|id| !first[id as usize] || luck.strikes(id, 0.9)));
+        // A chance raised faults whoever it struck before.
+        assert!((0..100).all(|id| !first[id as usize] || draws.applies(id, 0.9)));
         let struck = (0..10_000u64)
-            .filter(|&seed| Luck::new(seed).strikes(7, 0.3))
+            .filter(|&seed| RuleDraws::new(seed).applies(7, 0.3))
             .count();
         assert!((2_800..3_200).contains(&struck), "{struck}");
-        assert!((0..1000).all(|seed| !Luck::new(seed).strikes(1, 0.0)));
-        assert!((0..1000).all(|seed| Luck::new(seed).strikes(1, 1.0)));
+        assert!((0..1000).all(|seed| !RuleDraws::new(seed).applies(1, 0.0)));
+        assert!((0..1000).all(|seed| RuleDraws::new(seed).applies(1, 1.0)));
     }
 }

@@ -5,7 +5,7 @@
 //! the links: its slab key and the generation it was made in, so that
 //! datagrams of a flow forgotten never reach one that took its key.
 
-use super::link::Link;
+use super::netem::Netem;
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
 use shape_leaves::bucket::Bucket;
@@ -35,7 +35,7 @@ pub(super) struct Flow {
 /// A flow's own links and the buckets they pay from, client to upstream
 /// then back.
 pub(super) struct Own {
-    pub(super) links: [Link; 2],
+    pub(super) links: [Netem; 2],
     pub(super) buckets: [Arc<Bucket>; 2],
 }
 

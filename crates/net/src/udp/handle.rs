@@ -2,7 +2,7 @@
 //! whose toxics change while it runs): new impairments for both ways, or
 //! an end, each taken at the proxy's next turn, which the asking wakes.
 
-use super::link::Impairment;
+use super::netem::Impairment;
 use mio::Waker;
 use std::sync::{Arc, Mutex};
 

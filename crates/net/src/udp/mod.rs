@@ -7,10 +7,10 @@
 
 mod flows;
 mod handle;
-mod link;
+mod netem;
 mod proxy;
 
 pub use flows::FlowEnds;
 pub use handle::Handle;
-pub use link::{Impairment, QueueDrop, default_queue, fuzzing};
+pub use netem::{Impairment, QueueDrop, default_queue, fuzzing};
 pub use proxy::{DatagramProxy, IDLE, Route};

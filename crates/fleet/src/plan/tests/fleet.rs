@@ -255,7 +255,7 @@ impl Network {
         let patience = PATIENCE.as_nanos() as u64;
         let gave_up = |network: &mut Network, at| {
             network.connected[member] = false;
-            let trouble = Trouble::Unreachable("no answer within 1 s".into());
+            let trouble = RedisFailure::Unreachable("no answer within 1 s".into());
             network.delivered.push((at, member, Event::Failed(trouble)));
         };
         let mut sent = now;

@@ -114,7 +114,7 @@ fn while_redis_hangs_a_member_spends_only_what_it_holds() {
     let failed = plan.step(
         1070 * MS,
         idle(200_000),
-        Event::Failed(Trouble::Unreachable("no answer within 1 s".into())),
+        Event::Failed(RedisFailure::Unreachable("no answer within 1 s".into())),
     );
     assert_eq!(
         failed.say.as_deref(),
@@ -125,7 +125,7 @@ fn while_redis_hangs_a_member_spends_only_what_it_holds() {
 
 #[test]
 fn each_fallback_does_what_it_says_when_a_call_fails() {
-    let unreachable = || Event::Failed(Trouble::Unreachable("Connection refused".into()));
+    let unreachable = || Event::Failed(RedisFailure::Unreachable("Connection refused".into()));
     let (mut last, _) = leased(Fallback::Last, 200_000, -100);
     let _ = last.step(60 * MS, idle(180_000), Event::Tick);
     let step = last.step(70 * MS, idle(190_000), unreachable());
@@ -161,7 +161,7 @@ fn trouble_is_said_once_per_cause_and_retried_with_a_growing_pause() {
     let mut now = 70 * MS;
     let mut retries = Vec::new();
     for round in 0..6 {
-        let trouble = Trouble::Refused("NOPERM".into());
+        let trouble = RedisFailure::Refused("NOPERM".into());
         let step = plan.step(now, idle(190_000), Event::Failed(trouble));
         assert_eq!(
             step.say.is_some(),
@@ -179,7 +179,7 @@ fn trouble_is_said_once_per_cause_and_retried_with_a_growing_pause() {
     let step = plan.step(
         now,
         idle(190_000),
-        Event::Failed(Trouble::Unreachable("reset".into())),
+        Event::Failed(RedisFailure::Unreachable("reset".into())),
     );
     assert!(
         step.say

@@ -70,7 +70,7 @@ pub(in crate::proxy) struct Direction {
     /// When a splice last moved bytes in or out.
     spliced_at: u64,
     /// The faults of this direction, if its connection is one they affect.
-    pub(super) strikes: Option<Strikes>,
+    pub(super) direction_faults: Option<DirectionFaults>,
     /// Which change of the conditions this direction has taken.
     pub(super) watch: Watch,
     /// Where what is read is counted, if anywhere.
@@ -171,10 +171,11 @@ impl Direction {
             spares: Spares::default(),
             pipes: Pipes::default(),
             spliced_at: start.now,
-            strikes: start.affected.then(|| {
-                let mut strikes = Strikes::new(faults, start.seeds.faults, start.block, start.now);
-                strikes.set_link(nanos(now.delay(way)), round_trip(&now));
-                strikes
+            direction_faults: start.affected.then(|| {
+                let mut direction_faults =
+                    DirectionFaults::new(faults, start.seeds.faults, start.block, start.now);
+                direction_faults.set_link(nanos(now.delay(way)), round_trip(&now));
+                direction_faults
             }),
             watch,
             received: start.received.clone(),
@@ -210,7 +211,9 @@ impl Direction {
 
     /// What the faults did, if any that are counted were asked for.
     pub(in crate::proxy) fn tally(&self) -> Option<String> {
-        self.strikes.as_ref().and_then(Strikes::tally)
+        self.direction_faults
+            .as_ref()
+            .and_then(DirectionFaults::tally)
     }
 
     /// Pays for the chunk that waits for tokens, if one does, from `new`
@@ -235,16 +238,16 @@ impl Direction {
         self.link.delay = conditions.delay(self.way);
         self.link.jitter = conditions.jitter;
         self.line.set_delay(self.link.delay, conditions.jitter);
-        if let Some(strikes) = &mut self.strikes {
-            strikes.retune(conditions.faults(self.way), now);
-            strikes.set_link(nanos(self.link.delay), round_trip(&conditions));
+        if let Some(direction_faults) = &mut self.direction_faults {
+            direction_faults.retune(conditions.faults(self.way), now);
+            direction_faults.set_link(nanos(self.link.delay), round_trip(&conditions));
         }
     }
 
     /// Moves bytes from `from` to `to` until nothing more can move now:
     /// each side would block, or tokens, release times, pauses or buffer
     /// room are short. Returns when to step again if no event comes first:
-    /// when tokens will be covered, a chunk is due or a fault strikes.
+    /// when tokens will be covered, a chunk is due or a fault faults.
     pub(in crate::proxy) fn step<C: Clock, S: Deref<Target = BucketCell>>(
         &mut self,
         from: &mut impl Side,
@@ -261,7 +264,11 @@ impl Direction {
         let at = |end| move |err| Failure { end, err };
         let now = bucket.clock().now();
         self.retune(conditions, now);
-        if self.strikes.as_mut().is_some_and(|t| t.strike(now)) {
+        if self
+            .direction_faults
+            .as_mut()
+            .is_some_and(|t| t.strike(now))
+        {
             return Err(at(from_end)(io::Error::other(ResetStruck)));
         }
         // The deadline comes from the same look at the bucket that found
@@ -279,7 +286,10 @@ impl Direction {
                 break (tokens, paused);
             }
         };
-        let strikes = self.strikes.as_ref().and_then(Strikes::deadline);
+        let direction_faults = self
+            .direction_faults
+            .as_ref()
+            .and_then(DirectionFaults::deadline);
         if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
             return self.finish(to, bucket.clock().now()).map_err(at(to_end));
         }
@@ -292,7 +302,7 @@ impl Direction {
             .flatten();
         let pipes_go = self.let_idle_pipes_go(|| bucket.clock().now());
         Ok(least(
-            least(least(tokens, paused.or(release)), strikes),
+            least(least(tokens, paused.or(release)), direction_faults),
             pipes_go,
         ))
     }
@@ -321,12 +331,12 @@ impl Direction {
         if self.done {
             return Ok(None);
         }
-        if let Some(strikes) = &mut self.strikes {
-            if strikes.stalled() {
+        if let Some(direction_faults) = &mut self.direction_faults {
+            if direction_faults.stalled() {
                 self.done = true;
                 return Ok(None);
             }
-            if let Err(at) = strikes.close_due(now) {
+            if let Err(at) = direction_faults.close_due(now) {
                 return Ok(Some(at));
             }
         }
@@ -355,8 +365,8 @@ impl Direction {
             };
             let due = chunk.len() - *out;
             if due > 0 {
-                let piece = match &mut self.strikes {
-                    Some(strikes) => match strikes.writable(due, now) {
+                let piece = match &mut self.direction_faults {
+                    Some(direction_faults) => match direction_faults.writable(due, now) {
                         Ok(piece) => piece,
                         Err(until) => return Ok((progress, Some(until))),
                     },
@@ -375,8 +385,8 @@ impl Direction {
                         self.wrote_any |= n > 0;
                         forwarded.add(n as u64);
                         progress = true;
-                        if let Some(strikes) = &mut self.strikes {
-                            strikes.wrote(n, now);
+                        if let Some(direction_faults) = &mut self.direction_faults {
+                            direction_faults.wrote(n, now);
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -428,8 +438,8 @@ impl Direction {
         }
         let now = bucket.clock().now();
         // A lost segment's retransmission holds it and what follows.
-        let not_before = match &mut self.strikes {
-            Some(strikes) => strikes.earliest(chunk.len(), now, self.more_behind),
+        let not_before = match &mut self.direction_faults {
+            Some(direction_faults) => direction_faults.earliest(chunk.len(), now, self.more_behind),
             None => None,
         };
         match chunk {
@@ -451,17 +461,17 @@ impl Direction {
     /// the connection is to be reset. A cut ends the reading: what is left
     /// of the input is never read.
     fn admit(&mut self, chunk: Chunk) -> (Chunk, bool) {
-        let Some(strikes) = &mut self.strikes else {
+        let Some(direction_faults) = &mut self.direction_faults else {
             return (chunk, false);
         };
         match chunk {
             Chunk::Bytes(mut bytes) => {
-                let (reset, cut) = strikes.admit(&mut bytes);
+                let (reset, cut) = direction_faults.admit(&mut bytes);
                 self.ended |= cut;
                 (Chunk::Bytes(bytes), reset)
             }
             Chunk::Piped(piped) => {
-                let (forward, reset, cut) = strikes.admit_length(piped.forward);
+                let (forward, reset, cut) = direction_faults.admit_length(piped.forward);
                 self.ended |= cut;
                 let discard = piped.forward - forward;
                 (Chunk::Piped(Piped { forward, discard }), reset)
@@ -482,7 +492,10 @@ impl Direction {
         if self.unpaid.is_some() || self.ended {
             return Ok(false);
         }
-        let stalled = self.strikes.as_ref().is_some_and(Strikes::stalled);
+        let stalled = self
+            .direction_faults
+            .as_ref()
+            .is_some_and(DirectionFaults::stalled);
         let (limit, burst) = bucket.limit_and_burst();
         let room = self
             .link
@@ -506,7 +519,10 @@ impl Direction {
         if let Some(err) = self.met.take() {
             return Err(err);
         }
-        let untouched = self.strikes.as_ref().is_none_or(|s| !s.touches_bytes());
+        let untouched = self
+            .direction_faults
+            .as_ref()
+            .is_none_or(|s| !s.touches_bytes());
         if !stalled && untouched && want >= SPLICE_LEAST && from.splices() && to_splices {
             match self.splice(from, bucket, want)? {
                 Spliced::Some => return Ok(true),

@@ -1,9 +1,9 @@
 //! One proxied connection: a client, its server, and a [`Direction`] each
 //! way that reads, pays, holds and writes.
 
-use super::rules::{Luck, Pay, Plan, Rules, Terms, WayPlan};
+use super::direction_faults::DirectionFaults;
+use super::rules::{Pay, Plan, RuleDraws, Rules, Terms, WayPlan};
 use super::stream::Stream;
-use super::strikes::Strikes;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use shape_impair::conditions::{Conditions, Watch};
 use shape_impair::faults::{ResetStruck, Way, drop_block};
@@ -94,7 +94,7 @@ pub(super) struct Connection {
     /// What each direction pays from and is held to, up then down.
     shaping: [Bounds; 2],
     /// Its draws of chance, for rules that strike some connections only.
-    pub(super) luck: Luck,
+    pub(super) draws: RuleDraws,
     /// The route it came in on.
     pub(super) route: usize,
     /// The addresses its server was found at, tried in turn until one
@@ -149,7 +149,10 @@ impl Bounds {
     /// waits for tokens is paid for again from the new bucket. Returns
     /// whether a stall was lifted.
     fn take(&mut self, plan: WayPlan, direction: &mut Direction) -> io::Result<bool> {
-        let stalled = direction.strikes.as_ref().is_some_and(Strikes::stalled);
+        let stalled = direction
+            .direction_faults
+            .as_ref()
+            .is_some_and(DirectionFaults::stalled);
         match plan.pay {
             // A limit where there was none starts afresh, empty (see
             // `bucket_of`); a limit changed keeps its tokens.
@@ -209,7 +212,7 @@ pub(super) struct Opening<'a> {
     pub(super) server: Stream,
     pub(super) plan: Plan,
     pub(super) rules: &'a dyn Rules,
-    pub(super) luck: Luck,
+    pub(super) draws: RuleDraws,
     pub(super) seeds: [Seeds; 2],
     /// Whether the faults are done to it.
     pub(super) affected: bool,
@@ -256,7 +259,7 @@ impl Connection {
             client: start.client,
             server: start.server,
             shaping,
-            luck: start.luck,
+            draws: start.draws,
             route: start.route,
             upstream: start.upstream,
             upstream_at: start.upstream_at,

@@ -6,7 +6,7 @@
 use super::{EventLoop, Route, Upstream};
 use crate::proxy::connection::{Connection, Opening};
 use crate::proxy::resolver::Resolver;
-use crate::proxy::rules::Luck;
+use crate::proxy::rules::RuleDraws;
 use crate::proxy::stream::Stream;
 use crate::{Address, out_of_resources};
 use mio::net::{TcpStream, UnixStream};
@@ -70,7 +70,7 @@ impl EventLoop<'_> {
         for &route in routes {
             let mut taken = 0;
             while self.accept_resumes.is_none() {
-                if taken == self.siblings.accept_at_once {
+                if taken == self.proxy_loops.accept_at_once {
                     self.more_to_accept.push(route);
                     break;
                 }
@@ -289,15 +289,15 @@ impl EventLoop<'_> {
     ) -> Option<usize> {
         let affect = self.routes.get(key)?.rules.affect();
         let (affected, seeds) = self.connection_draws(affect);
-        let mut luck = Luck::new(seeds[0].faults ^ seeds[1].jitter);
+        let mut draws = RuleDraws::new(seeds[0].faults ^ seeds[1].jitter);
         let route = &self.routes[key];
-        let started = route.rules.plan(&mut luck).and_then(|plan| {
+        let started = route.rules.plan(&mut draws).and_then(|plan| {
             Connection::new(Opening {
                 client,
                 server,
                 plan,
                 rules: &*route.rules,
-                luck,
+                draws,
                 seeds,
                 affected,
                 route: key,

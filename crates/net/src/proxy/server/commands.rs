@@ -92,7 +92,7 @@ impl<'a> EventLoop<'a> {
             if connection.route != key {
                 continue;
             }
-            let plan = route.rules.plan(&mut connection.luck);
+            let plan = route.rules.plan(&mut connection.draws);
             match plan.and_then(|plan| connection.take(plan, now, unstalled_closes)) {
                 Ok(()) => self.retuned.push(k),
                 Err(err) => failed.push((k, err)),

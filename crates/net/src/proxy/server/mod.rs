@@ -13,7 +13,7 @@ mod woken;
 
 use admission::{Awaiting, Parked};
 pub use commands::Command;
-use shortage::Turns;
+use shortage::AdmissionOrder;
 use woken::{Stepping, Woken};
 
 use super::connection::{BUFFER, Connection, End, Failure, Seeds};
@@ -54,7 +54,7 @@ pub enum Upstream {
     /// a Unix socket.
     Fixed(Arc<[SocketAddr]>),
     /// The route's name, looked up anew for every client, off the loop,
-    /// as toxiproxy dials it: a server that moved is found.
+    /// as toxiproxy connects it: a server that moved is found.
     PerClient,
 }
 
@@ -125,11 +125,11 @@ pub(super) struct EventLoop<'a> {
     /// The serial number of the next route.
     serials: u64,
     /// What this loop shares with the other loops of its proxy.
-    siblings: Arc<Siblings>,
+    proxy_loops: Arc<ProxyLoops>,
     /// Routes whose listener may still have clients waiting, after this
     /// loop took its share at once: it looks again after one round.
     more_to_accept: Vec<usize>,
-    /// This loop's place among its siblings.
+    /// This loop's place among its the proxy's loops.
     place: usize,
     /// Set when a sibling gives this loop its turn to admit a client.
     given: Arc<AtomicBool>,
@@ -190,7 +190,7 @@ impl<'a> EventLoop<'a> {
             resolver: None,
             found: channel(),
             serials: 0,
-            siblings: Arc::new(Siblings::new(seed, 1)),
+            proxy_loops: Arc::new(ProxyLoops::new(seed, 1)),
             more_to_accept: Vec::new(),
             place: 0,
             given: Arc::new(AtomicBool::new(false)),
@@ -285,7 +285,7 @@ impl<'a> EventLoop<'a> {
     /// turn from the seed, so that the same connections see the same
     /// jitter and faults again.
     fn connection_draws(&mut self, affect: f64) -> (bool, [Seeds; 2]) {
-        let mut draws = lock(&self.siblings.draws);
+        let mut draws = lock(&self.proxy_loops.draws);
         let affected = draws.choices.f64() < affect;
         let mut seeds = || Seeds {
             jitter: draws.seeds.u64(..),
@@ -294,10 +294,10 @@ impl<'a> EventLoop<'a> {
         (affected, [seeds(), seeds()])
     }
 
-    /// Makes this loop one of the loops that share `siblings`.
-    pub(in crate::proxy) fn join(&mut self, siblings: Arc<Siblings>) {
-        self.place = lock(&siblings.turns).join(self.waker.clone(), self.given.clone());
-        self.siblings = siblings;
+    /// Makes this loop one of the loops that share `the proxy's loops`.
+    pub(in crate::proxy) fn join(&mut self, proxy_loops: Arc<ProxyLoops>) {
+        self.place = lock(&proxy_loops.turns).join(self.waker.clone(), self.given.clone());
+        self.proxy_loops = proxy_loops;
     }
 
     /// Says `line` on standard error, unless quiet.
@@ -494,25 +494,25 @@ impl<'a> EventLoop<'a> {
 }
 
 /// What the loops of one proxy share.
-pub struct Siblings {
+pub struct ProxyLoops {
     /// The draws of chance of each connection, in turn, so that a seed
     /// replays them in the order the clients came, whichever loop took
     /// each.
     draws: Mutex<ConnectionDraws>,
     /// Whose turn it is to admit a client while descriptors are short.
-    turns: Mutex<Turns>,
+    turns: Mutex<AdmissionOrder>,
     /// How many clients a loop accepts from a listener before it lets
-    /// the others have a go. Alone, as many as wait. With siblings, one:
+    /// the others have a go. Alone, as many as wait. With the proxy's loops, one:
     /// every loop is woken by a client, and the first to run would
     /// otherwise take a whole burst of them; taking one at a time, a loop
     /// that is busy serving takes fewer.
     accept_at_once: usize,
 }
 
-impl Siblings {
+impl ProxyLoops {
     /// What `loops` loops share, their draws of chance from `seed`.
-    pub fn new(seed: u64, loops: usize) -> Siblings {
-        Siblings {
+    pub fn new(seed: u64, loops: usize) -> ProxyLoops {
+        ProxyLoops {
             accept_at_once: if loops > 1 { 1 } else { usize::MAX },
             draws: Mutex::new(ConnectionDraws {
                 seeds: fastrand::Rng::with_seed(seed),

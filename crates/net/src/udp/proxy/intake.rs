@@ -3,7 +3,7 @@
 //! limit kept, a shortage of sockets counted and said once) and from the
 //! upstream (a refusal counted and said once), each into its way's link.
 
-use super::{DatagramProxy, Link, Own};
+use super::{DatagramProxy, Netem, Own};
 use std::io;
 use std::net::SocketAddr;
 
@@ -80,7 +80,7 @@ impl DatagramProxy {
         };
         let links = [0, 1].map(|way| {
             let seed = self.route.seed ^ flow.tag.rotate_left(17) ^ way as u64;
-            Link::new(self.route.ways[way].clone(), seed)
+            Netem::new(self.route.ways[way].clone(), seed)
         });
         flow.own = Some(Box::new(Own {
             links,

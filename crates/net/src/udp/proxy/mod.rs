@@ -1,13 +1,13 @@
 //! The datagram proxy (`--listen udp:ADDR --connect udp:ADDR`): each
 //! client address is a flow, with a socket of its own toward the
 //! upstream, so that replies find their way back to it. Datagrams each
-//! way go through that way's [`Link`], paid for from that way's bucket.
+//! way go through that way's [`Netem`], paid for from that way's bucket.
 //! One thread and one poll: it sleeps until a datagram comes, one is due
 //! to leave, or a flow's idle time may have run out.
 
 use super::flows::{FlowEnds, Flows, Own};
 use super::handle::{Handle, Pending};
-use super::link::{Impairment, Link, Tally};
+use super::netem::{Impairment, Netem, Tally};
 use crate::alarm::Alarm;
 use crate::deadlines::Deadlines;
 use mio::net::UdpSocket;
@@ -58,7 +58,7 @@ pub struct DatagramProxy {
     poll: Poll,
     listen: UdpSocket,
     flows: Flows,
-    ways: [Link; 2],
+    ways: [Netem; 2],
     buckets: [Arc<Bucket>; 2],
     /// Bytes that left each way, for progress and SIGUSR1.
     passed: [Arc<Throughput>; 2],
@@ -113,7 +113,7 @@ impl DatagramProxy {
         let mut listen = UdpSocket::bind(route.listen)?;
         poll.registry()
             .register(&mut listen, LISTEN, Interest::READABLE)?;
-        let ways = [0, 1].map(|way| Link::new(route.ways[way].clone(), route.seed ^ way as u64));
+        let ways = [0, 1].map(|way| Netem::new(route.ways[way].clone(), route.seed ^ way as u64));
         let alarm = Alarm::new().ok().filter(|alarm| {
             let fd = alarm.fd.as_raw_fd();
             poll.registry()
@@ -342,7 +342,7 @@ impl DatagramProxy {
             for (owned, link) in self.owned.iter_mut().zip(&mut own.links) {
                 *owned += link.take_tally();
             }
-            let wake = own.links.iter().filter_map(Link::wake).min();
+            let wake = own.links.iter().filter_map(Netem::wake).min();
             self.flows_due.file(key, wake);
         }
         due.clear();

@@ -1,7 +1,7 @@
 //! The link as a fuzz target: an impairment and a run of arrivals and
 //! departures at made-up times, all read from arbitrary bytes.
 
-use super::{Impairment, Link, QueueDrop};
+use super::{Impairment, Netem, QueueDrop};
 use shape_bucket::{FakeClock, Fill, Limit, TokenBucket};
 use shape_impair::faults::{Loss, Mtu};
 use std::sync::Arc;
@@ -53,7 +53,7 @@ pub fn run(data: &[u8]) {
     let Ok(bucket) = TokenBucket::with_clock(limit, 1 << 16, Fill::Full, clock.clone()) else {
         return;
     };
-    let mut link = Link::new(impairment, 7);
+    let mut link = Netem::new(impairment, 7);
     let (mut now, mut arrived, mut left) = (0u64, 0u64, 0u64);
     for event in events.chunks_exact(4).take(4096) {
         now += u64::from(u16::from_le_bytes([event[0], event[1]])) * 1_000;

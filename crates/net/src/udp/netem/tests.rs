@@ -11,7 +11,7 @@ const MS: u64 = 1_000_000;
 struct LinkBench {
     clock: Arc<FakeClock>,
     bucket: TokenBucket<Arc<FakeClock>>,
-    link: Link,
+    link: Netem,
 }
 
 impl LinkBench {
@@ -27,7 +27,7 @@ impl LinkBench {
         LinkBench {
             clock,
             bucket,
-            link: Link::new(impairment, seed),
+            link: Netem::new(impairment, seed),
         }
     }
 

@@ -1,10 +1,10 @@
 //! Connections through a link: where a link (`--delay`, faults) relays
 //! the command's TCP connections, its `connect` is carried out by shape.
-//! The command's socket knocks at the link's door (`door.rs`), where it
+//! The command's socket is connected to the link's waiting port (`waiting_port.rs`), where it
 //! waits in progress, as over a real link, while shape connects to the
 //! server itself. One round trip of the link after the server answered,
-//! shape answers at the door, which completes the command's connect, and
-//! hands its own end and the server to the relay (`net::proxy::Carrier`),
+//! shape answers at the waiting port, which completes the command's connect, and
+//! hands its own end and the server to the relay (`net::proxy::RelayLoop`),
 //! which carries every byte from then on with the link's delay, jitter,
 //! faults and rate. The command's socket stays a real kernel socket, so
 //! its readiness is true, and its reads and writes need shape for nothing.
@@ -12,22 +12,22 @@
 //! A blocking connect is held until then; a non-blocking one is answered
 //! EINPROGRESS at once. A server that fails fails the command's connect
 //! one round trip late too: a held one with the server's own error; one
-//! in progress that the server refused is refused (`Door::refuse`, and
+//! in progress that the server refused is refused (`WaitingPort::refuse`, and
 //! its `getsockopt(SO_ERROR)` answered ECONNREFUSED by shape), and one
-//! that failed otherwise is reset (its wait at the door is ended), said
+//! that failed otherwise is reset (its wait at the waiting port is ended), said
 //! once.
 //!
 //! A command that serves is given, for each connection it accepts, a
-//! socket that came through the door, and the relay carries the accepted
+//! socket that came through the waiting port, and the relay carries the accepted
 //! connection; but a connection from the command itself (a test suite's
 //! client to its own server), which came through the link already, is
 //! given as it is, so that it crosses the link once.
 
 use super::{HeldCall, MOST_NAME, Supervisor, errno};
 use crate::call::{self, Call};
-use crate::door::{Door, local, unmapped};
 use crate::kernel::{Notification, Response};
 use crate::sockets::SocketKind;
+use crate::waiting_port::{WaitingPort, local, unmapped};
 use mio::{Interest, Token};
 use rustix::net::{AddressFamily, SocketType};
 use shape_impair::faults::Way;
@@ -64,7 +64,7 @@ impl OwnEnds {
 }
 
 /// A connect under way through the link.
-pub(super) struct Dial {
+pub(super) struct PendingConnect {
     /// Shape's copy of the command's socket, until it is connected to the
     /// relay (kept no longer: the command's close must close it).
     socket: OwnedFd,
@@ -129,7 +129,7 @@ impl Supervisor<'_> {
         let Notification { tid, args, .. } = notification;
         let answer = |supervisor: &mut Self, response| supervisor.respond(&notification, response);
         if self.elsewhere(tid) {
-            // Its loopback is not shape's: the door is not there.
+            // Its loopback is not shape's: the waiting port is not there.
             return answer(self, Response::Continue);
         }
         let buffer = crate::sockets::buffer_for(&self.ways.buckets);
@@ -157,7 +157,7 @@ impl Supervisor<'_> {
             return answer(self, Response::Continue);
         };
         let inode = (stat.st_dev, stat.st_ino);
-        if self.dials.iter().any(|(_, dial)| dial.inode == inode) {
+        if self.connects.iter().any(|(_, dial)| dial.inode == inode) {
             return answer(self, Response::Error(libc::EALREADY));
         }
         if rustix::net::getpeername(&socket).is_ok_and(|peer| peer.is_some()) {
@@ -171,7 +171,7 @@ impl Supervisor<'_> {
     }
 
     /// Begins dialling `server_at` for the command's `socket`: the server
-    /// is connected to at once, and the socket knocks at the door; the
+    /// is connected to at once, and the socket is connected to the waiting port; the
     /// command's call waits (blocking) or is answered EINPROGRESS.
     fn dial(
         &mut self,
@@ -192,10 +192,10 @@ impl Supervisor<'_> {
         {
             self.own_ends.insert(end);
         }
-        Door::knock(socket.as_fd(), self.door(family)?)?;
+        WaitingPort::wait_at(socket.as_fd(), self.waiting_port(family)?)?;
         let nonblocking = rustix::fs::fcntl_getfl(&socket)
             .is_ok_and(|status| status.contains(rustix::fs::OFlags::NONBLOCK));
-        let entry = self.dials.vacant_entry();
+        let entry = self.connects.vacant_entry();
         let key = entry.key();
         let mut server = server;
         self.poll
@@ -214,7 +214,7 @@ impl Supervisor<'_> {
                 Some((held, notification.id))
             }
         };
-        entry.insert(Dial {
+        entry.insert(PendingConnect {
             socket,
             inode,
             server: Dialling::Connecting(server),
@@ -227,12 +227,12 @@ impl Supervisor<'_> {
         Ok(())
     }
 
-    /// Dial `key`'s server socket had an event: once it is connected, or
+    /// PendingConnect `key`'s server socket had an event: once it is connected, or
     /// failed, the command's connect is due one round trip later.
-    pub(super) fn dial_event(&mut self, key: usize) {
+    pub(super) fn connect_event(&mut self, key: usize) {
         let now = self.now();
         let round_trip = self.round_trip();
-        let Some(dial) = self.dials.get_mut(key) else {
+        let Some(dial) = self.connects.get_mut(key) else {
             return;
         };
         let Dialling::Connecting(server) = &mut dial.server else {
@@ -265,25 +265,25 @@ impl Supervisor<'_> {
         shape_leaves::duration::nanos(now.delay(Way::Up) + now.delay(Way::Down))
     }
 
-    /// Ends the dials that are due at `now`.
-    pub(super) fn finish_due_dials(&mut self, now: u64) {
+    /// Ends the connects that are due at `now`.
+    pub(super) fn finish_due_connects(&mut self, now: u64) {
         let due: Vec<usize> = self
-            .dials
+            .connects
             .iter()
             .filter(|(_, dial)| dial.due.is_some_and(|t| t <= now))
             .map(|(key, _)| key)
             .collect();
         for key in due {
-            let dial = self.dials.remove(key);
+            let dial = self.connects.remove(key);
             self.finish(dial);
         }
     }
 
-    /// Answers the command's socket at the door and hands the relay its
+    /// Answers the command's socket at the waiting port and hands the relay its
     /// server, or (the server failed) ends its wait; and answers the
     /// caller that waits.
-    fn finish(&mut self, dial: Dial) {
-        let Dial {
+    fn finish(&mut self, dial: PendingConnect) {
+        let PendingConnect {
             socket,
             server,
             caller,
@@ -299,7 +299,7 @@ impl Supervisor<'_> {
             Dialling::Failed(failed) => {
                 // A connect in progress learns of a refusal as it would
                 // from the server; the rest, and any that cannot be
-                // refused, are dropped from the door: reset.
+                // refused, are dropped from the waiting port: reset.
                 let refused = caller.is_none()
                     && failed == libc::ECONNREFUSED
                     && self.refuse(socket.as_fd(), inode).is_ok();
@@ -336,29 +336,29 @@ impl Supervisor<'_> {
         self.sockets.relayed(socket.as_fd());
     }
 
-    /// Answers the command's `socket`, waiting at the door, and hands
+    /// Answers the command's `socket`, waiting at the waiting port, and hands
     /// shape's end to the relay with `server`.
     fn carry(&mut self, socket: BorrowedFd<'_>, server: std::net::TcpStream) -> io::Result<()> {
         let Some(relay) = &self.relay else {
             return Err(io::Error::from_raw_os_error(libc::ECONNABORTED));
         };
         let family = rustix::net::sockopt::socket_domain(socket)?;
-        let ours = Door::answer(self.door(family)?, local(socket)?)?;
-        relay.carrier.carry(ours, server);
+        let ours = WaitingPort::complete(self.waiting_port(family)?, local(socket)?)?;
+        relay.relay_loop.carry(ours, server);
         Ok(())
     }
 
-    /// Ends `socket`'s connect in progress at the door with ECONNREFUSED.
+    /// Ends `socket`'s connect in progress at the waiting port with ECONNREFUSED.
     /// Dropping its wait wakes the command before the refusal lands: its
     /// error is then asked of shape (`socket_error`), which says refused.
     fn refuse(&mut self, socket: BorrowedFd<'_>, inode: (u64, u64)) -> io::Result<()> {
         let family = rustix::net::sockopt::socket_domain(socket)?;
-        let Some(doors) = &self.doors else {
+        let Some(waiting_ports) = &self.waiting_ports else {
             return Err(io::Error::from_raw_os_error(libc::ECONNABORTED));
         };
-        let closed = doors.closed_for(family);
+        let closed = waiting_ports.closed_for(family);
         self.refused.insert(inode);
-        Door::refuse(socket, closed).inspect_err(|_| self.refused.remove(inode))
+        WaitingPort::refuse(socket, closed).inspect_err(|_| self.refused.remove(inode))
     }
 
     /// A `getsockopt(SO_ERROR)` of the command's: a socket shape refused
@@ -393,17 +393,17 @@ impl Supervisor<'_> {
         }
     }
 
-    /// The door a socket of `family` knocks at.
-    fn door(&self, family: AddressFamily) -> io::Result<SocketAddr> {
-        match &self.doors {
-            Some(doors) => Ok(doors.for_family(family)),
+    /// The waiting port a socket of `family` is connected to.
+    fn waiting_port(&self, family: AddressFamily) -> io::Result<SocketAddr> {
+        match &self.waiting_ports {
+            Some(waiting_ports) => Ok(waiting_ports.for_family(family)),
             None => Err(io::Error::from_raw_os_error(libc::ECONNABORTED)),
         }
     }
 
     /// An `accept` where a link relays connections: `connection`, just
     /// accepted by shape, goes to the relay, and the command is given a
-    /// socket that came through the door in its place.
+    /// socket that came through the waiting port in its place.
     pub(super) fn relay_accepted(&mut self, connection: OwnedFd) -> io::Result<OwnedFd> {
         let peer = rustix::net::getpeername(&connection).ok().flatten();
         let peer = peer.and_then(|peer| SocketAddr::try_from(peer).ok());
@@ -411,7 +411,7 @@ impl Supervisor<'_> {
             return Ok(connection);
         }
         let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None)?;
-        Door::knock(socket.as_fd(), self.door(AddressFamily::INET)?)?;
+        WaitingPort::wait_at(socket.as_fd(), self.waiting_port(AddressFamily::INET)?)?;
         self.carry(socket.as_fd(), std::net::TcpStream::from(connection))?;
         Ok(socket)
     }

@@ -1,4 +1,4 @@
-//! [`Mischief`]: the faults of one stream carried out, block by block,
+//! [`StreamFaults`]: the faults of one stream carried out, block by block,
 //! with a seeded generator per kind of fault, and tallied.
 
 use super::{Faults, Losing, Slice, Trigger};
@@ -18,7 +18,7 @@ impl ResetStruck {
     }
 }
 
-/// What [`Mischief`] did, for the line shape says at the end.
+/// What [`StreamFaults`] did, for the line shape says at the end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
     pub dropped_blocks: u64,
@@ -55,7 +55,7 @@ impl Tally {
 }
 
 /// The faults of one stream, carried out with generators of its own.
-pub struct Mischief {
+pub struct StreamFaults {
     faults: Faults,
     /// Whether each block is lost: the loss model's state, and its draws.
     losing: Losing,
@@ -87,7 +87,7 @@ pub struct Struck {
     pub reset: AtomicBool,
 }
 
-/// What becomes of the bytes offered to [`Mischief::admit`].
+/// What becomes of the bytes offered to [`StreamFaults::admit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
     /// This many of them pass (all, or up to a stall or reset).
@@ -98,11 +98,11 @@ pub enum Fate {
     Reset,
 }
 
-impl Mischief {
-    /// Mischief from `seed`, losing blocks of `block` bytes (at least one).
-    pub fn new(faults: Faults, seed: u64, block: usize) -> Mischief {
+impl StreamFaults {
+    /// StreamFaults from `seed`, losing blocks of `block` bytes (at least one).
+    pub fn new(faults: Faults, seed: u64, block: usize) -> StreamFaults {
         let mut seeds = fastrand::Rng::with_seed(seed);
-        Mischief {
+        StreamFaults {
             losing: Losing::new(faults.drop),
             faults,
             drops: seeds.fork(),
@@ -118,18 +118,20 @@ impl Mischief {
         }
     }
 
-    /// How many bytes may be offered to [`Mischief::admit`] at once: the
+    /// How many bytes may be offered to [`StreamFaults::admit`] at once: the
     /// rest of the block.
     pub fn block_left(&self) -> usize {
         usize::try_from(self.block - self.offered % self.block).unwrap_or(usize::MAX)
     }
 
     /// Decides the fate of `chunk`, which lies within one block (see
-    /// [`Mischief::block_left`]): lost, reset, or (some of) it passes, with
+    /// [`StreamFaults::block_left`]): lost, reset, or (some of) it passes, with
     /// bits flipped where corruption strikes. A stall or reset that counts
     /// bytes strikes exactly at its byte.
     pub fn admit(&mut self, chunk: &mut [u8]) -> Fate {
-        self.admit_with(chunk.len(), |mischief, at| mischief.pass(chunk, at))
+        self.admit_with(chunk.len(), |stream_faults, at| {
+            stream_faults.pass(chunk, at)
+        })
     }
 
     /// True if the faults read or change bytes (`--drop`, `--corrupt`), so
@@ -139,7 +141,7 @@ impl Mischief {
         self.faults.drop.rate() > 0.0 || self.faults.corrupt > 0.0
     }
 
-    /// [`Mischief::pass_through`] of `len` bytes that wait where the
+    /// [`StreamFaults::pass_through`] of `len` bytes that wait where the
     /// faults cannot touch them (in a pipe): how many of them pass, and
     /// whether the stream is to be reset after them. What passes is always
     /// their front. Bytes that came in before a drop or a corruption was
@@ -305,7 +307,7 @@ mod tests {
 
     #[test]
     fn pieces_stay_within_the_variation_and_cover_everything() {
-        let mut mischief = Mischief::new(
+        let mut stream_faults = StreamFaults::new(
             Faults {
                 slice: Some(Slice {
                     size: 10,
@@ -319,7 +321,7 @@ mod tests {
         let mut left = 10_000usize;
         let mut sizes = Vec::new();
         while left > 0 {
-            let (piece, ends) = mischief.piece(left);
+            let (piece, ends) = stream_faults.piece(left);
             assert!(ends || piece == left);
             sizes.push(piece);
             left -= piece;
@@ -332,7 +334,7 @@ mod tests {
         assert_eq!(sizes.iter().sum::<usize>(), 10_000);
         assert!(sizes.contains(&7) && sizes.contains(&13));
         assert_eq!(
-            Mischief::new(faults(), 1, 100).piece(500),
+            StreamFaults::new(faults(), 1, 100).piece(500),
             (500, false),
             "no slicing"
         );
@@ -354,7 +356,7 @@ mod tests {
     #[test]
     fn the_same_seed_does_the_same_mischief_and_the_tally_is_exact() {
         let run = |seed| {
-            let mut mischief = Mischief::new(
+            let mut stream_faults = StreamFaults::new(
                 Faults {
                     drop: crate::faults::Loss::Random(0.1),
                     corrupt: 0.01,
@@ -366,11 +368,11 @@ mod tests {
             let mut out: Vec<u8> = Vec::new();
             for i in 0..1000u32 {
                 let mut chunk = vec![(i % 251) as u8; 100];
-                if let Fate::Pass(n) = mischief.admit(&mut chunk) {
+                if let Fate::Pass(n) = stream_faults.admit(&mut chunk) {
                     out.extend(&chunk[..n]);
                 }
             }
-            (out, mischief.tally)
+            (out, stream_faults.tally)
         };
         let (first, tally) = run(42);
         assert_eq!(run(42), (first.clone(), tally), "replayed");
@@ -379,7 +381,7 @@ mod tests {
         assert_eq!(tally.dropped_bytes, tally.dropped_blocks * 100);
         // Every corrupted byte differs from what came in by one bit.
         let mut expected: Vec<u8> = Vec::new();
-        let mut rng = Mischief::new(
+        let mut rng = StreamFaults::new(
             Faults {
                 drop: crate::faults::Loss::Random(0.1),
                 corrupt: 0.01,
@@ -421,7 +423,7 @@ mod tests {
         assert_eq!("2s".parse(), Ok(Trigger::After(Duration::from_secs(2))));
         assert_eq!("1min".parse(), Ok(Trigger::After(Duration::from_secs(60))));
         assert!("soon".parse::<Trigger>().is_err());
-        let mut stalling = Mischief::new(
+        let mut stalling = StreamFaults::new(
             Faults {
                 stall_after: Some(Trigger::Bytes(150)),
                 ..faults()
@@ -432,7 +434,7 @@ mod tests {
         assert_eq!(stalling.admit(&mut [0; 100]), Fate::Pass(100));
         assert_eq!(stalling.admit(&mut [0; 100]), Fate::Pass(50));
         assert_eq!(stalling.admit(&mut [0; 100]), Fate::Lost);
-        let mut resetting = Mischief::new(
+        let mut resetting = StreamFaults::new(
             Faults {
                 reset_after: Some(Trigger::Bytes(100)),
                 stall_after: Some(Trigger::Bytes(200)),
@@ -443,7 +445,7 @@ mod tests {
         );
         assert_eq!(resetting.admit(&mut [0; 100]), Fate::Pass(100));
         assert_eq!(resetting.admit(&mut [0; 1]), Fate::Reset);
-        let timed = Mischief::new(faults(), 1, 100);
+        let timed = StreamFaults::new(faults(), 1, 100);
         timed.struck.stalled.store(true, Ordering::Relaxed);
         let mut timed = timed;
         assert_eq!(timed.admit(&mut [0; 5]), Fate::Lost);
@@ -465,8 +467,8 @@ mod tests {
                 reset_after: reset.map(Trigger::Bytes),
                 ..faults()
             };
-            let mut by_bytes = Mischief::new(faults, 3, 256);
-            let mut by_length = Mischief::new(faults, 3, 256);
+            let mut by_bytes = StreamFaults::new(faults, 3, 256);
+            let mut by_length = StreamFaults::new(faults, 3, 256);
             assert!(!by_length.touches_bytes());
             for len in [100, 300, 5, 1000, 64, 2000] {
                 let bytes = by_bytes.pass_through(&mut vec![7; len]);
@@ -477,7 +479,7 @@ mod tests {
                 );
             }
         }
-        let corrupting = Mischief::new(
+        let corrupting = StreamFaults::new(
             Faults {
                 corrupt: 0.1,
                 ..faults()

@@ -1,9 +1,9 @@
-//! The link's door: a loopback port where a command's connect waits,
+//! The link's waiting port: a loopback port where a command's connect waits,
 //! unanswered, until shape answers it. A TCP socket whose connect is in
 //! progress is what a program expects while a link's round trip passes:
 //! poll, select and epoll see it neither readable nor writable, its error
 //! is none and it has no peer yet. The kernel keeps it so by itself: the
-//! door is a listener whose one place in its queue is taken, so the
+//! waiting port is a listener whose one place in its queue is taken, so the
 //! connect's SYN is dropped and it waits in SYN-SENT. Shape answers it
 //! with a socket of its own bound to the same port (both with
 //! SO_REUSEPORT) that connects back to the command's socket: a
@@ -11,7 +11,7 @@
 //! Shape's socket then carries the connection, through the relay.
 //!
 //! A connect whose server refused is refused in turn, as on a real link:
-//! shape drops the command's socket's wait at the door and connects it
+//! shape drops the command's socket's wait at the waiting port and connects it
 //! afresh to a port of shape's that is bound and not listening, whose
 //! kernel answers the SYN with a reset, so that the connect in progress
 //! ends with ECONNREFUSED, as one to the server itself would.
@@ -21,8 +21,8 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// A door on one loopback address.
-pub struct Door {
+/// A waiting port on one loopback address.
+pub struct WaitingPort {
     at: SocketAddr,
     /// The listener, and the connection that fills its queue.
     _held: [OwnedFd; 2],
@@ -30,9 +30,9 @@ pub struct Door {
     closed: (SocketAddr, OwnedFd),
 }
 
-impl Door {
-    /// A door on IPv4's loopback, or IPv6's.
-    pub fn open(v6: bool) -> io::Result<Door> {
+impl WaitingPort {
+    /// A waiting port on IPv4's loopback, or IPv6's.
+    pub fn open(v6: bool) -> io::Result<WaitingPort> {
         let (family, loopback) = match v6 {
             true => (
                 AddressFamily::INET6,
@@ -53,14 +53,14 @@ impl Door {
         rustix::net::connect(&filler, &at)?;
         let closed = rustix::net::socket(family, SocketType::STREAM, None)?;
         rustix::net::bind(&closed, &loopback)?;
-        Ok(Door {
+        Ok(WaitingPort {
             at,
             _held: [listener, filler],
             closed: (local(closed.as_fd())?, closed),
         })
     }
 
-    /// Ends the connect of `socket`, in progress at a door, with
+    /// Ends the connect of `socket`, in progress at a waiting port, with
     /// ECONNREFUSED: its wait is dropped and it connects afresh to
     /// `closed`, which the kernel refuses. (Dropping the wait alone
     /// would end it with ECONNRESET.)
@@ -86,40 +86,40 @@ impl Door {
         }
     }
 
-    /// Where the door is.
+    /// Where the waiting port is.
     pub fn at(&self) -> SocketAddr {
         self.at
     }
 
-    /// Begins `socket`'s connect to `door`, which waits there until
+    /// Begins `socket`'s connect to `waiting port`, which waits there until
     /// answered; a blocking socket is made non-blocking for the call.
-    pub fn knock(socket: BorrowedFd<'_>, door: SocketAddr) -> io::Result<()> {
+    pub fn wait_at(socket: BorrowedFd<'_>, waiting_port: SocketAddr) -> io::Result<()> {
         let status = rustix::fs::fcntl_getfl(socket)?;
         let blocking = !status.contains(rustix::fs::OFlags::NONBLOCK);
         if blocking {
             rustix::fs::fcntl_setfl(socket, status | rustix::fs::OFlags::NONBLOCK)?;
         }
-        let knocked = rustix::net::connect(socket, &door);
+        let connected = rustix::net::connect(socket, &waiting_port);
         if blocking {
             let _ = rustix::fs::fcntl_setfl(socket, status);
         }
-        match knocked {
+        match connected {
             Ok(()) | Err(rustix::io::Errno::INPROGRESS) => Ok(()),
             Err(err) => Err(err.into()),
         }
     }
 
-    /// Answers the connect waiting at `door` from `peer`: returns shape's
+    /// Answers the connect waiting at `waiting port` from `peer`: returns shape's
     /// end of the connection, whose handshake the kernel completes.
-    pub fn answer(door: SocketAddr, peer: SocketAddr) -> io::Result<std::net::TcpStream> {
+    pub fn complete(waiting_port: SocketAddr, peer: SocketAddr) -> io::Result<std::net::TcpStream> {
         let peer = unmapped(peer);
-        let door = unmapped(door);
-        let family = match door {
+        let waiting_port = unmapped(waiting_port);
+        let family = match waiting_port {
             SocketAddr::V4(_) => AddressFamily::INET,
             SocketAddr::V6(_) => AddressFamily::INET6,
         };
         let socket = reusing_socket(family)?;
-        rustix::net::bind(&socket, &door)?;
+        rustix::net::bind(&socket, &waiting_port)?;
         rustix::fs::fcntl_setfl(&socket, rustix::fs::OFlags::NONBLOCK)?;
         match rustix::net::connect(&socket, &peer) {
             Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
@@ -129,21 +129,21 @@ impl Door {
     }
 }
 
-/// The doors of both loopbacks: IPv6's where it has one.
-pub struct Doors {
-    v4: Door,
-    v6: Option<Door>,
+/// The waiting ports of both loopbacks: IPv6's where it has one.
+pub struct WaitingPorts {
+    v4: WaitingPort,
+    v6: Option<WaitingPort>,
 }
 
-impl Doors {
-    pub fn open() -> io::Result<Doors> {
-        Ok(Doors {
-            v4: Door::open(false)?,
-            v6: Door::open(true).ok(),
+impl WaitingPorts {
+    pub fn open() -> io::Result<WaitingPorts> {
+        Ok(WaitingPorts {
+            v4: WaitingPort::open(false)?,
+            v6: WaitingPort::open(true).ok(),
         })
     }
 
-    /// Where a socket of `family` knocks: IPv4's door, mapped, for an
+    /// Where a socket of `family` waits: IPv4's waiting port, mapped, for an
     /// IPv6 socket where loopback has no IPv6.
     pub fn for_family(&self, family: AddressFamily) -> SocketAddr {
         match (family == AddressFamily::INET6, &self.v6) {
@@ -163,22 +163,26 @@ impl Doors {
         }
     }
 
-    /// Whether loopback has IPv6 (and so a door there).
+    /// Whether loopback has IPv6 (and so a waiting port there).
     pub fn has_v6(&self) -> bool {
         self.v6.is_some()
     }
 
-    /// Every address a socket that came through a door has as its peer.
+    /// Every address a socket that came through a waiting port has as its peer.
     pub fn all(&self) -> Vec<SocketAddr> {
         let v4 = self.v4.at();
-        [Some(v4), Some(mapped(v4)), self.v6.as_ref().map(Door::at)]
-            .into_iter()
-            .flatten()
-            .collect()
+        [
+            Some(v4),
+            Some(mapped(v4)),
+            self.v6.as_ref().map(WaitingPort::at),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 
-/// A TCP socket that may share its port with the door's others.
+/// A TCP socket that may share its port with the waiting port's others.
 fn reusing_socket(family: AddressFamily) -> io::Result<OwnedFd> {
     let socket = rustix::net::socket(family, SocketType::STREAM, None)?;
     sockopt::set_socket_reuseport(&socket, true)?;
@@ -228,15 +232,23 @@ mod tests {
     }
 
     #[test]
-    fn a_connect_in_progress_at_the_door_is_refused_when_told() {
-        let doors = Doors::open().unwrap();
+    fn a_connect_in_progress_at_the_waiting_port_is_refused_when_told() {
+        let waiting_ports = WaitingPorts::open().unwrap();
         for _ in 0..20 {
             let socket =
                 rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
             rustix::fs::fcntl_setfl(&socket, rustix::fs::OFlags::NONBLOCK).unwrap();
-            Door::knock(socket.as_fd(), doors.for_family(AddressFamily::INET)).unwrap();
+            WaitingPort::wait_at(
+                socket.as_fd(),
+                waiting_ports.for_family(AddressFamily::INET),
+            )
+            .unwrap();
             assert!(readiness(socket.as_fd()).is_empty());
-            Door::refuse(socket.as_fd(), doors.closed_for(AddressFamily::INET)).unwrap();
+            WaitingPort::refuse(
+                socket.as_fd(),
+                waiting_ports.closed_for(AddressFamily::INET),
+            )
+            .unwrap();
             // Refused, as by a server: ready to be told so, and told.
             let mut look = [PollFd::new(&socket, PollFlags::OUT)];
             rustix::event::poll(&mut look, None).unwrap();
@@ -249,10 +261,10 @@ mod tests {
     }
 
     #[test]
-    fn a_connect_waits_at_the_door_until_answered_then_carries_bytes() {
-        let door = Door::open(false).unwrap();
+    fn a_connect_waits_at_the_waiting_port_until_answered_then_carries_bytes() {
+        let waiting_port = WaitingPort::open(false).unwrap();
         let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
-        Door::knock(socket.as_fd(), door.at()).unwrap();
+        WaitingPort::wait_at(socket.as_fd(), waiting_port.at()).unwrap();
         // In progress, and it stays so (time is what this tests): nothing
         // ready, no error, no peer.
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -260,21 +272,21 @@ mod tests {
         assert_eq!(sockopt::socket_error(&socket).unwrap(), Ok(()));
         assert!(rustix::net::getpeername(&socket).is_err());
         let from = local(socket.as_fd()).unwrap();
-        let mut ours = Door::answer(door.at(), from).unwrap();
+        let mut ours = WaitingPort::complete(waiting_port.at(), from).unwrap();
         ours.set_nonblocking(false).unwrap();
         let mut theirs = std::net::TcpStream::from(socket);
         theirs.write_all(b"over the link").unwrap();
         let mut got = [0u8; 13];
         ours.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"over the link");
-        assert_eq!(theirs.peer_addr().unwrap(), door.at());
+        assert_eq!(theirs.peer_addr().unwrap(), waiting_port.at());
     }
 
     #[test]
-    fn a_blocking_socket_knocks_without_waiting_and_stays_blocking() {
-        let door = Door::open(false).unwrap();
+    fn a_blocking_socket_waits_without_waiting_and_stays_blocking() {
+        let waiting_port = WaitingPort::open(false).unwrap();
         let socket = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
-        Door::knock(socket.as_fd(), door.at()).unwrap();
+        WaitingPort::wait_at(socket.as_fd(), waiting_port.at()).unwrap();
         let status = rustix::fs::fcntl_getfl(&socket).unwrap();
         assert!(!status.contains(rustix::fs::OFlags::NONBLOCK));
     }

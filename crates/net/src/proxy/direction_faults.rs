@@ -1,10 +1,10 @@
-//! The faults of one direction of a proxied connection. [`Mischief`]
+//! The faults of one direction of a proxied connection. [`StreamFaults`]
 //! decides what becomes of each byte, as in a copy; the faults that count
 //! time (the pause after a slice, the held close, a stall or reset after a
 //! time) are due when the one [`Schedule`] says, which a copy sleeps until
 //! and the event loop gives poll as deadlines.
 
-use shape_impair::faults::{Faults, Mischief, Retransmission, Schedule};
+use shape_impair::faults::{Faults, Retransmission, Schedule, StreamFaults};
 use std::sync::atomic::Ordering;
 
 /// What `--loss` draws from, apart from the other faults' draws: the
@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 const LOSS_DRAWS: u64 = 0x6c6f_7373;
 
 /// The faults of one direction, with the moments they wait for.
-pub(super) struct Strikes {
-    mischief: Mischief,
+pub(super) struct DirectionFaults {
+    stream_faults: StreamFaults,
     /// `--loss`: the direction's lost segments and their retransmissions.
     retransmission: Retransmission,
     /// The link's delay this way and its round trip, in ns, for the
@@ -30,12 +30,12 @@ pub(super) struct Strikes {
     piece: (usize, bool),
 }
 
-impl Strikes {
+impl DirectionFaults {
     /// `faults` done from `now`, drawn from `seed`, losing blocks of
     /// `block` bytes.
-    pub(super) fn new(faults: Faults, seed: u64, block: usize, now: u64) -> Strikes {
-        let mut strikes = Strikes {
-            mischief: Mischief::new(Faults::default(), seed, block),
+    pub(super) fn new(faults: Faults, seed: u64, block: usize, now: u64) -> DirectionFaults {
+        let mut direction_faults = DirectionFaults {
+            stream_faults: StreamFaults::new(Faults::default(), seed, block),
             retransmission: Retransmission::new(faults.loss, seed ^ LOSS_DRAWS),
             delay: 0,
             round_trip: 0,
@@ -43,19 +43,19 @@ impl Strikes {
             schedule: Schedule::default(),
             piece: (0, false),
         };
-        strikes.retune(faults, now);
-        strikes
+        direction_faults.retune(faults, now);
+        direction_faults
     }
 
     /// Does `faults` from `now` on: sizes and times count from now.
     pub(super) fn retune(&mut self, faults: Faults, now: u64) {
-        let old = *self.mischief.faults();
+        let old = *self.stream_faults.faults();
         self.schedule.retune(&old, &faults, now);
         if faults.cut_after != old.cut_after {
             self.cut_left = faults.cut_after;
         }
         self.retransmission.set_loss(faults.loss);
-        self.mischief.set_faults(faults);
+        self.stream_faults.set_faults(faults);
     }
 
     /// Takes the link's delay this way and its round trip, in ns.
@@ -72,25 +72,28 @@ impl Strikes {
             .earliest(len, now, delay, round_trip, more)
     }
 
-    /// Strikes what is due by `now`: a stall. Returns whether a reset is.
+    /// DirectionFaults what is due by `now`: a stall. Returns whether a reset is.
     pub(super) fn strike(&mut self, now: u64) -> bool {
         let due = self.schedule.due(now);
         if due.stall {
-            self.mischief.struck.stalled.store(true, Ordering::Relaxed);
+            self.stream_faults
+                .struck
+                .stalled
+                .store(true, Ordering::Relaxed);
         }
         due.reset
     }
 
     /// True once a stall has struck: nothing more passes.
     pub(super) fn stalled(&self) -> bool {
-        self.mischief.struck.stalled.load(Ordering::Relaxed)
+        self.stream_faults.struck.stalled.load(Ordering::Relaxed)
     }
 
     /// Decides what of `chunk` passes, keeping only that. Returns whether
     /// the connection is to be reset, and whether `--cut-after` has ended
     /// the direction.
     pub(super) fn admit(&mut self, chunk: &mut Vec<u8>) -> (bool, bool) {
-        let (kept, reset) = self.mischief.pass_through(chunk);
+        let (kept, reset) = self.stream_faults.pass_through(chunk);
         chunk.truncate(kept);
         let Some(left) = &mut self.cut_left else {
             return (reset, false);
@@ -100,12 +103,12 @@ impl Strikes {
         (reset, *left == 0)
     }
 
-    /// [`Strikes::admit`] of a chunk of `len` bytes that the faults need
-    /// not touch (see [`Strikes::touches_bytes`]), which waits elsewhere
+    /// [`DirectionFaults::admit`] of a chunk of `len` bytes that the faults need
+    /// not touch (see [`DirectionFaults::touches_bytes`]), which waits elsewhere
     /// (in a pipe): how many of its first bytes pass, whether the
     /// connection is to be reset after them, and whether the cut came.
     pub(super) fn admit_length(&mut self, len: usize) -> (usize, bool, bool) {
-        let (kept, reset) = self.mischief.pass_length(len);
+        let (kept, reset) = self.stream_faults.pass_length(len);
         let Some(left) = &mut self.cut_left else {
             return (kept, reset, false);
         };
@@ -117,7 +120,7 @@ impl Strikes {
     /// True if the faults read or change bytes, so that a chunk's bytes
     /// must be in memory.
     pub(super) fn touches_bytes(&self) -> bool {
-        self.mischief.touches_bytes()
+        self.stream_faults.touches_bytes()
     }
 
     /// How many of `due` bytes may be written at `now`: a piece of the
@@ -127,11 +130,11 @@ impl Strikes {
         if let Some(until) = self.schedule.paused(now) {
             return Err(until);
         }
-        if self.mischief.faults().slice.is_none() {
+        if self.stream_faults.faults().slice.is_none() {
             return Ok(due);
         }
         if self.piece.0 == 0 {
-            self.piece = self.mischief.piece(due);
+            self.piece = self.stream_faults.piece(due);
         }
         Ok(self.piece.0.min(due))
     }
@@ -139,13 +142,13 @@ impl Strikes {
     /// Counts `written` bytes of the piece as out at `now`; the pause
     /// starts when a slice is.
     pub(super) fn wrote(&mut self, written: usize, now: u64) {
-        if self.mischief.faults().slice.is_none() {
+        if self.stream_faults.faults().slice.is_none() {
             return;
         }
         self.piece.0 -= written.min(self.piece.0);
         if self.piece == (0, true) {
             self.schedule
-                .sliced(self.mischief.faults().slice_pause, now);
+                .sliced(self.stream_faults.faults().slice_pause, now);
         }
     }
 
@@ -153,10 +156,10 @@ impl Strikes {
     /// may happen at `now`; if not, when it may.
     pub(super) fn close_due(&mut self, now: u64) -> Result<(), u64> {
         self.schedule
-            .close_due(self.mischief.faults().slow_close, now)
+            .close_due(self.stream_faults.faults().slow_close, now)
     }
 
-    /// The next moment a fault strikes by time, if one will.
+    /// The next moment a fault faults by time, if one will.
     pub(super) fn deadline(&self) -> Option<u64> {
         self.schedule.next()
     }
@@ -173,7 +176,9 @@ impl Strikes {
             )
         });
         let said = [
-            self.mischief.tally.describe(self.mischief.faults()),
+            self.stream_faults
+                .tally
+                .describe(self.stream_faults.faults()),
             retransmitted,
         ];
         let said: Vec<String> = said.into_iter().flatten().collect();
@@ -199,13 +204,17 @@ mod tests {
 
     #[test]
     fn pieces_wait_out_the_pause_and_a_partial_write_finishes_its_piece_first() {
-        let mut strikes = Strikes::new(slicing(7, 10), 1, 1000, 0);
-        assert_eq!(strikes.writable(100, 0), Ok(7));
-        strikes.wrote(3, 0);
-        assert_eq!(strikes.writable(97, 0), Ok(4), "the rest of the piece");
-        strikes.wrote(4, 0);
-        assert_eq!(strikes.writable(93, 5 * MS), Err(10 * MS));
-        assert_eq!(strikes.writable(93, 10 * MS), Ok(7));
+        let mut direction_faults = DirectionFaults::new(slicing(7, 10), 1, 1000, 0);
+        assert_eq!(direction_faults.writable(100, 0), Ok(7));
+        direction_faults.wrote(3, 0);
+        assert_eq!(
+            direction_faults.writable(97, 0),
+            Ok(4),
+            "the rest of the piece"
+        );
+        direction_faults.wrote(4, 0);
+        assert_eq!(direction_faults.writable(93, 5 * MS), Err(10 * MS));
+        assert_eq!(direction_faults.writable(93, 10 * MS), Ok(7));
     }
 
     #[test]
@@ -216,12 +225,12 @@ mod tests {
             cut_after: Some(10),
             ..Faults::default()
         };
-        let mut strikes = Strikes::new(stall, 1, 1000, 100 * MS);
-        assert_eq!(strikes.deadline(), Some(150 * MS));
-        assert!(!strikes.strike(149 * MS) && !strikes.stalled());
-        assert!(!strikes.strike(150 * MS) && strikes.stalled());
-        assert!(strikes.strike(180 * MS));
-        let mut cut = Strikes::new(
+        let mut direction_faults = DirectionFaults::new(stall, 1, 1000, 100 * MS);
+        assert_eq!(direction_faults.deadline(), Some(150 * MS));
+        assert!(!direction_faults.strike(149 * MS) && !direction_faults.stalled());
+        assert!(!direction_faults.strike(150 * MS) && direction_faults.stalled());
+        assert!(direction_faults.strike(180 * MS));
+        let mut cut = DirectionFaults::new(
             Faults {
                 cut_after: Some(10),
                 ..Faults::default()
@@ -240,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_close_is_held_for_the_slow_close() {
-        let mut strikes = Strikes::new(
+        let mut direction_faults = DirectionFaults::new(
             Faults {
                 slow_close: Duration::from_millis(20),
                 ..Faults::default()
@@ -249,8 +258,8 @@ mod tests {
             1000,
             0,
         );
-        assert_eq!(strikes.close_due(MS), Err(21 * MS));
-        assert_eq!(strikes.close_due(20 * MS), Err(21 * MS));
-        assert_eq!(strikes.close_due(21 * MS), Ok(()));
+        assert_eq!(direction_faults.close_due(MS), Err(21 * MS));
+        assert_eq!(direction_faults.close_due(20 * MS), Err(21 * MS));
+        assert_eq!(direction_faults.close_due(21 * MS), Ok(()));
     }
 }

@@ -49,14 +49,14 @@ pub struct Node {
 }
 
 /// A connection to one server or to a cluster.
-pub enum RedisLink {
+pub enum RedisConnection {
     One(Connection),
     Cluster(Box<ClusterConnection>),
 }
 
 /// Why a connection could not even be tried.
 #[derive(Debug, thiserror::Error)]
-pub enum LinkError {
+pub enum ConnectError {
     #[error("{0}")]
     Redis(#[from] redis::RedisError),
     /// A certificate file named in the environment cannot be used.
@@ -66,7 +66,7 @@ pub enum LinkError {
     ClusterDatabase(i64),
 }
 
-impl RedisLink {
+impl RedisConnection {
     /// Connects to `share`'s server within `patience`, and to its cluster
     /// if the server is one of a cluster; if the server cannot be reached
     /// and `known` names nodes of its cluster, through them. Every call
@@ -75,7 +75,7 @@ impl RedisLink {
         share: &RedisShare,
         patience: Duration,
         known: &[Node],
-    ) -> Result<RedisLink, LinkError> {
+    ) -> Result<RedisConnection, ConnectError> {
         let certificates = certificates(share)?;
         let info = share.connection_info();
         let client = match &certificates {
@@ -90,13 +90,13 @@ impl RedisLink {
                 // Selecting a database is the first thing a connection does,
                 // and a cluster's node refuses it.
                 Some(detail) if detail.contains("not allowed in cluster mode") => {
-                    LinkError::ClusterDatabase(share.db)
+                    ConnectError::ClusterDatabase(share.db)
                 }
-                _ => LinkError::Redis(err),
+                _ => ConnectError::Redis(err),
             });
         let mut one = match one {
             Ok(one) => one,
-            Err(LinkError::Redis(err)) if !known.is_empty() && err.is_connection_refusal() => {
+            Err(ConnectError::Redis(err)) if !known.is_empty() && err.is_connection_refusal() => {
                 let seeds = known
                     .iter()
                     .map(|node| share.connection_info_at(&node.host, node.port))
@@ -108,17 +108,17 @@ impl RedisLink {
         one.set_read_timeout(Some(patience))?;
         one.set_write_timeout(Some(patience))?;
         if !matches!(share.server, Endpoint::Tcp { .. }) || !in_a_cluster(&mut one)? {
-            return Ok(RedisLink::One(one));
+            return Ok(RedisConnection::One(one));
         }
         if share.db != 0 {
-            return Err(LinkError::ClusterDatabase(share.db));
+            return Err(ConnectError::ClusterDatabase(share.db));
         }
         cluster(vec![info], certificates, patience)
     }
 
     /// The nodes of the cluster, as it says now; none for one server.
     pub fn nodes(&mut self) -> Vec<Node> {
-        let RedisLink::Cluster(cluster) = self else {
+        let RedisConnection::Cluster(cluster) = self else {
             return Vec::new();
         };
         let said: RedisResult<String> = redis::cmd("CLUSTER").arg("NODES").query(cluster.as_mut());
@@ -127,13 +127,13 @@ impl RedisLink {
 
     /// True for a cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, RedisLink::Cluster(_))
+        matches!(self, RedisConnection::Cluster(_))
     }
 
     fn inner(&mut self) -> &mut dyn ConnectionLike {
         match self {
-            RedisLink::One(one) => one,
-            RedisLink::Cluster(cluster) => cluster.as_mut(),
+            RedisConnection::One(one) => one,
+            RedisConnection::Cluster(cluster) => cluster.as_mut(),
         }
     }
 }
@@ -143,7 +143,7 @@ fn cluster(
     seeds: Vec<ConnectionInfo>,
     certificates: Option<redis::TlsCertificates>,
     patience: Duration,
-) -> Result<RedisLink, LinkError> {
+) -> Result<RedisConnection, ConnectError> {
     let (least, most) = CLUSTER_RETRY_WAIT_MS;
     let mut cluster = ClusterClient::builder(seeds)
         .connection_timeout(patience)
@@ -156,7 +156,7 @@ fn cluster(
     }
     let connection = cluster.build()?.get_connection()?;
     connection.set_write_timeout(Some(patience))?;
-    Ok(RedisLink::Cluster(Box::new(connection)))
+    Ok(RedisConnection::Cluster(Box::new(connection)))
 }
 
 /// The nodes `CLUSTER NODES` lists: `ID HOST:PORT@BUS[,HOSTNAME] FLAGS ...`.
@@ -183,19 +183,19 @@ fn in_a_cluster(connection: &mut Connection) -> RedisResult<bool> {
 
 /// The certificates the environment names, for a TLS address; `None` for
 /// the system's roots and no client certificate.
-fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, LinkError> {
+fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, ConnectError> {
     if share.tls == Tls::Off {
         return Ok(None);
     }
     // rustls needs its provider of cryptography named once per process;
     // ring is the one built in. A second call finds it there.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let read = |variable: &str| -> Result<Option<Vec<u8>>, LinkError> {
+    let read = |variable: &str| -> Result<Option<Vec<u8>>, ConnectError> {
         let Some(path) = std::env::var_os(variable).filter(|path| !path.is_empty()) else {
             return Ok(None);
         };
         std::fs::read(&path).map(Some).map_err(|err| {
-            LinkError::Certificates(format!(
+            ConnectError::Certificates(format!(
                 "{variable}={}: {}",
                 std::path::Path::new(&path).display(),
                 shape_leaves::message::one_line(&err)
@@ -211,7 +211,7 @@ fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, Li
             let chain = certificates_in(CERT_VARIABLE, &client_cert)?;
             presentable(&chain[0])?;
             if PrivateKeyDer::from_pem_slice(&client_key).is_err() {
-                return Err(LinkError::Certificates(format!(
+                return Err(ConnectError::Certificates(format!(
                     "{KEY_VARIABLE} holds no private key shape can read (PEM)"
                 )));
             }
@@ -222,12 +222,12 @@ fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, Li
         }
         (None, None) => None,
         (Some(_), None) => {
-            return Err(LinkError::Certificates(format!(
+            return Err(ConnectError::Certificates(format!(
                 "{CERT_VARIABLE} is set without {KEY_VARIABLE}"
             )));
         }
         (None, Some(_)) => {
-            return Err(LinkError::Certificates(format!(
+            return Err(ConnectError::Certificates(format!(
                 "{KEY_VARIABLE} is set without {CERT_VARIABLE}"
             )));
         }
@@ -243,12 +243,15 @@ fn certificates(share: &RedisShare) -> Result<Option<redis::TlsCertificates>, Li
 
 /// The certificates in `pem`, the file `variable` names: at least one, or
 /// the error that says there is none shape can read.
-fn certificates_in(variable: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, LinkError> {
+fn certificates_in(
+    variable: &str,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, ConnectError> {
     let chain: Vec<CertificateDer> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .unwrap_or_default();
     match chain.is_empty() {
-        true => Err(LinkError::Certificates(format!(
+        true => Err(ConnectError::Certificates(format!(
             "{variable} holds no certificate shape can read (PEM)"
         ))),
         false => Ok(chain),
@@ -258,7 +261,7 @@ fn certificates_in(variable: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'sta
 /// Fails unless `certificate` can be presented as a client's: TLS here
 /// (rustls, through the redis crate) checks the client's own certificate
 /// before it presents it, and takes X.509 version 3 only.
-fn presentable(certificate: &CertificateDer) -> Result<(), LinkError> {
+fn presentable(certificate: &CertificateDer) -> Result<(), ConnectError> {
     let why = match webpki::EndEntityCert::try_from(certificate) {
         Ok(_) => return Ok(()),
         Err(webpki::Error::UnsupportedCertVersion) => {
@@ -268,12 +271,12 @@ fn presentable(certificate: &CertificateDer) -> Result<(), LinkError> {
         }
         Err(_) => "it cannot be read as an X.509 certificate",
     };
-    Err(LinkError::Certificates(format!(
+    Err(ConnectError::Certificates(format!(
         "the client certificate ({CERT_VARIABLE}) cannot be used: {why}"
     )))
 }
 
-impl ConnectionLike for RedisLink {
+impl ConnectionLike for RedisConnection {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
         self.inner().req_packed_command(cmd)
     }
@@ -295,15 +298,15 @@ impl ConnectionLike for RedisLink {
 
     fn get_db(&self) -> i64 {
         match self {
-            RedisLink::One(one) => one.get_db(),
-            RedisLink::Cluster(cluster) => cluster.get_db(),
+            RedisConnection::One(one) => one.get_db(),
+            RedisConnection::Cluster(cluster) => cluster.get_db(),
         }
     }
 
     fn supports_pipelining(&self) -> bool {
         match self {
-            RedisLink::One(one) => one.supports_pipelining(),
-            RedisLink::Cluster(cluster) => cluster.supports_pipelining(),
+            RedisConnection::One(one) => one.supports_pipelining(),
+            RedisConnection::Cluster(cluster) => cluster.supports_pipelining(),
         }
     }
 
@@ -313,8 +316,8 @@ impl ConnectionLike for RedisLink {
 
     fn is_open(&self) -> bool {
         match self {
-            RedisLink::One(one) => one.is_open(),
-            RedisLink::Cluster(cluster) => cluster.is_open(),
+            RedisConnection::One(one) => one.is_open(),
+            RedisConnection::Cluster(cluster) => cluster.is_open(),
         }
     }
 }

@@ -152,7 +152,7 @@ struct Draws {
 
 /// One direction of a link.
 #[derive(Debug)]
-pub struct Link {
+pub struct Netem {
     impairment: Impairment,
     losing: Option<Losing>,
     draws: Draws,
@@ -172,9 +172,9 @@ pub struct Link {
     tally: Tally,
 }
 
-impl Link {
+impl Netem {
     /// A link impaired as `impairment` says, drawing from `seed`.
-    pub fn new(impairment: Impairment, seed: u64) -> Link {
+    pub fn new(impairment: Impairment, seed: u64) -> Netem {
         let mut seeds = fastrand::Rng::with_seed(seed);
         let losing = impairment.loss.map(Losing::new);
         let draws = Draws {
@@ -184,7 +184,7 @@ impl Link {
             reorder: fastrand::Rng::with_seed(seeds.u64(..)),
             jitter: fastrand::Rng::with_seed(seeds.u64(..)),
         };
-        Link {
+        Netem {
             impairment,
             losing,
             draws,
