@@ -38,7 +38,7 @@ pub fn command_line(data: &[u8]) {
             }
         }
         Ok(parsed) => {
-            if let Err(refused) = crate::mode::checked::check(&parsed) {
+            if let Err(refused) = crate::mode::step::check(&parsed) {
                 one_line(&words, &crate::mode::refusal_line(&refused.0));
             }
         }

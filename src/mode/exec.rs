@@ -6,15 +6,15 @@
 //! relay on a thread of its own, a proxy whose servers the supervisor
 //! connects and hands over.
 
-use super::live::{Start, go_live, printer, start_reporter, two_ways};
+use super::live::{go_live, printer, start_reporter, two_ways};
+use super::plan::{DatagramPlan, ExecPlan, Impairments};
 use super::proxy::Tuning;
-use crate::cli::Cli;
 use crate::control::Adjuster;
 use anyhow::Context;
 use shape_bucket::Limit;
 use shape_bucket::units::{human_bytes, human_rate};
 use shape_exec::{CommandWays, Exited, MakeNetem, NotRun, Relay};
-use shape_impair::conditions::{Carried, Conditions, Fixed, InForce};
+use shape_impair::conditions::{Carried, Conditions, Fixed};
 use shape_impair::faults::Way;
 use shape_leaves::counting::Counting;
 use shape_leaves::exit::Exit;
@@ -23,23 +23,30 @@ use shape_leaves::message::one_line;
 use shape_leaves::say::Printer;
 use shape_leaves::throughput::{Passed, Throughput};
 use shape_net::proxy;
-use shape_net::udp::{DatagramProxy, FlowEnds, IDLE, Route};
-use std::ffi::OsString;
+use shape_net::udp::{DatagramProxy, FlowEnds, Route};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Runs `command` shaped, until it ends.
-pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
-    let start = Start::of(cli)?;
-    let (up, down, member) = two_ways(cli, &start)?;
-    let conditions = conditions(cli);
+pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
+    let ExecPlan {
+        command,
+        pacing,
+        progress,
+        impairments,
+        linked,
+        stats,
+        ..
+    } = plan;
+    let (up, down, member) = two_ways(pacing)?;
+    let conditions = conditions(impairments, *linked);
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
             Counting::Bytes,
-            start.burst.is_some(),
+            pacing.start.burst.is_some(),
         )
         .retuning(conditions.clone()),
     );
@@ -49,7 +56,13 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         up: passed_up.clone(),
         down: passed_down.clone(),
     };
-    let reporter = start_reporter(cli, &passed, None, &[up.clone(), down.clone()]);
+    let reporter = start_reporter(
+        progress,
+        pacing.start.counting,
+        &passed,
+        None,
+        &[up.clone(), down.clone()],
+    );
     let printer = printer(reporter.as_ref());
     // Signals are passed on from the start (see `PassedOn`).
     let target = Arc::new(Mutex::new(PassedOn::default()));
@@ -58,8 +71,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         Box::new(move |signal: i32| lock(&target).pass(signal))
     };
     let (started_at, _registration) = go_live(
-        cli,
-        &start,
+        pacing,
         adjuster.clone(),
         &passed,
         printer.clone(),
@@ -70,9 +82,9 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         .first()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let relay = match linked(cli) {
+    let relay = match linked {
         true => Some(start_relay(
-            cli,
+            plan,
             &adjuster,
             conditions,
             &[passed_up.clone(), passed_down.clone()],
@@ -90,7 +102,7 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
         passed: [passed_up, passed_down],
     };
     let on_change = |notify| adjuster.on_change(notify);
-    let say: Box<dyn Fn(&str)> = match cli.quiet {
+    let say: Box<dyn Fn(&str)> = match pacing.quiet {
         true => Box::new(|_: &str| {}),
         false => {
             let printer = printer.clone();
@@ -108,13 +120,13 @@ pub fn run(cli: &Cli, command: &[OsString]) -> anyhow::Result<Exit> {
     if let Some(reporter) = reporter {
         reporter.finish();
     }
-    if outlived && !cli.quiet && !lock(&target).told {
+    if outlived && !pacing.quiet && !lock(&target).told {
         printer.line(&format!(
             "shape: {shown} ended; processes it started still run; their network calls now \
              fail (ENOSYS), and their connections through shape are closed"
         ));
     }
-    if cli.stats {
+    if *stats {
         say_stats(&printer, &ways, started_at);
     }
     Ok(Exit::Command(code.clamp(0, 255) as u8))
@@ -154,30 +166,15 @@ fn say_stats(printer: &Printer, ways: &CommandWays, started: Instant) {
     ));
 }
 
-/// Whether the command's connections and datagrams go through a link: a
-/// delay, jitter, a fault or a UDP link's option was asked for at start.
-fn linked(cli: &Cli) -> bool {
-    cli.delay.is_some()
-        || cli.delay_up.is_some()
-        || cli.delay_down.is_some()
-        || cli.jitter.is_some()
-        || !cli.fault_changes().is_empty()
-        || cli.udp.first_given().is_some()
-}
-
-/// The link's conditions: a command started without one has none to
-/// change (its connections are not relayed).
-fn conditions(cli: &Cli) -> Arc<Conditions> {
-    let unlinked = (!linked(cli)).then_some(
+/// The link's conditions: a command started without one (not `linked`)
+/// has none to change (its connections are not relayed).
+fn conditions(impairments: &Impairments, linked: bool) -> Arc<Conditions> {
+    let unlinked = (!linked).then_some(
         "this command started without a link (--delay, --jitter, a fault or a UDP link's \
          option): start it with one ('--delay 0' will do)",
     );
     Arc::new(Conditions::fixing(
-        InForce {
-            faults: Way::BOTH.map(|way| cli.faults(way)),
-            delay: cli.delays(),
-            jitter: cli.slow_link().jitter,
-        },
+        impairments.in_force(),
         Fixed {
             faults: unlinked,
             ends: unlinked,
@@ -192,30 +189,31 @@ fn conditions(cli: &Cli) -> Arc<Conditions> {
 /// the link, on a thread of its own, and says how its datagrams' links
 /// are made.
 fn start_relay(
-    cli: &Cli,
+    plan: &ExecPlan,
     adjuster: &Arc<Adjuster>,
     conditions: Arc<Conditions>,
     [passed_up, passed_down]: &[Arc<Throughput>; 2],
     printer: &Printer,
 ) -> anyhow::Result<Relay> {
-    let link = cli.slow_link();
+    let impairments = &plan.impairments;
+    let quiet = plan.pacing.quiet;
     let shaping = proxy::Shaping {
         settings: Arc::new(Tuning(adjuster.clone())),
         per_connection: false,
-        link,
+        link: impairments.slow_link,
         conditions: conditions.clone(),
-        affect: cli.affect.unwrap_or(1.0),
+        affect: impairments.affect,
         passed_up: passed_up.clone(),
         passed_down: passed_down.clone(),
-        report: (!cli.quiet).then(|| printer.clone()),
-        seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
-        say_seed: cli.draws_at_random(),
+        report: (!quiet).then(|| printer.clone()),
+        seed: impairments.seed,
+        say_seed: impairments.say_seed,
         // One loop relays the command's connections.
         loops: 1,
     };
     let seed = shaping.seed;
     let relay_loop = proxy::RelayLoop::start(shaping).context("the link's relay")?;
-    let say = (!cli.quiet).then(|| printer.clone());
+    let say = (!quiet).then(|| printer.clone());
     let passed = [passed_up, passed_down];
     let flow_ends = FlowEnds::default();
     let links = Links {
@@ -226,7 +224,7 @@ fn start_relay(
         say,
         flow_ends: flow_ends.clone(),
     };
-    let datagrams = datagram_links(cli, links)?;
+    let datagrams = datagram_links(impairments, &plan.datagrams, links);
     Ok(Relay {
         relay_loop,
         conditions,
@@ -250,7 +248,7 @@ struct Links<'a> {
 /// What makes a datagram link of the command's, for one destination: the
 /// UDP link's proxy, on a thread of its own, impaired as the flags say,
 /// following the link's conditions and paying from both ways' buckets.
-fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeNetem> {
+fn datagram_links(impairments: &Impairments, plan: &DatagramPlan, links: Links) -> MakeNetem {
     let Links {
         adjuster,
         conditions,
@@ -260,12 +258,12 @@ fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeNetem> {
         flow_ends,
     } = links;
     let buckets = adjuster.buckets().to_vec();
-    let ways = super::udp::impairments(cli, [&buckets[0], &buckets[1]])?;
-    let idle = cli.udp.udp_idle.unwrap_or(IDLE);
+    let ways = super::udp::impaired(impairments, plan, [&buckets[0], &buckets[1]]);
+    let idle = plan.idle;
     let (adjuster, conditions) = (adjuster.clone(), conditions.clone());
     let passed = passed.map(Arc::clone);
     let made = AtomicU64::new(0);
-    Ok(Box::new(move |listen, upstream| {
+    Box::new(move |listen, upstream| {
         let route = Route {
             listen,
             upstream,
@@ -292,7 +290,7 @@ fn datagram_links(cli: &Cli, links: Links) -> anyhow::Result<MakeNetem> {
                 }
             })?;
         Ok(local)
-    }))
+    })
 }
 
 /// Where SIGINT, SIGTERM and SIGHUP sent to shape go: to the command, once

@@ -1,7 +1,6 @@
 //! Where a copy's bytes come from: the files named, standard input, or one
 //! connection accepted on an address.
 
-use crate::cli::Cli;
 use shape_leaves::say::Printer;
 use shape_net::Address;
 use std::fmt;
@@ -11,6 +10,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 /// One input.
+#[derive(Clone)]
 pub enum Input {
     /// A file, or `-` for standard input.
     Path(PathBuf),
@@ -19,16 +19,6 @@ pub enum Input {
 }
 
 impl Input {
-    /// The inputs `cli` asks for: a connection, the files named, or
-    /// standard input.
-    pub fn all(cli: &Cli) -> Vec<Input> {
-        match (&cli.listen, cli.files.is_empty()) {
-            (Some(address), _) => vec![Input::Listen(address.clone())],
-            (None, true) => vec![Input::Path(PathBuf::from("-"))],
-            (None, false) => cli.files.iter().cloned().map(Input::Path).collect(),
-        }
-    }
-
     /// The sum of the sizes of `inputs`, if every one is a regular file.
     pub fn known_total(inputs: &[Input]) -> Option<u64> {
         inputs.iter().try_fold(0u64, |sum, input| match input {

@@ -3,30 +3,33 @@
 //! proxy (`--listen` with `--connect`), toxiproxy's API (`--serve`), a
 //! command's own traffic (`--exec`),
 //! remote (`--remote`), a share's status or reset, and generate (man
-//! page, completions). The command line is checked once, as a whole
-//! ([`checked`]), before any mode starts; each mode runs to an [`Exit`],
-//! and a failure is printed here, once, as one line.
+//! page, completions). The command line is checked once, as a whole, and
+//! made into the mode's plan ([`step`], [`plan`]) before any mode starts;
+//! each mode runs its plan to an [`Exit`], and a failure is printed here,
+//! once, as one line.
 
-pub(crate) mod checked;
 mod copy;
 #[cfg(feature = "exec")]
 mod exec;
 mod input;
 mod live;
+pub(crate) mod plan;
 mod proxy;
 mod remote;
 #[cfg(feature = "serve")]
 mod serve;
 mod share;
+pub(crate) mod step;
 #[cfg(feature = "serve")]
 mod toxiproxy;
 mod udp;
 
 use crate::cli::Cli;
-use checked::{Checked, Mode};
+use plan::Mode;
 use shape_impair::profiles;
 use shape_leaves::exit::Exit;
 use shape_leaves::message::{clip_quoted, one_line};
+use step::Planned;
 
 /// A command line that parsed but asks for something shape cannot do:
 /// said in one line, with status 2.
@@ -34,33 +37,19 @@ use shape_leaves::message::{clip_quoted, one_line};
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Runs what `cli` asks for, once it is checked.
+/// Runs what `cli` asks for, once it is checked and planned.
 pub fn run(cli: &Cli) -> Exit {
-    let Checked { mode, cli } = match checked::check(cli) {
+    let checked = match step::check(cli) {
         Ok(checked) => checked,
         Err(why) => return refused(why),
     };
-    let cli = &cli;
-    let ran = match mode {
-        Mode::Generate(what) => {
-            return shape_leaves::exit::print_whole(&crate::cli::generate::render(what));
+    let quiet = cli.quiet;
+    let ran = checked.plan().and_then(|Planned { mode, warnings }| {
+        if !quiet {
+            warnings.iter().for_each(|line| eprintln!("{line}"));
         }
-        Mode::ListLinks => return shape_leaves::exit::print_whole(profiles::table().as_bytes()),
-        Mode::Remote(target) => remote::run(cli, &target),
-        Mode::ShareStatus(name) => share::status(&name),
-        Mode::ShareReset(name) => share::reset(&name),
-        Mode::Proxy { listen, connect } => proxy::run(cli, &listen, &connect),
-        Mode::Datagrams { listen, connect } => udp::run(cli, &listen, &connect),
-        #[cfg(feature = "serve")]
-        Mode::Serve(address) => serve::run(cli, &address),
-        #[cfg(not(feature = "serve"))]
-        Mode::Serve(_) => Err(not_built("--serve", "serve")),
-        #[cfg(feature = "exec")]
-        Mode::Exec(command) => exec::run(cli, &command),
-        #[cfg(not(feature = "exec"))]
-        Mode::Exec(_) => Err(not_built("--exec", "exec")),
-        Mode::Copy => copy::run(cli),
-    };
+        run_plan(mode)
+    });
     ran.unwrap_or_else(|err| {
         eprintln!("shape: {}", clip_quoted(&one_line(&err)));
         match err.downcast_ref::<UsageError>() {
@@ -68,6 +57,32 @@ pub fn run(cli: &Cli) -> Exit {
             None => Exit::Failure,
         }
     })
+}
+
+/// Runs the mode `mode` plans.
+fn run_plan(mode: Mode) -> anyhow::Result<Exit> {
+    match mode {
+        Mode::Generate(what) => Ok(shape_leaves::exit::print_whole(
+            &crate::cli::generate::render(what),
+        )),
+        Mode::ListLinks => Ok(shape_leaves::exit::print_whole(
+            profiles::table().as_bytes(),
+        )),
+        Mode::Remote(plan) => remote::run(&plan),
+        Mode::ShareStatus(name) => share::status(&name),
+        Mode::ShareReset(name) => share::reset(&name),
+        Mode::Proxy(plan) => proxy::run(&plan),
+        Mode::Udp(plan) => udp::run(&plan),
+        #[cfg(feature = "serve")]
+        Mode::Serve(plan) => serve::run(&plan),
+        #[cfg(not(feature = "serve"))]
+        Mode::Serve(_) => Err(not_built("--serve", "serve")),
+        #[cfg(feature = "exec")]
+        Mode::Exec(plan) => exec::run(&plan),
+        #[cfg(not(feature = "exec"))]
+        Mode::Exec(_) => Err(not_built("--exec", "exec")),
+        Mode::Copy(plan) => copy::run(&plan),
+    }
 }
 
 /// A command line refused for `why`, said in one line: status 2.

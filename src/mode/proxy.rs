@@ -2,35 +2,37 @@
 //! ended by a signal, with the live controls of a copy (`--remote`,
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
-use super::live::{Start, go_live, printer, start_reporter, two_ways};
-use crate::cli::Cli;
+use super::live::{go_live, printer, start_reporter, two_ways};
+use super::plan::ProxyPlan;
 use crate::control::Adjuster;
 use anyhow::{Context, anyhow};
 use shape_bucket::Damaged;
-use shape_impair::conditions::{Conditions, InForce};
+use shape_impair::conditions::Conditions;
 use shape_impair::faults::Way;
 use shape_leaves::bucket::Bucket;
 use shape_leaves::counting::Counting;
 use shape_leaves::exit::Exit;
 use shape_leaves::throughput::{Passed, Throughput};
-use shape_net::{Address, loops_per_core, proxy};
+use shape_net::proxy;
 use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
-pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exit> {
-    let start = Start::of(cli)?;
-    let (up, down, member) = two_ways(cli, &start)?;
-    let link = cli.slow_link();
-    let conditions = Arc::new(Conditions::new(InForce {
-        faults: Way::BOTH.map(|way| cli.faults(way)),
-        delay: cli.delays(),
-        jitter: link.jitter,
-    }));
+pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
+    let ProxyPlan {
+        listen,
+        connect,
+        pacing,
+        progress,
+        impairments,
+        loops,
+    } = plan;
+    let (up, down, member) = two_ways(pacing)?;
+    let conditions = Arc::new(Conditions::new(impairments.in_force()));
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
             Counting::Bytes,
-            start.burst.is_some(),
+            pacing.start.burst.is_some(),
         )
         .retuning(conditions.clone()),
     );
@@ -39,11 +41,16 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
         up: passed_up.clone(),
         down: passed_down.clone(),
     };
-    let reporter = start_reporter(cli, &passed, None, &[up.clone(), down.clone()]);
+    let reporter = start_reporter(
+        progress,
+        pacing.start.counting,
+        &passed,
+        None,
+        &[up.clone(), down.clone()],
+    );
     let printer = printer(reporter.as_ref());
     let (_, _registration) = go_live(
-        cli,
-        &start,
+        pacing,
         adjuster.clone(),
         &passed,
         printer.clone(),
@@ -52,16 +59,16 @@ pub fn run(cli: &Cli, listen: &Address, connect: &Address) -> anyhow::Result<Exi
     )?;
     let shaping = proxy::Shaping {
         settings: Arc::new(Tuning(adjuster)),
-        per_connection: cli.per_connection,
-        link,
+        per_connection: impairments.per_connection,
+        link: impairments.slow_link,
         conditions,
-        affect: cli.affect.unwrap_or(1.0),
+        affect: impairments.affect,
         passed_up,
         passed_down,
-        report: (!cli.quiet).then_some(printer),
-        seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
-        say_seed: cli.draws_at_random(),
-        loops: cli.loops.map_or_else(loops_per_core, usize::from),
+        report: (!pacing.quiet).then_some(printer),
+        seed: impairments.seed,
+        say_seed: impairments.say_seed,
+        loops: *loops,
     };
     let served = proxy::forward(listen, connect, &shaping);
     drop(member);

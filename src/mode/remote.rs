@@ -2,10 +2,10 @@
 //! prints the settings it then reports; `--remote share:NAME` changes the
 //! share's bucket itself, for every shape on it.
 
-use crate::cli::{Cli, RemoteTarget};
-use crate::control::{Adjuster, ControlDir, Request, Settings, ShareName, fleet, share};
+use super::plan::RemotePlan;
+use crate::cli::RemoteTarget;
+use crate::control::{Adjuster, ControlDir, Settings, ShareName, fleet, share};
 use anyhow::Context;
-use shape_impair::conditions::Retune;
 use shape_leaves::exit::Exit;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,24 +13,13 @@ use std::time::Duration;
 /// How long a running shape has to answer.
 const PATIENCE: Duration = Duration::from_secs(1);
 
-pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
-    let request = Request {
-        rate: cli.rate.clone(),
-        way_rates: [cli.rate_up.clone(), cli.rate_down.clone()],
-        burst: cli.burst.clone(),
-        paused: (cli.pause || cli.resume).then_some(cli.pause),
-        retune: Retune {
-            faults: cli.fault_changes(),
-            delay: cli.delay_changes(),
-            jitter: cli.jitter,
-        },
-    };
+pub fn run(RemotePlan { target, request }: &RemotePlan) -> anyhow::Result<Exit> {
     let (who, settings) = match target {
         RemoteTarget::Process(pid) => {
             let dir = ControlDir::open().context("control directory")?;
             (
                 format!("shape {pid}"),
-                dir.send(*pid, &request, PATIENCE)?.to_string(),
+                dir.send(*pid, request, PATIENCE)?.to_string(),
             )
         }
         RemoteTarget::Share(ShareName::Local(name)) => {
@@ -39,7 +28,7 @@ pub fn run(cli: &Cli, target: &RemoteTarget) -> anyhow::Result<Exit> {
             let bucket = Arc::new(bucket);
             // As a shape on the share would change it: one rule for all.
             Adjuster::new(bucket.clone(), counting, false)
-                .apply(&request)
+                .apply(request)
                 .map_err(|why| anyhow::anyhow!("share {name}: {why}"))?;
             (
                 format!("share {name}"),

@@ -3,7 +3,10 @@
 //! count time struck by a timer of their own), and what its failing means.
 
 use super::*;
+use crate::mode::plan::CopyPlan;
 use shape_bucket::Clock;
+use shape_impair::faults::Faults;
+use shape_net::Address;
 
 /// What ended a copy that failed: a bucket found damaged, or an input or
 /// the output failing (see [`write_failed`]).
@@ -48,12 +51,11 @@ pub(super) fn write_failed(
 
 /// The output asked for, and its name for messages: a connection, or
 /// standard output.
-pub(super) fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
-    match &cli.connect {
-        Some(address) => {
-            let timeout = cli.connect_timeout.unwrap_or(CONNECT_TIMEOUT);
+pub(super) fn open_output(connect: Option<&(Address, Duration)>) -> anyhow::Result<(File, String)> {
+    match connect {
+        Some((address, timeout)) => {
             let connection = address
-                .connect(timeout)
+                .connect(*timeout)
                 .with_context(|| format!("connect to {address}"))?;
             Ok((connection, address.to_string()))
         }
@@ -79,12 +81,11 @@ pub(super) fn open_output(cli: &Cli) -> anyhow::Result<(File, String)> {
 /// while it runs: faults only if it started with some or with a delay,
 /// which put it on the path that looks for them (not splice), and the
 /// delay only if it started with one.
-pub(super) fn conditions(cli: &Cli) -> Arc<Conditions> {
-    let link = cli.slow_link();
-    let delayed = cli.delay.is_some();
-    let faulty = !cli.fault_changes().is_empty() || delayed;
+pub(super) fn conditions(plan: &CopyPlan) -> Arc<Conditions> {
+    let link = plan.slow_link;
+    let (delayed, faulty) = (plan.delayed, plan.faulty);
     let now = InForce {
-        faults: [Faults::default(), cli.faults(Way::Down)],
+        faults: [Faults::default(), plan.faults],
         delay: [link.delay; 2],
         jitter: link.jitter,
     };
@@ -110,15 +111,16 @@ pub(super) fn conditions(cli: &Cli) -> Arc<Conditions> {
 /// `file` as the pump's output: through a delay line if the link delays
 /// (or may come to), holding at most what the link's capacity says at the
 /// bucket's settings of the moment, and doing the faults of `conditions`
-/// (drawn from `seed`) if there may be any.
+/// (drawn from the plan's seed) if there may be any.
 pub(super) fn output(
-    cli: &Cli,
+    plan: &CopyPlan,
     file: File,
     bucket: &Arc<Bucket>,
     forwarded: &Arc<Throughput>,
-    (conditions, seed): (&Arc<Conditions>, u64),
+    conditions: &Arc<Conditions>,
 ) -> anyhow::Result<Output> {
-    let drop_block = drop_block(match cli.counting() {
+    let (counting, seed) = (plan.pacing.start.counting, plan.seed);
+    let drop_block = drop_block(match counting {
         Counting::Bytes => {
             let (limit, burst) = bucket.limit_and_burst();
             chunk_size(limit, burst)
@@ -135,8 +137,8 @@ pub(super) fn output(
         ),
         false => output,
     };
-    let link = cli.slow_link();
-    if cli.delay.is_none() {
+    let link = plan.slow_link;
+    if !plan.delayed {
         return Ok(with_faults(Output::direct(file)));
     }
     let bucket = bucket.clone();
@@ -151,7 +153,7 @@ pub(super) fn output(
         }
         .capacity(limit, burst)
     });
-    let units_of: UnitsOf = match cli.counting().terminator() {
+    let units_of: UnitsOf = match counting.terminator() {
         None => Box::new(|chunk: &[u8]| chunk.len() as u64),
         Some(end) => {
             Box::new(move |chunk: &[u8]| chunk.iter().filter(|&&byte| byte == end).count() as u64)

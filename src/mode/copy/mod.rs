@@ -6,9 +6,9 @@ mod destination;
 mod stats;
 
 use super::input::Input;
-use super::live::{Start, bucket, go_live, invalid, printer, start_reporter};
+use super::live::{bucket, go_live, printer, start_reporter};
+use super::plan::CopyPlan;
 use super::warn;
-use crate::cli::Cli;
 use crate::control::{Adjuster, Registration, fleet};
 use crate::pipe::{
     CopyError, DelayedOutput, Ended, Forward, Output, Pump, RecordPump, UnitsOf, reset_on_close,
@@ -20,15 +20,12 @@ use destination::{
     conditions, copy_failed, hold_the_close, open_output, output, strike_in_time, write_failed,
 };
 use shape_bucket::MonotonicClock;
-use shape_bucket::units::Quantity;
 use shape_impair::conditions::{Carried, Conditions, Fixed, InForce};
-use shape_impair::faults::{
-    Faults, ResetStruck, Schedule, StreamFaults, Struck, Tally, Way, drop_block,
-};
+use shape_impair::faults::{ResetStruck, Schedule, StreamFaults, Struck, Tally, Way, drop_block};
 use shape_impair::slowlink::SlowLink;
 use shape_leaves::bucket::Bucket;
 use shape_leaves::chunk::{MAX_CHUNK, chunk_size};
-use shape_leaves::counting::{Counting, Written};
+use shape_leaves::counting::Counting;
 use shape_leaves::exit::{Exit, die_of_sigpipe};
 use shape_leaves::say::Printer;
 use shape_leaves::throughput::{Passed, Throughput};
@@ -40,79 +37,15 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
-/// How long `--connect` keeps trying without `--connect-timeout`.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Copies every input; [`Exit::Failure`] if an input could not be read
 /// (the others are still copied). A failing output ends the run with an
 /// error, or, if the reader downstream went away, by SIGPIPE; a reset
 /// that `--reset-after` asked for with status 3, once the run is wound
 /// up as after any other end (a fleet's share given back, `--stats`).
-pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
-    let asked = check(cli)?;
-    let mut set = set_up(cli, &asked)?;
-    let ending = copy(cli, &asked, &mut set);
-    finish(cli, &asked, set, ending)
-}
-
-/// What the command line asks of a copy, checked.
-pub(super) struct CopyJob {
-    pub(super) start: Start,
-    /// The faults of the one direction a copy has.
-    pub(super) faults: Faults,
-    size: Option<u64>,
-    /// `--stop-after`, or `--cut-after` if that is less.
-    stop_after: Option<u64>,
-    pub(super) seed: u64,
-}
-
-/// Reads the amounts in the units counted, and says what a burst given
-/// does not do.
-fn check(cli: &Cli) -> anyhow::Result<CopyJob> {
-    let start = Start::of(cli)?;
-    if let Some(burst) = &cli.burst {
-        let no_rate = cli.rate.is_none()
-            && cli.rate_file.is_none()
-            && cli.schedule.is_none()
-            && cli.share.is_none();
-        if no_rate && !cli.quiet {
-            eprintln!(
-                "shape: --burst {} limits nothing without a rate (--rate, or later --remote PID \
-                 --rate)",
-                burst.text
-            );
-        }
-        let too_small = match (start.counting, start.burst) {
-            (Counting::Bytes, Some(bytes)) => {
-                shape_leaves::chunk::burst_too_small(start.limit, bytes)
-            }
-            _ => None,
-        };
-        if let (Some(why), false) = (too_small, cli.quiet) {
-            eprintln!("shape: --burst {} is small for the rate: {why}", burst.text);
-        }
-    }
-    let counting = start.counting;
-    let count_of = |flag, given: &Option<Written<Quantity>>| {
-        given
-            .as_ref()
-            .map(|given| invalid(flag, given, counting.count(given.value)))
-            .transpose()
-    };
-    let size = count_of("--size <SIZE>", &cli.size)?;
-    let faults = cli.faults(Way::Down);
-    // Cutting a stream after SIZE bytes is stopping after them.
-    let stop_after = shape_leaves::duration::least(
-        count_of("--stop-after <SIZE>", &cli.stop_after)?,
-        faults.cut_after,
-    );
-    Ok(CopyJob {
-        start,
-        faults,
-        size,
-        stop_after,
-        seed: cli.seed.unwrap_or_else(|| fastrand::u64(..)),
-    })
+pub fn run(plan: &CopyPlan) -> anyhow::Result<Exit> {
+    let mut set = set_up(plan)?;
+    let ending = copy(plan, &mut set);
+    finish(plan, set, ending)
 }
 
 /// A copy ready to run: its bucket, its output, and what watches it.
@@ -164,44 +97,49 @@ impl Ending {
 
 /// Opens everything a copy needs, starts its live controls, and the
 /// timers of faults that count time.
-fn set_up(cli: &Cli, asked: &CopyJob) -> anyhow::Result<SetUp> {
-    let counting = asked.start.counting;
-    let (bucket, member) = bucket(cli, &asked.start)?;
-    let conditions = conditions(cli);
+fn set_up(plan: &CopyPlan) -> anyhow::Result<SetUp> {
+    let counting = plan.pacing.start.counting;
+    let (bucket, member) = bucket(&plan.pacing)?;
+    let conditions = conditions(plan);
     let adjuster = Arc::new(
-        Adjuster::new(bucket.clone(), counting, asked.start.burst.is_some())
+        Adjuster::new(bucket.clone(), counting, plan.pacing.start.burst.is_some())
             .retuning(conditions.clone()),
     );
-    let inputs = Input::all(cli);
+    let inputs = plan.inputs.clone();
     let known = match counting {
         Counting::Bytes => Input::known_total(&inputs),
         // Records are not counted ahead.
         _ => None,
     };
-    let total = asked
+    let total = plan
         .size
         .or(known)
-        .map(|total| asked.stop_after.map_or(total, |stop| total.min(stop)));
+        .map(|total| plan.stop_after.map_or(total, |stop| total.min(stop)));
     let forwarded = Arc::new(Throughput::default());
     let passed = Passed::One(forwarded.clone());
-    let reporter = start_reporter(cli, &passed, total, std::slice::from_ref(&bucket));
+    let reporter = start_reporter(
+        &plan.progress,
+        counting,
+        &passed,
+        total,
+        std::slice::from_ref(&bucket),
+    );
     let say = printer(reporter.as_ref());
     // What is drawn at random can be replayed: said at the start, as a
     // proxy and --exec say it, not only in --stats.
-    if !cli.quiet && cli.draws_at_random() {
-        say.line(&format!("shape: seed {}", asked.seed));
+    if !plan.pacing.quiet && plan.say_seed {
+        say.line(&format!("shape: seed {}", plan.seed));
     }
     let (started, registration) = go_live(
-        cli,
-        &asked.start,
+        &plan.pacing,
         adjuster,
         &passed,
         say.clone(),
         None,
         member.as_ref(),
     )?;
-    let (file, output_name) = open_output(cli)?;
-    if asked.faults.stall_after.is_some() {
+    let (file, output_name) = open_output(plan.connect.as_ref())?;
+    if plan.faults.stall_after.is_some() {
         // Stalled, nothing is written, so a reader that left is never met
         // by a write: end as the write would have.
         let unregister = registration.as_ref().map(Registration::remover);
@@ -213,12 +151,12 @@ fn set_up(cli: &Cli, asked: &CopyJob) -> anyhow::Result<SetUp> {
         })
         .context("watch the output")?;
     }
-    let output = output(cli, file, &bucket, &forwarded, (&conditions, asked.seed))?;
+    let output = output(plan, file, &bucket, &forwarded, &conditions)?;
     let resetter = output.resetter();
     let struck = output.struck();
     let (ending, ended) = mpsc::channel();
     if let Some(struck) = &struck {
-        strike_in_time(&asked.faults, struck, ending.clone());
+        strike_in_time(&plan.faults, struck, ending.clone());
     }
     Ok(SetUp {
         bucket,
@@ -242,7 +180,7 @@ fn set_up(cli: &Cli, asked: &CopyJob) -> anyhow::Result<SetUp> {
 /// end, or for a reset that counts time, which may strike while the copy
 /// waits for its input. A copy that stalled waits on after its input, for
 /// a reset or for shape to be ended.
-fn copy(cli: &Cli, asked: &CopyJob, set: &mut SetUp) -> Ending {
+fn copy(plan: &CopyPlan, set: &mut SetUp) -> Ending {
     let copier = {
         let (bucket, forwarded, output) = (
             set.bucket.clone(),
@@ -250,9 +188,9 @@ fn copy(cli: &Cli, asked: &CopyJob, set: &mut SetUp) -> Ending {
             set.output.clone(),
         );
         let inputs = std::mem::take(&mut set.inputs);
-        let say = (!cli.quiet).then(|| set.say.clone());
-        let terminator = asked.start.counting.terminator();
-        let (stop_after, max_chunk) = (asked.stop_after, cli.slow_link().max_chunk());
+        let say = (!plan.pacing.quiet).then(|| set.say.clone());
+        let terminator = plan.pacing.start.counting.terminator();
+        let (stop_after, max_chunk) = (plan.stop_after, plan.slow_link.max_chunk());
         let done = set.ending.clone();
         std::thread::Builder::new()
             .name("copy".into())
@@ -326,11 +264,11 @@ fn copy(cli: &Cli, asked: &CopyJob, set: &mut SetUp) -> Ending {
 
 /// Resets the output, as `--reset-after` asked: closes it with a reset
 /// (if it is a socket), and says so.
-fn reset(cli: &Cli, resetter: Option<&File>) {
+fn reset(quiet: bool, resetter: Option<&File>) {
     if let Some(output) = resetter {
         reset_on_close(output);
     }
-    if !cli.quiet {
+    if !quiet {
         eprintln!("shape: reset, as --reset-after asked");
     }
 }
@@ -338,7 +276,7 @@ fn reset(cli: &Cli, resetter: Option<&File>) {
 /// Winds the copy up after `ending`: writes out what the delay line holds
 /// and closes the output (a reset closes it at once), gives back a
 /// fleet's share, says what the faults did and `--stats`.
-fn finish(cli: &Cli, asked: &CopyJob, set: SetUp, ending: Ending) -> anyhow::Result<Exit> {
+fn finish(plan: &CopyPlan, set: SetUp, ending: Ending) -> anyhow::Result<Exit> {
     let SetUp {
         bucket,
         member,
@@ -351,10 +289,10 @@ fn finish(cli: &Cli, asked: &CopyJob, set: SetUp, ending: Ending) -> anyhow::Res
         resetter,
         ..
     } = set;
-    let faults = &asked.faults;
+    let faults = &plan.faults;
     let (exit, tally) = match ending.reset_struck() {
         Ending::Reset => {
-            reset(cli, resetter.as_ref());
+            reset(plan.pacing.quiet, resetter.as_ref());
             // The copy may still be in the middle of a write: what the
             // faults did is said if it can be had now.
             (Exit::Reset, output.tally_if_free())
@@ -385,7 +323,7 @@ fn finish(cli: &Cli, asked: &CopyJob, set: SetUp, ending: Ending) -> anyhow::Res
                 Err(err) => return Err(write_failed(err, &output_name, registration, reporter)),
             };
             hold_the_close(faults);
-            if cli.connect.is_some() {
+            if plan.connect.is_some() {
                 shape_net::finish(file)
                     .with_context(|| format!("close the connection to {output_name}"))?;
             }
@@ -406,7 +344,7 @@ fn finish(cli: &Cli, asked: &CopyJob, set: SetUp, ending: Ending) -> anyhow::Res
         reporter.finish();
     }
     let bound = share_settings.unwrap_or_else(|| bucket.limit_and_burst());
-    say_the_end(cli, asked, tally, bound, &forwarded, started);
+    say_the_end(plan, tally, bound, &forwarded, started);
     drop(registration);
     Ok(exit)
 }
@@ -415,22 +353,21 @@ fn finish(cli: &Cli, asked: &CopyJob, set: SetUp, ending: Ending) -> anyhow::Res
 /// `--stats` what passed, in how long, paid from a bucket of `bound` (a
 /// share's as a whole, when on one).
 fn say_the_end(
-    cli: &Cli,
-    asked: &CopyJob,
+    plan: &CopyPlan,
     tally: Option<Tally>,
     bound: (shape_bucket::Limit, u64),
     forwarded: &Throughput,
     started: Instant,
 ) {
-    if cli.quiet {
+    if plan.pacing.quiet {
         return;
     }
-    if let Some(line) = tally.and_then(|tally| tally.line(&asked.faults)) {
+    if let Some(line) = tally.and_then(|tally| tally.line(&plan.faults)) {
         eprintln!("{line}");
     }
-    if cli.stats {
+    if plan.stats {
         let dropped = tally.map_or(0, |tally| tally.dropped_bytes);
-        let line = stats::line(cli, asked, bound, forwarded, dropped, started);
+        let line = stats::line(plan, bound, forwarded, dropped, started);
         eprintln!("{line}");
     }
 }

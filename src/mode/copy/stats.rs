@@ -1,42 +1,39 @@
 //! `--stats`: the line a copy ends with, what passed in how long, and the
 //! average beside the limit and burst that bound it.
 
-use super::CopyJob;
-use crate::cli::Cli;
+use crate::mode::plan::CopyPlan;
 use shape_bucket::Limit;
 use shape_leaves::counting::Counting;
 use shape_leaves::throughput::Throughput;
 use std::time::Instant;
 
 /// The `--stats` line of a copy that started at `started`, asked as
-/// `asked`, paid from a bucket of `limit_and_burst` (a share's as a whole,
+/// `plan`, paid from a bucket of `limit_and_burst` (a share's as a whole,
 /// when on one) and passed on `forwarded` (`dropped` bytes of them lost
 /// by `--drop`), with its seed when faults drew from it.
 pub fn line(
-    cli: &Cli,
-    asked: &CopyJob,
+    plan: &CopyPlan,
     (limit, burst): (Limit, u64),
     forwarded: &Throughput,
     dropped: u64,
     started: Instant,
 ) -> String {
     let stats = Stats {
-        counting: asked.start.counting,
+        counting: plan.pacing.start.counting,
         count: forwarded.total(),
         dropped,
         seconds: started.elapsed().as_secs_f64(),
         limit,
         burst,
-        written: cli
-            .rate
-            .as_ref()
-            .filter(|_| limit == asked.start.limit)
-            .map(|rate| rate.text.as_str()),
-        share: cli.share.as_ref().map(|share| share.to_string()),
+        written: plan
+            .rate_written
+            .as_deref()
+            .filter(|_| limit == plan.pacing.start.limit),
+        share: plan.pacing.share.as_ref().map(|share| share.to_string()),
     };
     let mut line = stats.line();
-    if asked.faults.draws() || !cli.jitter.unwrap_or_default().is_zero() {
-        line += &format!("; seed {}", asked.seed);
+    if plan.faults.draws() || !plan.slow_link.jitter.is_zero() {
+        line += &format!("; seed {}", plan.seed);
     }
     line
 }

@@ -1,10 +1,17 @@
 //! The one argument step, as ripgrep turns its low arguments into high
-//! ones: the flags clap parsed ([`Cli`]) become one [`Checked`] value, the
-//! mode asked for and the command line with a known link's figures given,
-//! before any mode starts. Every rule between flags that clap cannot say
-//! (`requires` and `conflicts_with` are beside the flags) is here, in the
-//! order it is checked, and each refusal is one line, status 2. What is
-//! left to the modes is what needs the world: files, sockets, Redis.
+//! ones: the flags clap parsed ([`Cli`]) are checked as a whole
+//! ([`check`]: the mode asked for, and the command line with a known
+//! link's figures given), then made into the mode's plan
+//! ([`Checked::plan`], in [`plans`]), before any mode starts. Every rule
+//! between flags that clap cannot say (`requires` and `conflicts_with`
+//! are beside the flags) is here, in the order it is checked, and each
+//! refusal is one line, status 2. This is the one place below `mode/`
+//! that reads [`Cli`]: a mode runs its plan. What is left to the modes is
+//! what needs the world: sockets, Redis, the inputs.
+
+mod plans;
+
+pub use plans::Planned;
 
 use super::UsageError;
 use crate::cli::{Cli, Generated, RemoteTarget};
@@ -14,8 +21,8 @@ use shape_impair::profiles::LinkArg;
 use shape_net::Address;
 use std::ffi::OsString;
 
-/// One thing shape can be asked to do.
-pub enum Mode {
+/// One thing shape can be asked to do, before its plan is made.
+pub enum Asked {
     Generate(Generated),
     /// `--link list`.
     ListLinks,
@@ -26,7 +33,7 @@ pub enum Mode {
         listen: Address,
         connect: Address,
     },
-    Datagrams {
+    Udp {
         listen: Address,
         connect: Address,
     },
@@ -35,12 +42,12 @@ pub enum Mode {
     Copy,
 }
 
-impl Mode {
+impl Asked {
     /// True if the mode has two ways (up and down) to shape.
     fn two_ways(&self) -> bool {
         matches!(
             self,
-            Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_)
+            Asked::Proxy { .. } | Asked::Udp { .. } | Asked::Exec(_)
         )
     }
 }
@@ -48,8 +55,8 @@ impl Mode {
 /// A command line that holds together: what to do, and the flags to do it
 /// with, a known link's figures given where flags give none.
 pub struct Checked {
-    pub mode: Mode,
-    pub cli: Cli,
+    asked: Asked,
+    cli: Cli,
 }
 
 /// `cli` checked, or the first rule it breaks.
@@ -65,15 +72,15 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
                 )));
             }
             return Ok(Checked {
-                mode: Mode::ListLinks,
+                asked: Asked::ListLinks,
                 cli: cli.clone(),
             });
         }
         Some(LinkArg::Profile(profile)) => match mode {
-            Mode::Copy | Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) => {
+            Asked::Copy | Asked::Proxy { .. } | Asked::Udp { .. } | Asked::Exec(_) => {
                 cli.with_profile(profile, mode.two_ways())
             }
-            Mode::Remote(_) => {
+            Asked::Remote(_) => {
                 return Err(UsageError(
                     "--link applies at start: change a running shape with --rate and --delay"
                         .into(),
@@ -90,7 +97,7 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
     };
     if !matches!(
         mode,
-        Mode::Datagrams { .. } | Mode::Generate(_) | Mode::Exec(_)
+        Asked::Udp { .. } | Asked::Generate(_) | Asked::Exec(_)
     ) && let Some(flag) = cli.udp.first_given()
     {
         return Err(UsageError(format!(
@@ -101,7 +108,7 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
     // shape that takes them decides; --exec has both.
     if !matches!(
         mode,
-        Mode::Datagrams { .. } | Mode::Generate(_) | Mode::Remote(_) | Mode::Exec(_)
+        Asked::Udp { .. } | Asked::Generate(_) | Asked::Remote(_) | Asked::Exec(_)
     ) {
         refuse(
             cli.fault_changes()
@@ -110,19 +117,19 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
         )?;
     }
     refuse(match &mode {
-        Mode::Copy => not_for_a_copy(&cli),
-        Mode::Proxy { .. } => not_for_a_proxy(&cli)
+        Asked::Copy => not_for_a_copy(&cli),
+        Asked::Proxy { .. } => not_for_a_proxy(&cli)
             .map(|flag| format!("{flag} does not apply to a proxy (--listen with --connect)")),
-        Mode::Datagrams { .. } => not_for_datagrams(&cli),
-        Mode::Exec(_) => {
+        Asked::Udp { .. } => not_for_datagrams(&cli),
+        Asked::Exec(_) => {
             not_for_a_command(&cli).map(|flag| format!("{flag} does not apply to --exec"))
         }
-        Mode::Serve(_) => not_for_the_server(&cli)
+        Asked::Serve(_) => not_for_the_server(&cli)
             .map(|flag| format!("{flag} does not apply to --serve (each proxy's toxics shape it)")),
-        Mode::Remote(target) => not_for_a_share(&cli, target),
+        Asked::Remote(target) => not_for_a_share(&cli, target),
         _ => None,
     })?;
-    if cli.loops.is_some() && !matches!(mode, Mode::Proxy { .. } | Mode::Serve(_)) {
+    if cli.loops.is_some() && !matches!(mode, Asked::Proxy { .. } | Asked::Serve(_)) {
         return Err(UsageError(
             "--loops applies to a proxy (--listen with --connect) or --serve".into(),
         ));
@@ -140,7 +147,7 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
                 }),
         )?;
     }
-    Ok(Checked { mode, cli })
+    Ok(Checked { asked: mode, cli })
 }
 
 /// Refuses with `why`, if there is one.
@@ -150,27 +157,27 @@ fn refuse(why: Option<String>) -> Result<(), UsageError> {
 
 /// The mode `cli` asks for, or why there is none: a udp: address given
 /// with a stream's.
-fn mode_of(cli: &Cli) -> Result<Mode, UsageError> {
+fn mode_of(cli: &Cli) -> Result<Asked, UsageError> {
     if let Some(what) = cli.generate {
-        return Ok(Mode::Generate(what));
+        return Ok(Asked::Generate(what));
     }
     if let Some(target) = &cli.remote {
-        return Ok(Mode::Remote(target.clone()));
+        return Ok(Asked::Remote(target.clone()));
     }
     match (&cli.share, cli.status, cli.reset) {
-        (Some(name), true, _) => return Ok(Mode::ShareStatus(name.clone())),
-        (Some(name), _, true) => return Ok(Mode::ShareReset(name.clone())),
+        (Some(name), true, _) => return Ok(Asked::ShareStatus(name.clone())),
+        (Some(name), _, true) => return Ok(Asked::ShareReset(name.clone())),
         _ => {}
     }
     if let Some(address) = &cli.serve {
-        return Ok(Mode::Serve(address.clone()));
+        return Ok(Asked::Serve(address.clone()));
     }
     if let Some(command) = &cli.exec {
-        return Ok(Mode::Exec(command.clone()));
+        return Ok(Asked::Exec(command.clone()));
     }
     let udp = |address: &Option<Address>| matches!(address, Some(Address::Udp { .. }));
     Ok(match (&cli.listen, &cli.connect) {
-        (Some(listen), Some(connect)) if udp(&cli.listen) && udp(&cli.connect) => Mode::Datagrams {
+        (Some(listen), Some(connect)) if udp(&cli.listen) && udp(&cli.connect) => Asked::Udp {
             listen: listen.clone(),
             connect: connect.clone(),
         },
@@ -180,33 +187,33 @@ fn mode_of(cli: &Cli) -> Result<Mode, UsageError> {
                     .into(),
             ));
         }
-        (Some(listen), Some(connect)) => Mode::Proxy {
+        (Some(listen), Some(connect)) => Asked::Proxy {
             listen: listen.clone(),
             connect: connect.clone(),
         },
-        _ => Mode::Copy,
+        _ => Asked::Copy,
     })
 }
 
 /// Why a trace given does not apply to `mode`, if it does not: a pipe
 /// has one way (`--trace`), a proxy, a UDP link and `--exec` two
 /// (`--trace-up`, `--trace-down`).
-fn misplaced_trace(cli: &Cli, mode: &Mode) -> Option<String> {
+fn misplaced_trace(cli: &Cli, mode: &Asked) -> Option<String> {
     let one = cli.trace.is_some();
     let two = cli.trace_up.is_some() || cli.trace_down.is_some();
     match mode {
         _ if !one && !two => None,
-        Mode::Copy if two => Some(
+        Asked::Copy if two => Some(
             "--trace-up and --trace-down apply to a proxy (--listen with --connect), a UDP link \
              or --exec: a pipe follows --trace"
                 .into(),
         ),
-        Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) if one => Some(
+        Asked::Proxy { .. } | Asked::Udp { .. } | Asked::Exec(_) if one => Some(
             "--trace applies to a pipe: a proxy, a UDP link or --exec follows --trace-up and \
              --trace-down"
                 .into(),
         ),
-        Mode::Copy | Mode::Proxy { .. } | Mode::Datagrams { .. } | Mode::Exec(_) => None,
+        Asked::Copy | Asked::Proxy { .. } | Asked::Udp { .. } | Asked::Exec(_) => None,
         _ => Some(
             "a trace applies to a pipe (--trace), a proxy, a UDP link or --exec (--trace-up, \
              --trace-down)"
@@ -364,11 +371,11 @@ mod tests {
 
     #[test]
     fn each_mode_is_picked_from_its_flags() {
-        let mode = |args: &[&str]| checked(args).map(|checked| checked.mode).unwrap();
-        assert!(matches!(mode(&["--rate", "1MiB"]), Mode::Copy));
+        let mode = |args: &[&str]| checked(args).map(|checked| checked.asked).unwrap();
+        assert!(matches!(mode(&["--rate", "1MiB"]), Asked::Copy));
         assert!(matches!(
             mode(&["--listen", "127.0.0.1:0", "--connect", "127.0.0.1:1"]),
-            Mode::Proxy { .. }
+            Asked::Proxy { .. }
         ));
         assert!(matches!(
             mode(&[
@@ -377,11 +384,11 @@ mod tests {
                 "--connect",
                 "udp:127.0.0.1:1"
             ]),
-            Mode::Datagrams { .. }
+            Asked::Udp { .. }
         ));
-        assert!(matches!(mode(&["--serve", "127.0.0.1:0"]), Mode::Serve(_)));
-        assert!(matches!(mode(&["--link", "list"]), Mode::ListLinks));
-        assert!(matches!(mode(&["--exec", "true"]), Mode::Exec(_)));
+        assert!(matches!(mode(&["--serve", "127.0.0.1:0"]), Asked::Serve(_)));
+        assert!(matches!(mode(&["--link", "list"]), Asked::ListLinks));
+        assert!(matches!(mode(&["--exec", "true"]), Asked::Exec(_)));
     }
 
     #[test]
