@@ -61,10 +61,7 @@ pub fn answer(handlers: Handlers) -> io::Result<()> {
                     SIGUSR2 => (handlers.control)(),
                     _ => {
                         (handlers.before_exit)();
-                        // Ends the process as the signal would have: status 130
-                        // for SIGINT, 143 for SIGTERM in the shell.
-                        let _ = signal_hook::low_level::emulate_default_handler(signal);
-                        std::process::exit(128 + signal);
+                        shape_leaves::exit::die_of(signal);
                     }
                 }
             }

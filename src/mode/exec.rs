@@ -6,10 +6,11 @@
 //! relay on a thread of its own, a proxy whose servers the supervisor
 //! connects and hands over.
 
-use super::live::{go_live, printer, start_reporter, two_ways};
+use super::live::{PassOn, go_live, printer, two_counts, two_way_reporter, two_ways};
 use super::plan::{DatagramPlan, ExecPlan, Impairments};
 use super::proxy::Tuning;
 use crate::control::Adjuster;
+use crate::progress::Reporter;
 use anyhow::Context;
 use shape_bucket::Limit;
 use shape_bucket::units::{human_bytes, human_rate};
@@ -21,7 +22,7 @@ use shape_leaves::exit::Exit;
 use shape_leaves::lock::lock;
 use shape_leaves::message::one_line;
 use shape_leaves::say::Printer;
-use shape_leaves::throughput::{Passed, Throughput};
+use shape_leaves::throughput::Throughput;
 use shape_net::proxy;
 use shape_net::udp::{DatagramProxy, FlowEnds, Route};
 use std::sync::atomic::AtomicU64;
@@ -34,10 +35,8 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
     let ExecPlan {
         command,
         pacing,
-        progress,
         impairments,
         linked,
-        stats,
         ..
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
@@ -50,26 +49,11 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
         )
         .retuning(conditions.clone()),
     );
-    let passed_up = Arc::new(Throughput::since(Instant::now()));
-    let passed_down = Arc::new(Throughput::since(Instant::now()));
-    let passed = Passed::Ways {
-        up: passed_up.clone(),
-        down: passed_down.clone(),
-    };
-    let reporter = start_reporter(
-        progress,
-        pacing.start.counting,
-        &passed,
-        None,
-        &[up.clone(), down.clone()],
-    );
+    let ([passed_up, passed_down], passed) = two_counts();
+    let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down]);
     let printer = printer(reporter.as_ref());
     // Signals are passed on from the start (see `PassedOn`).
-    let target = Arc::new(Mutex::new(PassedOn::default()));
-    let pass_on = {
-        let target = target.clone();
-        Box::new(move |signal: i32| lock(&target).pass(signal))
-    };
+    let (target, pass_on) = PassedOn::shared();
     let (started_at, _registration) = go_live(
         pacing,
         adjuster.clone(),
@@ -102,34 +86,74 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
         passed: [passed_up, passed_down],
     };
     let on_change = |notify| adjuster.on_change(notify);
-    let say: Box<dyn Fn(&str)> = match pacing.quiet {
-        true => Box::new(|_: &str| {}),
-        false => {
-            let printer = printer.clone();
-            Box::new(move |line: &str| printer.line(line))
-        }
-    };
+    let say = say_unless(pacing.quiet, &printer);
     let told_to_end = || lock(&target).told;
     let ended = shape_exec::supervise(started, &ways, relay, on_change, &shown, say, told_to_end)?;
     drop(member);
-    let Exited { code, outlived } = match ended {
-        Ok(ended) => ended,
+    let exited = match ended {
+        Ok(exited) => exited,
         Err(not_run) => return Ok(refused(&not_run)),
     };
+    let told = lock(&target).told;
+    let end = CommandEnd {
+        reporter,
+        printer,
+        told,
+        ways,
+        started_at,
+        shown,
+    };
+    Ok(wind_up(plan, exited, end))
+}
+
+/// What a command's run has left to say once the command ended.
+struct CommandEnd {
+    reporter: Option<Reporter>,
+    printer: Printer,
+    /// shape was told to end (then what the command left ended with it).
+    told: bool,
+    ways: CommandWays,
+    started_at: Instant,
+    /// The command's name, as said.
+    shown: String,
+}
+
+/// Says what a command's end leaves to say (the last frame, what it left
+/// running, `--stats`), and gives its status as shape's.
+fn wind_up(plan: &ExecPlan, Exited { code, outlived }: Exited, end: CommandEnd) -> Exit {
+    let CommandEnd {
+        reporter,
+        printer,
+        told,
+        ways,
+        started_at,
+        shown,
+    } = end;
     // The last frame goes before anything more is said.
     if let Some(reporter) = reporter {
         reporter.finish();
     }
-    if outlived && !pacing.quiet && !lock(&target).told {
+    if outlived && !plan.pacing.quiet && !told {
         printer.line(&format!(
             "shape: {shown} ended; processes it started still run; their network calls now \
              fail (ENOSYS), and their connections through shape are closed"
         ));
     }
-    if *stats {
+    if plan.stats {
         say_stats(&printer, &ways, started_at);
     }
-    Ok(Exit::Command(code.clamp(0, 255) as u8))
+    Exit::Command(code.clamp(0, 255) as u8)
+}
+
+/// What the supervisor says goes through `printer`, unless `quiet`.
+fn say_unless(quiet: bool, printer: &Printer) -> Box<dyn Fn(&str)> {
+    match quiet {
+        true => Box::new(|_: &str| {}),
+        false => {
+            let printer = printer.clone();
+            Box::new(move |line: &str| printer.line(line))
+        }
+    }
 }
 
 /// The status and line of a command that was not run.
@@ -308,6 +332,16 @@ struct PassedOn {
 }
 
 impl PassedOn {
+    /// Where signals go, and what passes them on there.
+    fn shared() -> (Arc<Mutex<PassedOn>>, PassOn) {
+        let target = Arc::new(Mutex::new(PassedOn::default()));
+        let pass_on = {
+            let target = target.clone();
+            Box::new(move |signal: i32| lock(&target).pass(signal))
+        };
+        (target, pass_on)
+    }
+
     /// Passes `signal` on; a second one kills: a command that ignores
     /// SIGTERM or SIGINT would otherwise keep shape (and a test run) from
     /// ending, where Ctrl-C twice must get out, as `timeout -k` does.

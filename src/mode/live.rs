@@ -1,9 +1,9 @@
 //! What the copy and the proxy share: their buckets, the live controls
 //! that change them (`--remote`, `--rate-file`, `--schedule`, SIGUSR1)
 //! and the progress reporter, each as the plan's [`Pacing`] and
-//! [`Progress`] say.
+//! [`ProgressPlan`] say.
 
-use super::plan::{Pacing, Progress};
+use super::plan::{Pacing, ProgressPlan};
 use crate::control::{self, Adjuster, ControlDir, Registration, Run, ShareName, fleet, share};
 use crate::progress::{Reporter, Source};
 use shape_impair::faults::Way;
@@ -11,10 +11,13 @@ use shape_leaves::bucket::Bucket;
 use shape_leaves::chunk::default_burst;
 use shape_leaves::counting::Counting;
 use shape_leaves::say::Printer;
-use shape_leaves::throughput::Passed;
+use shape_leaves::throughput::{Passed, Throughput};
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// What passes SIGINT, SIGTERM and SIGHUP on (to a command).
+pub type PassOn = Box<dyn Fn(i32) + Send>;
 
 /// Starts the live controls of a run: the timetable, signals and remote
 /// control (registered with the share if there is one), passing SIGINT,
@@ -26,7 +29,7 @@ pub fn go_live(
     adjuster: Arc<Adjuster>,
     passed: &Passed,
     printer: Printer,
-    pass_on: Option<Box<dyn Fn(i32) + Send>>,
+    pass_on: Option<PassOn>,
     member: Option<&fleet::Member>,
 ) -> io::Result<(Instant, Option<Registration>)> {
     let started = Instant::now();
@@ -56,7 +59,7 @@ pub fn go_live(
 /// in `counting`'s units towards `total` and showing the limit of
 /// `buckets`.
 pub fn start_reporter(
-    progress: &Progress,
+    progress: &ProgressPlan,
     counting: Counting,
     passed: &Passed,
     total: Option<u64>,
@@ -73,6 +76,33 @@ pub fn start_reporter(
         };
         Reporter::start(style, interval, source)
     })
+}
+
+/// The counts of a run's two ways, up then down, and both as what the
+/// live controls and the reporter count.
+pub fn two_counts() -> ([Arc<Throughput>; 2], Passed) {
+    let counts = [Arc::<Throughput>::default(), Arc::<Throughput>::default()];
+    let passed = Passed::Ways {
+        up: counts[0].clone(),
+        down: counts[1].clone(),
+    };
+    (counts, passed)
+}
+
+/// The reporter of a run with two ways, which shows both ways' limits.
+pub fn two_way_reporter(
+    progress: &ProgressPlan,
+    pacing: &Pacing,
+    passed: &Passed,
+    [up, down]: [&Arc<Bucket>; 2],
+) -> Option<Reporter> {
+    start_reporter(
+        progress,
+        pacing.start.counting,
+        passed,
+        None,
+        &[up.clone(), down.clone()],
+    )
 }
 
 /// How to say a line without breaking the bar, if there is one.

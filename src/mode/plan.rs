@@ -77,7 +77,7 @@ pub struct Pacing {
 
 /// How progress is shown: its style and interval, if at all, and what
 /// the bar shows.
-pub struct Progress {
+pub struct ProgressPlan {
     pub shown: Option<(Style, Duration)>,
     pub look: BarLook,
 }
@@ -129,7 +129,7 @@ pub struct ProxyPlan {
     pub listen: Address,
     pub connect: Address,
     pub pacing: Pacing,
-    pub progress: Progress,
+    pub progress: ProgressPlan,
     pub impairments: Impairments,
     pub loops: usize,
 }
@@ -139,7 +139,7 @@ pub struct UdpPlan {
     pub listen: Address,
     pub connect: Address,
     pub pacing: Pacing,
-    pub progress: Progress,
+    pub progress: ProgressPlan,
     pub impairments: Impairments,
     pub datagrams: DatagramPlan,
 }
@@ -148,7 +148,7 @@ pub struct UdpPlan {
 pub struct ExecPlan {
     pub command: Vec<OsString>,
     pub pacing: Pacing,
-    pub progress: Progress,
+    pub progress: ProgressPlan,
     pub impairments: Impairments,
     pub datagrams: DatagramPlan,
     /// True if the command's traffic goes through a link (a delay,
@@ -178,7 +178,7 @@ pub struct RemotePlan {
 /// The default: inputs copied to standard output or a connection.
 pub struct CopyPlan {
     pub pacing: Pacing,
-    pub progress: Progress,
+    pub progress: ProgressPlan,
     pub inputs: Vec<Input>,
     /// `--connect`, and how long to keep trying it.
     pub connect: Option<(Address, Duration)>,

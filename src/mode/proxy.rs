@@ -2,7 +2,7 @@
 //! ended by a signal, with the live controls of a copy (`--remote`,
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
-use super::live::{go_live, printer, start_reporter, two_ways};
+use super::live::{go_live, printer, two_counts, two_way_reporter, two_ways};
 use super::plan::ProxyPlan;
 use crate::control::Adjuster;
 use anyhow::{Context, anyhow};
@@ -12,7 +12,6 @@ use shape_impair::faults::Way;
 use shape_leaves::bucket::Bucket;
 use shape_leaves::counting::Counting;
 use shape_leaves::exit::Exit;
-use shape_leaves::throughput::{Passed, Throughput};
 use shape_net::proxy;
 use std::sync::Arc;
 
@@ -36,18 +35,8 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
         )
         .retuning(conditions.clone()),
     );
-    let (passed_up, passed_down) = (Arc::<Throughput>::default(), Arc::<Throughput>::default());
-    let passed = Passed::Ways {
-        up: passed_up.clone(),
-        down: passed_down.clone(),
-    };
-    let reporter = start_reporter(
-        progress,
-        pacing.start.counting,
-        &passed,
-        None,
-        &[up.clone(), down.clone()],
-    );
+    let ([passed_up, passed_down], passed) = two_counts();
+    let reporter = two_way_reporter(progress, pacing, &passed, [&up, &down]);
     let printer = printer(reporter.as_ref());
     let (_, _registration) = go_live(
         pacing,

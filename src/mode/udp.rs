@@ -4,7 +4,7 @@
 //! and paced by that way's bucket (`--rate`, `--rate-up`, `--rate-down`,
 //! a share).
 
-use super::live::{go_live, printer, start_reporter, two_ways};
+use super::live::{go_live, printer, two_counts, two_way_reporter, two_ways};
 use super::plan::{DatagramPlan, Impairments, UdpPlan};
 use crate::control::Adjuster;
 use anyhow::Context;
@@ -13,7 +13,7 @@ use shape_impair::faults::Way;
 use shape_leaves::bucket::Bucket;
 use shape_leaves::counting::Counting;
 use shape_leaves::exit::Exit;
-use shape_leaves::throughput::{Passed, Throughput};
+use shape_leaves::throughput::Throughput;
 use shape_net::udp::{DatagramProxy, Impairment, Route, default_queue};
 use std::sync::Arc;
 
@@ -23,47 +23,20 @@ pub fn run(plan: &UdpPlan) -> anyhow::Result<Exit> {
         listen,
         connect,
         pacing,
-        progress,
         impairments,
-        datagrams,
+        ..
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
-    let ways = impaired(impairments, datagrams, [&up, &down]);
-    let addresses = || -> std::io::Result<_> {
-        Ok((
-            listen.datagram_address(true)?,
-            connect.datagram_address(false)?,
-        ))
-    };
-    let (listening, upstream) = addresses().with_context(|| format!("{listen} to {connect}"))?;
-    // Said at start when anything is drawn, so that a run can be replayed.
-    let draws = ways.iter().any(Impairment::draws);
-    let route = Route {
-        listen: listening,
-        upstream,
-        idle: datagrams.idle,
-        ways,
-        seed: impairments.seed,
-    };
-    let seed = route.seed;
-    let (passed_up, passed_down) = (Arc::<Throughput>::default(), Arc::<Throughput>::default());
-    let passed = Passed::Ways {
-        up: passed_up.clone(),
-        down: passed_down.clone(),
-    };
-    let mut proxy = DatagramProxy::bind(
-        route,
-        [up.clone(), down.clone()],
-        [passed_up.clone(), passed_down.clone()],
-    )
-    .with_context(|| format!("listening on {listen}"))?;
+    let (counts, passed) = two_counts();
+    let (mut proxy, draws) = bind(plan, [&up, &down], &counts)?;
+    let seed = impairments.seed;
     let tallies = proxy.tallies();
     let conditions = conditions(impairments);
     proxy.follow(conditions.clone());
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
-            datagrams.counting,
+            plan.datagrams.counting,
             pacing.start.burst.is_some(),
         )
         .retuning(conditions)
@@ -72,13 +45,7 @@ pub fn run(plan: &UdpPlan) -> anyhow::Result<Exit> {
             format!("up: {}; down: {}", up.describe(), down.describe())
         })),
     );
-    let reporter = start_reporter(
-        progress,
-        pacing.start.counting,
-        &passed,
-        None,
-        &[up.clone(), down.clone()],
-    );
+    let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down]);
     let printer = printer(reporter.as_ref());
     let handle = proxy.handle()?;
     adjuster.on_change(Box::new(move || handle.wake()));
@@ -108,6 +75,36 @@ pub fn run(plan: &UdpPlan) -> anyhow::Result<Exit> {
     drop(member);
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
+}
+
+/// The link bound where the plan says, paying from `buckets` and counting
+/// on `counts` (up, then down), and whether anything is drawn at random
+/// (then the seed is said at start, so that a run can be replayed).
+fn bind(
+    plan: &UdpPlan,
+    buckets: [&Arc<Bucket>; 2],
+    counts: &[Arc<Throughput>; 2],
+) -> anyhow::Result<(DatagramProxy, bool)> {
+    let (listen, connect) = (&plan.listen, &plan.connect);
+    let ways = impaired(&plan.impairments, &plan.datagrams, buckets);
+    let addresses = || -> std::io::Result<_> {
+        Ok((
+            listen.datagram_address(true)?,
+            connect.datagram_address(false)?,
+        ))
+    };
+    let (listening, upstream) = addresses().with_context(|| format!("{listen} to {connect}"))?;
+    let draws = ways.iter().any(Impairment::draws);
+    let route = Route {
+        listen: listening,
+        upstream,
+        idle: plan.datagrams.idle,
+        ways,
+        seed: plan.impairments.seed,
+    };
+    let proxy = DatagramProxy::bind(route, buckets.map(Arc::clone), counts.clone())
+        .with_context(|| format!("listening on {listen}"))?;
+    Ok((proxy, draws))
 }
 
 /// What each way of the link does to datagrams, as the plan says, paced

@@ -144,10 +144,13 @@ impl Reporter {
     pub fn start(style: Style, interval: Duration, source: Source) -> Reporter {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let mut draw = Drawing::new(style, interval, &source);
-        let printer = Printer::over(match &draw {
-            Drawing::Bar(bar, _) => Some(bar.clone()),
-            Drawing::Pinned(_) | Drawing::Json { .. } | Drawing::Numeric => None,
-        });
+        let printer = match &draw {
+            Drawing::Bar(bar, _) => {
+                let bar = bar.clone();
+                Printer::lifting(Arc::new(move |print: &mut dyn FnMut()| bar.suspend(print)))
+            }
+            Drawing::Pinned(_) | Drawing::Json { .. } | Drawing::Numeric => Printer::default(),
+        };
         let thread = {
             let stop = stop.clone();
             std::thread::spawn(move || {

@@ -214,7 +214,7 @@ func main() {
 		go func(i int) {
 			defer wg.Done()
 			t := time.Now()
-			c, err := net.PendingConnect("tcp", "127.0.0.1:"+os.Args[1])
+			c, err := net.Dial("tcp", "127.0.0.1:"+os.Args[1])
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				os.Exit(1)
@@ -402,7 +402,7 @@ import (
 
 func main() {
 	t := time.Now()
-	_, err := net.PendingConnect("tcp", "127.0.0.1:"+os.Args[1])
+	_, err := net.Dial("tcp", "127.0.0.1:"+os.Args[1])
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		fmt.Println("not refused:", err)
 		os.Exit(1)

@@ -134,3 +134,216 @@ fn unsafe_code_is_forbidden_in_every_crate_but_two() {
     let shape = fs::read_to_string(root().join("src/lib.rs")).unwrap();
     assert!(shape.contains("#![deny(unsafe_code)]"));
 }
+
+/// The product lines of `text`: those before its test module, if it ends
+/// with one (`#[cfg(test)]` over a `mod` with a body).
+fn product_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&at| {
+            lines[at].trim() == "#[cfg(test)]"
+                && lines.get(at + 1).is_some_and(|next| {
+                    let next = next.trim_start();
+                    (next.starts_with("mod ") || next.starts_with("pub mod "))
+                        && !next.ends_with(';')
+                })
+        })
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// How many of `lines` are code: neither blank nor a comment.
+fn code_lines(lines: &[&str]) -> usize {
+    lines
+        .iter()
+        .filter(|line| {
+            let line = line.trim();
+            !line.is_empty() && !line.starts_with("//")
+        })
+        .count()
+}
+
+/// A file's place under the workspace, as a message names it.
+fn place(file: &Path) -> String {
+    file.strip_prefix(root()).unwrap().display().to_string()
+}
+
+/// Whether `file` holds tests only: a `tests.rs`, or a file under a
+/// `tests/` folder of a crate.
+fn tests_only(file: &Path) -> bool {
+    file.file_name().is_some_and(|name| name == "tests.rs")
+        || file.components().any(|part| part.as_os_str() == "tests")
+}
+
+#[test]
+fn product_files_and_functions_stay_short() {
+    const MOST_FILE: usize = 450;
+    const MOST_FUNCTION: usize = 80;
+    let mut over = Vec::new();
+    for file in sources().iter().flat_map(|dir| rust_files(dir)) {
+        if tests_only(&file.strip_prefix(root()).unwrap().to_path_buf()) {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap();
+        let lines = product_lines(&text);
+        let length = code_lines(&lines);
+        if length > MOST_FILE {
+            over.push(format!("{}: {length} lines of code", place(&file)));
+        }
+        for (at, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            let opens = [
+                "fn ",
+                "pub fn ",
+                "pub(crate) fn ",
+                "pub(super) fn ",
+                "const fn ",
+            ]
+            .iter()
+            .any(|start| trimmed.starts_with(start))
+                && !trimmed.ends_with(';');
+            if !opens {
+                continue;
+            }
+            let indent = &line[..line.len() - trimmed.len()];
+            let close = format!("{indent}}}");
+            if let Some(end) = (at..lines.len()).find(|&end| lines[end] == close) {
+                let length = code_lines(&lines[at..=end]);
+                if length > MOST_FUNCTION {
+                    let name: String = trimmed
+                        .split("fn ")
+                        .nth(1)
+                        .unwrap_or("")
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    over.push(format!(
+                        "{}:{}: fn {name} has {length} lines of code",
+                        place(&file),
+                        at + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "files over {MOST_FILE} lines of code or functions over {MOST_FUNCTION} \
+         (ARCHITECTURE.md, \"Sizes\"):\n{}",
+        over.join("\n")
+    );
+}
+
+#[test]
+fn no_mode_but_the_argument_step_reads_the_command_line() {
+    let mode = root().join("src/mode");
+    for file in rust_files(&mode) {
+        let inside = file.strip_prefix(&mode).unwrap();
+        // The step reads the flags, and `mode::run` hands them to it.
+        if inside.starts_with("step") || inside == Path::new("mod.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(
+            !text
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .any(|word| word == "Cli"),
+            "{} reads the command line: a mode runs its plan (src/mode/plan.rs)",
+            place(&file)
+        );
+    }
+}
+
+#[test]
+fn no_crate_names_another_crate_s_modules_as_its_own() {
+    for file in sources().iter().flat_map(|dir| rust_files(dir)) {
+        let text = fs::read_to_string(&file).unwrap();
+        for line in text.lines().map(str::trim) {
+            let Some(path) = line
+                .strip_prefix("pub use ")
+                .or_else(|| line.strip_prefix("use "))
+            else {
+                continue;
+            };
+            if !path.starts_with("shape_") {
+                continue;
+            }
+            // The one stand-in: a build without fleets names its own
+            // `fleet` module where a build with them names the crate.
+            let stand_in = place(&file) == "src/control/mod.rs" && path == "shape_fleet as fleet;";
+            let renamed = path
+                .split_once(" as ")
+                .is_some_and(|(krate, _)| !krate.contains("::"));
+            assert!(
+                !renamed || stand_in,
+                "{}: `{line}`: a path says the crate it is in",
+                place(&file)
+            );
+            // `use shape_leaves::{bucket, counting};` names modules.
+            if let Some((krate, group)) = path
+                .split_once("::{")
+                .filter(|(krate, _)| !krate.contains("::"))
+            {
+                let modules = public_modules(krate);
+                let module = group
+                    .trim_end_matches("};")
+                    .split(',')
+                    .map(str::trim)
+                    .find(|item| modules.iter().any(|module| module == item));
+                assert!(
+                    module.is_none(),
+                    "{}: `{line}` names a module of another crate as this one's own: \
+                     write its path where it is used",
+                    place(&file)
+                );
+            }
+        }
+    }
+}
+
+/// The modules crate `krate` (`shape_leaves`) declares public at its root.
+fn public_modules(krate: &str) -> Vec<String> {
+    let folder = krate.trim_start_matches("shape_");
+    let lib = fs::read_to_string(root().join("crates").join(folder).join("src/lib.rs"))
+        .unwrap_or_default();
+    lib.lines()
+        .filter_map(|line| line.trim().strip_prefix("pub mod "))
+        .map(|name| name.trim_end_matches(';').to_string())
+        .collect()
+}
+
+#[test]
+fn only_main_and_the_exit_module_end_the_process() {
+    for file in sources().iter().flat_map(|dir| rust_files(dir)) {
+        let where_ = place(&file);
+        if where_ == "src/main.rs" || where_ == "crates/leaves/src/exit.rs" {
+            continue;
+        }
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(
+            !text.contains("process::exit"),
+            "{where_} ends the process: hand the failure to the caller, which exits through \
+             `Exit`"
+        );
+    }
+}
+
+#[test]
+fn library_crates_build_without_the_command_line_s_dependencies() {
+    for entry in fs::read_dir(root().join("crates")).unwrap() {
+        let manifest = entry.unwrap().path().join("Cargo.toml");
+        let text = fs::read_to_string(&manifest).unwrap();
+        for line in text.lines().map(str::trim) {
+            let name = line.split(['.', ' ', '=']).next().unwrap_or("");
+            let place = manifest.strip_prefix(root()).unwrap().display();
+            assert!(
+                name != "indicatif",
+                "{place}: a library crate draws no bar (say.rs lifts one through a closure)"
+            );
+            assert!(
+                name != "clap" || line.contains("optional = true"),
+                "{place}: clap only behind the `cli` feature, which the binary turns on"
+            );
+        }
+    }
+}

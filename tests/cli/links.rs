@@ -58,7 +58,7 @@ fn an_unknown_link_is_refused_with_the_known_ones() {
 
 #[test]
 fn a_pipe_on_a_link_goes_at_its_rate_down_and_the_rate_given_wins() {
-    // PendingConnect-up: 49 kbit/s down (6,125 B/s), 60 ms each way. 12,250 bytes
+    // Dial-up: 49 kbit/s down (6,125 B/s), 60 ms each way. 12,250 bytes
     // take 1.8 s past the burst of 200 ms.
     let input = vec![7u8; 12_250];
     let run = run_with_input(shape(["--link", "dialup", "--stats"]), input.clone(), 4096);

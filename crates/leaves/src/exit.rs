@@ -50,9 +50,16 @@ impl From<Exit> for ExitCode {
 /// gone: killed by SIGPIPE, which the shell reports as status 141. Rust
 /// ignores SIGPIPE, which is why a write returned EPIPE instead.
 pub fn die_of_sigpipe() -> ! {
-    let _ = signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGPIPE);
+    die_of(signal_hook::consts::SIGPIPE)
+}
+
+/// Ends the process as `signal` would have: by the signal itself, which
+/// the shell reports as 128 + its number (130 for SIGINT, 143 for
+/// SIGTERM), or with that status if it could not be raised.
+pub fn die_of(signal: i32) -> ! {
+    let _ = signal_hook::low_level::emulate_default_handler(signal);
     // Only reached if the signal could not be raised.
-    std::process::exit(141)
+    std::process::exit(128 + signal)
 }
 
 /// Writes `bytes` to standard output, whole and flushed, for the one-off

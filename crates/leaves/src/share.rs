@@ -29,7 +29,8 @@ pub fn check_name(name: &str) -> Result<String, String> {
 }
 
 /// What spending from a fleet's share does while Redis cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Fallback {
     /// Go on at the last known rate per shape (this shape's part of the
     /// share's rate, as Redis last gave it).

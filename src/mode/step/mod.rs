@@ -63,37 +63,14 @@ pub struct Checked {
 pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
     let mode = mode_of(cli)?;
     refuse(misplaced_trace(cli, &mode))?;
-    let cli = match &cli.link {
-        None => cli.clone(),
-        Some(LinkArg::List) => {
-            if let Some(extra) = cli.beside_link_list() {
-                return Err(UsageError(format!(
-                    "--link list prints the known links and takes nothing more: '{extra}'"
-                )));
-            }
+    let cli = match with_link(cli, &mode)? {
+        Some(cli) => cli,
+        None => {
             return Ok(Checked {
                 asked: Asked::ListLinks,
                 cli: cli.clone(),
             });
         }
-        Some(LinkArg::Profile(profile)) => match mode {
-            Asked::Copy | Asked::Proxy { .. } | Asked::Udp { .. } | Asked::Exec(_) => {
-                cli.with_profile(profile, mode.two_ways())
-            }
-            Asked::Remote(_) => {
-                return Err(UsageError(
-                    "--link applies at start: change a running shape with --rate and --delay"
-                        .into(),
-                ));
-            }
-            _ => {
-                return Err(UsageError(
-                    "--link applies to a pipe, a proxy (--listen with --connect), a UDP link or \
-                     --exec"
-                        .into(),
-                ));
-            }
-        },
     };
     if !matches!(
         mode,
@@ -116,19 +93,7 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
                 .find_map(|change| Carried::Stream.refuses(change.needs(), change.name())),
         )?;
     }
-    refuse(match &mode {
-        Asked::Copy => not_for_a_copy(&cli),
-        Asked::Proxy { .. } => not_for_a_proxy(&cli)
-            .map(|flag| format!("{flag} does not apply to a proxy (--listen with --connect)")),
-        Asked::Udp { .. } => not_for_datagrams(&cli),
-        Asked::Exec(_) => {
-            not_for_a_command(&cli).map(|flag| format!("{flag} does not apply to --exec"))
-        }
-        Asked::Serve(_) => not_for_the_server(&cli)
-            .map(|flag| format!("{flag} does not apply to --serve (each proxy's toxics shape it)")),
-        Asked::Remote(target) => not_for_a_share(&cli, target),
-        _ => None,
-    })?;
+    refuse(not_for_the_mode(&cli, &mode))?;
     if cli.loops.is_some() && !matches!(mode, Asked::Proxy { .. } | Asked::Serve(_)) {
         return Err(UsageError(
             "--loops applies to a proxy (--listen with --connect) or --serve".into(),
@@ -148,6 +113,51 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
         )?;
     }
     Ok(Checked { asked: mode, cli })
+}
+
+/// `cli` with a known link's figures given where flags give none, or
+/// `None` for `--link list`; refused where a link does not apply.
+fn with_link(cli: &Cli, mode: &Asked) -> Result<Option<Cli>, UsageError> {
+    match &cli.link {
+        None => Ok(Some(cli.clone())),
+        Some(LinkArg::List) => match cli.beside_link_list() {
+            Some(extra) => Err(UsageError(format!(
+                "--link list prints the known links and takes nothing more: '{extra}'"
+            ))),
+            None => Ok(None),
+        },
+        Some(LinkArg::Profile(profile)) => match mode {
+            Asked::Copy | Asked::Proxy { .. } | Asked::Udp { .. } | Asked::Exec(_) => {
+                Ok(Some(cli.with_profile(profile, mode.two_ways())))
+            }
+            Asked::Remote(_) => Err(UsageError(
+                "--link applies at start: change a running shape with --rate and --delay".into(),
+            )),
+            _ => Err(UsageError(
+                "--link applies to a pipe, a proxy (--listen with --connect), a UDP link or \
+                 --exec"
+                    .into(),
+            )),
+        },
+    }
+}
+
+/// Why `cli` does not suit `mode`: the first flag given that it has no
+/// use for.
+fn not_for_the_mode(cli: &Cli, mode: &Asked) -> Option<String> {
+    match mode {
+        Asked::Copy => not_for_a_copy(cli),
+        Asked::Proxy { .. } => not_for_a_proxy(cli)
+            .map(|flag| format!("{flag} does not apply to a proxy (--listen with --connect)")),
+        Asked::Udp { .. } => not_for_datagrams(cli),
+        Asked::Exec(_) => {
+            not_for_a_command(cli).map(|flag| format!("{flag} does not apply to --exec"))
+        }
+        Asked::Serve(_) => not_for_the_server(cli)
+            .map(|flag| format!("{flag} does not apply to --serve (each proxy's toxics shape it)")),
+        Asked::Remote(target) => not_for_a_share(cli, target),
+        _ => None,
+    }
 }
 
 /// Refuses with `why`, if there is one.

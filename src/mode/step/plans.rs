@@ -10,8 +10,8 @@ use crate::control::{RateFile, Request};
 use crate::mode::UsageError;
 use crate::mode::input::Input;
 use crate::mode::plan::{
-    CopyPlan, DatagramPlan, ExecPlan, Impairments, Mode, Pacing, Progress, ProxyPlan, RemotePlan,
-    ServePlan, Start, UdpPlan,
+    CopyPlan, DatagramPlan, ExecPlan, Impairments, Mode, Pacing, ProgressPlan, ProxyPlan,
+    RemotePlan, ServePlan, Start, UdpPlan,
 };
 use crate::progress::{BarLook, Parts, ProgressMode, Style};
 use shape_bucket::units::Quantity;
@@ -176,9 +176,9 @@ fn pacing(cli: &Cli) -> anyhow::Result<Pacing> {
 
 /// How progress is shown, as `--progress`, `-q`, `-n`, `-f` and the
 /// terminal say, and what pv's switches choose of the bar.
-fn progress(cli: &Cli) -> Progress {
+fn progress(cli: &Cli) -> ProgressPlan {
     let chosen = cli.pv_percent || cli.pv_timer || cli.pv_eta || cli.pv_average;
-    Progress {
+    ProgressPlan {
         shown: shown(cli),
         look: BarLook {
             name: cli.name.clone(),

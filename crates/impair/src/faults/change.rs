@@ -3,7 +3,8 @@
 //!
 //! Every fault is one row of the table below: its flag's name, the kind of
 //! value it takes, whether it ends or holds a stream (those a copy takes
-//! at start only), its help text and clap attributes, and what it does to
+//! at start only), its help text and clap attributes (clap's only with
+//! the `cli` feature), and what it does to
 //! [`Faults`]. The command line ([`FaultFlags`], flattened into the CLI),
 //! the remote protocol ([`Change::parse`], [`Change::name`]) and those
 //! who carry faults out ([`Change::apply`]) all read it. Adding a fault is
@@ -41,7 +42,8 @@ impl Change {
 /// where `value` is the flag's value for one direction, `None` for `off`.
 macro_rules! fault_table {
     ($(
-        $(#[$attribute:meta])*
+        $(#[doc = $doc:literal])*
+        #[arg($($arg:tt)*)]
         $field:ident ($name:literal): $variant:ident($kind:ty), needs: $needs:ident,
             |$faults:ident, $value:ident| $effect:expr;
     )*) => {
@@ -53,9 +55,16 @@ macro_rules! fault_table {
 
         /// Every fault flag of the command line, each given any number of
         /// times (the last given for a direction counts).
-        #[derive(Debug, Clone, Default, clap::Args)]
+        /// clap's derive is the `cli` feature's: a library user never
+        /// compiles clap.
+        #[derive(Debug, Clone, Default)]
+        #[cfg_attr(feature = "cli", derive(clap::Args))]
         pub struct FaultFlags {
-            $($(#[$attribute])* pub $field: Vec<Directed<$kind>>,)*
+            $(
+                $(#[doc = $doc])*
+                #[cfg_attr(feature = "cli", arg($($arg)*))]
+                pub $field: Vec<Directed<$kind>>,
+            )*
         }
 
         impl FaultFlags {

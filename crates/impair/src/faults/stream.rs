@@ -99,7 +99,7 @@ pub enum Fate {
 }
 
 impl StreamFaults {
-    /// StreamFaults from `seed`, losing blocks of `block` bytes (at least one).
+    /// The faults of one stream, drawn from `seed`, losing blocks of `block` bytes (at least one).
     pub fn new(faults: Faults, seed: u64, block: usize) -> StreamFaults {
         let mut seeds = fastrand::Rng::with_seed(seed);
         StreamFaults {

@@ -72,7 +72,7 @@ impl DirectionFaults {
             .earliest(len, now, delay, round_trip, more)
     }
 
-    /// DirectionFaults what is due by `now`: a stall. Returns whether a reset is.
+    /// Does what is due by `now`: a stall. Returns whether a reset is.
     pub(super) fn strike(&mut self, now: u64) -> bool {
         let due = self.schedule.due(now);
         if due.stall {
@@ -159,7 +159,7 @@ impl DirectionFaults {
             .close_due(self.stream_faults.faults().slow_close, now)
     }
 
-    /// The next moment a fault faults by time, if one will.
+    /// The next moment a fault strikes by time, if one will.
     pub(super) fn deadline(&self) -> Option<u64> {
         self.schedule.next()
     }

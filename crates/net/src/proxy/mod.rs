@@ -363,7 +363,7 @@ pub struct Reach {
     pub changed: Arc<dyn Fn() + Send + Sync>,
 }
 
-/// An event loop with no routes yet, one of `the proxy's loops`, run on the
+/// An event loop with no routes yet, one of `proxy_loops`, run on the
 /// calling thread until a [`Command::Stop`] comes through `commands`;
 /// `ready` gets its reach first.
 pub fn run_by_commands(

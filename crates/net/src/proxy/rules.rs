@@ -59,7 +59,7 @@ impl RuleDraws {
         RuleDraws { seed }
     }
 
-    /// Whether rule `id`, which faults with `chance`, faults this
+    /// Whether rule `id`, which applies with `chance`, applies to this
     /// connection.
     pub fn applies(&mut self, id: u64, chance: f64) -> bool {
         let draw = splitmix64(self.seed ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -116,7 +116,7 @@ mod tests {
         let first: Vec<bool> = (0..100).map(|id| draws.applies(id, 0.5)).collect();
         let again: Vec<bool> = (0..100).rev().map(|id| draws.applies(id, 0.5)).collect();
         assert_eq!(first, again.into_iter().rev().collect::<Vec<_>>());
-        // A chance raised faults whoever it struck before.
+        // A chance raised applies to whoever it struck before.
         assert!((0..100).all(|id| !first[id as usize] || draws.applies(id, 0.9)));
         let struck = (0..10_000u64)
             .filter(|&seed| RuleDraws::new(seed).applies(7, 0.3))

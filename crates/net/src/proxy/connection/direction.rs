@@ -247,7 +247,7 @@ impl Direction {
     /// Moves bytes from `from` to `to` until nothing more can move now:
     /// each side would block, or tokens, release times, pauses or buffer
     /// room are short. Returns when to step again if no event comes first:
-    /// when tokens will be covered, a chunk is due or a fault faults.
+    /// when tokens will be covered, a chunk is due or a fault strikes.
     pub(in crate::proxy) fn step<C: Clock, S: Deref<Target = BucketCell>>(
         &mut self,
         from: &mut impl Side,

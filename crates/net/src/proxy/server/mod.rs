@@ -129,7 +129,7 @@ pub(super) struct EventLoop<'a> {
     /// Routes whose listener may still have clients waiting, after this
     /// loop took its share at once: it looks again after one round.
     more_to_accept: Vec<usize>,
-    /// This loop's place among its the proxy's loops.
+    /// This loop's place among the proxy's loops.
     place: usize,
     /// Set when a sibling gives this loop its turn to admit a client.
     given: Arc<AtomicBool>,
@@ -294,7 +294,7 @@ impl<'a> EventLoop<'a> {
         (affected, [seeds(), seeds()])
     }
 
-    /// Makes this loop one of the loops that share `the proxy's loops`.
+    /// Makes this loop one of the loops that share `proxy_loops`.
     pub(in crate::proxy) fn join(&mut self, proxy_loops: Arc<ProxyLoops>) {
         self.place = lock(&proxy_loops.turns).join(self.waker.clone(), self.given.clone());
         self.proxy_loops = proxy_loops;
@@ -502,7 +502,7 @@ pub struct ProxyLoops {
     /// Whose turn it is to admit a client while descriptors are short.
     turns: Mutex<AdmissionOrder>,
     /// How many clients a loop accepts from a listener before it lets
-    /// the others have a go. Alone, as many as wait. With the proxy's loops, one:
+    /// the others have a go. Alone, as many as wait. With other loops, one:
     /// every loop is woken by a client, and the first to run would
     /// otherwise take a whole burst of them; taking one at a time, a loop
     /// that is busy serving takes fewer.
