@@ -25,10 +25,6 @@ mod progress;
 #[allow(unsafe_code)]
 mod started;
 
-// What the binary builds on, named at its root as its own
-// (`shape_leaves::counting`, `shape_net`), so that where each part lives is
-// said here alone: the leaves, the link's parts, and the crates of the
-// jobs.
 use std::process::ExitCode;
 
 /// Runs shape with the process's arguments, and says how it ended.

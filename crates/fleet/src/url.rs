@@ -6,7 +6,7 @@
 //! there), so that it stays out of `ps`; it is never shown: the address
 //! prints with `***` in its place, and so does a malformed one in a usage
 //! error (`shape_leaves::message::hide_password`). Whether the server is one of a
-//! cluster is found out on connecting ([`super::link`]), not written in
+//! cluster is found out on connecting ([`super::connection`]), not written in
 //! the address.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The link: what makes a link worse than a wire, as plain data and pure
+//! Impairments: what makes a link worse than a wire, as plain data and pure
 //! functions, with no sockets and no files but a trace's: faults for tests
 //! and the one table of them ([`faults`]), delay, jitter and the delay line
 //! ([`slowlink`]), the conditions in force and their changes

@@ -5,8 +5,8 @@
 //! every line is said through ([`say`]), exit statuses ([`exit`]),
 //! poison-tolerant locks ([`lock`]), what is known of shares
 //! ([`share`]), and the bucket a run spends from
-//! ([`bucket`]). Each crate above names the leaves it uses at its root
-//! (`crate::counting`), so that where a leaf lives is said there alone.
+//! ([`bucket`]). Each crate above names a leaf by its full path
+//! (`shape_leaves::counting`), so that a path says where it lives.
 
 #![forbid(unsafe_code)]
 

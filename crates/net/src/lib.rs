@@ -1,7 +1,7 @@
 //! Sockets: addresses to listen on and connect to, one connection as a
 //! copy's input or output ([`address`]), the shaping [`proxy`] and its
-//! loop, and the datagram link ([`udp`]). It builds on the link's parts
-//! and the leaves, and knows nothing of the command line or of how a run
+//! loop, and UDP links ([`udp`]). It builds on the impairments
+//! (`shape_impair`) and the leaves, and knows nothing of the command line or of how a run
 //! is controlled.
 
 #![forbid(unsafe_code)]

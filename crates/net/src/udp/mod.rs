@@ -1,6 +1,6 @@
 //! UDP links: datagrams passed between clients and an upstream through a
 //! link impaired as netem impairs one, in user space and seeded. One
-//! direction's link, on any clock, is [`link`] (it loses datagrams as
+//! direction, on any clock, is `netem` (it loses datagrams as
 //! [`shape_impair::faults::Loss`] says); who the clients are, [`flows`]; the
 //! proxy that carries flows through two links, [`proxy`]; how another
 //! thread reaches a running one, [`handle`].
