@@ -20,8 +20,10 @@
 //! change that waits for the event loop never holds up the runtime.
 //! Which requests are answered at all is the [`Guard`]'s to say.
 
-use super::api::Reply;
-use super::guard::{Asking, Guard};
+use crate::api::Reply;
+pub mod guard;
+
+use guard::{Asking, Guard};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -164,7 +166,7 @@ impl Requester {
 
 /// What a request gets once the model has stopped.
 fn stopping() -> Reply {
-    Reply::error(super::model::ApiError::new("the server is stopping", 503))
+    Reply::error(crate::model::ApiError::new("the server is stopping", 503))
 }
 
 /// Accepts connections while fewer than [`MOST_CONNECTIONS`] are open,
@@ -232,7 +234,7 @@ async fn respond(request: Request<Incoming>, shared: &ApiState) -> Response<Full
     let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
     let reads = matches!(*request.method(), Method::GET | Method::HEAD);
     let page = reads
-        .then(|| super::dashboard::file(request.uri().path()))
+        .then(|| crate::dashboard::file(request.uri().path()))
         .flatten();
     let asking = Asking {
         user_agent: text(header::USER_AGENT),
@@ -299,10 +301,10 @@ async fn read_body(body: Incoming) -> Result<Bytes, Reply> {
     match read {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => Err(too_long()),
-        Ok(Err(_)) => Err(Reply::error(super::model::ApiError::bad_body(
+        Ok(Err(_)) => Err(Reply::error(crate::model::ApiError::bad_body(
             "the body was cut short",
         ))),
-        Err(_) => Err(Reply::error(super::model::ApiError::new(
+        Err(_) => Err(Reply::error(crate::model::ApiError::new(
             "the body took too long to arrive",
             408,
         ))),
@@ -311,7 +313,7 @@ async fn read_body(body: Incoming) -> Result<Bytes, Reply> {
 
 /// What a body longer than [`MOST_BODY`] gets.
 fn too_long() -> Reply {
-    Reply::error(super::model::ApiError::bad_body("longer than 1 MiB"))
+    Reply::error(crate::model::ApiError::bad_body("longer than 1 MiB"))
 }
 
 /// The model's answer to `method path` with `body`.

@@ -1,24 +1,37 @@
-//! The proxies running on the event loop, as the API side keeps them:
-//! each running proxy's route, the buckets its connections share and
-//! the counters of what it passed. Each change is a [`Command`] sent with
-//! the loop's waker, and the API waits for the loop to say it is done, so
-//! that an answer means the change is in force: a proxy disabled refuses
-//! connections by the time its PATCH is answered. The loop never blocks,
-//! so that wait is short even under load.
+//! The proxies running on the event loops, as the API side keeps them,
+//! and what carries the API's changes out on them ([`Proxies`], the
+//! model's [`CarriesOut`]).
+//!
+//! - Each running proxy's route on every loop, the buckets its
+//!   connections share, its toxics' effects and the counters of what it
+//!   passed. Each change is a [`Command`] sent with the loop's waker, and
+//!   the API waits for the loop to say it is done, so that an answer
+//!   means the change is in force: a proxy disabled refuses connections
+//!   by the time its PATCH is answered. The loop never blocks, so that
+//!   wait is short even under load.
+//! - The loops themselves, one per core, each with every proxy's route
+//!   accepting from the proxy's one socket, commanded all at once
+//!   ([`loops`]).
+//! - What is read of them: the SIGUSR1 line (`status.rs`), and /metrics,
+//!   each proxy's counters and the process's (`metrics.rs`).
 
-use super::api::CarriesOut;
-use super::dashboard::Traffic;
-use super::dashboard::history::History;
-use super::datagrams;
-use super::loops::Loops;
-use super::model::{ApiError, Model, Protocol, Proxy};
-use super::shaping::{Counters, Effects, ToxicRules};
-use super::shared::SharedBuckets;
-use super::status::Status;
+pub(crate) mod loops;
+mod metrics;
+mod status;
+
+use crate::api::CarriesOut;
+use crate::carry::datagrams;
+use crate::carry::shaping::{Counters, Effects, ToxicRules};
+use crate::carry::shared::SharedBuckets;
+use crate::dashboard::Traffic;
+use crate::dashboard::history::History;
+use crate::model::{ApiError, Model, Protocol, Proxy};
+use loops::Loops;
 use shape_impair::faults::Way;
 use shape_leaves::say::Printer;
 use shape_net::Address;
 use shape_net::proxy::{Command, Upstream};
+use status::Status;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
@@ -313,7 +326,7 @@ impl CarriesOut for Proxies {
             }
         }
         if self.extras.runtime_metrics {
-            text.push_str(&super::runtime::process_metrics());
+            text.push_str(&metrics::process_metrics());
         }
         Some(text)
     }

@@ -5,7 +5,7 @@
 //! that a bad one is refused with the change. The server carries a change
 //! out on its event loop after this has accepted it.
 
-use super::toxics::{Attributes, BadAttribute, Kind, On, merge};
+use crate::toxics::{Attributes, BadAttribute, Kind, On, merge};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use shape_impair::faults::Way;

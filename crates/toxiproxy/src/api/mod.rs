@@ -4,8 +4,8 @@
 //! every route is tested without a socket; the HTTP server hands each
 //! request here.
 
-use super::dashboard::{self, Traffic};
-use super::model::{ApiError, Model, Proxy, ProxyGiven};
+use crate::dashboard::{self, Traffic};
+use crate::model::{ApiError, Model, Proxy, ProxyGiven};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -321,7 +321,7 @@ pub fn populate_with(
             let listen = proxy
                 .listen
                 .as_deref()
-                .unwrap_or(super::model::DEFAULT_LISTEN);
+                .unwrap_or(crate::model::DEFAULT_LISTEN);
             if same_address(listen, &existing.listen)
                 && proxy.upstream.as_ref() == Some(&existing.upstream)
             {
