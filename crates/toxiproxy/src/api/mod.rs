@@ -4,6 +4,8 @@
 //! every route is tested without a socket; the HTTP server hands each
 //! request here.
 
+pub use crate::reply::Reply;
+
 use crate::dashboard::{self, Traffic};
 use crate::model::{ApiError, Model, Proxy, ProxyGiven};
 use serde::Serialize;
@@ -35,37 +37,6 @@ pub trait CarriesOut {
     fn traffic(&self) -> BTreeMap<String, Traffic>;
     /// The last minute of it (`GET /ui/history`).
     fn history(&self) -> serde_json::Value;
-}
-
-/// What a request gets back.
-#[derive(Debug, PartialEq)]
-pub struct Reply {
-    pub status: u16,
-    /// JSON (or Prometheus text for /metrics), or nothing for 204.
-    pub body: Option<String>,
-    pub content_type: &'static str,
-}
-
-impl Reply {
-    pub fn json(status: u16, value: &impl Serialize) -> Reply {
-        Reply {
-            status,
-            body: Some(serde_json::to_string(value).expect("the model is plain data")),
-            content_type: "application/json",
-        }
-    }
-
-    fn none() -> Reply {
-        Reply {
-            status: 204,
-            body: None,
-            content_type: "text/plain",
-        }
-    }
-
-    pub fn error(error: ApiError) -> Reply {
-        Reply::json(error.status, &error)
-    }
 }
 
 /// Answers `method path` with `body` on `model`, carried out by `relay loop`.

@@ -16,8 +16,8 @@
 //!   way, and that link running on a thread of its own (`datagrams.rs`).
 //!
 //! Made from the model's plain data alone: nothing here knows of the
-//! API's routes, the HTTP server or the dashboard. [`crate::proxies`]
-//! hands what is made here to the event loops.
+//! API's routes, the HTTP server or the dashboard; `proxies/` hands what
+//! is made here to the event loops.
 
 pub(crate) mod datagrams;
 mod effect;

@@ -9,8 +9,8 @@
 
 pub mod history;
 
-use crate::api::Reply;
 use crate::model::Model;
+use crate::reply::Reply;
 use crate::toxics::{On, TOXICS, Unit};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

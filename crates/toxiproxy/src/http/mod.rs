@@ -20,7 +20,7 @@
 //! change that waits for the event loop never holds up the runtime.
 //! Which requests are answered at all is the [`Guard`]'s to say.
 
-use crate::api::Reply;
+use crate::reply::Reply;
 pub mod guard;
 
 use guard::{Asking, Guard};
