@@ -1,15 +1,26 @@
 //! toxiproxy's routes: a method and a path, a body, and the answer, on
-//! the [`Model`], with each change carried out by what [`CarriesOut`] (the event
-//! loop, or nothing in the unit tests). Plain data in and out, so that
-//! every route is tested without a socket; the HTTP server hands each
-//! request here.
+//! the [`Model`], with each change carried out by what [`CarriesOut`]
+//! (the event loops, or nothing in the unit tests). Plain data in and
+//! out, so that every route is tested without a socket; the HTTP server
+//! hands each request here.
+//!
+//! - Which route a request names, and each route's answer: its body read
+//!   as toxiproxy reads it, and the status toxiproxy gives; the
+//!   dashboard's readings (`/ui/...`) too (`routes.rs`).
+//! - How each change is carried out: a proxy started, stopped or retuned
+//!   as the change asks; one that cannot start is not kept if new, and
+//!   disabled if not (`changes.rs`). POST /populate and `--config` both
+//!   come through [`populate_with`].
+
+mod changes;
+mod routes;
 
 pub use crate::reply::Reply;
+pub use changes::{create, populate_with};
 
-use crate::dashboard::{self, Traffic};
-use crate::model::{ApiError, Model, Proxy, ProxyGiven};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use crate::dashboard::Traffic;
+use crate::model::{ApiError, Model, Proxy};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The version the API reports: the toxiproxy whose API shape serves.
@@ -36,10 +47,11 @@ pub trait CarriesOut {
     /// What has flowed through each running proxy, by name.
     fn traffic(&self) -> BTreeMap<String, Traffic>;
     /// The last minute of it (`GET /ui/history`).
-    fn history(&self) -> serde_json::Value;
+    fn history(&self) -> Value;
 }
 
-/// Answers `method path` with `body` on `model`, carried out by `relay loop`.
+/// Answers `method path` with `body` on `model`, carried out by
+/// `relay_loop`.
 pub fn answer(
     model: &mut Model,
     relay_loop: &mut dyn CarriesOut,
@@ -47,292 +59,7 @@ pub fn answer(
     path: &str,
     body: &[u8],
 ) -> Reply {
-    route(model, relay_loop, method, path, body).unwrap_or_else(Reply::error)
-}
-
-fn route(
-    model: &mut Model,
-    relay_loop: &mut dyn CarriesOut,
-    method: &str,
-    path: &str,
-    body: &[u8],
-) -> Result<Reply, ApiError> {
-    let path = path.split('?').next().unwrap_or(path);
-    // Each part decoded, as Go's router matches them: a proxy named
-    // `a b` is `/proxies/a%20b`. A trailing slash is another path.
-    let parts: Vec<String> = path
-        .strip_prefix('/')
-        .unwrap_or(path)
-        .split('/')
-        .map(|part| {
-            percent_encoding::percent_decode_str(part)
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-        .collect();
-    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-    match (method, parts.as_slice()) {
-        // Byte for byte as toxiproxy writes it.
-        ("GET", ["version"]) => Ok(Reply {
-            status: 200,
-            body: Some(format!("{{\"version\": \"{TOXIPROXY_VERSION}\"}}\n")),
-            content_type: "application/json;charset=utf-8",
-        }),
-        ("GET", ["metrics"]) => Ok(match relay_loop.metrics(model) {
-            Some(text) => Reply {
-                status: 200,
-                body: Some(text),
-                content_type: "text/plain; version=0.0.4",
-            },
-            // Metrics not asked for: the route is not there, as in
-            // toxiproxy-server without -proxy-metrics or -runtime-metrics.
-            None => not_found(),
-        }),
-        ("POST", ["reset"]) => {
-            reset(model, relay_loop)?;
-            Ok(Reply::none())
-        }
-        ("POST", ["populate"]) => Ok(populate(model, relay_loop, body)),
-        ("GET", ["proxies"]) => Ok(Reply::json(200, &model.proxies)),
-        // The dashboard's reading of it all, with what flows (shape's own).
-        ("GET", ["ui", "state"]) => Ok(Reply::json(
-            200,
-            &dashboard::state(model, &relay_loop.traffic()),
-        )),
-        ("GET", ["ui", "history"]) => Ok(Reply::json(200, &relay_loop.history())),
-        ("GET", ["ui", "toxics"]) => Ok(Reply::json(200, &dashboard::kinds())),
-        ("POST", ["proxies"]) => {
-            // `null` is a proxy with nothing given, as Go decodes it.
-            let given: Option<ProxyGiven> = parse(body)?;
-            Ok(Reply::json(
-                201,
-                &create(model, relay_loop, given.unwrap_or_default())?,
-            ))
-        }
-        ("GET", ["proxies", name]) => Ok(Reply::json(200, model.proxy(name)?)),
-        ("POST" | "PATCH", ["proxies", name]) => {
-            let given: ProxyGiven = parse(body)?;
-            Ok(Reply::json(200, &update(model, relay_loop, name, given)?))
-        }
-        ("DELETE", ["proxies", name]) => {
-            model.delete(name)?;
-            relay_loop.remove(name);
-            Ok(Reply::none())
-        }
-        ("GET", ["proxies", name, "toxics"]) => Ok(Reply::json(200, &model.proxy(name)?.toxics)),
-        ("POST", ["proxies", name, "toxics"]) => {
-            let given: Map<String, Value> = parse(body)?;
-            let toxic = model.add_toxic(name, &given)?.clone();
-            retune(model, relay_loop, name);
-            Ok(Reply::json(200, &toxic))
-        }
-        ("GET", ["proxies", name, "toxics", toxic]) => {
-            let proxy = model.proxy(name)?;
-            let found = proxy.toxics.iter().find(|t| t.name == *toxic);
-            Ok(Reply::json(
-                200,
-                found.ok_or_else(ApiError::toxic_not_found)?,
-            ))
-        }
-        ("POST" | "PATCH", ["proxies", name, "toxics", toxic]) => {
-            let given: Map<String, Value> = parse(body)?;
-            let toxic = model.update_toxic(name, toxic, &given)?.clone();
-            retune(model, relay_loop, name);
-            Ok(Reply::json(200, &toxic))
-        }
-        ("DELETE", ["proxies", name, "toxics", toxic]) => {
-            model.delete_toxic(name, toxic)?;
-            retune(model, relay_loop, name);
-            Ok(Reply::none())
-        }
-        // A path it knows, with another method: 405 and no body.
-        (_, ["version" | "metrics" | "reset" | "populate" | "proxies"])
-        | (_, ["proxies", _] | ["proxies", _, "toxics"] | ["proxies", _, "toxics", _]) => {
-            Ok(Reply {
-                status: 405,
-                body: None,
-                content_type: "text/plain",
-            })
-        }
-        // As Go's router answers a path it does not know: plain text.
-        _ => Ok(not_found()),
-    }
-}
-
-/// What Go's router answers for a path it does not know.
-fn not_found() -> Reply {
-    Reply {
-        status: 404,
-        body: Some("404 page not found\n".into()),
-        content_type: "text/plain; charset=utf-8",
-    }
-}
-
-/// POST /proxies: the proxy, started unless disabled, listening where it
-/// was bound; if it cannot start it is not kept.
-pub fn create(
-    model: &mut Model,
-    relay_loop: &mut dyn CarriesOut,
-    given: ProxyGiven,
-) -> Result<Proxy, ApiError> {
-    let proxy = model.create(given)?.clone();
-    if !proxy.enabled {
-        return Ok(proxy);
-    }
-    match relay_loop.start(&proxy) {
-        Ok(listen) => {
-            let proxy = model.proxies.get_mut(&proxy.name).expect("just created");
-            proxy.listen = listen;
-            Ok(proxy.clone())
-        }
-        Err(err) => {
-            let _ = model.delete(&proxy.name);
-            relay_loop.remove(&proxy.name);
-            Err(err)
-        }
-    }
-}
-
-/// POST or PATCH /proxies/{name}: a change of `listen` or `upstream`
-/// restarts the proxy, disabling stops it, enabling starts it again on the
-/// same address; if it cannot start, it stays disabled.
-fn update(
-    model: &mut Model,
-    relay_loop: &mut dyn CarriesOut,
-    name: &str,
-    given: ProxyGiven,
-) -> Result<Proxy, ApiError> {
-    let before = model.proxy(name)?.clone();
-    let after = model.update(name, given)?.clone();
-    let moved = before.listen != after.listen || before.upstream != after.upstream;
-    if before.enabled && (moved || !after.enabled) {
-        relay_loop.stop(name);
-    }
-    if after.enabled && (moved || !before.enabled) {
-        start(model, relay_loop, name)?;
-    }
-    Ok(model.proxy(name)?.clone())
-}
-
-/// Starts proxy `name`, which the model has enabled, and keeps the
-/// address it listens on; if it cannot start, it is disabled.
-fn start(model: &mut Model, relay_loop: &mut dyn CarriesOut, name: &str) -> Result<(), ApiError> {
-    let started = relay_loop.start(model.proxy(name)?);
-    let proxy = model.proxies.get_mut(name).expect("found above");
-    match started {
-        Ok(listen) => proxy.listen = listen,
-        Err(err) => {
-            proxy.enabled = false;
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
-/// POST /reset: every proxy enabled, every toxic gone.
-fn reset(model: &mut Model, relay_loop: &mut dyn CarriesOut) -> Result<(), ApiError> {
-    let before: Vec<Proxy> = model.proxies.values().cloned().collect();
-    model.reset();
-    for proxy in before {
-        let name = proxy.name.as_str();
-        if !proxy.enabled {
-            start(model, relay_loop, name)?;
-        } else if !proxy.toxics.is_empty() {
-            retune(model, relay_loop, name);
-        }
-    }
-    Ok(())
-}
-
-/// POST /populate: each proxy given is created, or replaced if its listen
-/// address or upstream differ, or kept with its toxics if not. Answers
-/// 201 with those proxies, or the first error with those done before it.
-fn populate(model: &mut Model, relay_loop: &mut dyn CarriesOut, body: &[u8]) -> Reply {
-    let given: Vec<ProxyGiven> = match parse(body) {
-        Ok(given) => given,
-        Err(err) => return Reply::error(err),
-    };
-    let done = populate_with(model, relay_loop, given);
-    #[derive(Serialize)]
-    struct Populated {
-        #[serde(flatten, skip_serializing_if = "Option::is_none")]
-        error: Option<ApiError>,
-        proxies: Vec<Proxy>,
-    }
-    let (proxies, error) = match done {
-        Ok(proxies) => (proxies, None),
-        Err((proxies, error)) => (proxies, Some(error)),
-    };
-    let status = error.as_ref().map_or(201, |e| e.status);
-    Reply::json(status, &Populated { error, proxies })
-}
-
-/// The proxies of a /populate body (or `--config` file) set up on `model`:
-/// those set up, or those and the error that stopped the rest.
-pub fn populate_with(
-    model: &mut Model,
-    relay_loop: &mut dyn CarriesOut,
-    given: Vec<ProxyGiven>,
-) -> Result<Vec<Proxy>, (Vec<Proxy>, ApiError)> {
-    // Every proxy is checked before any is made, as toxiproxy does.
-    for (at, proxy) in given.iter().enumerate() {
-        for (field, value) in [("name", &proxy.name), ("upstream", &proxy.upstream)] {
-            if value.as_deref().is_none_or(str::is_empty) {
-                return Err((
-                    Vec::new(),
-                    ApiError::missing(&format!("{field} at proxy {}", at + 1)),
-                ));
-            }
-        }
-    }
-    let mut done = Vec::new();
-    for proxy in given {
-        let name = proxy.name.clone().expect("checked above");
-        if let Ok(existing) = model.proxy(&name) {
-            let listen = proxy
-                .listen
-                .as_deref()
-                .unwrap_or(crate::model::DEFAULT_LISTEN);
-            if same_address(listen, &existing.listen)
-                && proxy.upstream.as_ref() == Some(&existing.upstream)
-            {
-                done.push(existing.clone());
-                continue;
-            }
-            let _ = model.delete(&name);
-            relay_loop.remove(&name);
-        }
-        match create(model, relay_loop, proxy) {
-            Ok(proxy) => done.push(proxy),
-            Err(err) => return Err((done, err)),
-        }
-    }
-    Ok(done)
-}
-
-/// True if listen address `given` is `bound`, once resolved as a proxy
-/// listening on it would be (`localhost` is 127.0.0.1 where it is ::1
-/// too, as in toxiproxy).
-fn same_address(given: &str, bound: &str) -> bool {
-    given == bound
-        || given
-            .parse::<shape_net::Address>()
-            .and_then(|address| address.listen_address().map_err(|err| err.to_string()))
-            .is_ok_and(|address| address.to_string() == bound)
-}
-
-/// Carries out a change of proxy `name`'s toxics, if it is running.
-fn retune(model: &Model, relay_loop: &mut dyn CarriesOut, name: &str) {
-    if let Ok(proxy) = model.proxy(name)
-        && proxy.enabled
-    {
-        relay_loop.retune(proxy);
-    }
-}
-
-/// The body as `T`, or toxiproxy's 400.
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(ApiError::bad_body)
+    routes::route(model, relay_loop, method, path, body).unwrap_or_else(Reply::error)
 }
 
 #[cfg(test)]
