@@ -12,10 +12,10 @@
 //! what flows through the proxies; the server's life (starting,
 //! `--config`, signals) is `server/`.
 //!
-//! Each module depends only on those before it in this order: `toxics`,
-//! `model`, `reply` (what a request gets back), `carry`, `dashboard`,
-//! `api`, `proxies`, `http`, `server`; and `fuzzing` drives `api` with
-//! nothing carried out.
+//! Outside tests, each module depends only on those before it in this
+//! order: `toxics`, `model`, `reply` (what a request gets back), `carry`,
+//! `dashboard`, `api`, `proxies`, `http`, `server`; and `fuzzing` drives
+//! `api` with nothing carried out.
 //!
 //! Held against the real toxiproxy 2.12.0: status codes and error words
 //! of every route agree. Where shape differs on purpose: a proxy created

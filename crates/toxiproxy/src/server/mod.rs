@@ -1,6 +1,8 @@
-//! The server's life: it starts the event loops, reads `--config`,
-//! listens for the API and serves it until SIGINT or SIGTERM, then closes
-//! every listener and connection.
+//! The server's life: it starts the event loops, makes the proxies of
+//! `--config` (`config.rs`), listens for the API and serves it until
+//! SIGINT or SIGTERM, then closes every listener and connection. Until
+//! then SIGUSR1 says how the proxies are doing and SIGHUP reads the
+//! config again (`signals.rs`); a loop that fails ends the server too.
 
 mod config;
 mod signals;
