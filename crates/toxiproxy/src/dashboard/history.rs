@@ -3,7 +3,7 @@
 //! sample a second of each proxy's bytes each way, taken on a thread of
 //! its own whether or not a page is open.
 
-use crate::shaping::Counters;
+use crate::carry::shaping::Counters;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};

@@ -9,9 +9,9 @@
 
 pub mod history;
 
-use super::api::Reply;
-use super::model::Model;
-use super::toxics::{On, TOXICS, Unit};
+use crate::model::Model;
+use crate::reply::Reply;
+use crate::toxics::{On, TOXICS, Unit};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -3,12 +3,13 @@
 //! attributes and kinds shape adds beyond toxiproxy's. From the table come
 //! the [`Kind`] enum, the defaults a new toxic is given, how an update
 //! merges new attributes into a toxic's (and which values are refused),
-//! the typed reading of attributes that effects are made from
-//! ([`Attributes`], in `carry.rs`), and the toxics' list in the man page
-//! and README (checked by a test).
+//! the typed reading of attributes ([`Attributes`]) that effects are made
+//! from (in `carry/effect.rs`), and the toxics' list in the man page and
+//! README (checked by a test).
 //!
 //! Adding a toxic is a row here and a variant of [`Kind`]; its effect is
-//! an arm of the match in `carry.rs`, which does not compile without it.
+//! an arm of the matches in `carry/effect.rs` and `carry/datagrams.rs`,
+//! which do not compile without it.
 
 mod attributes;
 mod docs;

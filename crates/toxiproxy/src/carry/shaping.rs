@@ -9,9 +9,9 @@
 //! `link` toxic with a trace) is the stream's link: its rate holds over
 //! any bandwidth, and of several the first added holds.
 
-use super::carry::{Effect, effect};
-use super::model::Toxic;
+use super::effect::{Effect, effect};
 use super::shared::Wanted;
+use crate::model::Toxic;
 use shape_bucket::Limit;
 use shape_impair::conditions::InForce;
 use shape_impair::faults::{Change, Directed, Trigger, Way};

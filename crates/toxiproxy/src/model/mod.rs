@@ -4,210 +4,25 @@
 //! without sockets; a trace a toxic names is read here, when given, so
 //! that a bad one is refused with the change. The server carries a change
 //! out on its event loop after this has accepted it.
+//!
+//! The data: a proxy and what it carries (`proxy.rs`), a toxic and its
+//! stream (`toxic.rs`), and toxiproxy's errors (`error.rs`). The changes,
+//! with the checks a toxic's body must pass, are the [`Model`]'s, here.
 
-use super::toxics::{Attributes, BadAttribute, Kind, On, merge};
-use serde::{Deserialize, Serialize};
+mod error;
+mod proxy;
+mod toxic;
+
+pub use error::ApiError;
+pub use proxy::{DEFAULT_LISTEN, Protocol, Proxy, ProxyGiven};
+pub use toxic::{Toxic, ToxicStream};
+
+use crate::toxics::{Attributes, Kind, merge};
 use serde_json::{Map, Value};
 use shape_impair::faults::Way;
 use shape_impair::trace::Trace;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// An answer other than success, as toxiproxy words and numbers it:
-/// `{"error": "...", "status": N}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ApiError {
-    pub error: String,
-    pub status: u16,
-}
-
-impl ApiError {
-    pub fn new(error: impl Into<String>, status: u16) -> ApiError {
-        ApiError {
-            error: error.into(),
-            status,
-        }
-    }
-
-    /// toxiproxy's words first, then the detail, as it joins them.
-    pub fn bad_body(why: impl std::fmt::Display) -> ApiError {
-        ApiError::new(format!("bad request body: {why}"), 400)
-    }
-
-    pub fn missing(field: &str) -> ApiError {
-        ApiError::new(format!("missing required field: {field}"), 400)
-    }
-
-    fn proxy_not_found() -> ApiError {
-        ApiError::new("proxy not found", 404)
-    }
-
-    pub fn toxic_not_found() -> ApiError {
-        ApiError::new("toxic not found", 404)
-    }
-}
-
-impl From<BadAttribute> for ApiError {
-    fn from(bad: BadAttribute) -> ApiError {
-        ApiError::bad_body(format!("attribute {} must be {}", bad.name, bad.wanted))
-    }
-}
-
-/// Where a proxy listens unless told.
-pub const DEFAULT_LISTEN: &str = "localhost:0";
-
-/// A toxic as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Toxic {
-    /// Which toxic it is for the life of the server, so that a connection
-    /// keeps its draw of the toxicity when the toxic changes.
-    #[serde(skip)]
-    pub id: u64,
-    /// How many times it was changed, so that what was worked out from it
-    /// is known to be stale.
-    #[serde(skip)]
-    pub revision: u64,
-    pub attributes: Map<String, Value>,
-    pub name: String,
-    #[serde(rename = "type")]
-    pub kind: Kind,
-    pub stream: ToxicStream,
-    /// Written as toxiproxy writes it: `1`, `0.5`.
-    #[serde(serialize_with = "as_toxiproxy_writes_it")]
-    pub toxicity: f64,
-    /// The trace its `trace` attribute names, read when that was given.
-    #[serde(skip)]
-    pub trace: Option<Arc<Trace>>,
-}
-
-#[cfg(test)]
-impl Toxic {
-    /// A toxic for tests: `kind` on `stream` with `attributes` as given
-    /// (not merged with the defaults), named after all three.
-    pub fn made(id: u64, kind: &str, stream: &str, attributes: Value, toxicity: f64) -> Toxic {
-        let kind = Kind::named(kind).expect("a kind of the table");
-        Toxic {
-            id,
-            revision: 0,
-            attributes: attributes
-                .as_object()
-                .expect("attributes are an object")
-                .clone(),
-            name: format!("{}_{stream}_{id}", kind.name()),
-            kind,
-            stream: ToxicStream::parse(stream).expect("a stream"),
-            toxicity,
-            trace: None,
-        }
-    }
-}
-
-/// A toxic's stream: the way it acts on, read once when the toxic is
-/// made, and the word it was given as, which the API shows back
-/// (toxiproxy takes `upstream` and `downstream` in any case, and keeps
-/// them as given).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToxicStream {
-    pub way: Way,
-    pub said: String,
-}
-
-impl ToxicStream {
-    /// The stream `said` names, if it names one.
-    pub fn parse(said: &str) -> Option<ToxicStream> {
-        Way::of_stream(said).map(|way| ToxicStream {
-            way,
-            said: said.to_string(),
-        })
-    }
-}
-
-impl Serialize for ToxicStream {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.said)
-    }
-}
-
-/// A whole toxicity as a whole number, as Go writes a float: `1`, not
-/// `1.0`.
-fn as_toxiproxy_writes_it<S: serde::Serializer>(value: &f64, to: S) -> Result<S::Ok, S::Error> {
-    match value.fract() == 0.0 && value.abs() < 2f64.powi(53) {
-        true => to.serialize_i64(*value as i64),
-        false => to.serialize_f64(*value),
-    }
-}
-
-/// What a proxy carries: streams (TCP, toxiproxy's only kind), or
-/// datagrams through a UDP link (a shape extension).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    #[default]
-    Tcp,
-    Udp,
-}
-
-impl Protocol {
-    /// As the API names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Tcp => "tcp",
-            Protocol::Udp => "udp",
-        }
-    }
-
-    fn is_tcp(&self) -> bool {
-        *self == Protocol::Tcp
-    }
-
-    /// True if toxics that apply `on` those proxies apply to this one.
-    fn takes(self, on: On) -> bool {
-        matches!(
-            (on, self),
-            (On::Both, _) | (On::Streams, Protocol::Tcp) | (On::Datagrams, Protocol::Udp)
-        )
-    }
-
-    /// The protocol a request names, if it names one.
-    fn given(given: Option<&str>) -> Result<Option<Protocol>, ApiError> {
-        match given {
-            None => Ok(None),
-            Some("tcp") => Ok(Some(Protocol::Tcp)),
-            Some("udp") => Ok(Some(Protocol::Udp)),
-            Some(other) => Err(ApiError::bad_body(format!(
-                "protocol must be tcp or udp, not {other:?}"
-            ))),
-        }
-    }
-}
-
-/// A proxy as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Proxy {
-    pub name: String,
-    pub listen: String,
-    pub upstream: String,
-    pub enabled: bool,
-    pub toxics: Vec<Toxic>,
-    /// Shown only for a UDP proxy, so that a TCP proxy's JSON is
-    /// toxiproxy's own.
-    #[serde(skip_serializing_if = "Protocol::is_tcp")]
-    pub protocol: Protocol,
-}
-
-/// A proxy as a request gives it; unknown fields are ignored.
-#[derive(Debug, Default, Deserialize)]
-pub struct ProxyGiven {
-    pub name: Option<String>,
-    pub listen: Option<String>,
-    pub upstream: Option<String>,
-    pub enabled: Option<bool>,
-    /// shape's own: toxics created with the proxy, before its first
-    /// connection.
-    pub toxics: Option<Vec<Map<String, Value>>>,
-    /// shape's own: `udp` for a UDP link; `tcp`, the default, otherwise.
-    pub protocol: Option<String>,
-}
 
 /// Every proxy, by name.
 #[derive(Debug, Default)]
@@ -359,9 +174,6 @@ impl Model {
     }
 }
 
-/// Adds toxic `given` to `proxy`: downstream, toxicity 1 and named
-/// `TYPE_STREAM` unless told otherwise; names are unique across both
-/// streams.
 /// The attributes a toxic's body gives, if any: missing and `null` are
 /// none, as Go decodes them (toxiproxy's Go client sends `null` when
 /// given no attributes).
@@ -373,6 +185,9 @@ fn attributes_given(given: &Map<String, Value>) -> Result<Option<&Map<String, Va
     }
 }
 
+/// Adds toxic `given` to `proxy`: downstream, toxicity 1 and named
+/// `TYPE_STREAM` unless told otherwise; names are unique across both
+/// streams.
 fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(), ApiError> {
     let text = |field: &str, default: &str| -> Result<String, ApiError> {
         match given.get(field) {

@@ -2,7 +2,7 @@
 //! the connections the loop counts, and the bytes each way, in all and
 //! now.
 
-use super::shaping::Counters;
+use crate::carry::shaping::Counters;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 

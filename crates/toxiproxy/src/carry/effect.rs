@@ -7,8 +7,8 @@
 //! dropped, as by a server that stopped answering), and above 0 the
 //! connection's plan closes it after the timeout.
 
-use super::model::Toxic;
-use super::toxics::{Attributes, Kind};
+use crate::model::Toxic;
+use crate::toxics::{Attributes, Kind};
 use shape_bucket::{Limit, MAX_BURST, Rate};
 use shape_impair::faults::{Bytes, Change, Directed, Probability, Slice, Span, Trigger};
 use shape_impair::trace::Trace;

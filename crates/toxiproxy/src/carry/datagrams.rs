@@ -10,9 +10,9 @@
 //! times their toxicity (the share of datagrams they strike); several of
 //! a kind strike as independent draws would.
 
-use super::model::{Proxy, Toxic};
 use super::shaping::{Counters, MOST_HELD};
-use super::toxics::{Attributes, Kind};
+use crate::model::{Proxy, Toxic};
+use crate::toxics::{Attributes, Kind};
 use shape_bucket::{Limit, Rate};
 use shape_impair::faults::Loss;
 use shape_impair::trace::Trace;

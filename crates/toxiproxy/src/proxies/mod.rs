@@ -1,28 +1,42 @@
-//! The proxies running on the event loop, as the API side keeps them:
-//! each running proxy's route, the buckets its connections share and
-//! the counters of what it passed. Each change is a [`Command`] sent with
-//! the loop's waker, and the API waits for the loop to say it is done, so
-//! that an answer means the change is in force: a proxy disabled refuses
-//! connections by the time its PATCH is answered. The loop never blocks,
-//! so that wait is short even under load.
+//! The proxies running on the event loops, as the API side keeps them,
+//! and what carries the API's changes out on them ([`Proxies`], the
+//! model's [`CarriesOut`]).
+//!
+//! - Each running proxy's route on every loop, the buckets its
+//!   connections share, its toxics' effects and the counters of what it
+//!   passed. Each change is a [`Command`] sent with the loop's waker, and
+//!   the API waits for the loop to say it is done, so that an answer
+//!   means the change is in force: a proxy disabled refuses connections
+//!   by the time its PATCH is answered. The loop never blocks, so that
+//!   wait is short even under load.
+//! - Where a proxy listens and connects: its addresses checked as the API
+//!   allows them, and a refused bind said in Go's words (`addresses.rs`).
+//! - The loops themselves, one per core, each with every proxy's route
+//!   accepting from the proxy's one socket, commanded all at once
+//!   ([`loops`]).
+//! - What is read of them: the SIGUSR1 line (`status.rs`), and /metrics,
+//!   each proxy's counters and the process's (`metrics.rs`).
 
-use super::api::CarriesOut;
-use super::dashboard::Traffic;
-use super::dashboard::history::History;
-use super::datagrams;
-use super::loops::Loops;
-use super::model::{ApiError, Model, Protocol, Proxy};
-use super::shaping::{Counters, Effects, ToxicRules};
-use super::shared::SharedBuckets;
-use super::status::Status;
+mod addresses;
+pub(crate) mod loops;
+mod metrics;
+mod status;
+
+use crate::api::CarriesOut;
+use crate::carry::datagrams;
+use crate::carry::shaping::{Counters, Effects, ToxicRules};
+use crate::carry::shared::SharedBuckets;
+use crate::dashboard::Traffic;
+use crate::dashboard::history::History;
+use crate::model::{ApiError, Model, Protocol, Proxy};
+use addresses::{bind_failed, upstream_of};
+use loops::Loops;
 use shape_impair::faults::Way;
 use shape_leaves::say::Printer;
 use shape_net::Address;
-use shape_net::proxy::{Command, Upstream};
+use shape_net::proxy::Command;
+use status::Status;
 use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// What the API keeps of one proxy.
@@ -127,45 +141,12 @@ impl Proxies {
 
 impl CarriesOut for Proxies {
     fn start(&mut self, proxy: &Proxy) -> Result<String, ApiError> {
-        let failed =
-            |what: &str, err: &dyn std::fmt::Display| ApiError::new(format!("{what}: {err}"), 500);
-        let listen: Address = proxy
-            .listen
-            .parse()
-            .map_err(|err: String| failed(&format!("listen {}", proxy.listen), &err))?;
-        let connect: Address = shape_net::parse_connect(&proxy.upstream)
-            .map_err(|err| failed(&format!("upstream {}", proxy.upstream), &err))?;
-        for (field, address, given) in [
-            ("listen", &listen, &proxy.listen),
-            ("upstream", &connect, &proxy.upstream),
-        ] {
-            if matches!(address, Address::Udp { .. }) {
-                return Err(ApiError::new(
-                    format!(
-                        "{field} {given}: a UDP proxy is made with \"protocol\": \"udp\" and host:port addresses"
-                    ),
-                    400,
-                ));
-            }
-        }
+        let (listen, connect) = addresses::read(proxy)?;
         if proxy.protocol == Protocol::Udp {
             return self.start_datagrams(proxy, &listen, &connect);
         }
         if !self.extras.allow_unix {
-            for (field, address, given) in [
-                ("listen", &listen, &proxy.listen),
-                ("upstream", &connect, &proxy.upstream),
-            ] {
-                if matches!(address, Address::Unix(_)) {
-                    return Err(ApiError::new(
-                        format!(
-                            "{field} {given}: Unix sockets are a shape extension, off unless \
-                             shape --serve is started with --serve-allow-unix"
-                        ),
-                        400,
-                    ));
-                }
-            }
+            addresses::refuse_unix(proxy, &listen, &connect)?;
         }
         let listening = listen
             .listen_shared(self.loops.count())
@@ -196,7 +177,7 @@ impl CarriesOut for Proxies {
         let routes = opened
             .into_iter()
             .collect::<Result<Vec<usize>, _>>()
-            .map_err(|err| failed(&format!("listen {}", proxy.listen), &err))?;
+            .map_err(|err| addresses::failed(&format!("listen {}", proxy.listen), &err))?;
         let running = self.running.get_mut(&proxy.name).expect("made by rules");
         running.route = Some(routes);
         Ok(bound)
@@ -284,36 +265,12 @@ impl CarriesOut for Proxies {
             return None;
         }
         let mut text = String::new();
-        let counters = match self.extras.proxy_metrics {
-            true => &[("received", true), ("sent", false)][..],
-            false => &[],
-        };
-        for &(counter, read) in counters {
-            let name = format!("toxiproxy_proxy_{counter}_bytes_total");
-            let _ = writeln!(text, "# HELP {name} ");
-            let _ = writeln!(text, "# TYPE {name} counter");
-            for (proxy_name, running) in &self.running {
-                // One made and refused in the same request is not there.
-                let Ok(proxy) = model.proxy(proxy_name) else {
-                    continue;
-                };
-                for (way, direction) in Way::BOTH.map(Way::stream).iter().enumerate() {
-                    let bytes = match read {
-                        true => running.counters.received[way].load(Ordering::Relaxed),
-                        false => running.counters.sent[way].total(),
-                    };
-                    let _ = writeln!(
-                        text,
-                        "{name}{{direction=\"{direction}\",listener=\"{}\",proxy=\"{}\",upstream=\"{}\"}} {bytes}",
-                        label(&proxy.listen),
-                        label(proxy_name),
-                        label(&proxy.upstream)
-                    );
-                }
-            }
+        if self.extras.proxy_metrics {
+            let counters = (self.running.iter()).map(|(name, running)| (name, &running.counters));
+            text.push_str(&metrics::proxy_metrics(model, counters));
         }
         if self.extras.runtime_metrics {
-            text.push_str(&super::runtime::process_metrics());
+            text.push_str(&metrics::process_metrics());
         }
         Some(text)
     }
@@ -329,18 +286,8 @@ impl Proxies {
         listen: &Address,
         connect: &Address,
     ) -> Result<String, ApiError> {
-        let as_udp = |address: &Address, field: &str, given: &str| match address {
-            Address::Tcp { host, port } => Ok(Address::Udp {
-                host: host.clone(),
-                port: *port,
-            }),
-            _ => Err(ApiError::new(
-                format!("{field} {given}: a UDP proxy takes host:port addresses"),
-                400,
-            )),
-        };
-        let listen = as_udp(listen, "listen", &proxy.listen)?;
-        let connect = as_udp(connect, "upstream", &proxy.upstream)?;
+        let listen = addresses::as_udp(listen, "listen", &proxy.listen)?;
+        let connect = addresses::as_udp(connect, "upstream", &proxy.upstream)?;
         let failed = |field: &str, given: &str, err: &std::io::Error| {
             ApiError::new(
                 format!("{field} {given}: {}", shape_leaves::message::one_line(err)),
@@ -363,94 +310,5 @@ impl Proxies {
                 .map_err(|err| ApiError::new(bind_failed(&listen, &proxy.listen, &err), 500))?;
         running.datagrams = Some(datagrams);
         Ok(bound.to_string())
-    }
-}
-
-/// Why listening on `listen` (given as `given`) failed, in Go's words
-/// where the system refused the bind, as toxiproxy says it and tests
-/// match it, naming the address as resolved:
-/// `listen tcp 127.0.0.1:3310: bind: address already in use` for
-/// `localhost:3310`.
-fn bind_failed(listen: &Address, given: &str, err: &std::io::Error) -> String {
-    let network = match listen {
-        Address::Tcp { .. } => "tcp",
-        Address::Udp { .. } => "udp",
-        Address::Unix(_) => "",
-    };
-    match err.raw_os_error() {
-        Some(code) if !network.is_empty() => {
-            let text = std::io::Error::from_raw_os_error(code).to_string();
-            let at = listen
-                .listen_address()
-                .map_or_else(|_| given.to_string(), |at| at.to_string());
-            format!("listen {network} {at}: bind: {}", go_error_text(&text))
-        }
-        _ => format!("listen {given}: {}", shape_leaves::message::one_line(err)),
-    }
-}
-
-/// A system error's text as Go says it: the C library's, lower case first
-/// and without Rust's "(os error N)".
-fn go_error_text(text: &str) -> String {
-    let text = text.split(" (os error").next().unwrap_or(text);
-    let mut chars = text.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_lowercase().chain(chars).collect()
-    })
-}
-
-/// Where a proxy's connections go: an address given as numbers is
-/// taken as it is; a name is looked up for every client, off the loop and
-/// off the API's lock, as toxiproxy connects it every time (so that a
-/// container restarted with a new address, or one not up yet when the
-/// proxy was made, is reached).
-fn upstream_of(connect: &Address) -> Upstream {
-    match connect {
-        Address::Tcp { host, port } => match host.trim_matches(['[', ']']).parse::<IpAddr>() {
-            Ok(ip) => Upstream::Fixed(Arc::new([SocketAddr::new(ip, *port)])),
-            Err(_) => Upstream::PerClient,
-        },
-        Address::Unix(_) | Address::Udp { .. } => Upstream::Fixed(Arc::new([])),
-    }
-}
-
-/// `value` as a Prometheus label value: backslashes, quotes and line
-/// breaks escaped.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_refused_bind_is_said_in_go_s_words() {
-        let listen: Address = "127.0.0.1:3310".parse().unwrap();
-        let in_use = std::io::Error::from_raw_os_error(98);
-        assert_eq!(
-            bind_failed(&listen, "127.0.0.1:3310", &in_use),
-            "listen tcp 127.0.0.1:3310: bind: address already in use"
-        );
-        let denied = std::io::Error::from_raw_os_error(13);
-        let low: Address = "127.0.0.1:80".parse().unwrap();
-        assert_eq!(
-            bind_failed(&low, "127.0.0.1:80", &denied),
-            "listen tcp 127.0.0.1:80: bind: permission denied"
-        );
-        // A name is said as resolved, IPv4 first as Go listens.
-        let named: Address = "localhost:3310".parse().unwrap();
-        assert_eq!(
-            bind_failed(&named, "localhost:3310", &in_use),
-            "listen tcp 127.0.0.1:3310: bind: address already in use"
-        );
-        let v6: Address = "[::1]:3310".parse().unwrap();
-        assert_eq!(
-            bind_failed(&v6, "[::1]:3310", &in_use),
-            "listen tcp [::1]:3310: bind: address already in use"
-        );
     }
 }

@@ -1,9 +1,58 @@
-//! `--runtime-metrics`: the standard `process_*` metrics of Prometheus'
-//! client libraries (CPU seconds, memory, descriptors, start time), read
-//! from /proc, as toxiproxy's `-runtime-metrics` gives them beside Go's
-//! own `go_*` metrics, which shape, not being a Go program, has none of.
+//! /metrics in Prometheus' text format: each proxy's counters, as
+//! toxiproxy's `-proxy-metrics` gives them, and with `--runtime-metrics`
+//! the standard `process_*` metrics of Prometheus' client libraries (CPU
+//! seconds, memory, descriptors, start time), read from /proc, as
+//! toxiproxy's `-runtime-metrics` gives them beside Go's own `go_*`
+//! metrics, which shape, not being a Go program, has none of.
 
+use crate::carry::shaping::Counters;
+use crate::model::Model;
+use shape_impair::faults::Way;
 use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+/// The bytes each of `counters` (a proxy's name and its counters)
+/// received and sent, each way, labelled as toxiproxy labels them.
+pub(super) fn proxy_metrics<'a>(
+    model: &Model,
+    counters: impl Iterator<Item = (&'a String, &'a Counters)> + Clone,
+) -> String {
+    let mut text = String::new();
+    for (counter, read) in [("received", true), ("sent", false)] {
+        let name = format!("toxiproxy_proxy_{counter}_bytes_total");
+        let _ = writeln!(text, "# HELP {name} ");
+        let _ = writeln!(text, "# TYPE {name} counter");
+        for (proxy_name, counters) in counters.clone() {
+            // One made and refused in the same request is not there.
+            let Ok(proxy) = model.proxy(proxy_name) else {
+                continue;
+            };
+            for (way, direction) in Way::BOTH.map(Way::stream).iter().enumerate() {
+                let bytes = match read {
+                    true => counters.received[way].load(Ordering::Relaxed),
+                    false => counters.sent[way].total(),
+                };
+                let _ = writeln!(
+                    text,
+                    "{name}{{direction=\"{direction}\",listener=\"{}\",proxy=\"{}\",upstream=\"{}\"}} {bytes}",
+                    label(&proxy.listen),
+                    label(proxy_name),
+                    label(&proxy.upstream)
+                );
+            }
+        }
+    }
+    text
+}
+
+/// `value` as a Prometheus label value: backslashes, quotes and line
+/// breaks escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
 
 /// The process metrics in Prometheus' text format; a figure that cannot
 /// be read is left out.
