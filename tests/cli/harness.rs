@@ -836,18 +836,6 @@ pub fn exit_within(child: &mut Child, most: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// A port free a moment ago.
-pub fn free_port() -> u16 {
-    free_ports::<1>()[0]
-}
-
-/// `N` free loopback ports, all different: each is held until all are
-/// chosen (chosen one after another, the system may give one twice).
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let held = [(); N].map(|()| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
-    held.map(|listener| listener.local_addr().unwrap().port())
-}
-
 /// Starts a server that cannot listen on port 0 and say which port it got
 /// (redis-server, dnsmasq, iperf3): `start` on a port drawn at random,
 /// and again on another each time it gives `None`, which it must do only
