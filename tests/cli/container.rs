@@ -11,7 +11,6 @@
 //! skipped, as the size and user are shape's.
 
 use crate::harness::*;
-use crate::harness::{free_port, free_ports};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -72,6 +71,16 @@ impl Made {
         self.containers.push(name.to_string());
     }
 
+    /// Where on 127.0.0.1 podman published container `name`'s port
+    /// `inside`, given as `-p 127.0.0.1::INSIDE` (see [`publish`]).
+    fn published(&self, name: &str, inside: u16) -> String {
+        let said = podman(&["port", name, &format!("{inside}/tcp")]);
+        said.lines()
+            .find(|line| line.starts_with("127.0.0.1:"))
+            .unwrap_or_else(|| panic!("{name}'s port {inside} is not published: {said}"))
+            .to_string()
+    }
+
     fn network(&mut self, name: &str) {
         podman(&["network", "create", name]);
         self.network = Some(name.to_string());
@@ -93,9 +102,25 @@ impl Drop for Made {
     }
 }
 
-/// A name of this run's own, so that tests in parallel never meet.
+/// A name of this run's own, so that tests in parallel never meet: this
+/// process's id and a count, and a number drawn at random, so that a
+/// container a killed run left behind never bears it.
 fn unique(what: &str) -> String {
-    format!("shape-test-{what}-{}-{}", std::process::id(), free_port())
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let count = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "shape-test-{what}-{}-{count}-{:x}",
+        std::process::id(),
+        fastrand::u32(..)
+    )
+}
+
+/// `-p` publishing the container's port `inside` on 127.0.0.1, on a port
+/// that podman chooses (the host port left out) and holds for the
+/// container's life: the test asks which ([`Made::published`]) and names
+/// none itself, which another program could take before podman binds it.
+fn publish(inside: u16) -> String {
+    format!("127.0.0.1::{inside}")
 }
 
 /// The body of `GET path` at `address`, once it answers (within 20 s).
@@ -138,10 +163,8 @@ fn the_api_answers_on_a_published_port_and_stops_at_once_on_sigterm() {
     };
     let mut made = Made::default();
     let name = unique("api");
-    let port = free_port();
-    let published = format!("127.0.0.1:{port}:8474");
-    made.run(&name, &["-p", &published], &image, &[]);
-    let version = get(&format!("127.0.0.1:{port}"), "/version");
+    made.run(&name, &["-p", &publish(8474)], &image, &[]);
+    let version = get(&made.published(&name, 8474), "/version");
     assert!(version.starts_with("{\"version\": \"2."), "{version}");
     let stopping = Instant::now();
     podman(&["stop", "-t", "10", &name]);
@@ -170,25 +193,20 @@ fn an_upstream_named_as_compose_names_it_is_reached_after_it_moves() {
     let on_network = ["--network", network.as_str()];
     made.run(&upstream, &on_network, &image, &[]);
     let server = unique("server");
-    let [api, proxied] = free_ports();
-    let (api_published, proxy_published) = (
-        format!("127.0.0.1:{api}:8474"),
-        format!("127.0.0.1:{proxied}:9000"),
-    );
     made.run(
         &server,
         &[
             "--network",
             &network,
             "-p",
-            &api_published,
+            &publish(8474),
             "-p",
-            &proxy_published,
+            &publish(9000),
         ],
         &image,
         &[],
     );
-    let api = format!("127.0.0.1:{api}");
+    let (api, proxied) = (made.published(&server, 8474), made.published(&server, 9000));
     get(&api, "/version");
     let body = format!(r#"{{"name":"up","listen":"0.0.0.0:9000","upstream":"{upstream}:8474"}}"#);
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -201,7 +219,6 @@ fn an_upstream_named_as_compose_names_it_is_reached_after_it_moves() {
         .unwrap();
     assert_eq!(made_proxy.status(), 201);
     // Through the proxy, the upstream's own API answers.
-    let proxied = format!("127.0.0.1:{proxied}");
     assert!(get(&proxied, "/version").starts_with("{\"version\": "));
     let address = |name: &str| {
         podman(&[
@@ -236,18 +253,14 @@ fn run_with_config(
     std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let mut made = Made::default();
     let name = unique("config");
-    let api = free_port();
     let mut args = vec![
         "-p".to_string(),
-        format!("127.0.0.1:{api}:8474"),
+        publish(8474),
         "-v".into(),
         format!("{}:/config/toxiproxy.json:ro,Z", config.display()),
     ];
-    let mut published = Vec::new();
-    for inside in ports {
-        let outside = free_port();
-        args.extend(["-p".into(), format!("127.0.0.1:{outside}:{inside}")]);
-        published.push(format!("127.0.0.1:{outside}"));
+    for &inside in ports {
+        args.extend(["-p".into(), publish(inside)]);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     made.run(
@@ -256,7 +269,12 @@ fn run_with_config(
         image,
         &["-host=0.0.0.0", "-config=/config/toxiproxy.json"],
     );
-    (made, dir, format!("127.0.0.1:{api}"), published)
+    let published = ports
+        .iter()
+        .map(|&inside| made.published(&name, inside))
+        .collect();
+    let api = made.published(&name, 8474);
+    (made, dir, api, published)
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! burst), and on a busy machine may be slower.
 
 use crate::harness::{
-    Runtime, Scratch, comes_within, installed, random_bytes, said_by, send_signal, shape, skipped,
-    wait_until, wait_until_said,
+    Runtime, Scratch, installed, random_bytes, said_by, send_signal, shape, skipped, wait_until,
+    wait_until_said,
 };
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -586,12 +586,17 @@ pub fn two_downloads_on_one_share(what: &str, shaped: impl Fn() -> Command) {
     }
 }
 
-/// sshd on a loopback port of its own, with a host key and a user key
-/// made for the test; ended when dropped.
+/// sshd as inetd runs it (`sshd -i`, one for each connection) behind a
+/// listener the test bound on port 0, which sshd cannot do itself (it
+/// refuses `Port 0`); with a host key and a user key made for the test.
+/// Ended, and each sshd it ran, when dropped.
 struct Sshd {
-    child: std::process::Child,
     port: u16,
     key: std::path::PathBuf,
+    /// The sshd of each connection so far.
+    sessions: Arc<Mutex<Vec<std::process::Child>>>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    acceptor: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Sshd {
@@ -610,10 +615,9 @@ impl Sshd {
         };
         keygen("host")?;
         keygen("user")?;
-        let port = crate::harness::free_port();
         let path = |name: &str| scratch.path().join(name).display().to_string();
         let config = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+            "HostKey {}\nAuthorizedKeysFile {}\n\
              StrictModes no\nUsePAM no\nPidFile none\nPermitRootLogin prohibit-password\n",
             path("host"),
             path("user.pub"),
@@ -621,25 +625,60 @@ impl Sshd {
         let config = scratch.file("sshd_config", config.as_bytes());
         // sshd run as root wants its privilege separation directory.
         let _ = std::fs::create_dir_all("/run/sshd");
-        let child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
+        // Whether it can run here, by its own test of its configuration
+        // and keys: a session that cannot start shows only as a failed
+        // connection.
+        let checked = Command::new("/usr/sbin/sshd")
+            .arg("-t")
+            .arg("-f")
             .arg(&config)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
+            .output()
             .map_err(|err| format!("/usr/sbin/sshd: {err}"))?;
-        let sshd = Sshd {
-            child,
+        if !checked.status.success() {
+            return Err(format!(
+                "sshd -t: {}",
+                String::from_utf8_lossy(&checked.stderr).trim()
+            ));
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sessions = Arc::new(Mutex::new(Vec::new()));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let acceptor = {
+            let (sessions, done) = (sessions.clone(), done.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if done.load(std::sync::atomic::Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else {
+                        continue;
+                    };
+                    let Ok(input) = stream.try_clone() else {
+                        continue;
+                    };
+                    // The connection is the session's standard input and
+                    // output, and no longer open here once it has it.
+                    let session = Command::new("/usr/sbin/sshd")
+                        .args(["-i", "-e", "-f"])
+                        .arg(&config)
+                        .stdin(std::os::fd::OwnedFd::from(input))
+                        .stdout(std::os::fd::OwnedFd::from(stream))
+                        .stderr(Stdio::null())
+                        .spawn();
+                    if let Ok(session) = session {
+                        sessions.lock().unwrap().push(session);
+                    }
+                }
+            })
+        };
+        Ok(Sshd {
             port,
             key: scratch.path().join("user"),
-        };
-        let listening = comes_within(Duration::from_secs(10), || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        if !listening {
-            return Err("sshd did not listen".into());
-        }
-        Ok(sshd)
+            sessions,
+            done,
+            acceptor: Some(acceptor),
+        })
     }
 
     /// The ssh command that reaches it, for rsync's -e.
@@ -655,8 +694,17 @@ impl Sshd {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Woken from its accept by one more connection, the acceptor sees
+        // that it is done.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        for session in self.sessions.lock().unwrap().iter_mut() {
+            let _ = session.kill();
+            let _ = session.wait();
+        }
     }
 }
 

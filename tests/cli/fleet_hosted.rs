@@ -10,18 +10,6 @@ use std::time::{Duration, Instant};
 
 const MIB: f64 = 1_048_576.0;
 
-/// A loopback port that is free, and whose cluster bus port (10000 above)
-/// is free too.
-fn free_port() -> u16 {
-    loop {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        if port < 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
-            return port;
-        }
-    }
-}
-
 /// `redis-cli`, given at most 30 s: a cluster that never forms must fail
 /// the test, not hang it.
 fn redis_cli() -> Command {
@@ -42,20 +30,78 @@ fn cli(port: u16, tls: &[String], args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Starts `redis-server ARGS` and waits until it answers on `port`.
-fn server(dir: &Path, port: u16, tls: &[String], args: &[String]) -> Child {
-    let child = Command::new("redis-server")
-        .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-        .arg("--dir")
-        .arg(dir)
-        .args(args)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until(&format!("redis-server on {port} to answer"), || {
-        cli(port, tls, &["ping"]).trim() == "PONG"
-    });
-    child
+/// Starts `redis-server ARGS` (`args` given the port it is to listen
+/// on) on a port of its own, and waits until it says it is ready: its
+/// port and the server. Redis cannot listen on port 0 (`--port 0` is no
+/// TCP at all), so it is started on a port drawn at random, and on
+/// another while it says the one it was given, or its cluster bus port
+/// (10000 above), is in use.
+fn server(dir: &Path, args: impl Fn(u16) -> Vec<String>) -> (u16, Child) {
+    on_a_port_of_its_own("redis-server", 10_000, |port| {
+        let mut child = Command::new("redis-server")
+            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(dir)
+            .args(args(port))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Its log, on standard output.
+        match started_saying(child.stdout.take().unwrap(), "Ready to accept connections") {
+            Ok(()) => Some((port, child)),
+            Err(said) => {
+                let _ = child.wait();
+                assert!(
+                    said.contains("Address already in use"),
+                    "redis-server: {said}"
+                );
+                None
+            }
+        }
+    })
+}
+
+/// A cluster node's arguments for `port`, keeping its cluster
+/// configuration in `conf`; speaking TLS only, to clients and to the
+/// other nodes, if given certificates.
+fn node_args(port: u16, conf: &Path, certificates: Option<&Certificates>) -> Vec<String> {
+    let mut args: Vec<String> = match certificates {
+        None => vec!["--port".into(), port.to_string()],
+        Some(certificates) => {
+            let path = |file: &str| certificates.path(file).display().to_string();
+            vec![
+                "--port".into(),
+                "0".into(),
+                "--tls-port".into(),
+                port.to_string(),
+                "--tls-cluster".into(),
+                "yes".into(),
+                "--tls-replication".into(),
+                "yes".into(),
+                "--tls-cert-file".into(),
+                path("server.pem"),
+                "--tls-key-file".into(),
+                path("server.key"),
+                "--tls-ca-cert-file".into(),
+                path("ca.pem"),
+                "--tls-auth-clients".into(),
+                "no".into(),
+            ]
+        }
+    };
+    args.extend([
+        "--cluster-enabled".into(),
+        "yes".into(),
+        "--cluster-config-file".into(),
+        conf.display().to_string(),
+        // A failed master is replaced within a few seconds.
+        "--cluster-node-timeout".into(),
+        "1000".into(),
+        // Replicas in sync at once, so that they can take over.
+        "--repl-diskless-sync-delay".into(),
+        "0".into(),
+    ]);
+    args
 }
 
 /// Three masters, every slot covered, each with a replica if asked for;
@@ -87,45 +133,14 @@ impl Cluster {
             .unwrap_or_default();
         let nodes: Vec<(u16, Child)> = (0..count)
             .map(|i| {
-                let port = free_port();
                 let conf = dir.path().join(format!("nodes-{i}.conf"));
-                let mut args: Vec<String> = match certificates {
-                    None => vec!["--port".into(), port.to_string()],
-                    Some(certificates) => {
-                        let path = |file: &str| certificates.path(file).display().to_string();
-                        vec![
-                            "--port".into(),
-                            "0".into(),
-                            "--tls-port".into(),
-                            port.to_string(),
-                            "--tls-cluster".into(),
-                            "yes".into(),
-                            "--tls-replication".into(),
-                            "yes".into(),
-                            "--tls-cert-file".into(),
-                            path("server.pem"),
-                            "--tls-key-file".into(),
-                            path("server.key"),
-                            "--tls-ca-cert-file".into(),
-                            path("ca.pem"),
-                            "--tls-auth-clients".into(),
-                            "no".into(),
-                        ]
-                    }
+                // Started again on another port, its cluster
+                // configuration (written at start) is made anew.
+                let args = |port: u16| {
+                    let _ = std::fs::remove_file(&conf);
+                    node_args(port, &conf, certificates)
                 };
-                args.extend([
-                    "--cluster-enabled".into(),
-                    "yes".into(),
-                    "--cluster-config-file".into(),
-                    conf.display().to_string(),
-                    // A failed master is replaced within a few seconds.
-                    "--cluster-node-timeout".into(),
-                    "1000".into(),
-                    // Replicas in sync at once, so that they can take over.
-                    "--repl-diskless-sync-delay".into(),
-                    "0".into(),
-                ]);
-                (port, server(dir.path(), port, &tls, &args))
+                server(dir.path(), args)
             })
             .collect();
         let addresses: Vec<String> = nodes
@@ -562,40 +577,30 @@ struct TlsRedis {
 
 impl TlsRedis {
     fn start(certificates: &Certificates, clients_need_certificates: bool) -> TlsRedis {
-        let port = free_port();
         let path = |file: &str| certificates.path(file).display().to_string();
-        let args: Vec<String> = [
-            "--port",
-            "0",
-            "--tls-port",
-            &port.to_string(),
-            "--tls-cert-file",
-            &path("server.pem"),
-            "--tls-key-file",
-            &path("server.key"),
-            "--tls-ca-cert-file",
-            &path("ca.pem"),
-            "--tls-auth-clients",
-            if clients_need_certificates {
-                "yes"
-            } else {
-                "no"
-            },
-        ]
-        .map(String::from)
-        .to_vec();
-        let tls: Vec<String> = [
-            "--tls",
-            "--cacert",
-            &path("ca.pem"),
-            "--cert",
-            &path("client.pem"),
-            "--key",
-            &path("client.key"),
-        ]
-        .map(String::from)
-        .to_vec();
-        let child = server(certificates.dir.path(), port, &tls, &args);
+        let args = |port: u16| -> Vec<String> {
+            [
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--tls-cert-file",
+                &path("server.pem"),
+                "--tls-key-file",
+                &path("server.key"),
+                "--tls-ca-cert-file",
+                &path("ca.pem"),
+                "--tls-auth-clients",
+                if clients_need_certificates {
+                    "yes"
+                } else {
+                    "no"
+                },
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let (port, child) = server(certificates.dir.path(), args);
         TlsRedis { port, child }
     }
 }

@@ -502,16 +502,22 @@ pub struct Listening {
 /// line of its standard error (where it listens or serves), and the rest
 /// of what it says, collected by a thread as it comes.
 pub fn where_it_says(child: &mut Child, prefix: &str) -> (String, Arc<Mutex<String>>) {
+    let (first, rest) = first_said(child);
+    let said = first
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("shape did not say {prefix:?}: {first:?}"))
+        .to_string();
+    (said, rest)
+}
+
+/// The first line `child` says on standard error, and the rest of what it
+/// says, collected by a thread as it comes.
+fn first_said(child: &mut Child) -> (String, Arc<Mutex<String>>) {
     use std::io::BufRead;
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut first = String::new();
     lines.read_line(&mut first).unwrap();
-    let said = first
-        .trim_end()
-        .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("shape did not say {prefix:?}: {first:?}"))
-        .to_string();
-    (said, collect_lines(lines))
+    (first.trim_end().to_string(), collect_lines(lines))
 }
 
 /// The first line `child` writes on its standard output (piped), which
@@ -551,12 +557,31 @@ impl Listening {
     /// Starts `command` (which has `--listen`) with `stdout`, and waits for
     /// it to say where it listens.
     pub fn start(command: Command, stdout: Stdio) -> Listening {
+        Listening::try_start(command, stdout)
+            .unwrap_or_else(|said| panic!("shape did not say where it listens: {said:?}"))
+    }
+
+    /// As [`Listening::start`]; or, if the first line it says is anything
+    /// else (that it cannot listen there), that line, the shape ended.
+    pub fn try_start(command: Command, stdout: Stdio) -> Result<Listening, String> {
         let mut child = spawn_into(command, stdout);
-        let (address, stderr) = where_it_says(&mut child, "shape: listening on ");
-        Listening {
-            child,
-            address,
-            stderr,
+        let (first, stderr) = first_said(&mut child);
+        // Where it listens is an address alone; that it cannot listen
+        // there may be said in the same words, then ": " and why.
+        match first
+            .strip_prefix("shape: listening on ")
+            .filter(|address| !address.contains(": "))
+        {
+            Some(address) => Ok(Listening {
+                child,
+                address: address.to_string(),
+                stderr,
+            }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(first)
+            }
         }
     }
 
@@ -811,16 +836,83 @@ pub fn exit_within(child: &mut Child, most: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// A port free a moment ago.
-pub fn free_port() -> u16 {
-    free_ports::<1>()[0]
+/// Starts a server that cannot listen on port 0 and say which port it got
+/// (redis-server, dnsmasq, iperf3): `start` on a port drawn at random,
+/// and again on another each time it gives `None`, which it must do only
+/// when the server said its port was in use.
+///
+/// A port number cannot be kept for another program: one seen free a
+/// moment ago may be taken before the server binds it, so the server
+/// binding it is the only test, and trying again the only way such a
+/// server starts without a race. The ports are drawn from below the
+/// range the system hands out for port 0 and for connections
+/// (`ip_local_port_range`), with `span` more ports free above each (a
+/// Redis Cluster node's bus is its port + 10000): no server on port 0
+/// and no connection is ever given one of those, so a clash comes only
+/// from another program that chose its port too.
+pub fn on_a_port_of_its_own<T>(
+    what: &str,
+    span: u16,
+    mut start: impl FnMut(u16) -> Option<T>,
+) -> T {
+    let handed_out_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let highest = handed_out_from.saturating_sub(span + 1);
+    assert!(
+        highest > 2048,
+        "ports from {handed_out_from} are handed out: none is left below for {what}"
+    );
+    for _ in 0..20 {
+        if let Some(started) = start(fastrand::u16(1024..=highest)) {
+            return started;
+        }
+    }
+    panic!("{what}: 20 ports drawn, and each was in use");
 }
 
-/// `N` free loopback ports, all different: each is held until all are
-/// chosen (chosen one after another, the system may give one twice).
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let held = [(); N].map(|()| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
-    held.map(|listener| listener.local_addr().unwrap().port())
+/// Waits up to ten seconds for a server started by the test to say a line
+/// containing `ready` in the log it writes to `log` (the pipe of its
+/// standard output or error): `Ok` once it has, the rest of its log read
+/// on a thread of its own and dropped, so that the server never waits on
+/// a full pipe; or `Err` with all it said, once its log has ended without
+/// that line (it has exited).
+pub fn started_saying(log: impl Read + Send + 'static, ready: &str) -> Result<(), String> {
+    use std::io::BufRead;
+    use std::sync::mpsc::RecvTimeoutError;
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut log = std::io::BufReader::new(log);
+        let mut line = Vec::new();
+        while log.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            // Nobody listens once it is ready: the rest is read and dropped.
+            let _ = lines.send(String::from_utf8_lossy(&line).into_owned());
+            line.clear();
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut all = String::new();
+    loop {
+        match said.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line.contains(ready) => return Ok(()),
+            Ok(line) => all.push_str(&line),
+            Err(RecvTimeoutError::Disconnected) => return Err(all),
+            Err(RecvTimeoutError::Timeout) => panic!("never said {ready:?}: {all}"),
+        }
+    }
+}
+
+/// A loopback UDP port that refuses datagrams for as long as the returned
+/// socket lives: bound, so nobody else can take the port, and connected
+/// to itself, so that a datagram from anywhere else finds no socket to
+/// take it and is answered as refused (ICMP port unreachable), as at a
+/// port nobody holds.
+pub fn refusing_udp_port() -> (std::net::UdpSocket, u16) {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let address = socket.local_addr().unwrap();
+    socket.connect(address).unwrap();
+    (socket, address.port())
 }
 
 /// The repository's `path`.
@@ -875,21 +967,55 @@ pub fn polls_listening_on(pid: u32, port: u16) -> usize {
     watched_by_each_poll(pid, port, "0A").len()
 }
 
-/// For each epoll instance of process `pid` that watches any, how many
-/// sockets it watches whose own port is `port`, in TCP state `state`
-/// (`01` connected, `0A` listening).
-fn watched_by_each_poll(pid: u32, port: u16, state: &str) -> Vec<usize> {
-    let mut accepted = std::collections::HashSet::new();
+/// The TCP ports process `pid` listens on, itself (not a child of its):
+/// where a server that listens on port 0 and does not say which port it
+/// got (toxiproxy-server) listens, and whether one that says nothing as
+/// it starts (iperf3 -J) listens yet.
+pub fn listening_ports(pid: u32) -> Vec<u16> {
+    let sockets = tcp_sockets(pid, "0A");
+    let mut ports: Vec<u16> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| {
+            let target = std::fs::read_link(fd.path()).ok()?;
+            sockets.get(&*target.to_string_lossy()).copied()
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// The TCP sockets in state `state` (`01` connected, `0A` listening) of
+/// process `pid`'s network namespace, its own or not: each one's own port,
+/// by its name as a descriptor's link gives it (`socket:[INODE]`).
+fn tcp_sockets(pid: u32, state: &str) -> std::collections::HashMap<String, u16> {
+    let mut sockets = std::collections::HashMap::new();
     for table in ["tcp", "tcp6"] {
         let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let local_port = fields[1].rsplit(':').next().unwrap();
-            if u16::from_str_radix(local_port, 16) == Ok(port) && fields[3] == state {
-                accepted.insert(format!("socket:[{}]", fields[9]));
+            if let Ok(port) = u16::from_str_radix(local_port, 16)
+                && fields[3] == state
+            {
+                sockets.insert(format!("socket:[{}]", fields[9]), port);
             }
         }
     }
+    sockets
+}
+
+/// For each epoll instance of process `pid` that watches any, how many
+/// sockets it watches whose own port is `port`, in TCP state `state`
+/// (`01` connected, `0A` listening).
+fn watched_by_each_poll(pid: u32, port: u16, state: &str) -> Vec<usize> {
+    let accepted: std::collections::HashSet<String> = tcp_sockets(pid, state)
+        .into_iter()
+        .filter(|&(_, own)| own == port)
+        .map(|(socket, _)| socket)
+        .collect();
     let link = |fd: &str| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok();
     let mut counts = Vec::new();
     for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {

@@ -56,29 +56,27 @@ impl Toxiproxy {
     }
 
     fn real(binary: &str) -> Toxiproxy {
-        let port = free_port();
         let child = Command::new(binary)
-            .args([
-                "-host",
-                "127.0.0.1",
-                "-port",
-                &port.to_string(),
-                "-proxy-metrics",
-            ])
+            .args(["-host", "127.0.0.1", "-port", "0", "-proxy-metrics"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let server = Toxiproxy {
+        let mut server = Toxiproxy {
             child,
-            api: format!("127.0.0.1:{port}"),
+            api: String::new(),
             agent: agent(),
             stderr: Default::default(),
             real: true,
         };
-        wait_until("toxiproxy to start", || {
-            TcpStream::connect(&server.api).is_ok()
+        // It says only the address it was given (port 0): where it
+        // listens is read from its socket, its only one at start.
+        let mut listening = Vec::new();
+        wait_until("toxiproxy to listen", || {
+            listening = listening_ports(server.pid());
+            !listening.is_empty()
         });
+        server.api = format!("127.0.0.1:{}", listening[0]);
         server
     }
 
@@ -129,6 +127,13 @@ impl Toxiproxy {
         let (status, made) = self.call("POST", "/proxies", Some(body));
         assert_eq!(status, 201, "{made}");
         made["listen"].as_str().unwrap().to_string()
+    }
+
+    /// Where proxy `name` listens, as the API says.
+    pub fn listen_of(&self, name: &str) -> String {
+        let (status, proxy) = self.call("GET", &format!("/proxies/{name}"), None);
+        assert_eq!(status, 200, "{proxy}");
+        proxy["listen"].as_str().unwrap().to_string()
     }
 
     /// Adds toxic `toxic` to proxy `name`.
@@ -622,17 +627,17 @@ fn a_proxy_created_with_its_toxics_has_them_before_its_first_connection() {
 fn a_config_file_makes_its_proxies_at_start_and_a_bad_one_is_refused() {
     let scratch = Scratch::new("serve-config");
     let upstream = echo_server();
-    let listen = format!("127.0.0.1:{}", free_port());
     let config = scratch.file(
         "toxiproxy.json",
-        json!([{"name": "configured", "listen": listen, "upstream": upstream}])
+        json!([{"name": "configured", "listen": "127.0.0.1:0", "upstream": upstream}])
             .to_string()
             .as_bytes(),
     );
     let server = Toxiproxy::shape(&["--config", config.to_str().unwrap()]);
-    assert_eq!(
-        server.call("GET", "/proxies/configured", None).1["listen"],
-        json!(listen)
+    let listen = server.listen_of("configured");
+    assert!(
+        listen.starts_with("127.0.0.1:") && !listen.ends_with(":0"),
+        "{listen}"
     );
     assert_eq!(round_trip(&listen, b"configured"), b"configured");
     drop(server);

@@ -3,7 +3,6 @@
 //! or stall it. After each attack the server still answers and its proxies
 //! still carry data intact.
 
-use crate::harness::free_port;
 use crate::harness::*;
 use crate::serve::{Toxiproxy, echo_server, round_trip};
 use serde_json::json;
@@ -377,14 +376,14 @@ fn running_out_of_descriptors_pauses_accepting_and_a_proxy_to_itself_unwinds() {
 /// it: each connection it makes is one more client, until descriptors
 /// run out. When the first client leaves, the chain must unwind.
 fn unwinds_a_proxy_to_itself(server: &Toxiproxy) {
-    let port = free_port();
-    let itself = format!("127.0.0.1:{port}");
-    let made = server.call(
-        "POST",
-        "/proxies",
-        Some(json!({"name": "loop", "listen": itself, "upstream": itself})),
-    );
-    assert_eq!(made.0, 201, "{}", made.1);
+    // Where it listens is known only once it listens (on a port it
+    // chose): its upstream is then made that address. The change of
+    // upstream starts it again on that address, the old socket closed
+    // just before the new one is bound, within the server.
+    let itself = server.proxy("loop", "127.0.0.1:1", json!({}));
+    let made = server.call("POST", "/proxies/loop", Some(json!({"upstream": itself})));
+    assert_eq!(made.0, 200, "{}", made.1);
+    assert_eq!(made.1["listen"], json!(itself), "{}", made.1);
     let client = TcpStream::connect(&itself).unwrap();
     client
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -562,17 +561,16 @@ fn toxic_changes_never_stall_the_data_path() {
 fn sigusr1_says_how_the_proxies_are_doing_and_sighup_reads_the_config_again() {
     let scratch = Scratch::new("serve-signals");
     let upstream = echo_server();
-    let port = free_port();
     let config = scratch.file(
         "toxiproxy.json",
-        format!(r#"[{{"name": "first", "listen": "127.0.0.1:{port}", "upstream": "{upstream}"}}]"#)
+        format!(r#"[{{"name": "first", "listen": "127.0.0.1:0", "upstream": "{upstream}"}}]"#)
             .as_bytes(),
     );
     let server = Toxiproxy::start(&["--config", config.to_str().unwrap()]);
     if !server.is_shape() {
         return;
     }
-    let listen = format!("127.0.0.1:{port}");
+    let listen = server.listen_of("first");
     let _open = TcpStream::connect(&listen).unwrap();
     assert_eq!(round_trip(&listen, &[7; 1000]), [7; 1000]);
     // The loop counts what it wrote just after the write: asked at once,
@@ -598,22 +596,20 @@ fn sigusr1_says_how_the_proxies_are_doing_and_sighup_reads_the_config_again() {
         "{line}"
     );
 
-    let second = free_port();
+    // The first as it listens now, so that it is kept as it is.
     std::fs::write(
         &config,
         format!(
-            r#"[{{"name": "first", "listen": "127.0.0.1:{port}", "upstream": "{upstream}"}},
-                {{"name": "second", "listen": "127.0.0.1:{second}", "upstream": "{upstream}"}}]"#
+            r#"[{{"name": "first", "listen": "{listen}", "upstream": "{upstream}"}},
+                {{"name": "second", "listen": "127.0.0.1:0", "upstream": "{upstream}"}}]"#
         ),
     )
     .unwrap();
     server.signal(rustix::process::Signal::HUP);
     server.wait_for_stderr("shape: SIGHUP: --config");
-    assert_eq!(
-        round_trip(&format!("127.0.0.1:{second}"), b"reloaded"),
-        b"reloaded"
-    );
-    assert_eq!(server.call("GET", "/proxies/second", None).0, 200);
+    assert_eq!(server.listen_of("first"), listen);
+    let second = server.listen_of("second");
+    assert_eq!(round_trip(&second, b"reloaded"), b"reloaded");
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! as scripts and images start it.
 
 use crate::harness::*;
-use crate::harness::{free_port, free_ports};
 use crate::serve::{Toxiproxy, echo_server, round_trip};
 use serde_json::json;
 use std::process::{Command, Stdio};
@@ -19,27 +18,31 @@ fn toxiproxy_server_s_command_line_serves_its_config_on_its_port() {
     let dir = Scratch::new("toxiproxy-link");
     let link = linked(&dir, "toxiproxy-server");
     let upstream = echo_server();
-    let [listen, port] = free_ports();
-    let listen = format!("127.0.0.1:{listen}");
     let config = dir.file(
         "toxiproxy.json",
-        json!([{"name": "echo", "listen": listen, "upstream": upstream}])
+        json!([{"name": "echo", "listen": "127.0.0.1:0", "upstream": upstream}])
             .to_string()
             .as_bytes(),
     );
-    let port = port.to_string();
     let mut command = Command::new(&link);
     command
-        .args(["-host", "127.0.0.1", "-port", &port, "-config"])
+        .args(["-host", "127.0.0.1", "-port", "0", "-config"])
         .arg(&config);
+    // Where it serves, as it says: on -host, and on a port the system
+    // chose for -port 0, not on toxiproxy's default 8474.
     let server = Toxiproxy::from(command);
-    assert_eq!(server.api, format!("127.0.0.1:{port}"));
+    let port = server.api.strip_prefix("127.0.0.1:").unwrap_or_default();
+    assert!(
+        !["", "0", "8474"].contains(&port),
+        "serving on {}",
+        server.api
+    );
     let (status, version) = server.call_raw("GET", "/version", None);
     assert_eq!(
         (status, version.as_str()),
         (200, "{\"version\": \"2.12.0\"}\n")
     );
-    assert_eq!(server.call("GET", "/proxies/echo", None).0, 200);
+    let listen = server.listen_of("echo");
     assert_eq!(
         round_trip(&listen, b"through the config"),
         b"through the config"
@@ -52,13 +55,8 @@ fn toxiproxy_server_s_command_line_serves_its_config_on_its_port() {
 fn toxiproxy_s_flags_in_go_s_spellings_and_its_usage_for_a_bad_one() {
     let dir = Scratch::new("toxiproxy-flags");
     let link = linked(&dir, "toxiproxy");
-    let port = free_port().to_string();
     let mut command = Command::new(&link);
-    command.args([
-        "--host=127.0.0.1",
-        &format!("--port={port}"),
-        "-proxy-metrics",
-    ]);
+    command.args(["--host=127.0.0.1", "--port=0", "-proxy-metrics"]);
     let server = Toxiproxy::from(command);
     let (status, metrics) = server.call_raw("GET", "/metrics", None);
     assert_eq!(status, 200, "{metrics}");
@@ -66,13 +64,12 @@ fn toxiproxy_s_flags_in_go_s_spellings_and_its_usage_for_a_bad_one() {
 
     // A config that cannot be read is said, and served without, as
     // toxiproxy-server does.
-    let port = free_port().to_string();
     let mut command = Command::new(&link);
     command.args([
         "-host",
         "127.0.0.1",
         "-port",
-        &port,
+        "0",
         "-config",
         "/nonexistent.json",
     ]);

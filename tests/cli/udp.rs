@@ -374,9 +374,8 @@ fn a_stream_refuses_a_datagram_s_faults_at_start_and_live() {
 
 #[test]
 fn a_server_that_refuses_is_said_once_not_for_every_datagram() {
-    let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let upstream = format!("udp:{}", closed.local_addr().unwrap());
-    drop(closed);
+    let (_refusing, port) = refusing_udp_port();
+    let upstream = format!("udp:127.0.0.1:{port}");
     let mut command = shape(["--listen", "udp:127.0.0.1:0", "--connect", &upstream]);
     command.args(["--delay", "1ms"]);
     let link = Listening::start(command, Stdio::null());

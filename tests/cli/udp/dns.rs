@@ -12,8 +12,17 @@ struct Dnsmasq {
 }
 
 impl Dnsmasq {
+    /// Starts one on a port of its own: dnsmasq cannot listen on port 0
+    /// (`--port=0` turns DNS off), so it is started on a port drawn at
+    /// random, and on another while it says the one it was given is in
+    /// use.
     fn start() -> Dnsmasq {
-        let port = free_port();
+        on_a_port_of_its_own("dnsmasq", 0, Dnsmasq::start_on)
+    }
+
+    /// Starts one on `port` and waits until it says it has started (it
+    /// listens by then), or `None` if it says the port is in use.
+    fn start_on(port: u16) -> Option<Dnsmasq> {
         let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
         let child = Command::new("dnsmasq")
             .args([
@@ -25,19 +34,25 @@ impl Dnsmasq {
                 "--conf-file=/dev/null",
                 "--pid-file=",
                 "--address=/example.test/192.0.2.7",
+                // What it logs, on standard error.
+                "--log-facility=-",
             ])
             .arg(format!("--port={port}"))
             .arg(format!("--user={user}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let server = Dnsmasq { child, port };
-        // Answered straight, once it listens.
-        wait_until(&format!("dnsmasq to answer on port {port}"), || {
-            dig(port, "ready.example.test", 1).answered == 1
-        });
-        server
+        // Stopped when dropped, should the wait fail.
+        let mut server = Dnsmasq { child, port };
+        let log = server.child.stderr.take().unwrap();
+        match started_saying(log, ": started, version ") {
+            Ok(()) => Some(server),
+            Err(said) => {
+                assert!(said.contains("Address already in use"), "dnsmasq: {said}");
+                None
+            }
+        }
     }
 }
 

@@ -5,7 +5,6 @@
 use crate::harness::*;
 use serde_json::Value;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// What one iperf3 UDP run reported: the client's and the server's JSON,
 /// and the link's own line (SIGUSR1) of what befell the datagrams.
@@ -49,28 +48,57 @@ impl Report {
 /// Runs iperf3's UDP test (`-u -l 1400`, and `client`) through a link
 /// with `link`. The test's control connection is TCP: a second shape,
 /// a plain proxy on the same port, carries it.
+///
+/// iperf3 cannot listen on port 0 (`-p 0` is refused), and its client
+/// reaches the server's TCP port and UDP port at one number, so two
+/// ports here are bound by number: the server's, drawn at random, and
+/// the link's UDP side, on the port its TCP side was given. Whenever
+/// either is in use, the run starts again on another.
 fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
-    // Two different ports: chosen one after the other, the second was
-    // once the first again, before iperf3 had bound it.
-    let [server_port, port] = free_ports();
-    let server_port = server_port.to_string();
+    on_a_port_of_its_own("iperf3", 0, |server_port| {
+        iperf3_on(server_port, link, client)
+    })
+}
+
+/// [`iperf3_through`] with the server on `server_port`, or `None` if a
+/// port it needs is in use.
+fn iperf3_on(server_port: u16, link: &[&str], client: &[&str]) -> Option<Report> {
     let mut server = Command::new("iperf3")
-        .args(["-s", "-1", "-J", "-i", "0.5", "-p", &server_port])
+        .args([
+            "-s",
+            "-1",
+            "-J",
+            "-i",
+            "0.5",
+            "-p",
+            &server_port.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let server_out = drain(server.stdout.take().unwrap());
+    // With -J it says nothing until it ends: that it listens is seen on
+    // its socket.
+    let mut ended = false;
+    wait_until("iperf3's server to listen or end", || {
+        ended = server.try_wait().unwrap().is_some();
+        ended || listening_ports(server.id()).contains(&server_port)
+    });
+    let in_use = |server_out: std::thread::JoinHandle<Vec<u8>>| {
+        let said = String::from_utf8_lossy(&server_out.join().unwrap()).into_owned();
+        assert!(said.contains("Address already in use"), "iperf3 -s: {said}");
+    };
+    if ended {
+        in_use(server_out);
+        return None;
+    }
     let upstream = format!("127.0.0.1:{server_port}");
-    let _control = Listening::start(
-        shape([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--connect",
-            &upstream,
-        ]),
+    let control = Listening::start(
+        shape(["--listen", "127.0.0.1:0", "--connect", &upstream]),
         Stdio::null(),
     );
+    let port = control.address.rsplit(':').next().unwrap().to_string();
     let mut command = shape([
         "--listen",
         &format!("udp:127.0.0.1:{port}"),
@@ -78,42 +106,35 @@ fn iperf3_through(link: &[&str], client: &[&str]) -> Report {
         &format!("udp:{upstream}"),
     ]);
     command.args(link);
-    let datagrams = Listening::start(command, Stdio::null());
-    let mut client_run = None;
-    // The server may take a moment to listen: the client is tried until it
-    // runs to the end.
-    comes_within(Duration::from_secs(10), || {
-        let run = Command::new("iperf3")
-            .args([
-                "-c",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-u",
-                "-l",
-                "1400",
-                "-J",
-            ])
-            .args(client)
-            .output()
-            .unwrap();
-        if run.status.success() {
-            client_run = Some(run);
+    let datagrams = match Listening::try_start(command, Stdio::null()) {
+        Ok(datagrams) => datagrams,
+        Err(said) => {
+            let _ = server.kill();
+            let _ = server.wait();
+            assert!(said.contains("Address already in use"), "{said}");
+            return None;
         }
-        client_run.is_some()
-    });
-    let Some(client_run) = client_run else {
+    };
+    let client_run = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port, "-u", "-l", "1400", "-J"])
+        .args(client)
+        .output()
+        .unwrap();
+    if !client_run.status.success() {
+        // The server binds its UDP port only as the test begins.
         let _ = server.kill();
         let _ = server.wait();
-        panic!("iperf3's client never ran to the end");
-    };
+        eprintln!("iperf3 -c: {}", String::from_utf8_lossy(&client_run.stdout));
+        in_use(server_out);
+        return None;
+    }
     // With -1, the server ends after one test.
     let _ = server.wait();
-    Report {
+    Some(Report {
         client: serde_json::from_slice(&client_run.stdout).unwrap(),
         server: serde_json::from_slice(&server_out.join().unwrap()).unwrap(),
         link: super::what_befell(&datagrams),
-    }
+    })
 }
 
 #[test]

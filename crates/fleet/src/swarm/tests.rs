@@ -4,47 +4,58 @@
 use super::*;
 use std::process::{Child, Command, Stdio};
 
-/// A redis-server on a free loopback port, stopped when dropped.
+/// A redis-server on a Unix socket in a directory of its own, made for
+/// it (no TCP port, which a port number chosen here could find taken);
+/// stopped, and the directory removed, when dropped.
 struct RedisServer {
     child: Child,
-    port: u16,
+    dir: std::path::PathBuf,
 }
 
 impl RedisServer {
     /// Starts one, or says why not: under CI a missing redis-server fails
     /// the test, elsewhere it is skipped.
     fn start() -> Option<RedisServer> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
+        let made = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("shape-swarm-redis-{}-{made}", std::process::id()));
+        std::fs::create_dir(&dir).expect("a directory of its own");
+        let socket = dir.join("redis.sock");
         let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--port", "0", "--unixsocket"])
+            .arg(&socket)
             .args(["--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn();
         let child = match child {
             Ok(child) => child,
             Err(err) if std::env::var_os("CI").is_none() => {
+                let _ = std::fs::remove_dir_all(&dir);
                 eprintln!("skipped: redis-server cannot be started ({err})");
                 return None;
             }
             Err(err) => panic!("redis-server cannot be started ({err}), and CI is set"),
         };
-        let server = RedisServer { child, port };
+        let server = RedisServer { child, dir };
         for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
                 return Some(server);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("redis-server did not listen on port {port}");
+        panic!("redis-server did not listen on {}", socket.display());
     }
 
     fn share(&self) -> RedisShare {
-        format!("redis://127.0.0.1:{}/swarm", self.port)
-            .parse()
-            .expect("a share's address")
+        format!(
+            "redis+unix://{}/swarm",
+            self.dir.join("redis.sock").display()
+        )
+        .parse()
+        .expect("a share's address")
     }
 }
 
@@ -52,6 +63,7 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
