@@ -132,7 +132,7 @@ impl<'a> Supervisor<'a> {
         let poll = Poll::new()?;
         let waker = watch(&poll, &listener, &reaper)?;
         wake_on_changes(ways, &waker)?;
-        let (relay, datagram_links, waiting_ports) = keep_relay(relay)?;
+        let (relay, datagram_links, waiting_ports) = keep_relay(relay, &waker)?;
         say_if_given_an_ip_socket(&*say, relay.is_some());
         Ok((
             Supervisor {
@@ -166,7 +166,8 @@ impl<'a> Supervisor<'a> {
         ))
     }
 
-    /// Answers calls until the command ends.
+    /// Answers calls until the command ends; fails if the loop cannot go
+    /// on, or the link's relay failed.
     pub fn run(&mut self) -> io::Result<Exited> {
         loop {
             let timeout = self.timeout();
@@ -185,6 +186,10 @@ impl<'a> Supervisor<'a> {
                     Token(n) if n >= connects::DIALS => dialled.push(n - connects::DIALS),
                     Token(n) => ready.push(n - FIRST_CALL),
                 }
+            }
+            if changed {
+                // The relay wakes the loop too, should it fail.
+                self.relay_failed()?;
             }
             if calls {
                 self.take_calls()?;
@@ -221,6 +226,16 @@ impl<'a> Supervisor<'a> {
                     outlived: self.outlived(),
                 });
             }
+        }
+    }
+
+    /// Fails as the link's relay failed, if it has: the connections it
+    /// carries cannot go on, and the run ends with them.
+    fn relay_failed(&self) -> io::Result<()> {
+        let relay_loop = self.relay.as_ref().map(|relay| &relay.relay_loop);
+        match relay_loop.and_then(RelayLoop::failure) {
+            Some(failed) => Err(failed.into()),
+            None => Ok(()),
         }
     }
 
@@ -282,10 +297,11 @@ fn wake_on_changes(ways: &CommandWays, waker: &Arc<Waker>) -> io::Result<()> {
 }
 
 /// What the supervisor keeps of a link's `relay`, if there is one: the
-/// relay, the links of the command's datagrams, and where its connects
-/// wait for the link.
+/// relay (which wakes the loop through `waker` should it fail), the links
+/// of the command's datagrams, and where its connects wait for the link.
 fn keep_relay(
     relay: Option<Relay>,
+    waker: &Arc<Waker>,
 ) -> io::Result<(
     Option<Relaying>,
     Option<datagrams::DatagramLinks>,
@@ -300,6 +316,10 @@ fn keep_relay(
     else {
         return Ok((None, None, None));
     };
+    let waker = waker.clone();
+    relay_loop.on_failure(move || {
+        let _ = waker.wake();
+    });
     Ok((
         Some(Relaying {
             relay_loop,
