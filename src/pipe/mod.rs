@@ -17,7 +17,6 @@ mod descriptor;
 mod gone;
 mod output;
 mod records;
-mod splice;
 
 pub use delayed::{DelayedOutput, UnitsOf};
 pub use descriptor::Descriptor;
@@ -29,7 +28,7 @@ use rustix::io::Errno;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use shape_leaves::chunk::{MAX_CHUNK, chunk_size};
 use shape_leaves::throughput::Throughput;
-use splice::{Hand, splice};
+use shape_net::splice::{self, Pipe, splice_waiting};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::ops::Deref;
@@ -77,6 +76,25 @@ impl<C: Clock, S: Deref<Target = BucketCell>> Forward for Pump<'_, C, S> {
 
     fn to_writer(&mut self, input: &File, output: &mut dyn Write) -> Result<Ended, CopyError> {
         self.forward_into(input, output)
+    }
+}
+
+/// shape's own pipe (the "hand"), where a chunk waits between two
+/// splices.
+struct Hand(Pipe);
+
+impl Hand {
+    fn new() -> io::Result<Hand> {
+        // The default 64 KiB would cap chunks below MAX_CHUNK.
+        Pipe::new(MAX_CHUNK).map(Hand)
+    }
+}
+
+impl Deref for Hand {
+    type Target = Pipe;
+
+    fn deref(&self) -> &Pipe {
+        &self.0
     }
 }
 
@@ -133,10 +151,12 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// continued, so no byte is lost or repeated.
     pub fn forward(&mut self, input: &File, output: &File) -> Result<Ended, CopyError> {
         if self.hand.is_some() {
-            // A pipe on either side that is smaller than a chunk would cut
-            // every chunk in two.
-            splice::grow_pipe(input);
-            splice::grow_pipe(output);
+            // A pipe on either side that is smaller than a chunk (the
+            // default is 64 KiB) would cut every chunk in two: grown, a
+            // chunk crosses it in one splice and one wake-up rather than
+            // two, which at 200 MiB/s halves the splices and timed waits.
+            splice::grow(input, MAX_CHUNK);
+            splice::grow(output, MAX_CHUNK);
             if let Some(ended) = self.forward_spliced(input, output)? {
                 return Ok(ended);
             }
@@ -226,7 +246,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
                 return Ok(Some(Ended::LimitReached));
             };
             let hand = self.hand.as_ref().expect("only called with a hand");
-            let n = match splice(input, &hand.write, want.min(hand.capacity)) {
+            let n = match splice_waiting(input, &hand.write, want.min(hand.size)) {
                 Ok(0) => {
                     self.unpay_ahead();
                     return Ok(Some(Ended::InputDone));
@@ -251,7 +271,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     fn pass_on(&mut self, mut n: usize, output: &File) -> Result<bool, CopyError> {
         let hand = self.hand.as_ref().expect("only called with a hand");
         while n > 0 {
-            match splice(&hand.read, output, n) {
+            match splice_waiting(&hand.read, output, n) {
                 Ok(moved) => n -= moved,
                 Err(Errno::INVAL) => break,
                 Err(err) => return Err(CopyError::Write(err.into())),
@@ -269,7 +289,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
     /// buffer.
     fn write_from_hand(&mut self, hand: Hand, n: usize, output: &File) -> Result<(), CopyError> {
         let buffer = self.buffer(n);
-        let held = File::from(hand.read);
+        let held = File::from(hand.0.read);
         Descriptor(&held)
             .read_exact(buffer)
             .map_err(CopyError::Read)?;

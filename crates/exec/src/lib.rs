@@ -160,7 +160,9 @@ fn base() -> u32 {
 /// buckets' settings change. Then what the command left running goes on
 /// (as under a shell), unless `told_to_end` says shape was told to end,
 /// when it ends too. Returns how it ended, or why it could not be run
-/// after all (its exec failed).
+/// after all (its exec failed). Fails if the supervisor cannot go on, or
+/// the link's relay failed ([`shape_net::proxy::RelayFailed`], which says
+/// `the link: ...`): the run then ends with that failure.
 pub fn supervise(
     started: Started,
     ways: &CommandWays,

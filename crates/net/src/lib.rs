@@ -1,8 +1,9 @@
 //! Sockets: addresses to listen on and connect to, one connection as a
 //! copy's input or output ([`address`]), the shaping [`proxy`] and its
-//! loop, and UDP links ([`udp`]). It builds on the impairments
-//! (`shape_impair`) and the leaves, and knows nothing of the command line or of how a run
-//! is controlled.
+//! loop, UDP links ([`udp`]), and splice(2) with the pipes it needs
+//! ([`splice`]), which the copy and `--exec` use too. It builds on the
+//! impairments (`shape_impair`) and the leaves, and knows nothing of the
+//! command line or of how a run is controlled.
 
 #![forbid(unsafe_code)]
 
@@ -12,6 +13,7 @@ pub mod deadlines;
 pub mod low_ports;
 pub mod proxy;
 mod resources;
+pub mod splice;
 pub mod udp;
 
 pub use address::{Address, Listening, finish, parse_connect, parse_timeout};

@@ -117,8 +117,9 @@ pub struct Supervisor<'a> {
 }
 
 impl<'a> Supervisor<'a> {
-    /// A supervisor for the command below `reaper`, answering the calls of `listener`, paying from `ways`. Returns it and a waker
-    /// to call when the buckets' settings change.
+    /// A supervisor for the command below `reaper`, answering the calls of
+    /// `listener`, paying from `ways`. Returns it and a waker to call when
+    /// the buckets' settings change.
     pub fn new(
         listener: OwnedFd,
         reaper: kernel::Reaper,
@@ -129,60 +130,10 @@ impl<'a> Supervisor<'a> {
     ) -> io::Result<(Supervisor<'a>, Arc<Waker>)> {
         kernel::wake_on_one_cpu(listener.as_fd());
         let poll = Poll::new()?;
-        let registry = poll.registry();
-        registry.register(
-            &mut SourceFd(&listener.as_raw_fd()),
-            LISTENER,
-            Interest::READABLE,
-        )?;
-        // The reaper says when the command ended, with its status.
-        registry.register(
-            &mut SourceFd(&reaper.said().as_raw_fd()),
-            CHILD,
-            Interest::READABLE,
-        )?;
-        let waker = Arc::new(Waker::new(registry, CHANGED)?);
-        // A share's bucket changes in other processes too (a fleet's with
-        // each lease): a thread asleep on each bucket's generation wakes
-        // the loop, which times its held calls anew.
-        for (at, bucket) in ways.buckets.iter().enumerate() {
-            if ways.buckets[..at].iter().any(|b| Arc::ptr_eq(b, bucket)) {
-                continue;
-            }
-            let waker = waker.clone();
-            shape_leaves::bucket::watch_for_changes(bucket.clone(), move || {
-                let _ = waker.wake();
-            })?;
-        }
-        let (relay, datagram_links, waiting_ports) = match relay {
-            Some(Relay {
-                relay_loop,
-                conditions,
-                datagrams,
-                flow_ends,
-            }) => (
-                Some(Relaying {
-                    relay_loop,
-                    conditions,
-                }),
-                Some(datagrams::DatagramLinks::new(datagrams, flow_ends)),
-                Some(WaitingPorts::open()?),
-            ),
-            None => (None, None, None),
-        };
-        let inherited = [
-            rustix::stdio::stdin(),
-            rustix::stdio::stdout(),
-            rustix::stdio::stderr(),
-        ]
-        .into_iter()
-        .position(is_ip_socket);
-        if let Some(fd) = inherited {
-            say(&format!(
-                "shape: the command's descriptor {fd} is an IP socket it was given: {}",
-                placing::low_socket(relay.is_some())
-            ));
-        }
+        let waker = watch(&poll, &listener, &reaper)?;
+        wake_on_changes(ways, &waker)?;
+        let (relay, datagram_links, waiting_ports) = keep_relay(relay, &waker)?;
+        say_if_given_an_ip_socket(&*say, relay.is_some());
         Ok((
             Supervisor {
                 listener,
@@ -215,7 +166,8 @@ impl<'a> Supervisor<'a> {
         ))
     }
 
-    /// Answers calls until the command ends.
+    /// Answers calls until the command ends; fails if the loop cannot go
+    /// on, or the link's relay failed.
     pub fn run(&mut self) -> io::Result<Exited> {
         loop {
             let timeout = self.timeout();
@@ -234,6 +186,10 @@ impl<'a> Supervisor<'a> {
                     Token(n) if n >= connects::DIALS => dialled.push(n - connects::DIALS),
                     Token(n) => ready.push(n - FIRST_CALL),
                 }
+            }
+            if changed {
+                // The relay wakes the loop too, should it fail.
+                self.relay_failed()?;
             }
             if calls {
                 self.take_calls()?;
@@ -273,6 +229,16 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// Fails as the link's relay failed, if it has: the connections it
+    /// carries cannot go on, and the run ends with them.
+    fn relay_failed(&self) -> io::Result<()> {
+        let relay_loop = self.relay.as_ref().map(|relay| &relay.relay_loop);
+        match relay_loop.and_then(RelayLoop::failure) {
+            Some(failed) => Err(failed.into()),
+            None => Ok(()),
+        }
+    }
+
     /// The clock of the buckets.
     fn now(&self) -> u64 {
         self.ways.buckets[0].clock().now()
@@ -291,6 +257,94 @@ impl<'a> Supervisor<'a> {
         let first = first.chain(due).min();
         let until = first.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         Some(until.map_or(SIGNAL_LOOK, |d| d.min(SIGNAL_LOOK)))
+    }
+}
+
+/// Registers with `poll` what wakes the loop: the calls waiting on
+/// `listener`, the command's end (which `reaper` says), and the returned
+/// waker.
+fn watch(poll: &Poll, listener: &OwnedFd, reaper: &kernel::Reaper) -> io::Result<Arc<Waker>> {
+    let registry = poll.registry();
+    registry.register(
+        &mut SourceFd(&listener.as_raw_fd()),
+        LISTENER,
+        Interest::READABLE,
+    )?;
+    // The reaper says when the command ended, with its status.
+    registry.register(
+        &mut SourceFd(&reaper.said().as_raw_fd()),
+        CHILD,
+        Interest::READABLE,
+    )?;
+    Ok(Arc::new(Waker::new(registry, CHANGED)?))
+}
+
+/// Wakes the loop through `waker` whenever the settings of a bucket of
+/// `ways` change. A share's bucket changes in other processes too (a
+/// fleet's with each lease): a thread asleep on each bucket's generation
+/// wakes the loop, which times its held calls anew.
+fn wake_on_changes(ways: &CommandWays, waker: &Arc<Waker>) -> io::Result<()> {
+    for (at, bucket) in ways.buckets.iter().enumerate() {
+        if ways.buckets[..at].iter().any(|b| Arc::ptr_eq(b, bucket)) {
+            continue;
+        }
+        let waker = waker.clone();
+        shape_leaves::bucket::watch_for_changes(bucket.clone(), move || {
+            let _ = waker.wake();
+        })?;
+    }
+    Ok(())
+}
+
+/// What the supervisor keeps of a link's `relay`, if there is one: the
+/// relay (which wakes the loop through `waker` should it fail), the links
+/// of the command's datagrams, and where its connects wait for the link.
+fn keep_relay(
+    relay: Option<Relay>,
+    waker: &Arc<Waker>,
+) -> io::Result<(
+    Option<Relaying>,
+    Option<datagrams::DatagramLinks>,
+    Option<WaitingPorts>,
+)> {
+    let Some(Relay {
+        relay_loop,
+        conditions,
+        datagrams,
+        flow_ends,
+    }) = relay
+    else {
+        return Ok((None, None, None));
+    };
+    let waker = waker.clone();
+    relay_loop.on_failure(move || {
+        let _ = waker.wake();
+    });
+    Ok((
+        Some(Relaying {
+            relay_loop,
+            conditions,
+        }),
+        Some(datagrams::DatagramLinks::new(datagrams, flow_ends)),
+        Some(WaitingPorts::open()?),
+    ))
+}
+
+/// Says so if the command was given an IP socket as its standard input,
+/// output or error: shape did not make it, and does not shape it.
+fn say_if_given_an_ip_socket(say: &dyn Fn(&str), relayed: bool) {
+    let inherited = [
+        rustix::stdio::stdin(),
+        rustix::stdio::stdout(),
+        rustix::stdio::stderr(),
+    ]
+    .into_iter()
+    .position(is_ip_socket);
+    if let Some(fd) = inherited {
+        say(&format!(
+            "shape: the command's descriptor {fd} is an IP socket it was given: {}",
+            placing::low_socket(relayed)
+        ));
     }
 }
 

@@ -10,6 +10,7 @@ use crate::kernel::{self, Response};
 use crate::sockets::SocketKind;
 use mio::Interest;
 use shape_impair::faults::Way;
+use shape_net::splice::splice_now;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -338,15 +339,7 @@ impl Supervisor<'_> {
         let Some(into) = &held.other else {
             return Progress::Done(Response::Error(libc::EBADF));
         };
-        let moved = rustix::pipe::splice(
-            held.socket.as_fd(),
-            None,
-            into.as_fd(),
-            None,
-            paid as usize,
-            rustix::pipe::SpliceFlags::NONBLOCK,
-        );
-        match moved {
+        match splice_now(&held.socket, into, paid as usize) {
             Ok(n) => {
                 self.refund(key, Way::Down, n as u64);
                 self.count(key, Way::Down, n as u64);

@@ -29,6 +29,7 @@
 
 mod connection;
 mod direction_faults;
+mod relay;
 mod resolver;
 pub mod rules;
 mod server;
@@ -36,6 +37,7 @@ mod stream;
 
 use crate::resources::raise_file_limit;
 use crate::{Address, Listening};
+pub use relay::{RelayFailed, RelayLoop};
 use rules::{Pay, Plan, RuleDraws, Rules, Terms, WayPlan};
 use server::EventLoop;
 pub use server::{Command, ProxyLoops, Upstream};
@@ -297,60 +299,6 @@ fn say_seed(shaping: &Shaping) {
 fn say(shaping: &Shaping, line: &str) {
     if let Some(report) = &shaping.report {
         report.line(line);
-    }
-}
-
-/// Where connections made elsewhere are handed to be carried, shaped:
-/// a loop on a thread of its own with one route that listens nowhere
-/// (`--exec` relays a command's connections through it).
-pub struct RelayLoop {
-    commands: Sender<Command>,
-    waker: Arc<mio::Waker>,
-}
-
-impl RelayLoop {
-    /// Starts a loop that carries, on a thread of its own, connections
-    /// shaped by `shaping`. The loop lasts as long as the process.
-    pub fn start(shaping: Shaping) -> io::Result<RelayLoop> {
-        let (commands, taken) = std::sync::mpsc::channel();
-        let (ready, waker) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("shape-relay".into())
-            .spawn(move || {
-                let mut event_loop = match shaped_loop(&shaping) {
-                    Ok(event_loop) => event_loop,
-                    Err(err) => {
-                        let _ = ready.send(Err(err));
-                        return;
-                    }
-                };
-                event_loop.open_unlistened("the link", Box::new(&shaping));
-                event_loop.take_commands(taken);
-                say_seed(&shaping);
-                let _ = ready.send(Ok(event_loop.waker()));
-                if let Err(err) = event_loop.run() {
-                    // What it carries cannot go on: said, and ended.
-                    eprintln!("shape: the link: {}", shape_leaves::message::one_line(&err));
-                    std::process::exit(1);
-                }
-            })?;
-        let waker = waker
-            .recv()
-            .map_err(|_| io::Error::other("the link's loop did not start"))??;
-        Ok(RelayLoop { commands, waker })
-    }
-
-    /// Carries the connection between `client` and `server` (each way
-    /// shaped as a proxy's: up is what `client` sends).
-    pub fn carry(&self, client: std::net::TcpStream, server: std::net::TcpStream) {
-        let carry = Command::Carry {
-            route: 0,
-            client,
-            server,
-        };
-        if self.commands.send(carry).is_ok() {
-            let _ = self.waker.wake();
-        }
     }
 }
 

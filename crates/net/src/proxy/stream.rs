@@ -1,7 +1,6 @@
 //! The sockets of the proxy: the listener and both sides of every
 //! connection, TCP or Unix, as one type each for the event loop.
 
-use super::connection::Pipes;
 use crate::Listening;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use std::io::{self, Read, Write};
@@ -85,21 +84,26 @@ impl Stream {
         })
     }
 
-    /// Splices what one call brings, up to `want` bytes, from the socket
-    /// into `pipes`; a socket with nothing now is dry until its next event.
-    pub(super) fn splice_into(
+    /// Makes `call`, which takes bytes out of the socket (a splice), on
+    /// its descriptor, as a read: a socket with nothing now is dry until
+    /// its next event.
+    pub(super) fn read_with<T>(
         &mut self,
-        pipes: &mut Pipes,
-        want: usize,
-    ) -> io::Result<Option<usize>> {
+        call: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>,
+    ) -> io::Result<T> {
         let fd = self.socket.fd();
-        unless_blocked(&mut self.dry, || pipes.splice_in(fd, want))
+        unless_blocked(&mut self.dry, || call(fd))
     }
 
-    /// Splices up to `len` bytes from the front of `pipes` into the socket.
-    pub(super) fn splice_from(&mut self, pipes: &mut Pipes, len: usize) -> io::Result<usize> {
+    /// Makes `call`, which puts bytes into the socket (a splice), on its
+    /// descriptor, as a write: a socket with no room now is full until
+    /// its next event.
+    pub(super) fn write_with<T>(
+        &mut self,
+        call: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>,
+    ) -> io::Result<T> {
         let fd = self.socket.fd();
-        unless_blocked(&mut self.full, || pipes.drain_to(fd, len))
+        unless_blocked(&mut self.full, || call(fd))
     }
 
     pub(super) fn shutdown_write(&self) -> io::Result<()> {

@@ -22,7 +22,7 @@ mod direction;
 mod piped;
 
 pub(super) use direction::{Direction, Seeds, Setup};
-pub(super) use piped::Pipes;
+use piped::Pipes;
 
 /// The largest chunk a direction reads at once: the size of the event
 /// loop's scratch buffer.
@@ -63,11 +63,11 @@ impl Side for Stream {
     }
 
     fn splice_into(&mut self, pipes: &mut Pipes, want: usize) -> io::Result<Option<usize>> {
-        Stream::splice_into(self, pipes, want)
+        self.read_with(|fd| pipes.splice_in(fd, want))
     }
 
     fn splice_from(&mut self, pipes: &mut Pipes, len: usize) -> io::Result<usize> {
-        Stream::splice_from(self, pipes, len)
+        self.write_with(|fd| pipes.drain_to(fd, len))
     }
 }
 

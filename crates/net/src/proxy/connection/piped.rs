@@ -4,12 +4,12 @@
 //! the pipes, in order, each chunk in the line standing for its bytes
 //! there ([`Piped`]); a chain of pipes holds more than one pipe may.
 
+use crate::splice::{self, splice_now};
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
-use rustix::pipe::{PipeFlags, SpliceFlags};
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 
 /// What one pipe is asked to hold: 1 MiB, the most an unprivileged
 /// process may ask by default, so that a delay of 50 ms at 200 MiB/s
@@ -31,9 +31,8 @@ pub(in crate::proxy) struct Piped {
 
 /// One pipe of the chain, and how much of it is in use.
 struct Pipe {
-    read: OwnedFd,
-    write: OwnedFd,
-    size: usize,
+    /// Non-blocking, as the socket ends are.
+    ends: splice::Pipe,
     /// What it takes before it counts as full: its size, or less once its
     /// slots were found full short of it.
     room: usize,
@@ -42,14 +41,10 @@ struct Pipe {
 
 impl Pipe {
     fn new() -> io::Result<Pipe> {
-        let (read, write) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-        let size = rustix::pipe::fcntl_setpipe_size(&write, PIPE_SIZE)
-            .or_else(|_| rustix::pipe::fcntl_getpipe_size(&write))?;
+        let ends = splice::Pipe::nonblocking(PIPE_SIZE)?;
         Ok(Pipe {
-            read,
-            write,
-            size,
-            room: size,
+            room: ends.size,
+            ends,
             filled: 0,
         })
     }
@@ -58,7 +53,7 @@ impl Pipe {
     /// slots, not bytes: bytes spliced from a socket may fill a slot each
     /// with less than a page, so a pipe can be full short of its size.
     fn writable(&self) -> bool {
-        let mut fds = [PollFd::new(&self.write, PollFlags::OUT)];
+        let mut fds = [PollFd::new(&self.ends.write, PollFlags::OUT)];
         rustix::event::poll(&mut fds, Some(&rustix::time::Timespec::default())).is_ok_and(|n| n > 0)
     }
 }
@@ -101,12 +96,11 @@ impl Pipes {
                 return Ok(None);
             };
             let room = (pipe.room - pipe.filled).min(want);
-            match rustix::pipe::splice(from, None, &pipe.write, None, room, flags()) {
+            match splice_now(from, &pipe.ends.write, room) {
                 Ok(n) => {
                     pipe.filled += n;
                     return Ok(Some(n));
                 }
-                Err(Errno::INTR) => {}
                 // Either end may have said so: the pipe, if its slots are
                 // full; else the socket.
                 Err(Errno::AGAIN) if pipe.writable() => {
@@ -128,12 +122,7 @@ impl Pipes {
     ) -> io::Result<usize> {
         let pipe = self.front()?;
         let len = len.min(pipe.filled);
-        let moved = loop {
-            match rustix::pipe::splice(&pipe.read, None, to, None, len, flags()) {
-                Err(Errno::INTR) => {}
-                done => break done?,
-            }
-        };
+        let moved = splice_now(&pipe.ends.read, to, len)?;
         self.took(moved);
         Ok(moved)
     }
@@ -145,7 +134,7 @@ impl Pipes {
         while left > 0 {
             let pipe = self.front()?;
             let take = left.min(pipe.filled).min(scratch.len());
-            match rustix::io::read(&pipe.read, &mut scratch[..take]) {
+            match rustix::io::read(&pipe.ends.read, &mut scratch[..take]) {
                 Ok(n) => {
                     self.took(n);
                     left -= n;
@@ -197,15 +186,9 @@ impl Pipes {
             self.chain.pop_front();
         } else {
             // Emptied: its whole size is room again.
-            pipe.room = pipe.size;
+            pipe.room = pipe.ends.size;
         }
     }
-}
-
-/// Both ends are non-blocking already: the socket's as the loop made it,
-/// the pipe's as made here.
-fn flags() -> SpliceFlags {
-    SpliceFlags::MOVE | SpliceFlags::NONBLOCK
 }
 
 #[cfg(test)]
