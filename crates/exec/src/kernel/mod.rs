@@ -1,12 +1,14 @@
 //! The kernel calls of `--exec` that no safe wrapper offers, each in the
 //! file of its idea: starting the command under a seccomp filter whose
 //! listener shape holds (`spawn.rs`), below a reaper of shape's that
-//! leaves nothing behind when shape dies (`reaper.rs`), the listener's ioctls
+//! leaves nothing behind when shape dies (`reaper.rs`), the command's
+//! child between clone and exec (`child.rs`), the listener's ioctls
 //! (`listener.rs`), the command's processes by pidfd (`pidfds.rs`), its
 //! memory (`memory.rs`), and the socket calls shape makes for it with raw
 //! addresses (`sockets.rs`); here, the filter's BPF instructions. Every
 //! `unsafe` of `--exec` is in this module, each with why it is sound.
 
+mod child;
 mod listener;
 mod memory;
 mod pidfds;

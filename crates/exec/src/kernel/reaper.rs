@@ -16,7 +16,7 @@
 //! child before its exec, it makes only async-signal-safe system calls,
 //! on memory made before the fork, and never returns.
 
-use std::ffi::CStr;
+use super::child::{KeptDescriptors, Program};
 use std::io::IoSlice;
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, RawFd};
@@ -40,28 +40,6 @@ impl Said {
             .into_iter()
             .find(|said| *said as u32 == word)
     }
-}
-
-/// The descriptors the reaper keeps from shape's table; every other one
-/// that shape closes on exec (its sockets, its epolls) it closes, so that
-/// a socket shape closes is closed.
-pub(super) struct KeptDescriptors {
-    /// The read end of the pipe of shape's life.
-    pub life: RawFd,
-    /// The reaper's end of the socket to shape.
-    pub to_shape: RawFd,
-    /// The command's child writes why it could not start here.
-    pub ready: RawFd,
-    /// The command's child writes why its exec failed here.
-    pub failed: RawFd,
-}
-
-/// What the command's child needs, made before the fork.
-pub(super) struct Program<'a> {
-    pub program: &'a libc::sock_fprog,
-    pub path: &'a CStr,
-    pub argv: &'a [*const libc::c_char],
-    pub envp: &'a [*const libc::c_char],
 }
 
 /// The signals a reaper ignores: those a terminal, a shell or a user
@@ -139,7 +117,7 @@ pub(super) unsafe fn reaper_runs(kept: KeptDescriptors, command: Program<'_>) ->
         let flags = (libc::CLONE_FILES | libc::CLONE_VFORK | libc::SIGCHLD) as libc::c_ulong;
         let pid = libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) as i32;
         if pid == 0 {
-            super::spawn::child_runs(&kept, &command, reaper, &caller_ignored);
+            super::child::child_runs(&kept, &command, reaper, &caller_ignored);
         }
         if pid < 0 {
             tell(

@@ -109,10 +109,10 @@ impl From<RelayFailed> for io::Error {
 /// one lock for both, so that a failure and a `tell` that come at the same
 /// time never miss each other.
 #[derive(Default)]
-struct FailureSlot(Mutex<Failing>);
+struct FailureSlot(Mutex<FailureHeld>);
 
 #[derive(Default)]
-struct Failing {
+struct FailureHeld {
     err: Option<io::Error>,
     tell: Option<Box<dyn FnOnce() + Send>>,
 }

@@ -30,7 +30,7 @@ pub(in crate::proxy) struct Piped {
 }
 
 /// One pipe of the chain, and how much of it is in use.
-struct Pipe {
+struct ChainedPipe {
     /// Non-blocking, as the socket ends are.
     ends: splice::Pipe,
     /// What it takes before it counts as full: its size, or less once its
@@ -39,10 +39,10 @@ struct Pipe {
     filled: usize,
 }
 
-impl Pipe {
-    fn new() -> io::Result<Pipe> {
+impl ChainedPipe {
+    fn new() -> io::Result<ChainedPipe> {
         let ends = splice::Pipe::nonblocking(PIPE_SIZE)?;
-        Ok(Pipe {
+        Ok(ChainedPipe {
             room: ends.size,
             ends,
             filled: 0,
@@ -61,7 +61,7 @@ impl Pipe {
 /// A direction's chain of pipes: filled at the back, drained at the front.
 #[derive(Default)]
 pub(in crate::proxy) struct Pipes {
-    chain: VecDeque<Pipe>,
+    chain: VecDeque<ChainedPipe>,
 }
 
 impl Pipes {
@@ -149,7 +149,7 @@ impl Pipes {
     /// The pipe at the back if it has room, or a new one if the chain may
     /// grow; `None` if neither. A pipe that cannot be had (descriptors run
     /// out) is no room: the bytes wait in memory instead.
-    fn back_with_room(&mut self) -> Option<&mut Pipe> {
+    fn back_with_room(&mut self) -> Option<&mut ChainedPipe> {
         if self
             .chain
             .back()
@@ -158,13 +158,13 @@ impl Pipes {
             if self.chain.len() >= MOST_PIPES {
                 return None;
             }
-            self.chain.push_back(Pipe::new().ok()?);
+            self.chain.push_back(ChainedPipe::new().ok()?);
         }
         self.chain.back_mut()
     }
 
     /// The pipe at the front, which holds the oldest bytes.
-    fn front(&mut self) -> io::Result<&mut Pipe> {
+    fn front(&mut self) -> io::Result<&mut ChainedPipe> {
         self.chain
             .front_mut()
             .filter(|pipe| pipe.filled > 0)
