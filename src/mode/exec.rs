@@ -6,7 +6,7 @@
 //! relay on a thread of its own, a proxy whose servers the supervisor
 //! connects and hands over.
 
-use super::live::{PassOn, go_live, printer, two_counts, two_way_reporter, two_ways};
+use super::live::{PassOn, damaged, go_live, printer, two_counts, two_way_reporter, two_ways};
 use super::plan::{DatagramPlan, ExecPlan, Impairments};
 use super::proxy::Tuning;
 use crate::control::Adjuster;
@@ -88,7 +88,11 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
     let on_change = |notify| adjuster.on_change(notify);
     let say = say_unless(pacing.quiet, &printer);
     let told_to_end = || lock(&target).told;
-    let ended = shape_exec::supervise(started, &ways, relay, on_change, &shown, say, told_to_end)?;
+    let ended = shape_exec::supervise(started, &ways, relay, on_change, &shown, say, told_to_end)
+        .map_err(|err| match damaged(&err) {
+        true => anyhow::anyhow!(shape_leaves::bucket::damage_line(&up)),
+        false => err.into(),
+    })?;
     drop(member);
     let exited = match ended {
         Ok(exited) => exited,

@@ -105,6 +105,18 @@ pub fn two_way_reporter(
     )
 }
 
+/// True if `err` is, or carries, a bucket found damaged (a share written
+/// over): then the share's own line says what to do.
+pub fn damaged(err: &io::Error) -> bool {
+    match err.get_ref() {
+        Some(inner) if inner.is::<shape_bucket::Damaged>() => true,
+        Some(inner) => inner
+            .downcast_ref::<shape_net::proxy::RelayFailed>()
+            .is_some_and(|failed| damaged(&failed.0)),
+        None => false,
+    }
+}
+
 /// How to say a line without breaking the bar, if there is one.
 pub fn printer(reporter: Option<&Reporter>) -> Printer {
     reporter.map(Reporter::printer).unwrap_or_default()

@@ -2,11 +2,10 @@
 //! ended by a signal, with the live controls of a copy (`--remote`,
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
-use super::live::{go_live, printer, two_counts, two_way_reporter, two_ways};
+use super::live::{damaged, go_live, printer, two_counts, two_way_reporter, two_ways};
 use super::plan::ProxyPlan;
 use crate::control::Adjuster;
 use anyhow::{Context, anyhow};
-use shape_bucket::Damaged;
 use shape_impair::conditions::Conditions;
 use shape_impair::faults::Way;
 use shape_leaves::bucket::Bucket;
@@ -62,7 +61,7 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
     let served = proxy::forward(listen, connect, &shaping);
     drop(member);
     if let Err(err) = &served
-        && err.get_ref().is_some_and(|inner| inner.is::<Damaged>())
+        && damaged(err)
     {
         return Err(anyhow!(shape_leaves::bucket::damage_line(&up)));
     }

@@ -110,6 +110,67 @@ fn a_proxy_on_a_share_written_over_stops_with_the_same_line() {
 }
 
 #[test]
+fn a_command_s_link_on_a_share_written_over_ends_shape_through_its_exit_and_leaves_no_control_file()
+{
+    // The relay that carries the command's connection pays from the
+    // share; its loop meets the damage, and shape ends as any mode ends
+    // on a failure: one line, status 1, its control file removed.
+    let runtime = Runtime::new("damage-exec-link");
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port().to_string();
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    {
+        let received = received.clone();
+        std::thread::spawn(move || {
+            let (mut connection, _) = server.accept().unwrap();
+            let mut buffer = [0u8; 65536];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut connection, &mut buffer) {
+                received.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
+    let script = "import socket, sys\n\
+                  s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n\
+                  while True: s.sendall(b'x' * 65536)\n";
+    let command = runtime.shape([
+        "--share",
+        "rel",
+        "--rate",
+        "1MiB",
+        "--delay",
+        "1ms",
+        "--progress",
+        "none",
+        "--exec",
+        "python3",
+        "-c",
+        script,
+        &port,
+    ]);
+    let shape = Running::start(command, Stdio::null(), false);
+    runtime.wait_registered(shape.pid);
+    let pid = shape.pid;
+    wait_until("bytes to reach the server through the link", || {
+        received.load(std::sync::atomic::Ordering::Relaxed) > 0
+    });
+    let path = runtime.share_file("rel");
+    write_over_the_generation(&path);
+    let (status, stderr) = ends_within(shape, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_says(
+        &stderr,
+        &format!(
+            "share rel: {} was written over while in use",
+            path.display()
+        ),
+    );
+    assert!(
+        !runtime.control_dir().join(format!("{pid}.shape")).exists(),
+        "the control file is left behind"
+    );
+}
+
+#[test]
 fn a_share_cut_short_while_in_use_ends_in_one_line_and_status_1_not_sigbus() {
     let runtime = Runtime::new("damage-cut-short");
     let shape = copying_on(&runtime, "cut");
