@@ -5,7 +5,7 @@
 //! merges new attributes into a toxic's (and which values are refused),
 //! the typed reading of attributes that effects are made from
 //! ([`Attributes`], in `carry.rs`), and the toxics' list in the man page
-//! and README (checked by a test).
+//! and GUIDE.md (checked by a test).
 //!
 //! Adding a toxic is a row here and a variant of [`Kind`]; its effect is
 //! an arm of the match in `carry.rs`, which does not compile without it.
@@ -14,7 +14,7 @@ mod attributes;
 mod docs;
 
 pub use attributes::Attributes;
-pub use docs::{readme_rows, signature};
+pub use docs::{guide_rows, signature};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -115,7 +115,7 @@ pub struct Row {
     pub extra: bool,
     /// What shape does with it, for the docs (plain text).
     pub does: &'static str,
-    /// What carries it out, for README (Markdown).
+    /// What carries it out, for GUIDE.md (Markdown).
     pub by: &'static str,
     /// What shape's extra attributes of it do, and with what, if it has
     /// any.
