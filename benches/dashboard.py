@@ -7,7 +7,7 @@ chromium and chromium-driver; Selenium from tests/clients/setup's venv).
     target/clients/venv/bin/python benches/dashboard.py bench
 
 `screenshot` makes three proxies with toxics, streams through two of them
-for 40 s, and saves the page at 1280x800 (README's picture,
+for 40 s, and saves the page at 1280x800 (GUIDE.md's picture,
 benches/dashboard.png unless told). `bench` measures, with no proxies and
 with 1,000 (ten of them streaming): the server's CPU and Chromium's
 renderer's while the page is open (60 s), the page's long tasks (over

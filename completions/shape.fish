@@ -58,8 +58,8 @@ zsh\t''
 fish\t''
 elvish\t''
 powershell\t''
-toxics\t'README\'s table of `--serve`\'s toxics, from the one table of them'
-links\t'README\'s table of known links (`--link`), from the one table of them'"
+toxics\t'GUIDE.md\'s table of `--serve`\'s toxics, from the one table of them'
+links\t'GUIDE.md\'s table of known links (`--link`), from the one table of them'"
 complete -c shape -s l -l lines -d 'Count lines instead of bytes'
 complete -c shape -s 0 -l null -d 'Count NUL-terminated records instead of bytes'
 complete -c shape -s q -l quiet -d 'Print nothing on standard error but errors (no progress, no stats)'

@@ -27,13 +27,13 @@ fn write(what: Generated, out: &mut dyn Write) -> io::Result<()> {
         Generated::Powershell => Shell::PowerShell,
         Generated::Toxics => {
             #[cfg(feature = "serve")]
-            for row in shape_toxiproxy::toxics::readme_rows() {
+            for row in shape_toxiproxy::toxics::guide_rows() {
                 writeln!(out, "{row}")?;
             }
             return Ok(());
         }
         Generated::Links => {
-            for row in shape_impair::profiles::readme_rows() {
+            for row in shape_impair::profiles::guide_rows() {
                 writeln!(out, "{row}")?;
             }
             return Ok(());
@@ -403,21 +403,21 @@ mod tests {
     }
 
     #[test]
-    fn readme_and_the_manual_have_the_tables_as_they_are() {
-        let readme = include_str!("../../README.md");
-        let rows = shape_impair::profiles::readme_rows()
+    fn the_guide_and_the_manual_have_the_tables_as_they_are() {
+        let guide = include_str!("../../GUIDE.md");
+        let rows = shape_impair::profiles::guide_rows()
             .into_iter()
             .map(|line| (line, "links", "--generate links"));
         #[cfg(feature = "serve")]
         let rows = rows.chain(
-            shape_toxiproxy::toxics::readme_rows()
+            shape_toxiproxy::toxics::guide_rows()
                 .into_iter()
                 .map(|line| (line, "toxics", "--generate toxics")),
         );
         for (line, table, how) in rows {
             assert!(
-                readme.lines().any(|l| l == line),
-                "README.md's table of {table} lacks, or has otherwise:\n{line}\n(cargo run -- {how})"
+                guide.lines().any(|l| l == line),
+                "GUIDE.md's table of {table} lacks, or has otherwise:\n{line}\n(cargo run -- {how})"
             );
         }
         #[cfg(feature = "serve")]

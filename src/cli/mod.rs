@@ -661,9 +661,9 @@ pub enum Generated {
     Fish,
     Elvish,
     Powershell,
-    /// README's table of `--serve`'s toxics, from the one table of them.
+    /// GUIDE.md's table of `--serve`'s toxics, from the one table of them.
     Toxics,
-    /// README's table of known links (`--link`), from the one table of
+    /// GUIDE.md's table of known links (`--link`), from the one table of
     /// them.
     Links,
 }

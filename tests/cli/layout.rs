@@ -1,6 +1,8 @@
 //! The source's layout keeps the rules ARCHITECTURE.md gives it: one
 //! name per idea, few loose files in the binary, one style of module
-//! file, and no `unsafe` but where it is allowed.
+//! file, and no `unsafe` but where it is allowed. The docs keep theirs: a
+//! README of at most 400 lines, the rest in GUIDE.md, and every link
+//! between them landing on a file and a heading that are there.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -350,4 +352,81 @@ fn library_crates_build_without_the_command_line_s_dependencies() {
             );
         }
     }
+}
+
+#[test]
+fn the_readme_is_at_most_400_lines() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 400,
+        "README.md has {lines} lines, past 400: move the detail to GUIDE.md"
+    );
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces to hyphens,
+/// and no punctuation but hyphens and underscores.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || [' ', '-', '_'].contains(c))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// A Markdown file's lines outside its fenced code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|line| {
+            if line.starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings.
+fn anchors(text: &str) -> Vec<String> {
+    prose(text)
+        .iter()
+        .filter(|line| line.starts_with('#'))
+        .map(|line| anchor(line.trim_start_matches('#')))
+        .collect()
+}
+
+#[test]
+fn every_link_in_the_readme_and_the_guide_lands() {
+    let mut broken = Vec::new();
+    for doc in ["README.md", "GUIDE.md"] {
+        let text = fs::read_to_string(root().join(doc)).unwrap();
+        for line in prose(&text) {
+            for (at, _) in line.match_indices("](") {
+                let target = line[at + 2..].split(')').next().unwrap_or_default();
+                if target.contains("://") {
+                    continue;
+                }
+                let (file, heading) = target.split_once('#').unwrap_or((target, ""));
+                let file = if file.is_empty() { doc } else { file };
+                let Ok(linked) = fs::read_to_string(root().join(file)) else {
+                    if !root().join(file).exists() {
+                        broken.push(format!("{doc}: {target}: no such file"));
+                    }
+                    continue;
+                };
+                if !heading.is_empty() && !anchors(&linked).iter().any(|a| a == heading) {
+                    broken.push(format!("{doc}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links that land nowhere:\n{}",
+        broken.join("\n")
+    );
 }

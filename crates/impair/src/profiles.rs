@@ -1,7 +1,7 @@
 //! Known links by name (`--link NAME`): each profile's rate each way,
 //! round trip and loss, exactly as its source gives them, with the source
 //! named. One table, which `--link`, `--link list`, the manual and
-//! README's table all read. The figures are packet-level ones (a round
+//! GUIDE.md's table all read. The figures are packet-level ones (a round
 //! trip and a throughput), as the sources give them for packet-level
 //! shapers, not DevTools' request-level latency (which multiplies the
 //! round trip by 3.75 to 5 to stand for a request's several).
@@ -243,8 +243,8 @@ pub fn table() -> String {
     text
 }
 
-/// The table as README has it: Markdown rows, the heading first.
-pub fn readme_rows() -> Vec<String> {
+/// The table as GUIDE.md has it: Markdown rows, the heading first.
+pub fn guide_rows() -> Vec<String> {
     let row = |cells: [&str; 6]| format!("| {} |", cells.join(" | "));
     let mut lines = vec![
         row(HEADINGS),
@@ -318,7 +318,7 @@ mod tests {
         assert_eq!(table.lines().count(), PROFILES.len() + 1);
         assert!(table.starts_with("name"), "{table}");
         assert!(table.contains("slow-4g, fast-3g"), "{table}");
-        assert_eq!(readme_rows().len(), PROFILES.len() + 2);
+        assert_eq!(guide_rows().len(), PROFILES.len() + 2);
         assert_eq!(man_rows().matches(".TP").count(), PROFILES.len());
     }
 }

@@ -1,13 +1,13 @@
-//! How the docs show the table of toxics: README's rows, each kind's
-//! signature (its attributes with their units) for README and the man
+//! How the docs show the table of toxics: GUIDE.md's rows, each kind's
+//! signature (its attributes with their units) for GUIDE.md and the man
 //! page.
 
 use super::{Attribute, Row, TOXICS, Unit};
 
-/// README's rows for the table's toxics: toxiproxy's kinds, then shape's
+/// GUIDE.md's rows for the table's toxics: toxiproxy's kinds, then shape's
 /// extra attributes and kinds, each `| toxic | what shape does | what
 /// carries it out |`.
-pub fn readme_rows() -> Vec<String> {
+pub fn guide_rows() -> Vec<String> {
     let mut rows: Vec<String> = TOXICS
         .iter()
         .filter(|row| !row.extra)

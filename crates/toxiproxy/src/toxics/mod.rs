@@ -5,7 +5,7 @@
 //! merges new attributes into a toxic's (and which values are refused),
 //! the typed reading of attributes ([`Attributes`]) that effects are made
 //! from (in `carry/effect.rs`), and the toxics' list in the man page and
-//! README (checked by a test).
+//! GUIDE.md (checked by a test).
 //!
 //! Adding a toxic is a row here and a variant of [`Kind`]; its effect is
 //! an arm of the matches in `carry/effect.rs` and `carry/datagrams.rs`,
@@ -15,7 +15,7 @@ mod attributes;
 mod docs;
 
 pub use attributes::Attributes;
-pub use docs::{readme_rows, signature};
+pub use docs::{guide_rows, signature};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -116,7 +116,7 @@ pub struct Row {
     pub extra: bool,
     /// What shape does with it, for the docs (plain text).
     pub does: &'static str,
-    /// What carries it out, for README (Markdown).
+    /// What carries it out, for GUIDE.md (Markdown).
     pub by: &'static str,
     /// What shape's extra attributes of it do, and with what, if it has
     /// any.
