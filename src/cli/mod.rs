@@ -9,7 +9,6 @@ mod udp;
 pub mod usage;
 mod values;
 
-use crate::control::fleet::Fallback;
 use crate::control::{RateSchedule, ShareName};
 use crate::progress::ProgressMode;
 use clap::{Parser, ValueEnum};
@@ -20,6 +19,7 @@ use shape_impair::profiles::{LinkArg, Profile};
 use shape_impair::slowlink::SlowLink;
 use shape_impair::trace::Trace;
 use shape_leaves::counting::{Counting, Written};
+use shape_leaves::share::Fallback;
 use shape_net::Address;
 use std::path::PathBuf;
 use std::sync::Arc;

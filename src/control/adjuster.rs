@@ -4,9 +4,10 @@
 //! was set is the shape's to know, or a share's, kept in its file for
 //! every shape on it and `--remote share:`.
 
-use super::protocol::{Adjustment, Request, Settings, apply};
+use super::protocol::Request;
 use shape_bucket::{InvalidBurst, Limit};
 use shape_impair::conditions::Conditions;
+use shape_leaves::bucket::{Adjustment, Settings, apply};
 use shape_leaves::bucket::{BURST_FOLLOWS_RATE, Bucket};
 use shape_leaves::chunk::default_burst;
 use shape_leaves::counting::Counting;

@@ -7,7 +7,7 @@
 use shape_bucket::Limit;
 use shape_leaves::bucket::Bucket;
 use shape_leaves::say::Printer;
-pub use shape_leaves::share::{Fallback, Joining};
+use shape_leaves::share::Joining;
 use std::sync::Arc;
 
 /// A fleet's share, which this build cannot name.

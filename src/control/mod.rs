@@ -27,7 +27,7 @@ pub mod traced;
 
 pub use adjuster::Adjuster;
 pub use dir::{ControlDir, Registration};
-pub use protocol::{Request, Settings};
+pub use protocol::Request;
 pub use running::{Run, follow, start};
 pub use schedule::{RateFile, RateSchedule};
 
@@ -45,7 +45,7 @@ impl std::str::FromStr for ShareName {
         if fleet::RedisShare::is_redis(text) {
             text.parse().map(ShareName::Redis)
         } else {
-            share::check_name(text).map(ShareName::Local)
+            shape_leaves::share::check_name(text).map(ShareName::Local)
         }
     }
 }

@@ -10,7 +10,7 @@ use shape_bucket::units::Quantity;
 use shape_bucket::{Limit, Rate, RateSpec};
 use shape_impair::conditions::Retune;
 use shape_impair::faults::{Change, Span};
-pub use shape_leaves::bucket::{Adjustment, Settings, apply};
+use shape_leaves::bucket::{Adjustment, Settings};
 use shape_leaves::counting::{Counting, Written};
 use shape_leaves::message::escape_controls;
 use std::fmt;

@@ -196,7 +196,7 @@ fn status_line(counting: Counting, passed: &Passed, elapsed: Duration, settings:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::Settings;
+    use shape_leaves::bucket::Settings;
     use shape_leaves::throughput::Throughput;
     use std::sync::Arc;
 

@@ -225,7 +225,7 @@ mod tests {
                 .and_then(|file| file.request().adjustment(counting))
         };
         let adjusted = |limit, burst| {
-            Ok(crate::control::protocol::Adjustment {
+            Ok(shape_leaves::bucket::Adjustment {
                 limit: Some(limit),
                 burst,
                 paused: None,

@@ -146,7 +146,7 @@ pub fn bucket(pacing: &Pacing) -> anyhow::Result<(Arc<Bucket>, Option<fleet::Mem
             (Arc::new(bucket), None, notice)
         }
         Some(ShareName::Redis(share)) => {
-            let joining = fleet::Joining {
+            let joining = shape_leaves::share::Joining {
                 limit: settings.0,
                 burst: settings.1,
                 counting: start.counting,

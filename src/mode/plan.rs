@@ -8,7 +8,7 @@
 
 use super::input::Input;
 use crate::cli::{Generated, RemoteTarget};
-use crate::control::{Request, ShareName, fleet::Fallback};
+use crate::control::{Request, ShareName};
 use crate::progress::{BarLook, Style};
 use shape_bucket::Limit;
 use shape_impair::conditions::InForce;
@@ -17,6 +17,7 @@ use shape_impair::slowlink::SlowLink;
 use shape_impair::trace::Trace;
 use shape_leaves::chunk::default_burst;
 use shape_leaves::counting::Counting;
+use shape_leaves::share::Fallback;
 use shape_net::Address;
 use shape_net::udp::QueueDrop;
 use std::ffi::OsString;
@@ -157,16 +158,34 @@ pub struct ExecPlan {
     pub stats: bool,
 }
 
-/// `--serve`: toxiproxy's API.
+/// `--serve`, or shape under toxiproxy-server's name: toxiproxy's API.
 pub struct ServePlan {
     pub address: Address,
-    pub config: Option<PathBuf>,
+    /// The config file, and the flag that named it (`--config`, or
+    /// toxiproxy-server's `-config`).
+    pub config: Option<(PathBuf, &'static str)>,
+    /// True if a config that cannot be read is said, and the server
+    /// serves without it (as toxiproxy-server does).
+    pub config_optional: bool,
     pub seed: u64,
     pub allow_origins: Vec<String>,
     pub allow_unix: bool,
     pub runtime_metrics: bool,
+    pub proxy_metrics: bool,
     pub quiet: bool,
     pub loops: usize,
+}
+
+/// What shape under toxiproxy-server's name is asked, its command line
+/// read as toxiproxy-server reads it.
+pub enum ToxiproxyAsk {
+    Serve(ServePlan),
+    /// The version line.
+    Version,
+    /// The usage, said with status 0.
+    Help(String),
+    /// Why the command line was refused, said with status 2.
+    Refused(String),
 }
 
 /// `--remote`: a change for a running shape or a share.

@@ -4,8 +4,9 @@
 
 use super::plan::RemotePlan;
 use crate::cli::RemoteTarget;
-use crate::control::{Adjuster, ControlDir, Settings, ShareName, fleet, share};
+use crate::control::{Adjuster, ControlDir, ShareName, fleet, share};
 use anyhow::Context;
+use shape_leaves::bucket::Settings;
 use shape_leaves::exit::Exit;
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,8 @@
 //! `--share NAME --reset`.
 
 use crate::control::fleet::{self, RedisShare};
-use crate::control::{ControlDir, Settings, ShareName, share};
+use crate::control::{ControlDir, ShareName, share};
+use shape_leaves::bucket::Settings;
 use shape_leaves::exit::Exit;
 
 /// The share's settings and what its shapes spend together, measured over

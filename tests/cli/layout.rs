@@ -250,10 +250,12 @@ fn no_mode_but_the_argument_step_reads_the_command_line() {
             continue;
         }
         let text = fs::read_to_string(&file).unwrap();
+        // clap's flags, or toxiproxy-server's.
+        let flags = ["Cli", "ToxiproxyFlags", "ServerCommand"];
         assert!(
             !text
                 .split(|c: char| !c.is_alphanumeric() && c != '_')
-                .any(|word| word == "Cli"),
+                .any(|word| flags.contains(&word)),
             "{} reads the command line: a mode runs its plan (src/mode/plan.rs)",
             place(&file)
         );
@@ -280,6 +282,12 @@ fn no_crate_names_another_crate_s_modules_as_its_own() {
             let renamed = path
                 .split_once(" as ")
                 .is_some_and(|(krate, _)| !krate.contains("::"));
+            // Nor is another crate's item handed on as this one's.
+            assert!(
+                !line.starts_with("pub use ") || stand_in,
+                "{}: `{line}` hands on another crate's item: write its path where it is used",
+                place(&file)
+            );
             assert!(
                 !renamed || stand_in,
                 "{}: `{line}`: a path says the crate it is in",

@@ -30,7 +30,6 @@ mod url;
 
 pub use member::{Leaving, Member};
 pub use plan::Held;
-pub use shape_leaves::share::{Fallback, Joining};
 pub use store::StoreError;
 pub use url::RedisShare;
 
@@ -71,7 +70,7 @@ impl FleetError {
 /// spend from.
 pub fn join(
     share: &RedisShare,
-    joining: &Joining,
+    joining: &shape_leaves::share::Joining,
     say: Option<Printer>,
 ) -> Result<(Arc<Bucket>, Member, Option<String>), FleetError> {
     let fail = |why: StoreError| FleetError::new(share, why);

@@ -194,7 +194,7 @@ impl Planner {
             let wait = step.wake.saturating_sub(clock.now());
             event = match notes.recv_timeout(Duration::from_nanos(wait)) {
                 Ok(Note::LeaseReply(Ok(answer))) => Event::Answered(answer),
-                Ok(Note::LeaseReply(Err(trouble))) => Event::Failed(trouble),
+                Ok(Note::LeaseReply(Err(failure))) => Event::Failed(failure),
                 Ok(Note::GaveBack) | Err(RecvTimeoutError::Timeout) => Event::Tick,
                 Ok(Note::Leave) | Err(RecvTimeoutError::Disconnected) => break,
             };
@@ -284,7 +284,7 @@ impl Courier {
     ) -> Result<T, RedisFailure> {
         if self.store.is_none() {
             let mut store =
-                Store::connect_member(&self.share, &self.known).map_err(|err| err.trouble())?;
+                Store::connect_member(&self.share, &self.known).map_err(|err| err.failure())?;
             let nodes = store.cluster_nodes();
             if !nodes.is_empty() {
                 self.known = nodes;
@@ -296,7 +296,7 @@ impl Courier {
             if err.broke() {
                 self.store = None;
             }
-            err.trouble()
+            err.failure()
         })
     }
 }

@@ -14,14 +14,13 @@
 mod mapping;
 
 use shape_leaves::bucket::{BURST_FOLLOWS_RATE, Bucket};
-pub use shape_leaves::share::check_name;
 
 use super::dir::{ControlDir, Unfit, check_own};
-use super::protocol::Settings;
 use mapping::{FILE_SIZE, Header, MAGIC, Mapping, ShareFile, VERSION};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use shape_bucket::{BucketCell, Clock, Fill, Limit, MonotonicClock, TokenBucket};
+use shape_leaves::bucket::Settings;
 use shape_leaves::counting::Counting;
 use shape_leaves::message::one_line;
 use std::io::{self, Write};

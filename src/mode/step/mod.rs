@@ -10,6 +10,8 @@
 //! what needs the world: sockets, Redis, the inputs.
 
 mod plans;
+#[cfg(feature = "serve")]
+pub mod toxiproxy;
 
 pub use plans::Planned;
 

@@ -36,8 +36,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-/// Token of dial `d`'s server socket: `DIALS + d`.
-pub(super) const DIALS: usize = usize::MAX / 2;
+/// Token of pending connect `d`'s server socket: `CONNECTS + d`.
+pub(super) const CONNECTS: usize = usize::MAX / 2;
 
 /// The most of shape's own ends of connections to loopback remembered.
 const MOST_OWN_ENDS: usize = 4096;
@@ -71,7 +71,7 @@ pub(super) struct PendingConnect {
     /// The socket's inode, to know a connect again while this one runs.
     inode: (u64, u64),
     /// Where the connect to the server stands.
-    server: Dialling,
+    server: ServerConnect,
     /// When the command's connect completes: one round trip after the
     /// server answered.
     pub(super) due: Option<u64>,
@@ -79,7 +79,7 @@ pub(super) struct PendingConnect {
     caller: Option<(usize, u64)>,
 }
 
-/// Where a dial's connect to the server stands.
+/// Where a pending connect's own connect to the server stands.
 /// Sockets whose connect shape refused and whose error the command has
 /// not asked yet, by inode. A program that closes one without asking
 /// leaves it here: the oldest are forgotten past [`RefusedConnects::MOST`].
@@ -111,7 +111,7 @@ impl RefusedConnects {
     }
 }
 
-enum Dialling {
+enum ServerConnect {
     /// Under way.
     Connecting(mio::net::TcpStream),
     /// Connected, to be handed to the relay when due.
@@ -122,7 +122,7 @@ enum Dialling {
 
 impl Supervisor<'_> {
     /// A `connect` of the command, where a link relays its connections:
-    /// a TCP socket to an IP address is dialled through the link, a UDP
+    /// a TCP socket to an IP address is connecting through the link, a UDP
     /// socket connected to its destination's link; the rest are let
     /// through.
     pub(super) fn connect(&mut self, notification: Notification) {
@@ -157,23 +157,27 @@ impl Supervisor<'_> {
             return answer(self, Response::Continue);
         };
         let inode = (stat.st_dev, stat.st_ino);
-        if self.connects.iter().any(|(_, dial)| dial.inode == inode) {
+        if self
+            .connects
+            .iter()
+            .any(|(_, pending)| pending.inode == inode)
+        {
             return answer(self, Response::Error(libc::EALREADY));
         }
         if rustix::net::getpeername(&socket).is_ok_and(|peer| peer.is_some()) {
             // Connected already: the kernel says so.
             return answer(self, Response::Continue);
         }
-        match self.dial(socket, inode, server_at, &notification) {
+        match self.begin(socket, inode, server_at, &notification) {
             Ok(()) => {}
             Err(err) => answer(self, Response::Error(errno(&err))),
         }
     }
 
-    /// Begins dialling `server_at` for the command's `socket`: the server
+    /// Begins connecting to `server_at` for the command's `socket`: the server
     /// is connected to at once, and the socket is connected to the waiting port; the
     /// command's call waits (blocking) or is answered EINPROGRESS.
-    fn dial(
+    fn begin(
         &mut self,
         socket: OwnedFd,
         inode: (u64, u64),
@@ -200,7 +204,7 @@ impl Supervisor<'_> {
         let mut server = server;
         self.poll
             .registry()
-            .register(&mut server, Token(DIALS + key), Interest::WRITABLE)?;
+            .register(&mut server, Token(CONNECTS + key), Interest::WRITABLE)?;
         let caller = match nonblocking {
             true => None,
             false => {
@@ -217,7 +221,7 @@ impl Supervisor<'_> {
         entry.insert(PendingConnect {
             socket,
             inode,
-            server: Dialling::Connecting(server),
+            server: ServerConnect::Connecting(server),
             due: None,
             caller,
         });
@@ -232,10 +236,10 @@ impl Supervisor<'_> {
     pub(super) fn connect_event(&mut self, key: usize) {
         let now = self.now();
         let round_trip = self.round_trip();
-        let Some(dial) = self.connects.get_mut(key) else {
+        let Some(pending) = self.connects.get_mut(key) else {
             return;
         };
-        let Dialling::Connecting(server) = &mut dial.server else {
+        let ServerConnect::Connecting(server) = &mut pending.server else {
             return;
         };
         let failed = match server.take_error() {
@@ -247,13 +251,16 @@ impl Supervisor<'_> {
             },
         };
         let _ = self.poll.registry().deregister(server);
-        let state = std::mem::replace(&mut dial.server, Dialling::Failed(libc::ECONNABORTED));
-        dial.server = match (state, failed) {
-            (_, Some(failed)) => Dialling::Failed(failed),
-            (Dialling::Connecting(server), None) => Dialling::Connected(server),
+        let state = std::mem::replace(
+            &mut pending.server,
+            ServerConnect::Failed(libc::ECONNABORTED),
+        );
+        pending.server = match (state, failed) {
+            (_, Some(failed)) => ServerConnect::Failed(failed),
+            (ServerConnect::Connecting(server), None) => ServerConnect::Connected(server),
             (other, None) => other,
         };
-        dial.due = Some(now.saturating_add(round_trip));
+        pending.due = Some(now.saturating_add(round_trip));
     }
 
     /// The link's round trip now: its delay up and its delay down.
@@ -270,33 +277,33 @@ impl Supervisor<'_> {
         let due: Vec<usize> = self
             .connects
             .iter()
-            .filter(|(_, dial)| dial.due.is_some_and(|t| t <= now))
+            .filter(|(_, pending)| pending.due.is_some_and(|t| t <= now))
             .map(|(key, _)| key)
             .collect();
         for key in due {
-            let dial = self.connects.remove(key);
-            self.finish(dial);
+            let pending = self.connects.remove(key);
+            self.finish(pending);
         }
     }
 
     /// Answers the command's socket at the waiting port and hands the relay its
     /// server, or (the server failed) ends its wait; and answers the
     /// caller that waits.
-    fn finish(&mut self, dial: PendingConnect) {
+    fn finish(&mut self, pending: PendingConnect) {
         let PendingConnect {
             socket,
             server,
             caller,
             inode,
             ..
-        } = dial;
+        } = pending;
         let answer = match server {
-            Dialling::Connected(server) => {
+            ServerConnect::Connected(server) => {
                 let server = std::net::TcpStream::from(OwnedFd::from(server));
                 self.carry(socket.as_fd(), server)
                     .map_err(|err| errno(&err))
             }
-            Dialling::Failed(failed) => {
+            ServerConnect::Failed(failed) => {
                 // A connect in progress learns of a refusal as it would
                 // from the server; the rest, and any that cannot be
                 // refused, are dropped from the waiting port: reset.
@@ -320,7 +327,7 @@ impl Supervisor<'_> {
                 Err(failed)
             }
             // Not due before its server answered.
-            Dialling::Connecting(_) => Err(libc::ECONNABORTED),
+            ServerConnect::Connecting(_) => Err(libc::ECONNABORTED),
         };
         if let Some((held, id)) = caller
             && self.held.get(held).is_some_and(|h| h.notification.id == id)

@@ -23,28 +23,28 @@ use std::os::fd::BorrowedFd;
 
 /// The most destinations with a link of their own; datagrams to more go
 /// unimpaired, said once.
-const MOST_LINKS: usize = 256;
+const MOST_PROXIES: usize = 256;
 
 /// Makes a datagram link that listens on the first address (port 0) and
 /// carries to the second; returns where it listens.
 pub type MakeNetem = Box<dyn Fn(SocketAddr, SocketAddr) -> io::Result<SocketAddr>>;
 
 /// The datagram links made, each way.
-pub(super) struct DatagramLinks {
+pub(super) struct DatagramProxies {
     make: MakeNetem,
     /// By destination, and whether the link listens on IPv6.
-    links: HashMap<(SocketAddr, bool), SocketAddr>,
+    by_destination: HashMap<(SocketAddr, bool), SocketAddr>,
     /// Each link's destination, by where it listens.
     destinations: HashMap<SocketAddr, SocketAddr>,
     /// Where the links' flows send from.
     flow_ends: FlowEnds,
 }
 
-impl DatagramLinks {
-    pub(super) fn new(make: MakeNetem, flow_ends: FlowEnds) -> DatagramLinks {
-        DatagramLinks {
+impl DatagramProxies {
+    pub(super) fn new(make: MakeNetem, flow_ends: FlowEnds) -> DatagramProxies {
+        DatagramProxies {
             make,
-            links: HashMap::new(),
+            by_destination: HashMap::new(),
             destinations: HashMap::new(),
             flow_ends,
         }
@@ -54,33 +54,33 @@ impl DatagramLinks {
 impl Supervisor<'_> {
     /// Whether datagrams go through links (and are paid for there).
     pub(super) fn datagrams_linked(&self) -> bool {
-        self.datagram_links.is_some()
+        self.datagram_proxies.is_some()
     }
 
     /// Where a socket of `family` sends datagrams for `destination`: its
     /// link's address, the link made on first use; `None` if there is no
     /// link for it.
-    fn link_to(&mut self, destination: SocketAddr, family: AddressFamily) -> Option<SocketAddr> {
+    fn proxy_to(&mut self, destination: SocketAddr, family: AddressFamily) -> Option<SocketAddr> {
         let v6_loopback = self
             .waiting_ports
             .as_ref()
             .is_some_and(|waiting_ports| waiting_ports.has_v6());
         let v6 = family == AddressFamily::INET6 && v6_loopback;
         let destination = unmapped(destination);
-        let links = self.datagram_links.as_mut()?;
-        if let Some(link) = links.links.get(&(destination, v6)) {
+        let proxies = self.datagram_proxies.as_mut()?;
+        if let Some(link) = proxies.by_destination.get(&(destination, v6)) {
             return Some(*link);
         }
-        if links.flow_ends.contains(&destination) {
+        if proxies.flow_ends.contains(&destination) {
             // An answer to a datagram of the command's own that crossed
             // a link: it goes back through that link.
             return None;
         }
-        if links.links.len() >= MOST_LINKS {
+        if proxies.by_destination.len() >= MOST_PROXIES {
             self.say_once(
                 "links",
                 &format!(
-                    "shape: the command sent datagrams to more than {MOST_LINKS} destinations: \
+                    "shape: the command sent datagrams to more than {MOST_PROXIES} destinations: \
                      those to the others are not delayed nor impaired"
                 ),
             );
@@ -90,10 +90,10 @@ impl Supervisor<'_> {
             true => SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
             false => SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         };
-        match (links.make)(listen, destination) {
+        match (proxies.make)(listen, destination) {
             Ok(link) => {
-                links.links.insert((destination, v6), link);
-                links.destinations.insert(link, destination);
+                proxies.by_destination.insert((destination, v6), link);
+                proxies.destinations.insert(link, destination);
                 Some(link)
             }
             Err(err) => {
@@ -114,7 +114,7 @@ impl Supervisor<'_> {
             return name;
         };
         let family = self.family_of(key);
-        match self.link_to(destination, family) {
+        match self.proxy_to(destination, family) {
             Some(link) => call::ip_address_bytes(link, family == AddressFamily::INET6),
             None => name,
         }
@@ -122,17 +122,17 @@ impl Supervisor<'_> {
 
     /// `name`, where the datagram held call `key` receives came from, as
     /// the destination whose link it came through.
-    pub(super) fn received_through_link(&self, key: usize, name: Vec<u8>) -> Vec<u8> {
-        let Some(links) = &self.datagram_links else {
+    pub(super) fn received_through_proxy(&self, key: usize, name: Vec<u8>) -> Vec<u8> {
+        let Some(proxies) = &self.datagram_proxies else {
             return name;
         };
         let Some(from) = call::ip_address(&name) else {
             return name;
         };
-        let through = links
+        let through = proxies
             .destinations
             .get(&from)
-            .or_else(|| links.destinations.get(&unmapped(from)));
+            .or_else(|| proxies.destinations.get(&unmapped(from)));
         let Some(destination) = through else {
             return name;
         };
@@ -154,7 +154,7 @@ impl Supervisor<'_> {
         destination: SocketAddr,
     ) {
         let family = rustix::net::sockopt::socket_domain(socket).unwrap_or(AddressFamily::INET);
-        let Some(link) = self.link_to(destination, family) else {
+        let Some(link) = self.proxy_to(destination, family) else {
             return self.respond(notification, Response::Continue);
         };
         let link = match (family == AddressFamily::INET6, link) {

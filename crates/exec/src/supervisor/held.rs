@@ -83,7 +83,7 @@ impl Supervisor<'_> {
             Call::Coarse { .. } => self.coarse(key),
             Call::Accept { .. } => self.accept(key),
             Call::SpliceOut { .. } => self.splice_out(key),
-            // A blocking connect: its dial answers it.
+            // A blocking connect: its pending connect answers it.
             Call::Connect { .. } => Progress::Wait,
             Call::Socket { .. } | Call::Dup { .. } | Call::DupTo { .. } | Call::Other => {
                 Progress::Done(Response::Continue)

@@ -110,7 +110,7 @@ pub struct Supervisor<'a> {
     /// the command asks their error.
     refused: connects::RefusedConnects,
     /// The links of the command's datagrams, with a relay.
-    datagram_links: Option<datagrams::DatagramLinks>,
+    datagram_proxies: Option<datagrams::DatagramProxies>,
     /// When the copies of sockets were last looked over (where copies
     /// are kept).
     collected: u64,
@@ -132,7 +132,7 @@ impl<'a> Supervisor<'a> {
         let poll = Poll::new()?;
         let waker = watch(&poll, &listener, &reaper)?;
         wake_on_changes(ways, &waker)?;
-        let (relay, datagram_links, waiting_ports) = keep_relay(relay, &waker)?;
+        let (relay, datagram_proxies, waiting_ports) = keep_relay(relay, &waker)?;
         say_if_given_an_ip_socket(&*say, relay.is_some());
         Ok((
             Supervisor {
@@ -155,7 +155,7 @@ impl<'a> Supervisor<'a> {
                 said: HashSet::new(),
                 own_net: net_namespace("self"),
                 relay,
-                datagram_links,
+                datagram_proxies,
                 connects: Slab::new(),
                 own_ends: connects::OwnEnds::default(),
                 waiting_ports,
@@ -176,14 +176,14 @@ impl<'a> Supervisor<'a> {
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 Err(err) => return Err(err),
             }
-            let (mut ready, mut dialled) = (Vec::new(), Vec::new());
+            let (mut ready, mut connecting) = (Vec::new(), Vec::new());
             let (mut calls, mut changed, mut child) = (false, false, false);
             for event in &self.events {
                 match event.token() {
                     LISTENER => calls = true,
                     CHANGED => changed = true,
                     CHILD => child = true,
-                    Token(n) if n >= connects::DIALS => dialled.push(n - connects::DIALS),
+                    Token(n) if n >= connects::CONNECTS => connecting.push(n - connects::CONNECTS),
                     Token(n) => ready.push(n - FIRST_CALL),
                 }
             }
@@ -198,7 +198,7 @@ impl<'a> Supervisor<'a> {
             // timed out: a bucket changed elsewhere without a word (a
             // share's) is then followed within SIGNAL_LOOK.
             let timed_out = self.events.is_empty();
-            for key in dialled {
+            for key in connecting {
                 self.connect_event(key);
             }
             let now = self.now();
@@ -304,7 +304,7 @@ fn keep_relay(
     waker: &Arc<Waker>,
 ) -> io::Result<(
     Option<Relaying>,
-    Option<datagrams::DatagramLinks>,
+    Option<datagrams::DatagramProxies>,
     Option<WaitingPorts>,
 )> {
     let Some(Relay {
@@ -325,7 +325,7 @@ fn keep_relay(
             relay_loop,
             conditions,
         }),
-        Some(datagrams::DatagramLinks::new(datagrams, flow_ends)),
+        Some(datagrams::DatagramProxies::new(datagrams, flow_ends)),
         Some(WaitingPorts::open()?),
     ))
 }

@@ -204,7 +204,7 @@ impl Supervisor<'_> {
                 let name = name[..name_len.min(MOST_NAME)].to_vec();
                 let name = match self.paid_elsewhere(key) {
                     // Came through its destination's link: from there.
-                    true => self.received_through_link(key, name),
+                    true => self.received_through_proxy(key, name),
                     false => name,
                 };
                 self.held[key].peeked = Some(Peeked {

@@ -33,9 +33,9 @@
 //! While Redis does not answer, the member spends only what it holds;
 //! when a call fails or times out, `--share-fallback` decides the rest.
 
-use super::Fallback;
 use shape_bucket::{Limit, Rate};
 use shape_leaves::counting::Counting;
+use shape_leaves::share::Fallback;
 use std::collections::VecDeque;
 
 /// The settings a share holds.
@@ -118,7 +118,7 @@ enum Health {
     Up,
     /// Not since a call failed for `trouble`; the next try is at `retry`.
     Down {
-        trouble: RedisFailure,
+        failure: RedisFailure,
         retry: u64,
         backoff: u64,
     },
@@ -252,7 +252,7 @@ impl Leases {
         let say = match event {
             Event::Tick => None,
             Event::Answered(answer) => self.answered(now, local, answer),
-            Event::Failed(trouble) => self.failed(now, trouble),
+            Event::Failed(failure) => self.failed(now, failure),
         };
         self.settle(now);
         self.forfeit(now, local);
@@ -303,7 +303,7 @@ impl Leases {
         self.heard = now;
         let said = match std::mem::replace(&mut self.health, Health::Up) {
             Health::Up => None,
-            Health::Down { trouble, .. } => {
+            Health::Down { failure, .. } => {
                 if self.fallback != Fallback::Block {
                     // What was spent meanwhile was not leased: leasing
                     // starts afresh.
@@ -311,7 +311,7 @@ impl Leases {
                     self.spendable = 0;
                     self.ramps.clear();
                 }
-                Some(match trouble {
+                Some(match failure {
                     RedisFailure::Unreachable(_) => "Redis is back".to_string(),
                     RedisFailure::Refused(_) => "Redis serves the share again".to_string(),
                 })
@@ -342,17 +342,17 @@ impl Leases {
         said
     }
 
-    fn failed(&mut self, now: u64, trouble: RedisFailure) -> Option<String> {
+    fn failed(&mut self, now: u64, failure: RedisFailure) -> Option<String> {
         self.asking = None;
         let backoff = match &self.health {
             Health::Up => FIRST_BACKOFF,
             Health::Down { backoff, .. } => (backoff * 2).min(MOST_BACKOFF),
         };
-        let same = matches!(&self.health, Health::Down { trouble: old, .. }
-            if std::mem::discriminant(old) == std::mem::discriminant(&trouble));
-        let line = (!same).then(|| self.trouble_line(&trouble));
+        let same = matches!(&self.health, Health::Down { failure: old, .. }
+            if std::mem::discriminant(old) == std::mem::discriminant(&failure));
+        let line = (!same).then(|| self.failure_line(&failure));
         self.health = Health::Down {
-            trouble,
+            failure,
             retry: now + backoff,
             backoff,
         };
@@ -360,7 +360,7 @@ impl Leases {
     }
 
     /// The line that says Redis is in trouble, and what the member does.
-    fn trouble_line(&self, trouble: &RedisFailure) -> String {
+    fn failure_line(&self, failure: &RedisFailure) -> String {
         let what = match self.fallback {
             Fallback::Last => match self.fallback_limit() {
                 Limit::Unlimited => "going on without a limit, as the share has none".into(),
@@ -372,7 +372,7 @@ impl Leases {
             Fallback::Block => "holding the data until it is back".into(),
             Fallback::Open => "going on without a limit until it is back".into(),
         };
-        match trouble {
+        match failure {
             RedisFailure::Unreachable(why) => format!("Redis is unreachable ({why}); {what}"),
             RedisFailure::Refused(why) => format!("Redis refused the lease ({why}); {what}"),
         }

@@ -43,7 +43,7 @@ impl From<ConnectError> for StoreError {
 impl StoreError {
     /// What the trouble is to a member: Redis out of reach, or Redis
     /// refusing.
-    pub fn trouble(&self) -> RedisFailure {
+    pub fn failure(&self) -> RedisFailure {
         match self {
             StoreError::Redis(err) | StoreError::CutAtOnce(err) if unreachable(err) => {
                 RedisFailure::Unreachable(self.to_string())

@@ -9,12 +9,13 @@
 //! couriers, each with a connection of its own, makes the calls, as each
 //! member's own courier would.
 
+use super::Held;
 use super::plan::{Ask, Event, LeaseReply, Leases, Local, RedisFailure, Setting};
 use super::store::Store;
 use super::url::RedisShare;
-use super::{Fallback, Held};
 use shape_bucket::{Clock, Limit, MonotonicClock};
 use shape_leaves::counting::Counting;
+use shape_leaves::share::Fallback;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -166,7 +167,7 @@ fn couriers(
                         if err.broke() {
                             store = None;
                         }
-                        err.trouble()
+                        err.failure()
                     }),
                     None => Err(RedisFailure::Unreachable("cannot connect".into())),
                 };
@@ -328,7 +329,7 @@ impl Swarm {
                 self.lease_time = reply.lease_time;
                 Event::Answered(reply)
             }
-            Err(trouble) => Event::Failed(trouble),
+            Err(failure) => Event::Failed(failure),
         };
         self.step(index, now, event);
     }

@@ -354,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn the_same_seed_does_the_same_mischief_and_the_tally_is_exact() {
+    fn the_same_seed_does_the_same_faults_and_the_tally_is_exact() {
         let run = |seed| {
             let mut stream_faults = StreamFaults::new(
                 Faults {

@@ -35,7 +35,7 @@ pub(super) struct Flow {
 /// A flow's own links and the buckets they pay from, client to upstream
 /// then back.
 pub(super) struct Own {
-    pub(super) links: [Netem; 2],
+    pub(super) netems: [Netem; 2],
     pub(super) buckets: [Arc<Bucket>; 2],
 }
 

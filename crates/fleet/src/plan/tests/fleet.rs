@@ -255,8 +255,8 @@ impl Network {
         let patience = PATIENCE.as_nanos() as u64;
         let gave_up = |network: &mut Network, at| {
             network.connected[member] = false;
-            let trouble = RedisFailure::Unreachable("no answer within 1 s".into());
-            network.delivered.push((at, member, Event::Failed(trouble)));
+            let failure = RedisFailure::Unreachable("no answer within 1 s".into());
+            network.delivered.push((at, member, Event::Failed(failure)));
         };
         let mut sent = now;
         if !self.connected[member] {

@@ -155,14 +155,14 @@ fn each_fallback_does_what_it_says_when_a_call_fails() {
 }
 
 #[test]
-fn trouble_is_said_once_per_cause_and_retried_with_a_growing_pause() {
+fn a_failure_is_said_once_per_cause_and_retried_with_a_growing_pause() {
     let (mut plan, _) = leased(Fallback::Last, 200_000, -100);
     let _ = plan.step(60 * MS, idle(180_000), Event::Tick);
     let mut now = 70 * MS;
     let mut retries = Vec::new();
     for round in 0..6 {
-        let trouble = RedisFailure::Refused("NOPERM".into());
-        let step = plan.step(now, idle(190_000), Event::Failed(trouble));
+        let failure = RedisFailure::Refused("NOPERM".into());
+        let step = plan.step(now, idle(190_000), Event::Failed(failure));
         assert_eq!(
             step.say.is_some(),
             round == 0,

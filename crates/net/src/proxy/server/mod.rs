@@ -131,7 +131,7 @@ pub(super) struct EventLoop<'a> {
     more_to_accept: Vec<usize>,
     /// This loop's place among the proxy's loops.
     place: usize,
-    /// Set when a sibling gives this loop its turn to admit a client.
+    /// Set when another loop gives this loop its turn to admit a client.
     given: Arc<AtomicBool>,
     /// What every direction reads into: it keeps only what it read.
     scratch: Vec<u8>,
@@ -296,7 +296,7 @@ impl<'a> EventLoop<'a> {
 
     /// Makes this loop one of the loops that share `proxy_loops`.
     pub(in crate::proxy) fn join(&mut self, proxy_loops: Arc<ProxyLoops>) {
-        self.place = lock(&proxy_loops.turns).join(self.waker.clone(), self.given.clone());
+        self.place = lock(&proxy_loops.admission).join(self.waker.clone(), self.given.clone());
         self.proxy_loops = proxy_loops;
     }
 
@@ -500,7 +500,7 @@ pub struct ProxyLoops {
     /// each.
     draws: Mutex<ConnectionDraws>,
     /// Whose turn it is to admit a client while descriptors are short.
-    turns: Mutex<AdmissionOrder>,
+    admission: Mutex<AdmissionOrder>,
     /// How many clients a loop accepts from a listener before it lets
     /// the others have a go. Alone, as many as wait. With other loops, one:
     /// every loop is woken by a client, and the first to run would
@@ -518,7 +518,7 @@ impl ProxyLoops {
                 seeds: fastrand::Rng::with_seed(seed),
                 choices: fastrand::Rng::with_seed(seed).fork(),
             }),
-            turns: Mutex::default(),
+            admission: Mutex::default(),
         }
     }
 }

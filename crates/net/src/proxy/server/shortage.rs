@@ -145,7 +145,7 @@ impl EventLoop<'_> {
         if self.shortage_since.is_none() {
             self.shortage_since = Some(now);
             let news = {
-                let mut turns = lock(&self.proxy_loops.turns);
+                let mut turns = lock(&self.proxy_loops.admission);
                 let news = turns.line.is_empty();
                 turns.get_in_line(self.place);
                 news
@@ -164,7 +164,7 @@ impl EventLoop<'_> {
     /// short of descriptors, or it is this loop's turn. Otherwise the
     /// loop gets in line, and is woken when its turn comes.
     pub(super) fn may_admit(&self) -> bool {
-        let mut turns = lock(&self.proxy_loops.turns);
+        let mut turns = lock(&self.proxy_loops.admission);
         match turns.line.front() {
             None => true,
             Some(&front) if front == self.place => true,
@@ -179,7 +179,7 @@ impl EventLoop<'_> {
     /// another loop is in line, it takes its turn, this one goes to the
     /// back of the line, and true is returned.
     pub(super) fn pass_turn(&self) -> bool {
-        let mut turns = lock(&self.proxy_loops.turns);
+        let mut turns = lock(&self.proxy_loops.admission);
         if turns.line.len() < 2 || turns.line.front() != Some(&self.place) {
             return false;
         }
@@ -193,7 +193,7 @@ impl EventLoop<'_> {
     /// line is empty a later shortage is news again.
     pub(super) fn shortage_over(&mut self) {
         self.shortage_since = None;
-        let mut turns = lock(&self.proxy_loops.turns);
+        let mut turns = lock(&self.proxy_loops.admission);
         let had_turn = turns.line.front() == Some(&self.place);
         turns.line.retain(|&place| place != self.place);
         if had_turn {

@@ -8,45 +8,45 @@ use std::sync::Arc;
 const MS: u64 = 1_000_000;
 
 /// A link, the bucket it pays from and their clock.
-struct LinkBench {
+struct NetemBench {
     clock: Arc<FakeClock>,
     bucket: TokenBucket<Arc<FakeClock>>,
-    link: Netem,
+    netem: Netem,
 }
 
-impl LinkBench {
+impl NetemBench {
     /// A link paying from an empty bucket of `rate` units a second and a
     /// burst of `burst` (`None`: unlimited).
-    fn new(impairment: Impairment, rate: Option<(u64, u64)>, seed: u64) -> LinkBench {
+    fn new(impairment: Impairment, rate: Option<(u64, u64)>, seed: u64) -> NetemBench {
         let clock = Arc::new(FakeClock::new(0));
         let (limit, burst) = match rate {
             Some((rate, burst)) => (Limit::per_second(rate), burst),
             None => (Limit::Unlimited, 1),
         };
         let bucket = TokenBucket::with_clock(limit, burst, Fill::Empty, clock.clone()).unwrap();
-        LinkBench {
+        NetemBench {
             clock,
             bucket,
-            link: Netem::new(impairment, seed),
+            netem: Netem::new(impairment, seed),
         }
     }
 
     fn arrive(&mut self, now: u64, tag: u64, datagram: Vec<u8>) {
         self.clock.advance_to(now);
-        self.link.arrive(&self.bucket, now, tag, datagram);
+        self.netem.arrive(&self.bucket, now, tag, datagram);
     }
 
     fn leave(&mut self, now: u64) -> Vec<Tagged> {
         self.clock.advance_to(now);
-        self.link.leave(&self.bucket, now)
+        self.netem.leave(&self.bucket, now)
     }
 
     fn wake(&self) -> Option<u64> {
-        self.link.wake()
+        self.netem.wake()
     }
 
     fn tally(&self) -> Tally {
-        self.link.tally()
+        self.netem.tally()
     }
 }
 
@@ -64,22 +64,22 @@ fn number(datagram: &[u8]) -> u64 {
 
 /// Sends `count` datagrams of `size` bytes, one every `every` ns, and
 /// collects what leaves and when, stepping at every wake-up.
-fn run(link: &mut LinkBench, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u8>)> {
+fn run(netem: &mut NetemBench, count: u64, size: usize, every: u64) -> Vec<(u64, Vec<u8>)> {
     let mut left = Vec::new();
     let mut next = 0;
     let mut now = 0;
     loop {
         let arrival = (next < count).then_some(next * every);
-        let wake = link.wake();
+        let wake = netem.wake();
         let Some(at) = arrival.into_iter().chain(wake).min() else {
             return left;
         };
         now = now.max(at);
-        for (_, datagram) in link.leave(now) {
+        for (_, datagram) in netem.leave(now) {
             left.push((now, datagram));
         }
         if arrival == Some(now) {
-            link.arrive(now, next % 3, datagram(next, size));
+            netem.arrive(now, next % 3, datagram(next, size));
             next += 1;
         }
     }
@@ -89,7 +89,7 @@ fn run(link: &mut LinkBench, count: u64, size: usize, every: u64) -> Vec<(u64, V
 fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
     // 1,000 B/s, datagrams of 100 B every 50 ms (2,000 B/s), a queue of
     // 3,000 B: each takes 100 ms on the link.
-    let mut link = LinkBench::new(
+    let mut netem = NetemBench::new(
         Impairment {
             queue: 3000,
             ..Impairment::default()
@@ -97,7 +97,7 @@ fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
         Some((1000, 100)),
         1,
     );
-    let left = run(&mut link, 200, 100, 50 * MS);
+    let left = run(&mut netem, 200, 100, 50 * MS);
     // Sent back to back, each 100 ms after the one before, from the first
     // arrival to the last in the queue.
     for (i, (at, _)) in left.iter().enumerate() {
@@ -105,7 +105,7 @@ fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
     }
     // What was kept: one on the link at each 100 ms of the 10 s of
     // arrivals, and a full queue of 30 behind them; the rest dropped.
-    let tally = link.tally();
+    let tally = netem.tally();
     assert_eq!(tally.passed.0, left.len() as u64);
     assert_eq!(tally.passed.0 + tally.queue_full.0, 200);
     assert_eq!(tally.passed.0, 100 + 30);
@@ -119,7 +119,7 @@ fn at_twice_the_rate_the_queue_fills_and_the_rest_is_dropped_at_the_tail() {
 
 #[test]
 fn a_head_drop_loses_the_oldest_waiting() {
-    let mut link = LinkBench::new(
+    let mut netem = NetemBench::new(
         Impairment {
             queue: 300,
             queue_drop: QueueDrop::Head,
@@ -131,24 +131,24 @@ fn a_head_drop_loses_the_oldest_waiting() {
     // Ten at once: the first goes on the link, the queue keeps three, and
     // each newcomer pushes the oldest waiting out.
     for i in 0..10 {
-        link.arrive(0, i, datagram(i, 100));
+        netem.arrive(0, i, datagram(i, 100));
     }
     let mut left = Vec::new();
-    while let Some(at) = link.wake() {
-        left.extend(link.leave(at).iter().map(|(tag, d)| {
+    while let Some(at) = netem.wake() {
+        left.extend(netem.leave(at).iter().map(|(tag, d)| {
             assert_eq!(*tag, number(d), "the tag goes with its datagram");
             *tag
         }));
     }
     assert_eq!(left, [0, 7, 8, 9]);
-    assert_eq!(link.tally().queue_full.0, 6);
+    assert_eq!(netem.tally().queue_full.0, 6);
 }
 
 #[test]
 fn packets_count_datagrams_whatever_their_size() {
     // 10 datagrams a second: sizes do not matter.
     let one = Counting::Datagrams.tokens(1);
-    let mut link = LinkBench::new(
+    let mut netem = NetemBench::new(
         Impairment {
             packets: true,
             queue: 100 * one,
@@ -158,11 +158,11 @@ fn packets_count_datagrams_whatever_their_size() {
         1,
     );
     for (i, size) in [(0, 10), (1, 60_000), (2, 1)] {
-        link.arrive(0, i, datagram(i, size));
+        netem.arrive(0, i, datagram(i, size));
     }
     let mut times = Vec::new();
-    while let Some(at) = link.wake() {
-        times.extend(link.leave(at).iter().map(|_| at / MS));
+    while let Some(at) = netem.wake() {
+        times.extend(netem.leave(at).iter().map(|_| at / MS));
     }
     assert_eq!(times, [100, 200, 300]);
 }
@@ -185,9 +185,9 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
         jitter: 10 * MS,
         ..Impairment::default()
     };
-    let mut link = LinkBench::new(impairment.clone(), None, 3);
+    let mut netem = NetemBench::new(impairment.clone(), None, 3);
     let count = 100_000;
-    let left = run(&mut link, count, 64, MS);
+    let left = run(&mut netem, count, 64, MS);
     assert_eq!(left.len() as u64, count);
     let delays: Vec<f64> = left
         .iter()
@@ -212,7 +212,7 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
     let seen = overtaken(&left);
     assert!((seen / expected - 1.0).abs() < 0.02, "{seen} of {expected}");
     // Keeping the order, none does, and none leaves before its delay.
-    let mut kept = LinkBench::new(
+    let mut kept = NetemBench::new(
         Impairment {
             keep_order: true,
             ..impairment
@@ -227,7 +227,7 @@ fn jitter_spreads_the_delay_evenly_and_reorders_as_netem_does() {
 
 #[test]
 fn reordered_datagrams_skip_the_delay() {
-    let mut link = LinkBench::new(
+    let mut netem = NetemBench::new(
         Impairment {
             delay: 100 * MS,
             reorder: 0.25,
@@ -237,20 +237,20 @@ fn reordered_datagrams_skip_the_delay() {
         4,
     );
     let count = 100_000;
-    let left = run(&mut link, count, 16, MS);
+    let left = run(&mut netem, count, 16, MS);
     let at_once = left.iter().filter(|(at, d)| *at == number(d) * MS).count();
     let delayed = left
         .iter()
         .filter(|(at, d)| *at == number(d) * MS + 100 * MS)
         .count();
     assert_eq!(at_once + delayed, count as usize);
-    assert_eq!(at_once as u64, link.tally().reordered.0);
+    assert_eq!(at_once as u64, netem.tally().reordered.0);
     assert!((at_once as f64 / count as f64 / 0.25 - 1.0).abs() < 0.02);
 }
 
 #[test]
 fn duplicates_follow_their_datagram_and_are_counted() {
-    let mut link = LinkBench::new(
+    let mut netem = NetemBench::new(
         Impairment {
             duplicate: 0.1,
             ..Impairment::default()
@@ -259,8 +259,8 @@ fn duplicates_follow_their_datagram_and_are_counted() {
         5,
     );
     let count = 100_000;
-    let left = run(&mut link, count, 16, MS);
-    let tally = link.tally();
+    let left = run(&mut netem, count, 16, MS);
+    let tally = netem.tally();
     assert_eq!(left.len() as u64, count + tally.duplicated.0);
     assert!((tally.duplicated.0 as f64 / count as f64 / 0.1 - 1.0).abs() < 0.03);
     // Each copy leaves with its datagram, the same bytes.
@@ -273,7 +273,7 @@ fn duplicates_follow_their_datagram_and_are_counted() {
 
 #[test]
 fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
-    let mut link = LinkBench::new(
+    let mut netem = NetemBench::new(
         Impairment {
             corrupt: 1.0,
             mtu: Some(Mtu {
@@ -285,14 +285,14 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
         None,
         6,
     );
-    link.arrive(0, 0, vec![0u8; 1500]);
-    let out = link.leave(0);
+    netem.arrive(0, 0, vec![0u8; 1500]);
+    let out = netem.leave(0);
     assert_eq!(out[0].1.len(), 1000);
     let flipped: u32 = out[0].1.iter().map(|b| b.count_ones()).sum();
     assert_eq!(flipped, 1);
-    assert_eq!(link.tally().cut, (1, 1500));
-    assert_eq!(link.tally().corrupted.0, 1);
-    let mut dropping = LinkBench::new(
+    assert_eq!(netem.tally().cut, (1, 1500));
+    assert_eq!(netem.tally().corrupted.0, 1);
+    let mut dropping = NetemBench::new(
         Impairment {
             mtu: Some(Mtu {
                 size: 1000,
@@ -311,7 +311,7 @@ fn corruption_flips_one_bit_and_the_mtu_cuts_or_drops() {
 
 #[test]
 fn a_flood_into_a_long_delay_holds_no_more_than_the_bound() {
-    let mut link = LinkBench::new(
+    let mut netem = NetemBench::new(
         Impairment {
             delay: 1_000 * MS,
             held_most: Some(10_000),
@@ -321,9 +321,9 @@ fn a_flood_into_a_long_delay_holds_no_more_than_the_bound() {
         7,
     );
     // 1,000 datagrams of 100 bytes in the first 100 ms: a hundred fit.
-    let left = run(&mut link, 1000, 100, MS / 10);
+    let left = run(&mut netem, 1000, 100, MS / 10);
     assert_eq!(left.len(), 100);
-    assert_eq!(link.tally().queue_full.0, 900);
+    assert_eq!(netem.tally().queue_full.0, 900);
     assert!(
         left.iter()
             .all(|(at, d)| at - number(d) * MS / 10 == 1_000 * MS)
@@ -343,9 +343,9 @@ fn a_seed_replays_everything_a_link_did() {
         ..Impairment::default()
     };
     let replay = |seed| {
-        let mut link = LinkBench::new(impairment.clone(), Some((50_000, 1_000)), seed);
-        let left = run(&mut link, 20_000, 200, MS / 2);
-        (left, link.tally())
+        let mut netem = NetemBench::new(impairment.clone(), Some((50_000, 1_000)), seed);
+        let left = run(&mut netem, 20_000, 200, MS / 2);
+        (left, netem.tally())
     };
     assert_eq!(replay(9), replay(9));
     assert_ne!(replay(9).0, replay(10).0);
@@ -353,7 +353,10 @@ fn a_seed_replays_everything_a_link_did() {
 
 #[test]
 fn an_impairment_draws_when_anything_in_it_is_random() {
-    assert!(!Impairment::default().draws(), "a plain link draws nothing");
+    assert!(
+        !Impairment::default().draws(),
+        "a plain netem draws nothing"
+    );
     let delayed = Impairment {
         delay: 50 * MS,
         queue: 3000,

@@ -58,7 +58,7 @@ impl DatagramProxy {
             };
             match &mut flow.own {
                 Some(own) => {
-                    own.links[0].arrive(&own.buckets[0], now, flow.tag, datagram);
+                    own.netems[0].arrive(&own.buckets[0], now, flow.tag, datagram);
                     self.stirred.push(key);
                 }
                 None => self.ways[0].arrive(&self.buckets[0], now, flow.tag, datagram),
@@ -78,12 +78,12 @@ impl DatagramProxy {
         let (Ok(up), Ok(down)) = (make(0), make(1)) else {
             return;
         };
-        let links = [0, 1].map(|way| {
+        let netems = [0, 1].map(|way| {
             let seed = self.route.seed ^ flow.tag.rotate_left(17) ^ way as u64;
             Netem::new(self.route.ways[way].clone(), seed)
         });
         flow.own = Some(Box::new(Own {
-            links,
+            netems,
             buckets: [up, down],
         }));
     }
@@ -142,7 +142,7 @@ impl DatagramProxy {
                     let (tag, datagram) = (flow.tag, self.buffer[..n].to_vec());
                     match &mut flow.own {
                         Some(own) => {
-                            own.links[1].arrive(&own.buckets[1], now, tag, datagram);
+                            own.netems[1].arrive(&own.buckets[1], now, tag, datagram);
                             self.stirred.push(key);
                         }
                         None => self.ways[1].arrive(&self.buckets[1], now, tag, datagram),

@@ -271,20 +271,20 @@ impl DatagramProxy {
         let asked = std::mem::take(&mut *shape_leaves::lock::lock(&self.asked));
         if let Some(ways) = asked.ways {
             self.route.ways = ways;
-            self.retune_links();
+            self.retune_netems();
         }
         asked.stop
     }
 
-    /// Puts the route's impairments in force on every link, the shared
+    /// Puts the route's impairments in force on every direction, the shared
     /// ones and the flows' own.
-    fn retune_links(&mut self) {
-        for (link, impairment) in self.ways.iter_mut().zip(&self.route.ways) {
-            link.retune_to(impairment.clone());
+    fn retune_netems(&mut self) {
+        for (netem, impairment) in self.ways.iter_mut().zip(&self.route.ways) {
+            netem.retune_to(impairment.clone());
         }
         for own in self.flows.iter_mut().filter_map(|flow| flow.own.as_mut()) {
-            for (link, impairment) in own.links.iter_mut().zip(&self.route.ways) {
-                link.retune_to(impairment.clone());
+            for (netem, impairment) in own.netems.iter_mut().zip(&self.route.ways) {
+                netem.retune_to(impairment.clone());
             }
         }
     }
@@ -301,7 +301,7 @@ impl DatagramProxy {
         for ((impairment, faults), delay) in ways {
             *impairment = impairment.under(delay, now.jitter, &faults);
         }
-        self.retune_links();
+        self.retune_netems();
     }
 
     /// Sends every datagram due by `now` on its way: the shared links',
@@ -329,20 +329,20 @@ impl DatagramProxy {
             let Some(own) = &mut flow.own else {
                 continue;
             };
-            for (_, datagram) in own.links[0].leave(&own.buckets[0], now) {
+            for (_, datagram) in own.netems[0].leave(&own.buckets[0], now) {
                 if flow.socket.send(&datagram).is_ok() {
                     self.passed[0].add(counted(0, &datagram));
                 }
             }
-            for (_, datagram) in own.links[1].leave(&own.buckets[1], now) {
+            for (_, datagram) in own.netems[1].leave(&own.buckets[1], now) {
                 if self.listen.send_to(&datagram, flow.client).is_ok() {
                     self.passed[1].add(counted(1, &datagram));
                 }
             }
-            for (owned, link) in self.owned.iter_mut().zip(&mut own.links) {
+            for (owned, link) in self.owned.iter_mut().zip(&mut own.netems) {
                 *owned += link.take_tally();
             }
-            let wake = own.links.iter().filter_map(Netem::wake).min();
+            let wake = own.netems.iter().filter_map(Netem::wake).min();
             self.flows_due.file(key, wake);
         }
         due.clear();
@@ -370,7 +370,7 @@ impl DatagramProxy {
         for flow in self.flows.forget_idle(now, idle, self.poll.registry()) {
             self.flows_due.file(Flows::key_of(flow.tag), None);
             if let Some(own) = flow.own {
-                for (owned, link) in self.owned.iter_mut().zip(&own.links) {
+                for (owned, link) in self.owned.iter_mut().zip(&own.netems) {
                     *owned += link.tally();
                 }
             }
