@@ -7,7 +7,7 @@
 //! connects and hands over.
 
 use super::live::{PassOn, damaged, go_live, printer, two_counts, two_way_reporter, two_ways};
-use super::plan::{DatagramPlan, ExecPlan, Impairments};
+use super::plan::{ConditionsPlan, DatagramPlan, ExecPlan};
 use super::proxy::Tuning;
 use crate::control::Adjuster;
 use crate::progress::Reporter;
@@ -23,7 +23,7 @@ use shape_leaves::lock::lock;
 use shape_leaves::message::one_line;
 use shape_leaves::say::Printer;
 use shape_leaves::throughput::Throughput;
-use shape_net::proxy;
+use shape_net::proxy::{RelayLoop, Shaping};
 use shape_net::udp::{DatagramProxy, FlowEnds, Route};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -35,12 +35,12 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
     let ExecPlan {
         command,
         pacing,
-        impairments,
+        conditions: at_start,
         linked,
         ..
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
-    let conditions = conditions(impairments, *linked);
+    let conditions = conditions(at_start, *linked);
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
@@ -196,13 +196,13 @@ fn say_stats(printer: &Printer, ways: &CommandWays, started: Instant) {
 
 /// The link's conditions: a command started without one (not `linked`)
 /// has none to change (its connections are not relayed).
-fn conditions(impairments: &Impairments, linked: bool) -> Arc<Conditions> {
+fn conditions(at_start: &ConditionsPlan, linked: bool) -> Arc<Conditions> {
     let unlinked = (!linked).then_some(
         "this command started without a link (--delay, --jitter, a fault or a UDP link's \
          option): start it with one ('--delay 0' will do)",
     );
     Arc::new(Conditions::fixing(
-        impairments.in_force(),
+        at_start.in_force(),
         Fixed {
             faults: unlinked,
             ends: unlinked,
@@ -214,7 +214,7 @@ fn conditions(impairments: &Impairments, linked: bool) -> Arc<Conditions> {
 }
 
 /// Starts the relay that carries the command's TCP connections through
-/// the link, on a thread of its own, and says how its datagrams' links
+/// the link, on a thread of its own, and says how its datagrams' proxies
 /// are made.
 fn start_relay(
     plan: &ExecPlan,
@@ -223,28 +223,28 @@ fn start_relay(
     [passed_up, passed_down]: &[Arc<Throughput>; 2],
     printer: &Printer,
 ) -> anyhow::Result<Relay> {
-    let impairments = &plan.impairments;
+    let at_start = &plan.conditions;
     let quiet = plan.pacing.quiet;
-    let shaping = proxy::Shaping {
+    let shaping = Shaping {
         settings: Arc::new(Tuning(adjuster.clone())),
         per_connection: false,
-        link: impairments.slow_link,
+        link: at_start.slow_link,
         conditions: conditions.clone(),
-        affect: impairments.affect,
+        affect: at_start.affect,
         passed_up: passed_up.clone(),
         passed_down: passed_down.clone(),
         report: (!quiet).then(|| printer.clone()),
-        seed: impairments.seed,
-        say_seed: impairments.say_seed,
+        seed: at_start.seed,
+        say_seed: at_start.say_seed,
         // One loop relays the command's connections.
         loops: 1,
     };
     let seed = shaping.seed;
-    let relay_loop = proxy::RelayLoop::start(shaping).context("the link's relay")?;
+    let relay_loop = RelayLoop::start(shaping).context("the link's relay")?;
     let say = (!quiet).then(|| printer.clone());
     let passed = [passed_up, passed_down];
     let flow_ends = FlowEnds::default();
-    let links = Links {
+    let shared = DatagramShared {
         adjuster,
         conditions: &conditions,
         passed,
@@ -252,7 +252,7 @@ fn start_relay(
         say,
         flow_ends: flow_ends.clone(),
     };
-    let datagrams = datagram_links(impairments, &plan.datagrams, links);
+    let datagrams = datagram_proxies(at_start, &plan.datagrams, shared);
     Ok(Relay {
         relay_loop,
         conditions,
@@ -261,10 +261,10 @@ fn start_relay(
     })
 }
 
-/// What the command's datagram links share: the run's settings and
+/// What the command's datagram proxies share: the run's settings and
 /// conditions, the counts of both ways, the seed, where to say what they
 /// have to say, and where their flows send from.
-struct Links<'a> {
+struct DatagramShared<'a> {
     adjuster: &'a Arc<Adjuster>,
     conditions: &'a Arc<Conditions>,
     passed: [&'a Arc<Throughput>; 2],
@@ -276,17 +276,21 @@ struct Links<'a> {
 /// What makes a datagram link of the command's, for one destination: the
 /// UDP link's proxy, on a thread of its own, impaired as the flags say,
 /// following the link's conditions and paying from both ways' buckets.
-fn datagram_links(impairments: &Impairments, plan: &DatagramPlan, links: Links) -> MakeNetem {
-    let Links {
+fn datagram_proxies(
+    at_start: &ConditionsPlan,
+    plan: &DatagramPlan,
+    shared: DatagramShared,
+) -> MakeNetem {
+    let DatagramShared {
         adjuster,
         conditions,
         passed,
         seed,
         say,
         flow_ends,
-    } = links;
+    } = shared;
     let buckets = adjuster.buckets().to_vec();
-    let ways = super::udp::impaired(impairments, plan, [&buckets[0], &buckets[1]]);
+    let ways = super::udp::impaired(at_start, plan, [&buckets[0], &buckets[1]]);
     let idle = plan.idle;
     let (adjuster, conditions) = (adjuster.clone(), conditions.clone());
     let passed = passed.map(Arc::clone);

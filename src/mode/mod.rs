@@ -1,7 +1,7 @@
 //! What shape does, picked from the command line as ripgrep picks its
 //! mode: copy (the default: inputs to standard output or a connection),
-//! proxy (`--listen` with `--connect`), toxiproxy's API (`--serve`), a
-//! command's own traffic (`--exec`),
+//! proxy (`--listen` with `--connect`), a UDP link (`udp:` addresses),
+//! toxiproxy's API (`--serve`), a command's own traffic (`--exec`),
 //! remote (`--remote`), a share's status or reset, and generate (man
 //! page, completions). The command line is checked once, as a whole, and
 //! made into the mode's plan ([`step`], [`plan`]) before any mode starts;

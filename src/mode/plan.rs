@@ -86,7 +86,7 @@ pub struct ProgressPlan {
 /// What a link does to what crosses it, at start: the delay, jitter and
 /// faults of each way, the connections they touch and the seed they draw
 /// from.
-pub struct Impairments {
+pub struct ConditionsPlan {
     pub slow_link: SlowLink,
     /// Up, then down.
     pub faults: [Faults; 2],
@@ -101,7 +101,7 @@ pub struct Impairments {
     pub per_connection: bool,
 }
 
-impl Impairments {
+impl ConditionsPlan {
     /// The conditions in force at start.
     pub fn in_force(&self) -> InForce {
         InForce {
@@ -131,7 +131,7 @@ pub struct ProxyPlan {
     pub connect: Address,
     pub pacing: Pacing,
     pub progress: ProgressPlan,
-    pub impairments: Impairments,
+    pub conditions: ConditionsPlan,
     pub loops: usize,
 }
 
@@ -141,7 +141,7 @@ pub struct UdpPlan {
     pub connect: Address,
     pub pacing: Pacing,
     pub progress: ProgressPlan,
-    pub impairments: Impairments,
+    pub conditions: ConditionsPlan,
     pub datagrams: DatagramPlan,
 }
 
@@ -150,7 +150,7 @@ pub struct ExecPlan {
     pub command: Vec<OsString>,
     pub pacing: Pacing,
     pub progress: ProgressPlan,
-    pub impairments: Impairments,
+    pub conditions: ConditionsPlan,
     pub datagrams: DatagramPlan,
     /// True if the command's traffic goes through a link (a delay,
     /// jitter, a fault or a UDP link's option given at start).

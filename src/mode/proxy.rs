@@ -21,11 +21,11 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
         connect,
         pacing,
         progress,
-        impairments,
+        conditions: at_start,
         loops,
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
-    let conditions = Arc::new(Conditions::new(impairments.in_force()));
+    let conditions = Arc::new(Conditions::new(at_start.in_force()));
     let adjuster = Arc::new(
         Adjuster::over(
             vec![up.clone(), down.clone()],
@@ -47,15 +47,15 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
     )?;
     let shaping = proxy::Shaping {
         settings: Arc::new(Tuning(adjuster)),
-        per_connection: impairments.per_connection,
-        link: impairments.slow_link,
+        per_connection: at_start.per_connection,
+        link: at_start.slow_link,
         conditions,
-        affect: impairments.affect,
+        affect: at_start.affect,
         passed_up,
         passed_down,
         report: (!pacing.quiet).then_some(printer),
-        seed: impairments.seed,
-        say_seed: impairments.say_seed,
+        seed: at_start.seed,
+        say_seed: at_start.say_seed,
         loops: *loops,
     };
     let served = proxy::forward(listen, connect, &shaping);

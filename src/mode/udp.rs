@@ -5,7 +5,7 @@
 //! a share).
 
 use super::live::{go_live, printer, two_counts, two_way_reporter, two_ways};
-use super::plan::{DatagramPlan, Impairments, UdpPlan};
+use super::plan::{ConditionsPlan, DatagramPlan, UdpPlan};
 use crate::control::Adjuster;
 use anyhow::Context;
 use shape_impair::conditions::{Carried, Conditions, Fixed};
@@ -23,15 +23,15 @@ pub fn run(plan: &UdpPlan) -> anyhow::Result<Exit> {
         listen,
         connect,
         pacing,
-        impairments,
+        conditions: at_start,
         ..
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
     let (counts, passed) = two_counts();
     let (mut proxy, draws) = bind(plan, [&up, &down], &counts)?;
-    let seed = impairments.seed;
+    let seed = at_start.seed;
     let tallies = proxy.tallies();
-    let conditions = conditions(impairments);
+    let conditions = conditions(at_start);
     proxy.follow(conditions.clone());
     let adjuster = Arc::new(
         Adjuster::over(
@@ -49,7 +49,7 @@ pub fn run(plan: &UdpPlan) -> anyhow::Result<Exit> {
     let printer = printer(reporter.as_ref());
     let handle = proxy.handle()?;
     adjuster.on_change(Box::new(move || handle.wake()));
-    if impairments.per_connection {
+    if at_start.per_connection {
         // Each flow's buckets follow the shared ones' settings.
         let adjuster = adjuster.clone();
         proxy.per_flow(Box::new(move |way| {
@@ -86,7 +86,7 @@ fn bind(
     counts: &[Arc<Throughput>; 2],
 ) -> anyhow::Result<(DatagramProxy, bool)> {
     let (listen, connect) = (&plan.listen, &plan.connect);
-    let ways = impaired(&plan.impairments, &plan.datagrams, buckets);
+    let ways = impaired(&plan.conditions, &plan.datagrams, buckets);
     let addresses = || -> std::io::Result<_> {
         Ok((
             listen.datagram_address(true)?,
@@ -100,7 +100,7 @@ fn bind(
         upstream,
         idle: plan.datagrams.idle,
         ways,
-        seed: plan.impairments.seed,
+        seed: plan.conditions.seed,
     };
     let proxy = DatagramProxy::bind(route, buckets.map(Arc::clone), counts.clone())
         .with_context(|| format!("listening on {listen}"))?;
@@ -110,14 +110,14 @@ fn bind(
 /// What each way of the link does to datagrams, as the plan says, paced
 /// by that way's bucket (`buckets`: up, then down).
 pub(super) fn impaired(
-    impairments: &Impairments,
+    at_start: &ConditionsPlan,
     datagrams: &DatagramPlan,
     buckets: [&Arc<Bucket>; 2],
 ) -> [Impairment; 2] {
-    let link = impairments.slow_link;
+    let link = at_start.slow_link;
     let counting = datagrams.counting;
     Way::BOTH.map(|way| {
-        let faults = &impairments.faults[way as usize];
+        let faults = &at_start.faults[way as usize];
         let (limit, burst) = buckets[way as usize].limit_and_burst();
         // A traced way's queue holds what its trace gives on average.
         let queued = datagrams.traced[way as usize].unwrap_or(limit);
@@ -131,15 +131,15 @@ pub(super) fn impaired(
             keep_order: datagrams.keep_order,
             ..Impairment::default()
         }
-        .under(impairments.delays[way as usize], link.jitter, faults)
+        .under(at_start.delays[way as usize], link.jitter, faults)
     })
 }
 
 /// The delay, jitter and faults in force at start, which `--remote`
 /// changes while the link runs.
-fn conditions(impairments: &Impairments) -> Arc<Conditions> {
+fn conditions(at_start: &ConditionsPlan) -> Arc<Conditions> {
     Arc::new(Conditions::fixing(
-        impairments.in_force(),
+        at_start.in_force(),
         Fixed {
             carried: Carried::Datagrams,
             ..Fixed::default()

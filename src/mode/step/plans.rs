@@ -10,7 +10,7 @@ use crate::control::{RateFile, Request};
 use crate::mode::UsageError;
 use crate::mode::input::Input;
 use crate::mode::plan::{
-    CopyPlan, DatagramPlan, ExecPlan, Impairments, Mode, Pacing, ProgressPlan, ProxyPlan,
+    ConditionsPlan, CopyPlan, DatagramPlan, ExecPlan, Mode, Pacing, ProgressPlan, ProxyPlan,
     RemotePlan, ServePlan, Start, UdpPlan,
 };
 use crate::progress::{BarLook, Parts, ProgressMode, Style};
@@ -68,7 +68,7 @@ impl Checked {
                 connect,
                 pacing: pacing(cli)?,
                 progress: progress(cli),
-                impairments: impairments(cli),
+                conditions: conditions_at_start(cli),
                 loops: loops(cli),
             })),
             Asked::Udp { listen, connect } => Mode::Udp(Box::new(UdpPlan {
@@ -76,14 +76,14 @@ impl Checked {
                 connect,
                 pacing: pacing(cli)?,
                 progress: progress(cli),
-                impairments: impairments(cli),
+                conditions: conditions_at_start(cli),
                 datagrams: datagrams(cli)?,
             })),
             Asked::Exec(command) => Mode::Exec(Box::new(ExecPlan {
                 command,
                 pacing: pacing(cli)?,
                 progress: progress(cli),
-                impairments: impairments(cli),
+                conditions: conditions_at_start(cli),
                 datagrams: datagrams(cli)?,
                 linked: linked(cli),
                 stats: cli.stats,
@@ -229,8 +229,8 @@ fn loops(cli: &Cli) -> usize {
 }
 
 /// What the link does at start, in both ways.
-fn impairments(cli: &Cli) -> Impairments {
-    Impairments {
+fn conditions_at_start(cli: &Cli) -> ConditionsPlan {
+    ConditionsPlan {
         slow_link: cli.slow_link(),
         faults: Way::BOTH.map(|way| cli.faults(way)),
         delays: cli.delays(),

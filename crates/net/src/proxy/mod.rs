@@ -38,7 +38,7 @@ mod stream;
 use crate::resources::raise_file_limit;
 use crate::{Address, Listening};
 pub use relay::{RelayFailed, RelayLoop};
-use rules::{Pay, Plan, RuleDraws, Rules, Terms, WayPlan};
+use rules::{ConnectionShaping, Pay, RuleDraws, Rules, Terms, WayPlan};
 use server::EventLoop;
 pub use server::{Command, ProxyLoops, Upstream};
 use shape_impair::conditions::Conditions;
@@ -101,7 +101,7 @@ pub struct Shaping {
 /// pays from the two shared buckets (or from buckets of its own that
 /// follow them) and is held to the one set of conditions.
 impl Rules for &Shaping {
-    fn plan(&self, _: &mut RuleDraws) -> io::Result<Plan> {
+    fn plan(&self, _: &mut RuleDraws) -> io::Result<ConnectionShaping> {
         let way = |way| -> io::Result<WayPlan> {
             let bucket = match self.per_connection {
                 true => self.settings.own(way)?,
@@ -112,7 +112,7 @@ impl Rules for &Shaping {
                 terms: Terms::Shared(self.conditions.clone()),
             })
         };
-        Ok(Plan {
+        Ok(ConnectionShaping {
             ways: [way(Way::Up)?, way(Way::Down)?],
             close_after: None,
         })

@@ -1,5 +1,5 @@
 //! What shapes the connections of one route (a listener and where it
-//! forwards to): [`Rules`] give each connection its [`Plan`], when it is
+//! forwards to): [`Rules`] give each connection its [`ConnectionShaping`], when it is
 //! accepted and again whenever the rules change while it is open. Proxy
 //! mode has one route whose rules are its flags; `--serve` has a route per
 //! proxy whose rules are its toxics.
@@ -38,7 +38,7 @@ pub struct WayPlan {
 }
 
 /// How a connection is shaped: up (client to server), then down.
-pub struct Plan {
+pub struct ConnectionShaping {
     pub ways: [WayPlan; 2],
     /// Close the connection (an orderly close of both sides) this long
     /// after the plan is first taken with it: toxiproxy's `timeout`.
@@ -80,7 +80,7 @@ fn splitmix64(mut x: u64) -> u64 {
 /// What shapes the connections of a route.
 pub trait Rules {
     /// The plan of a connection with `draws`.
-    fn plan(&self, draws: &mut RuleDraws) -> io::Result<Plan>;
+    fn plan(&self, draws: &mut RuleDraws) -> io::Result<ConnectionShaping>;
     /// Its buffers, and its delay and jitter at start.
     fn link(&self) -> SlowLink;
     /// The fraction of connections the faults are done to.

@@ -20,7 +20,7 @@ use shape_leaves::bucket::Bucket;
 use shape_leaves::chunk::bandwidth_burst;
 use shape_leaves::duration::least;
 use shape_leaves::throughput::Throughput;
-use shape_net::proxy::rules::{Pay, Plan, RuleDraws, Rules, Terms, WayPlan};
+use shape_net::proxy::rules::{ConnectionShaping, Pay, RuleDraws, Rules, Terms, WayPlan};
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
@@ -313,10 +313,10 @@ fn slower(a: Limit, b: Limit) -> bool {
 }
 
 impl Rules for ToxicRules {
-    fn plan(&self, draws: &mut RuleDraws) -> io::Result<Plan> {
+    fn plan(&self, draws: &mut RuleDraws) -> io::Result<ConnectionShaping> {
         let (up, up_closes) = self.way(Way::Up, draws);
         let (down, down_closes) = self.way(Way::Down, draws);
-        Ok(Plan {
+        Ok(ConnectionShaping {
             ways: [up, down],
             close_after: least(up_closes, down_closes),
         })

@@ -2,7 +2,7 @@
 //! way that reads, pays, holds and writes.
 
 use super::direction_faults::DirectionFaults;
-use super::rules::{Pay, Plan, RuleDraws, Rules, Terms, WayPlan};
+use super::rules::{ConnectionShaping, Pay, RuleDraws, Rules, Terms, WayPlan};
 use super::stream::Stream;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
 use shape_impair::conditions::{Conditions, Watch};
@@ -210,7 +210,7 @@ fn conditions_of(terms: Terms) -> (Arc<Conditions>, bool) {
 pub(super) struct Opening<'a> {
     pub(super) client: Stream,
     pub(super) server: Stream,
-    pub(super) plan: Plan,
+    pub(super) plan: ConnectionShaping,
     pub(super) rules: &'a dyn Rules,
     pub(super) draws: RuleDraws,
     pub(super) seeds: [Seeds; 2],
@@ -280,7 +280,12 @@ impl Connection {
 
     /// Takes `plan` at `now` while open: the rules of its route changed.
     /// If `unstalled_closes`, a stall lifted closes it.
-    pub(super) fn take(&mut self, plan: Plan, now: u64, unstalled_closes: bool) -> io::Result<()> {
+    pub(super) fn take(
+        &mut self,
+        plan: ConnectionShaping,
+        now: u64,
+        unstalled_closes: bool,
+    ) -> io::Result<()> {
         let [up, down] = plan.ways;
         let lifted =
             self.shaping[0].take(up, &mut self.up)? | self.shaping[1].take(down, &mut self.down)?;
