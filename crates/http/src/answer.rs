@@ -1,0 +1,185 @@
+//! The answers shape gives in the upstream's place (`--http-status
+//! '503:try later'`, `--http-header 'Retry-After: 1'`): a status line in
+//! the request's version with the status's own reason, the body's
+//! Content-Length, the headers asked for, and `Connection` as the
+//! exchange needs it.
+
+use crate::framing::RequestHead;
+use std::fmt::Write;
+use std::str::FromStr;
+
+/// A status to answer with, and its body (`--http-status CODE[:BODY]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerStatus {
+    pub code: u16,
+    pub body: Vec<u8>,
+}
+
+impl FromStr for AnswerStatus {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<AnswerStatus, String> {
+        let (code, body) = text.split_once(':').unwrap_or((text, ""));
+        let code: u16 = code
+            .trim()
+            .parse()
+            .ok()
+            .filter(|code| (200..600).contains(code))
+            .ok_or(
+                "expected a status from 200 to 599, and the body after ':' if any \
+                    (e.g. 503, '429:slow down')",
+            )?;
+        Ok(AnswerStatus {
+            code,
+            body: body.as_bytes().to_vec(),
+        })
+    }
+}
+
+/// A header field of an answer (`--http-header 'Retry-After: 1'`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    pub value: String,
+}
+
+impl FromStr for Field {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Field, String> {
+        let refused = || {
+            "expected 'Name: value', a header's name and its value on one line \
+             (e.g. 'Retry-After: 1')"
+                .to_string()
+        };
+        let (name, value) = text.split_once(':').ok_or_else(refused)?;
+        let (name, value) = (name.trim(), value.trim());
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        let framing = ["content-length", "transfer-encoding", "connection"];
+        if name.is_empty()
+            || !name.chars().all(token)
+            || value.chars().any(|c| c.is_control() && c != '\t')
+        {
+            return Err(refused());
+        }
+        if framing
+            .iter()
+            .any(|framed| name.eq_ignore_ascii_case(framed))
+        {
+            return Err(format!(
+                "{name} is shape's to set: it frames the answer on the connection"
+            ));
+        }
+        Ok(Field {
+            name: name.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+/// An answer in the upstream's place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectedAnswer {
+    pub status: AnswerStatus,
+    pub fields: Vec<Field>,
+}
+
+impl InjectedAnswer {
+    /// The answer's bytes to `request`; with `close`, it says the
+    /// connection closes after it.
+    pub fn bytes(&self, request: &RequestHead, close: bool) -> Vec<u8> {
+        let code = self.status.code;
+        let reason = http::StatusCode::from_u16(code)
+            .ok()
+            .and_then(|status| status.canonical_reason())
+            .unwrap_or("");
+        let mut head = format!("HTTP/1.{} {code} {reason}\r\n", request.minor.min(1));
+        let bodiless = code == 204 || code == 304;
+        let body: &[u8] = match bodiless || request.is_head() {
+            true => b"",
+            false => &self.status.body,
+        };
+        let typed = self
+            .fields
+            .iter()
+            .any(|field| field.name.eq_ignore_ascii_case("content-type"));
+        if !self.status.body.is_empty() && !typed && !bodiless {
+            head.push_str("Content-Type: text/plain; charset=utf-8\r\n");
+        }
+        for field in &self.fields {
+            let _ = write!(head, "{}: {}\r\n", field.name, field.value);
+        }
+        if !bodiless {
+            // A HEAD's answer says the length the body would have.
+            let _ = write!(head, "Content-Length: {}\r\n", self.status.body.len());
+        }
+        match (close, request.minor) {
+            (true, _) => head.push_str("Connection: close\r\n"),
+            (false, 0) => head.push_str("Connection: keep-alive\r\n"),
+            (false, _) => {}
+        }
+        head.push_str("\r\n");
+        [head.as_bytes(), body].concat()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framing::{Framed, RequestFramer};
+
+    fn request(wire: &[u8]) -> RequestHead {
+        match RequestFramer::default().step(wire) {
+            Framed::Head(head, _) => head,
+            step => panic!("{step:?}"),
+        }
+    }
+
+    fn answer(status: &str, fields: &[&str]) -> InjectedAnswer {
+        InjectedAnswer {
+            status: status.parse().unwrap(),
+            fields: fields.iter().map(|field| field.parse().unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_framed_for_the_request_it_answers() {
+        let get = request(b"GET / HTTP/1.1\r\n\r\n");
+        let said = answer("429:slow down", &["Retry-After: 1"]).bytes(&get, false);
+        assert_eq!(
+            String::from_utf8(said).unwrap(),
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\n\
+             Retry-After: 1\r\nContent-Length: 9\r\n\r\nslow down"
+        );
+        let head = request(b"HEAD / HTTP/1.0\r\n\r\n");
+        let said = answer("503:down", &[]).bytes(&head, true);
+        assert!(said.starts_with(b"HTTP/1.0 503 Service Unavailable\r\n"));
+        assert!(said.ends_with(b"Content-Length: 4\r\nConnection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn the_answer_parses_as_the_response_a_client_expects() {
+        let get = request(b"GET / HTTP/1.1\r\n\r\n");
+        let said = answer("503", &["X-Why: test"]).bytes(&get, false);
+        let mut fields = [httparse::EMPTY_HEADER; 8];
+        let mut response = httparse::Response::new(&mut fields);
+        assert!(response.parse(&said).unwrap().is_complete());
+        assert_eq!(response.code, Some(503));
+    }
+
+    #[test]
+    fn statuses_and_fields_that_cannot_be_answered_are_refused() {
+        assert!("101".parse::<AnswerStatus>().is_err());
+        assert!("600".parse::<AnswerStatus>().is_err());
+        assert!("abc".parse::<AnswerStatus>().is_err());
+        assert_eq!("503:".parse::<AnswerStatus>().unwrap().body, b"");
+        assert!(
+            "Content-Length: 3"
+                .parse::<Field>()
+                .unwrap_err()
+                .contains("shape's to set")
+        );
+        assert!("No value".parse::<Field>().is_err());
+        assert!("X: a\rb".parse::<Field>().is_err());
+    }
+}
