@@ -37,6 +37,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("redis_replies", stores::redis_replies),
     #[cfg(feature = "exec")]
     ("traced_calls", stores::traced_calls),
+    #[cfg(feature = "http")]
+    ("http_framing", stores::http_framing),
 ];
 
 /// The target named `name`, if there is one.

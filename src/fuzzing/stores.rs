@@ -19,3 +19,9 @@ pub fn redis_replies(data: &[u8]) {
 pub fn traced_calls(data: &[u8]) {
     shape_exec::fuzzing::calls(data);
 }
+
+/// HTTP/1.x requests and responses, framed as they come.
+#[cfg(feature = "http")]
+pub fn http_framing(data: &[u8]) {
+    shape_http::fuzzing::framing(data);
+}

@@ -9,4 +9,5 @@
 
 pub mod answer;
 pub mod framing;
+pub mod fuzzing;
 pub mod select;

@@ -41,6 +41,19 @@ pub enum Framed<H> {
     Opaque(Opaque),
 }
 
+impl<H> Framed<H> {
+    /// The same step, with its head made into another.
+    pub fn map_head<G>(self, make: impl FnOnce(H) -> G) -> Framed<G> {
+        match self {
+            Framed::NeedMore => Framed::NeedMore,
+            Framed::Head(head, len) => Framed::Head(make(head), len),
+            Framed::Body(len) => Framed::Body(len),
+            Framed::End => Framed::End,
+            Framed::Opaque(why) => Framed::Opaque(why),
+        }
+    }
+}
+
 /// Why a stream is followed no further.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Opaque {
