@@ -64,18 +64,27 @@ pub fn client() -> UdpSocket {
 fn numbers_back(link: &Listening, count: u16) -> Vec<u16> {
     let socket = client();
     let to = link.address.strip_prefix("udp:").unwrap();
+    // Read as they come, on a thread of its own: replies left waiting
+    // until every number is sent would fill the socket's buffer (a
+    // datagram of 2 bytes takes hundreds of it), and the kernel would
+    // drop the last of them, not the link.
+    let receiving = socket.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut back = Vec::new();
+        let mut buffer = [0u8; 16];
+        while let Ok(n) = receiving.recv(&mut buffer) {
+            assert_eq!(n, 2);
+            back.push(u16::from_be_bytes([buffer[0], buffer[1]]));
+        }
+        back
+    });
     for i in 0..count {
         socket.send_to(&i.to_be_bytes(), to).unwrap();
         // Not so fast that loopback's own buffers drop any: the pace is
         // the subject.
         sleep_for(Duration::from_micros(200));
     }
-    let mut back = Vec::new();
-    let mut buffer = [0u8; 16];
-    while let Ok(n) = socket.recv(&mut buffer) {
-        assert_eq!(n, 2);
-        back.push(u16::from_be_bytes([buffer[0], buffer[1]]));
-    }
+    let mut back = reader.join().unwrap();
     back.sort_unstable();
     back
 }
