@@ -125,26 +125,19 @@ struct CommandEnd {
 /// Says what a command's end leaves to say (the last frame, what it left
 /// running, `--stats`), and gives its status as shape's.
 fn wind_up(plan: &ExecPlan, Exited { code, outlived }: Exited, end: CommandEnd) -> Exit {
-    let CommandEnd {
-        reporter,
-        printer,
-        told,
-        ways,
-        started_at,
-        shown,
-    } = end;
     // The last frame goes before anything more is said.
-    if let Some(reporter) = reporter {
+    if let Some(reporter) = end.reporter {
         reporter.finish();
     }
-    if outlived && !plan.pacing.quiet && !told {
-        printer.line(&format!(
-            "shape: {shown} ended; processes it started still run; their network calls now \
-             fail (ENOSYS), and their connections through shape are closed"
+    if outlived && !plan.pacing.quiet && !end.told {
+        end.printer.line(&format!(
+            "shape: {} ended; processes it started still run; their network calls now \
+             fail (ENOSYS), and their connections through shape are closed",
+            end.shown
         ));
     }
     if plan.stats {
-        say_stats(&printer, &ways, started_at);
+        say_stats(&end.printer, &end.ways, end.started_at);
     }
     Exit::Command(code.clamp(0, 255) as u8)
 }

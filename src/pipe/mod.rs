@@ -80,22 +80,10 @@ impl<C: Clock, S: Deref<Target = BucketCell>> Forward for Pump<'_, C, S> {
 }
 
 /// shape's own pipe (the "hand"), where a chunk waits between two
-/// splices.
-struct Hand(Pipe);
-
-impl Hand {
-    fn new() -> io::Result<Hand> {
-        // The default 64 KiB would cap chunks below MAX_CHUNK.
-        Pipe::new(MAX_CHUNK).map(Hand)
-    }
-}
-
-impl Deref for Hand {
-    type Target = Pipe;
-
-    fn deref(&self) -> &Pipe {
-        &self.0
-    }
+/// splices: of a chunk's size, as the default 64 KiB would cap chunks
+/// below MAX_CHUNK.
+fn hand() -> io::Result<Pipe> {
+    Pipe::new(MAX_CHUNK)
 }
 
 /// Tokens paid for a chunk not yet taken from the input.
@@ -111,7 +99,7 @@ pub struct Pump<'a, C: Clock, S: Deref<Target = BucketCell> = Box<BucketCell>> {
     remaining: Option<u64>,
     /// `None` once the output has refused splice, or if no pipe could be
     /// made.
-    hand: Option<Hand>,
+    hand: Option<Pipe>,
     /// For the buffered path; allocated on first use.
     buffer: Vec<u8>,
     /// Tokens already paid for the next chunk.
@@ -133,7 +121,7 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
             bucket,
             forwarded,
             remaining: stop_after,
-            hand: Hand::new().ok(),
+            hand: hand().ok(),
             buffer: Vec::new(),
             prepaid: None,
             max_chunk: MAX_CHUNK,
@@ -287,9 +275,9 @@ impl<'a, C: Clock, S: Deref<Target = BucketCell>> Pump<'a, C, S> {
 
     /// Writes the `n` bytes waiting in `hand` to `output` through the
     /// buffer.
-    fn write_from_hand(&mut self, hand: Hand, n: usize, output: &File) -> Result<(), CopyError> {
+    fn write_from_hand(&mut self, hand: Pipe, n: usize, output: &File) -> Result<(), CopyError> {
         let buffer = self.buffer(n);
-        let held = File::from(hand.0.read);
+        let held = File::from(hand.read);
         Descriptor(&held)
             .read_exact(buffer)
             .map_err(CopyError::Read)?;

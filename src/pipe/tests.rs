@@ -135,7 +135,7 @@ fn bytes_in_the_hand_reach_an_output_that_refused_splice() {
     let bucket = unlimited();
     let forwarded = Throughput::default();
     let mut pump = Pump::new(&bucket, &forwarded, None);
-    let hand = Hand::new().unwrap();
+    let hand = hand().unwrap();
     let data = data(50_000);
     File::from(hand.write.try_clone().unwrap())
         .write_all(&data)

@@ -54,6 +54,56 @@ impl<H> Framed<H> {
     }
 }
 
+/// Where a framer stands on its stream; the same for requests and
+/// responses but for how a head is read and what follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Following {
+    Head,
+    Body(body::Body),
+    /// The head asked for a tunnel: nothing after it is followed.
+    Tunnel,
+    Opaque(Opaque),
+}
+
+impl Following {
+    /// What the first bytes of `buf` are: a head read by `head`, after
+    /// which the stream stands where `after` says; a body; or nothing more
+    /// to follow.
+    fn step<H>(
+        &mut self,
+        buf: &[u8],
+        head: impl FnOnce(&[u8]) -> Framed<H>,
+        after: impl FnOnce(&H) -> Following,
+    ) -> Framed<H> {
+        match *self {
+            Following::Opaque(why) => Framed::Opaque(why),
+            Following::Tunnel => {
+                *self = Following::Opaque(Opaque::Tunnel);
+                Framed::Opaque(Opaque::Tunnel)
+            }
+            Following::Body(mut body) => {
+                let step = body.step(buf);
+                *self = match step {
+                    Framed::End => Following::Head,
+                    Framed::Opaque(why) => Following::Opaque(why),
+                    _ => Following::Body(body),
+                };
+                step
+            }
+            Following::Head if buf.is_empty() => Framed::NeedMore,
+            Following::Head => {
+                let step = head(buf);
+                *self = match &step {
+                    Framed::Head(read, _) => after(read),
+                    Framed::Opaque(why) => Following::Opaque(*why),
+                    _ => Following::Head,
+                };
+                step
+            }
+        }
+    }
+}
+
 /// Why a stream is followed no further.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Opaque {

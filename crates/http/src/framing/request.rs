@@ -2,7 +2,9 @@
 //! it, then its body, framed as the head declares.
 
 use super::body::Body;
-use super::{Declared, Framed, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token};
+use super::{
+    Declared, Following, Framed, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token,
+};
 
 /// A request's head, as the rules read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,22 +52,13 @@ impl RequestHead {
 /// Follows the requests a client sends on one connection.
 #[derive(Debug)]
 pub struct RequestFramer {
-    state: RequestState,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RequestState {
-    Head,
-    Body(Body),
-    /// The head asked for a tunnel: nothing after it is followed.
-    Tunnel,
-    Opaque(Opaque),
+    state: Following,
 }
 
 impl Default for RequestFramer {
     fn default() -> Self {
         RequestFramer {
-            state: RequestState::Head,
+            state: Following::Head,
         }
     }
 }
@@ -74,35 +67,12 @@ impl RequestFramer {
     /// What the first bytes of `buf` (those not yet taken) are; the caller
     /// takes exactly the bytes the step names before it asks again.
     pub fn step(&mut self, buf: &[u8]) -> Framed<RequestHead> {
-        match self.state {
-            RequestState::Opaque(why) => Framed::Opaque(why),
-            RequestState::Tunnel => {
-                self.state = RequestState::Opaque(Opaque::Tunnel);
-                Framed::Opaque(Opaque::Tunnel)
+        self.state.step(buf, head, |head| {
+            match head.is_connect() || upgrades(head) {
+                true => Following::Tunnel,
+                false => Following::Body(Body::new(head.framing)),
             }
-            RequestState::Body(mut body) => {
-                let step = body.step(buf);
-                self.state = match step {
-                    Framed::End => RequestState::Head,
-                    Framed::Opaque(why) => RequestState::Opaque(why),
-                    _ => RequestState::Body(body),
-                };
-                step
-            }
-            RequestState::Head if buf.is_empty() => Framed::NeedMore,
-            RequestState::Head => {
-                let step = head(buf);
-                self.state = match &step {
-                    Framed::Head(head, _) if head.is_connect() || upgrades(head) => {
-                        RequestState::Tunnel
-                    }
-                    Framed::Head(head, _) => RequestState::Body(Body::new(head.framing)),
-                    Framed::Opaque(why) => RequestState::Opaque(*why),
-                    _ => RequestState::Head,
-                };
-                step
-            }
-        }
+        })
     }
 }
 

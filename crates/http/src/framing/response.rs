@@ -4,7 +4,9 @@
 //! comes before the final one.
 
 use super::body::Body;
-use super::{Declared, Framed, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token};
+use super::{
+    Declared, Following, Framed, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token,
+};
 use std::collections::VecDeque;
 
 /// A response's head.
@@ -32,22 +34,14 @@ pub struct RequestKind {
 pub struct ResponseFramer {
     /// What each request not yet answered asked, oldest first.
     asked: VecDeque<RequestKind>,
-    state: ResponseState,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ResponseState {
-    Head,
-    Body(Body),
-    Tunnel,
-    Opaque(Opaque),
+    state: Following,
 }
 
 impl Default for ResponseFramer {
     fn default() -> Self {
         ResponseFramer {
             asked: VecDeque::new(),
-            state: ResponseState::Head,
+            state: Following::Head,
         }
     }
 }
@@ -66,44 +60,25 @@ impl ResponseFramer {
     /// What the first bytes of `buf` (those not yet taken) are; the caller
     /// takes exactly the bytes the step names before it asks again.
     pub fn step(&mut self, buf: &[u8]) -> Framed<ResponseHead> {
-        match self.state {
-            ResponseState::Opaque(why) => Framed::Opaque(why),
-            ResponseState::Tunnel => {
-                self.state = ResponseState::Opaque(Opaque::Tunnel);
-                Framed::Opaque(Opaque::Tunnel)
-            }
-            ResponseState::Body(mut body) => {
-                let step = body.step(buf);
-                self.state = match step {
-                    Framed::End => ResponseState::Head,
-                    Framed::Opaque(why) => ResponseState::Opaque(why),
-                    _ => ResponseState::Body(body),
-                };
-                step
-            }
-            ResponseState::Head if buf.is_empty() => Framed::NeedMore,
-            ResponseState::Head => {
-                // An answer no request was seen for (a 408 before a
-                // close) is framed as a GET's.
-                let asked = self.asked.front().copied().unwrap_or_default();
-                let step = head(buf, asked);
-                self.state = match &step {
-                    Framed::Head(head, _) if head.interim => ResponseState::Head,
-                    Framed::Head(head, _) => {
-                        self.asked.pop_front();
-                        let tunnel = head.status == 101
-                            || (asked.connect && (200..300).contains(&head.status));
-                        match tunnel {
-                            true => ResponseState::Tunnel,
-                            false => ResponseState::Body(Body::new(head.framing)),
-                        }
-                    }
-                    Framed::Opaque(why) => ResponseState::Opaque(*why),
-                    _ => ResponseState::Head,
-                };
-                step
-            }
-        }
+        // An answer no request was seen for (a 408 before a close) is
+        // framed as a GET's.
+        let kind = self.asked.front().copied().unwrap_or_default();
+        let asked = &mut self.asked;
+        self.state.step(
+            buf,
+            |buf| head(buf, kind),
+            |head| {
+                if head.interim {
+                    return Following::Head;
+                }
+                asked.pop_front();
+                let connected = kind.connect && (200..300).contains(&head.status);
+                match head.status == 101 || connected {
+                    true => Following::Tunnel,
+                    false => Following::Body(Body::new(head.framing)),
+                }
+            },
+        )
     }
 }
 
