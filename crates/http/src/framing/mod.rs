@@ -57,7 +57,7 @@ impl<H> Framed<H> {
 /// Where a framer stands on its stream; the same for requests and
 /// responses but for how a head is read and what follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Following {
+enum FramerAt {
     Head,
     Body(body::Body),
     /// The head asked for a tunnel: nothing after it is followed.
@@ -65,7 +65,7 @@ enum Following {
     Opaque(Opaque),
 }
 
-impl Following {
+impl FramerAt {
     /// What the first bytes of `buf` are: a head read by `head`, after
     /// which the stream stands where `after` says; a body; or nothing more
     /// to follow.
@@ -73,30 +73,30 @@ impl Following {
         &mut self,
         buf: &[u8],
         head: impl FnOnce(&[u8]) -> Framed<H>,
-        after: impl FnOnce(&H) -> Following,
+        after: impl FnOnce(&H) -> FramerAt,
     ) -> Framed<H> {
         match *self {
-            Following::Opaque(why) => Framed::Opaque(why),
-            Following::Tunnel => {
-                *self = Following::Opaque(Opaque::Tunnel);
+            FramerAt::Opaque(why) => Framed::Opaque(why),
+            FramerAt::Tunnel => {
+                *self = FramerAt::Opaque(Opaque::Tunnel);
                 Framed::Opaque(Opaque::Tunnel)
             }
-            Following::Body(mut body) => {
+            FramerAt::Body(mut body) => {
                 let step = body.step(buf);
                 *self = match step {
-                    Framed::End => Following::Head,
-                    Framed::Opaque(why) => Following::Opaque(why),
-                    _ => Following::Body(body),
+                    Framed::End => FramerAt::Head,
+                    Framed::Opaque(why) => FramerAt::Opaque(why),
+                    _ => FramerAt::Body(body),
                 };
                 step
             }
-            Following::Head if buf.is_empty() => Framed::NeedMore,
-            Following::Head => {
+            FramerAt::Head if buf.is_empty() => Framed::NeedMore,
+            FramerAt::Head => {
                 let step = head(buf);
                 *self = match &step {
                     Framed::Head(read, _) => after(read),
-                    Framed::Opaque(why) => Following::Opaque(*why),
-                    _ => Following::Head,
+                    Framed::Opaque(why) => FramerAt::Opaque(*why),
+                    _ => FramerAt::Head,
                 };
                 step
             }

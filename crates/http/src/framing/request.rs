@@ -3,7 +3,7 @@
 
 use super::body::Body;
 use super::{
-    Declared, Following, Framed, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token,
+    Declared, Framed, FramerAt, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token,
 };
 
 /// A request's head, as the rules read it.
@@ -52,13 +52,13 @@ impl RequestHead {
 /// Follows the requests a client sends on one connection.
 #[derive(Debug)]
 pub struct RequestFramer {
-    state: Following,
+    state: FramerAt,
 }
 
 impl Default for RequestFramer {
     fn default() -> Self {
         RequestFramer {
-            state: Following::Head,
+            state: FramerAt::Head,
         }
     }
 }
@@ -69,8 +69,8 @@ impl RequestFramer {
     pub fn step(&mut self, buf: &[u8]) -> Framed<RequestHead> {
         self.state.step(buf, head, |head| {
             match head.is_connect() || upgrades(head) {
-                true => Following::Tunnel,
-                false => Following::Body(Body::new(head.framing)),
+                true => FramerAt::Tunnel,
+                false => FramerAt::Body(Body::new(head.framing)),
             }
         })
     }

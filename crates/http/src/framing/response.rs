@@ -5,7 +5,7 @@
 
 use super::body::Body;
 use super::{
-    Declared, Following, Framed, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token,
+    Declared, Framed, FramerAt, Framing, MOST_HEAD, MOST_HEADERS, Opaque, declared, has_token,
 };
 use std::collections::VecDeque;
 
@@ -34,14 +34,14 @@ pub struct RequestKind {
 pub struct ResponseFramer {
     /// What each request not yet answered asked, oldest first.
     asked: VecDeque<RequestKind>,
-    state: Following,
+    state: FramerAt,
 }
 
 impl Default for ResponseFramer {
     fn default() -> Self {
         ResponseFramer {
             asked: VecDeque::new(),
-            state: Following::Head,
+            state: FramerAt::Head,
         }
     }
 }
@@ -69,13 +69,13 @@ impl ResponseFramer {
             |buf| head(buf, kind),
             |head| {
                 if head.interim {
-                    return Following::Head;
+                    return FramerAt::Head;
                 }
                 asked.pop_front();
                 let connected = kind.connect && (200..300).contains(&head.status);
                 match head.status == 101 || connected {
-                    true => Following::Tunnel,
-                    false => Following::Body(Body::new(head.framing)),
+                    true => FramerAt::Tunnel,
+                    false => FramerAt::Body(Body::new(head.framing)),
                 }
             },
         )
