@@ -14,7 +14,7 @@ mod request;
 mod response;
 
 pub use request::{RequestFramer, RequestHead};
-pub use response::{ResponseFramer, ResponseHead};
+pub use response::{RequestKind, ResponseFramer, ResponseHead};
 
 /// The most bytes a head may take, as `--serve`'s API allows.
 pub const MOST_HEAD: usize = 64 << 10;
@@ -100,6 +100,26 @@ impl FramerAt {
                 };
                 step
             }
+        }
+    }
+}
+
+impl FramerAt {
+    /// How many of the bytes to come the framer need not see: what is
+    /// left of a body of known length, or all of a stream it follows no
+    /// further.
+    fn unseen(&self) -> u64 {
+        match self {
+            FramerAt::Body(body::Body::Left(left)) => *left,
+            FramerAt::Tunnel | FramerAt::Opaque(_) => u64::MAX,
+            _ => 0,
+        }
+    }
+
+    /// Notes that `len` of the bytes [`FramerAt::unseen`] allowed went by.
+    fn went_by(&mut self, len: u64) {
+        if let FramerAt::Body(body::Body::Left(left)) = self {
+            *left = left.saturating_sub(len);
         }
     }
 }

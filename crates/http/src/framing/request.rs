@@ -64,6 +64,19 @@ impl Default for RequestFramer {
 }
 
 impl RequestFramer {
+    /// How many of the bytes to come need not be shown to the framer
+    /// (see [`RequestFramer::went_by`]): what is left of a body of known length, or
+    /// everything once the stream is followed no further.
+    pub fn unseen(&self) -> u64 {
+        self.state.unseen()
+    }
+
+    /// Notes that `len` bytes of those [`RequestFramer::unseen`] allowed went by
+    /// unseen (spliced).
+    pub fn went_by(&mut self, len: u64) {
+        self.state.went_by(len)
+    }
+
     /// What the first bytes of `buf` (those not yet taken) are; the caller
     /// takes exactly the bytes the step names before it asks again.
     pub fn step(&mut self, buf: &[u8]) -> Framed<RequestHead> {

@@ -47,9 +47,27 @@ impl Default for ResponseFramer {
 }
 
 impl ResponseFramer {
+    /// How many of the bytes to come need not be shown to the framer
+    /// (see [`ResponseFramer::went_by`]): what is left of a body of known length, or
+    /// everything once the stream is followed no further.
+    pub fn unseen(&self) -> u64 {
+        self.state.unseen()
+    }
+
+    /// Notes that `len` bytes of those [`ResponseFramer::unseen`] allowed went by
+    /// unseen (spliced).
+    pub fn went_by(&mut self, len: u64) {
+        self.state.went_by(len)
+    }
+
     /// Notes a request sent on to the server, whose answer comes in turn.
     pub fn expect(&mut self, asked: RequestKind) {
         self.asked.push_back(asked);
+    }
+
+    /// True between answers: where an answer of shape's may go.
+    pub fn between(&self) -> bool {
+        self.state == FramerAt::Head
     }
 
     /// How many requests sent on are not answered yet.

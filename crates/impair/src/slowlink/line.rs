@@ -105,12 +105,7 @@ impl<T: Footprint> Line<T> {
         if self.next_release()? > now {
             return None;
         }
-        self.waiting.pop_front().map(|(release, chunk)| {
-            if chunk.footprint() < 200 && std::env::var_os("SHAPE_LATE").is_some() {
-                eprintln!("late {:.2} ms", (now - release) as f64 / 1e6);
-            }
-            chunk
-        })
+        self.waiting.pop_front().map(|(_, chunk)| chunk)
     }
 
     /// Ends the holding of a chunk taken out by [`Line::pop_due`]: it has

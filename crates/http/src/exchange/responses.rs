@@ -1,0 +1,113 @@
+//! The server's side: each response framed and matched to the request it
+//! answers; a response a rule cuts is cut; between responses, shape's
+//! own answers and resets take their turns.
+
+use super::{Cut, Exchange, Side, Turn, pass};
+use crate::framing::Framed;
+
+impl Exchange {
+    /// What becomes of `bytes` the server sent: the buffer the cuts name
+    /// (with bytes kept from before in front), and the cuts. Bytes not
+    /// named by a cut are dropped.
+    pub fn responses(&mut self, bytes: Vec<u8>) -> (Vec<u8>, Vec<Cut>) {
+        let mut buffer = self.with_kept(Side::Responses, bytes);
+        let mut cuts = Vec::new();
+        let mut at = 0;
+        while at < buffer.len() && !self.ended {
+            match self.responses.step(&buffer[at..]) {
+                Framed::NeedMore => {
+                    self.keep(Side::Responses, &mut buffer, at);
+                    break;
+                }
+                Framed::Head(head, len) => {
+                    if !head.interim {
+                        if let Some(Turn::Sent { cut_after }) = self.turns.front() {
+                            self.cut_left = *cut_after;
+                            self.turns.pop_front();
+                        }
+                    }
+                    pass(&mut cuts, at..at + len);
+                    at += len;
+                }
+                Framed::Body(len) => {
+                    let passed = self.cut_left.map_or(len, |left| len.min(clamp(left)));
+                    pass(&mut cuts, at..at + passed);
+                    at += len;
+                    if let Some(left) = &mut self.cut_left {
+                        *left -= passed as u64;
+                        if passed < len {
+                            cuts.push(Cut::End);
+                            self.ended = true;
+                        }
+                    }
+                }
+                Framed::End => {
+                    self.cut_left = None;
+                    self.turns_between(&mut cuts);
+                }
+                Framed::Opaque(why) => {
+                    self.opaque[1].get_or_insert(why);
+                    pass(&mut cuts, at..buffer.len());
+                    at = buffer.len();
+                }
+            }
+        }
+        if self.kept[1].is_empty() && !self.ended {
+            self.ends_seen(&mut cuts);
+        }
+        (buffer, cuts)
+    }
+
+    /// Shape's answers and resets whose turn has come: those before which
+    /// every answer is out. The caller puts them after all it was handed
+    /// before.
+    pub fn due(&mut self) -> Vec<Cut> {
+        let mut cuts = Vec::new();
+        if self.kept[1].is_empty() && !self.ended {
+            self.ends_seen(&mut cuts);
+        }
+        cuts
+    }
+
+    /// Takes the end of a response whose last byte went by (which the
+    /// framer says only when asked again), then the turns between
+    /// responses.
+    fn ends_seen(&mut self, cuts: &mut Vec<Cut>) {
+        while self.responses.step(&[]) == Framed::End {
+            self.cut_left = None;
+        }
+        if self.responses.between() {
+            self.turns_between(cuts);
+        }
+    }
+
+    /// The turns at the front that are shape's to answer, each in its
+    /// place: answers and resets, up to the next request sent on.
+    fn turns_between(&mut self, cuts: &mut Vec<Cut>) {
+        while !self.ended {
+            match self.turns.pop_front() {
+                Some(Turn::Answer { bytes, close }) => {
+                    cuts.push(Cut::Insert(bytes));
+                    if close {
+                        cuts.push(Cut::End);
+                        self.ended = true;
+                    }
+                }
+                Some(Turn::Reset) => {
+                    cuts.push(Cut::Reset);
+                    self.ended = true;
+                }
+                Some(sent) => {
+                    self.turns.push_front(sent);
+                    return;
+                }
+                None => return,
+            }
+        }
+    }
+}
+
+/// `left` as a length in memory.
+fn clamp(left: u64) -> usize {
+    usize::try_from(left).unwrap_or(usize::MAX)
+}

@@ -1,0 +1,149 @@
+//! An HTTP rule: which requests it picks ([`Selection`]) and what is done
+//! to them ([`HttpFault`]); and the rule a proxy holds in force, which
+//! `--remote` changes or turns off, with its counts.
+
+use crate::answer::InjectedAnswer;
+use crate::framing::RequestHead;
+use crate::select::{Counts, Selection};
+use shape_leaves::lock::lock;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What is done to a request a rule picks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpFault {
+    /// Answered in the upstream's place, which never sees it (Envoy's
+    /// abort, toxy's inject, HTTPChaos's abort with a code and replace).
+    Answer(InjectedAnswer),
+    /// Held this long before it goes on: the time to its first byte
+    /// (Envoy's and HTTPChaos's delay, toxy's slowOpen).
+    Delay(Duration),
+    /// Never answered, and never sent on: the connection stays open
+    /// (toxy's timeout).
+    Stall,
+    /// Never sent on; the connection is reset in its turn, once the
+    /// answers before it are out (toxy's abort).
+    Reset,
+    /// Sent on; its answer's body is cut after this many bytes, and the
+    /// connection to the client closed (toxy's slowRead cut short).
+    CutAfter(u64),
+}
+
+/// A rule: the requests it picks, and what is done to them.
+#[derive(Debug, Clone)]
+pub struct HttpRule {
+    pub selection: Selection,
+    pub fault: HttpFault,
+}
+
+/// What was decided for one request a rule picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    /// These bytes answer it; with `close`, the connection closes after.
+    Answer {
+        bytes: Vec<u8>,
+        close: bool,
+    },
+    /// It goes on no sooner than this moment.
+    Hold(u64),
+    Stall,
+    Reset,
+    CutAfter(u64),
+}
+
+/// A rule in force and its counts: a rule changed counts afresh.
+#[derive(Debug)]
+struct InForce {
+    rule: HttpRule,
+    counts: Counts,
+}
+
+/// The rule of a proxy (or of an `--exec` run), shared by all its
+/// connections: changed or turned off while they run.
+#[derive(Debug)]
+pub struct LiveRule {
+    in_force: Mutex<Option<Arc<InForce>>>,
+    /// What chance (`--affect`) draws from.
+    seed: u64,
+    /// The moment the proxy started, on the clock the connections are
+    /// stepped by, which `--during` counts from.
+    started: u64,
+}
+
+/// How many requests a rule has seen, matched and picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    pub seen: u64,
+    pub matched: u64,
+    pub picked: u64,
+}
+
+impl LiveRule {
+    pub fn new(rule: Option<HttpRule>, seed: u64, started: u64) -> LiveRule {
+        LiveRule {
+            in_force: Mutex::new(rule.map(InForce::new)),
+            seed,
+            started,
+        }
+    }
+
+    /// Puts `rule` in force (none: turns it off), its counts from zero.
+    pub fn set(&self, rule: Option<HttpRule>) {
+        *lock(&self.in_force) = rule.map(InForce::new);
+    }
+
+    /// The rule in force, if any.
+    pub fn rule(&self) -> Option<HttpRule> {
+        lock(&self.in_force).as_ref().map(|now| now.rule.clone())
+    }
+
+    /// The counts of the rule in force, if any.
+    pub fn tally(&self) -> Option<Tally> {
+        let in_force = lock(&self.in_force).clone()?;
+        let counts = &in_force.counts;
+        Some(Tally {
+            seen: counts.seen.load(Ordering::Relaxed),
+            matched: counts.matched.load(Ordering::Relaxed),
+            picked: counts.picked.load(Ordering::Relaxed),
+        })
+    }
+
+    /// What is done to `request`, come at `now`: nothing if the rule in
+    /// force does not pick it.
+    pub fn decide(&self, request: &RequestHead, now: u64) -> Option<Decided> {
+        let in_force = lock(&self.in_force).clone()?;
+        let since = Duration::from_nanos(now.saturating_sub(self.started));
+        let InForce { rule, counts } = &*in_force;
+        if !rule.selection.picks(request, since, counts, self.seed) {
+            return None;
+        }
+        Some(match &rule.fault {
+            HttpFault::Answer(answer) => {
+                // A client waiting to send its body may send it or not: a
+                // closed connection leaves no doubt where the next
+                // request begins.
+                let close = request.close || request.expects_continue;
+                Decided::Answer {
+                    bytes: answer.bytes(request, close),
+                    close,
+                }
+            }
+            HttpFault::Delay(delay) => {
+                Decided::Hold(now.saturating_add(delay.as_nanos().min(u64::MAX as u128) as u64))
+            }
+            HttpFault::Stall => Decided::Stall,
+            HttpFault::Reset => Decided::Reset,
+            HttpFault::CutAfter(after) => Decided::CutAfter(*after),
+        })
+    }
+}
+
+impl InForce {
+    fn new(rule: HttpRule) -> Arc<InForce> {
+        Arc::new(InForce {
+            rule,
+            counts: Counts::default(),
+        })
+    }
+}
