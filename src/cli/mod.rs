@@ -4,6 +4,7 @@
 //! Parsing only; what the flags do lives in [`crate::mode`].
 
 pub mod generate;
+pub mod http;
 pub mod toxiproxy;
 mod udp;
 pub mod usage;
@@ -552,6 +553,10 @@ pub struct Cli {
     /// What only a UDP link does.
     #[command(flatten)]
     pub udp: udp::UdpFlags,
+
+    /// Faults done to HTTP requests.
+    #[command(flatten)]
+    pub http: http::HttpFlags,
 
     /// Proxy: do the faults to this fraction of connections.
     ///

@@ -231,6 +231,7 @@ fn start_relay(
         say_seed: at_start.say_seed,
         // One loop relays the command's connections.
         loops: 1,
+        http: None,
     };
     let seed = shaping.seed;
     let relay_loop = RelayLoop::start(shaping).context("the link's relay")?;

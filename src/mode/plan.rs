@@ -133,7 +133,19 @@ pub struct ProxyPlan {
     pub progress: ProgressPlan,
     pub conditions: ConditionsPlan,
     pub loops: usize,
+    pub http: Option<HttpPlan>,
 }
+
+/// An HTTP fault and the requests it picks (`--http-status` and the
+/// rest); only a build with the `http` feature makes one.
+#[cfg(feature = "http")]
+pub struct HttpPlan {
+    pub rule: shape_http::rule::HttpRule,
+}
+
+/// No plan has an HTTP fault in a build without the `http` feature.
+#[cfg(not(feature = "http"))]
+pub enum HttpPlan {}
 
 /// `--listen udp:ADDR` with `--connect udp:ADDR`: a UDP link.
 pub struct UdpPlan {

@@ -3,7 +3,7 @@
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
 use super::live::{damaged, go_live, printer, two_counts, two_way_reporter, two_ways};
-use super::plan::ProxyPlan;
+use super::plan::{HttpPlan, ProxyPlan};
 use crate::control::Adjuster;
 use anyhow::{Context, anyhow};
 use shape_impair::conditions::Conditions;
@@ -12,6 +12,7 @@ use shape_leaves::bucket::Bucket;
 use shape_leaves::counting::Counting;
 use shape_leaves::exit::Exit;
 use shape_net::proxy;
+use shape_net::proxy::http_gate::HttpRules;
 use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
@@ -23,6 +24,7 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
         progress,
         conditions: at_start,
         loops,
+        http,
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
     let conditions = Arc::new(Conditions::new(at_start.in_force()));
@@ -57,6 +59,7 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
         seed: at_start.seed,
         say_seed: at_start.say_seed,
         loops: *loops,
+        http: http.as_ref().map(|http| http_rules(http, at_start.seed)),
     };
     let served = proxy::forward(listen, connect, &shaping);
     drop(member);
@@ -67,6 +70,22 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
     }
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
+}
+
+/// The HTTP rule of `plan`, its chances drawn from `seed` and its
+/// window (`--during`) counted from now.
+#[cfg(feature = "http")]
+fn http_rules(plan: &HttpPlan, seed: u64) -> HttpRules {
+    use shape_bucket::Clock;
+    let started = shape_bucket::MonotonicClock.now();
+    let rule = shape_http::rule::LiveRule::new(Some(plan.rule.clone()), seed, started);
+    HttpRules::new(Arc::new(rule))
+}
+
+/// A build without the `http` feature plans no HTTP rule.
+#[cfg(not(feature = "http"))]
+fn http_rules(plan: &HttpPlan, _: u64) -> HttpRules {
+    match *plan {}
 }
 
 /// The run's adjuster, as the proxy sees its settings. Its buckets are

@@ -9,6 +9,7 @@
 //! that reads [`Cli`]: a mode runs its plan. What is left to the modes is
 //! what needs the world: sockets, Redis, the inputs.
 
+mod http;
 mod plans;
 #[cfg(feature = "serve")]
 pub mod toxiproxy;
@@ -96,6 +97,7 @@ pub fn check(cli: &Cli) -> Result<Checked, UsageError> {
         )?;
     }
     refuse(not_for_the_mode(&cli, &mode))?;
+    refuse(http::refused(&cli, &mode))?;
     if cli.loops.is_some() && !matches!(mode, Asked::Proxy { .. } | Asked::Serve(_)) {
         return Err(UsageError(
             "--loops applies to a proxy (--listen with --connect) or --serve".into(),

@@ -70,6 +70,7 @@ impl Checked {
                 progress: progress(cli),
                 conditions: conditions_at_start(cli),
                 loops: loops(cli),
+                http: super::http::plan(cli)?,
             })),
             Asked::Udp { listen, connect } => Mode::Udp(Box::new(UdpPlan {
                 listen,
@@ -234,7 +235,12 @@ fn conditions_at_start(cli: &Cli) -> ConditionsPlan {
         slow_link: cli.slow_link(),
         faults: Way::BOTH.map(|way| cli.faults(way)),
         delays: cli.delays(),
-        affect: cli.affect.unwrap_or(1.0),
+        // Beside an HTTP fault, --affect is the share of requests it
+        // picks, and the stream's faults touch every connection.
+        affect: match super::http::asked(cli) {
+            true => 1.0,
+            false => cli.affect.unwrap_or(1.0),
+        },
         seed: seed(cli),
         say_seed: cli.draws_at_random(),
         per_connection: cli.per_connection,

@@ -29,6 +29,8 @@
 
 mod connection;
 mod direction_faults;
+#[cfg_attr(not(feature = "http"), path = "left_out_http_gate.rs")]
+pub mod http_gate;
 mod relay;
 mod resolver;
 pub mod rules;
@@ -37,6 +39,7 @@ mod stream;
 
 use crate::resources::raise_file_limit;
 use crate::{Address, Listening};
+use http_gate::HttpRules;
 pub use relay::{RelayFailed, RelayLoop};
 use rules::{ConnectionShaping, Pay, RuleDraws, Rules, Terms, WayPlan};
 use server::EventLoop;
@@ -95,6 +98,8 @@ pub struct Shaping {
     /// How many event loops serve the clients, each on a thread of its
     /// own, all accepting from one listening socket (at least one).
     pub loops: usize,
+    /// The HTTP rule every connection is put to, if any.
+    pub http: Option<HttpRules>,
 }
 
 /// The flags are the rules of proxy mode's one route: every connection
@@ -128,6 +133,10 @@ impl Rules for &Shaping {
 
     fn passed(&self) -> [Arc<Throughput>; 2] {
         [self.passed_up.clone(), self.passed_down.clone()]
+    }
+
+    fn http(&self) -> Option<HttpRules> {
+        self.http.clone()
     }
 }
 

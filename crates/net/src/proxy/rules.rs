@@ -4,6 +4,7 @@
 //! mode has one route whose rules are its flags; `--serve` has a route per
 //! proxy whose rules are its toxics.
 
+use super::http_gate::HttpRules;
 use shape_bucket::Limit;
 use shape_impair::conditions::{Conditions, InForce};
 use shape_impair::slowlink::SlowLink;
@@ -95,6 +96,10 @@ pub trait Rules {
     }
     /// Where bytes read are counted, up and down, if anywhere.
     fn received(&self) -> Option<[Arc<AtomicU64>; 2]> {
+        None
+    }
+    /// The HTTP rule its connections are put to, if any.
+    fn http(&self) -> Option<HttpRules> {
         None
     }
     /// Whether a client whose server cannot be reached, before a byte

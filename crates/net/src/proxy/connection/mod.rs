@@ -2,6 +2,7 @@
 //! way that reads, pays, holds and writes.
 
 use super::direction_faults::DirectionFaults;
+use super::http_gate::HttpGate;
 use super::rules::{ConnectionShaping, Pay, RuleDraws, Rules, Terms, WayPlan};
 use super::stream::Stream;
 use shape_bucket::{BucketCell, Clock, Damaged, Reservation, TokenBucket};
@@ -21,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 mod direction;
 mod piped;
 
-pub(super) use direction::{Direction, Seeds, Setup};
+pub(super) use direction::{Direction, Piece, Seeds, Setup};
 use piped::Pipes;
 
 /// The largest chunk a direction reads at once: the size of the event
@@ -78,6 +79,25 @@ pub(super) enum End {
     Server,
 }
 
+/// The error of a connection an HTTP rule reset (`--http-reset`).
+#[derive(Debug)]
+pub(super) struct ResetByRule;
+
+impl std::fmt::Display for ResetByRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reset, as --http-reset asked")
+    }
+}
+
+impl std::error::Error for ResetByRule {}
+
+impl ResetByRule {
+    /// Whether `err` is one.
+    pub(super) fn is(err: &io::Error) -> bool {
+        err.get_ref().is_some_and(|inner| inner.is::<ResetByRule>())
+    }
+}
+
 /// What ended a connection: the end that failed, and how.
 #[derive(Debug)]
 pub(super) struct Failure {
@@ -95,6 +115,8 @@ pub(super) struct Connection {
     shaping: [Bounds; 2],
     /// Its draws of chance, for rules that strike some connections only.
     pub(super) draws: RuleDraws,
+    /// Its HTTP exchange, if its route has an HTTP rule.
+    http: Option<HttpGate>,
     /// The route it came in on.
     pub(super) route: usize,
     /// The addresses its server was found at, tried in turn until one
@@ -260,6 +282,7 @@ impl Connection {
             server: start.server,
             shaping,
             draws: start.draws,
+            http: start.rules.http().map(|rules| rules.gate()),
             route: start.route,
             upstream: start.upstream,
             upstream_at: start.upstream_at,
@@ -330,6 +353,7 @@ impl Connection {
             &up.conditions,
             &up.passed,
             scratch,
+            self.http.as_mut(),
         )?;
         let down = self.down.step(
             &mut self.server,
@@ -338,6 +362,7 @@ impl Connection {
             &down.conditions,
             &down.passed,
             scratch,
+            self.http.as_mut(),
         )?;
         self.wake_at = least(least(up, down), self.close_at);
         Ok(())
@@ -355,6 +380,12 @@ impl Connection {
             })
             .collect();
         (!said.is_empty()).then(|| said.join("; "))
+    }
+
+    /// Why it is not followed as HTTP, if it is the first of its proxy's
+    /// connections that is not.
+    pub(super) fn first_opaque(&self) -> Option<String> {
+        self.http.as_ref().and_then(HttpGate::first_opaque)
     }
 
     /// True once a byte has passed to or from the server.

@@ -16,7 +16,7 @@ pub use commands::Command;
 use shortage::AdmissionOrder;
 use woken::{Stepping, Woken};
 
-use super::connection::{BUFFER, Connection, End, Failure, Seeds};
+use super::connection::{BUFFER, Connection, End, Failure, ResetByRule, Seeds};
 use super::resolver::{Found, Resolver};
 use super::rules::Rules;
 use super::stream::Listener;
@@ -422,6 +422,11 @@ impl<'a> EventLoop<'a> {
         let was_busy = connection.busy();
         let stepped = connection.step(&mut self.scratch, self.clock.now(), self.busy);
         self.busy = (self.busy + connection.busy()).saturating_sub(was_busy);
+        if let Some(why) = connection.first_opaque() {
+            let line = format!("shape: {}: {why}", connection.peer);
+            self.say(&line);
+        }
+        let connection = &mut self.connections[key];
         let finished = match stepped {
             Ok(()) => connection.done(),
             Err(failure) => self.fail(key, failure),
@@ -467,13 +472,16 @@ impl<'a> EventLoop<'a> {
             (End::Server, Some(route)) => format!("server {}", route.connect),
             (End::Server, None) => "server".to_string(),
         };
-        let line = match ResetStruck::is(&failure.err) {
-            true => format!("shape: {}: reset, as --reset-after asked", connection.peer),
-            false => format!(
+        let line = if ResetByRule::is(&failure.err) {
+            format!("shape: {}: reset, as --http-reset asked", connection.peer)
+        } else if ResetStruck::is(&failure.err) {
+            format!("shape: {}: reset, as --reset-after asked", connection.peer)
+        } else {
+            format!(
                 "shape: {}: {end}: {}",
                 connection.peer,
                 one_line(&failure.err)
-            ),
+            )
         };
         self.say(&line);
         true

@@ -4,6 +4,7 @@
 //! gathered from what comes in pieces, and its tokens reserved.
 
 use super::*;
+use crate::proxy::http_gate::HttpGate;
 
 /// The least chunk spliced. A smaller one is read: at a slow rate a chunk
 /// is a packet or two, whose copy costs little, while pipes would take
@@ -31,6 +32,7 @@ impl Direction {
         to_splices: bool,
         bucket: &TokenBucket<C, S>,
         scratch: &mut [u8],
+        gate: Option<&mut HttpGate>,
     ) -> io::Result<bool> {
         if self.unpaid.is_some() || self.ended {
             return Ok(false);
@@ -50,9 +52,20 @@ impl Direction {
             .direction_faults
             .as_ref()
             .is_none_or(|s| !s.touches_bytes());
-        if !stalled && untouched && want >= SPLICE_LEAST && from.splices() && to_splices {
-            match self.splice(from, bucket, want)? {
-                Spliced::Some => return Ok(true),
+        // An HTTP gate lets a splice take only bytes it need not see.
+        let (unseen, gate) = match gate {
+            Some(gate) => (gate.unseen(self.way), Some(gate)),
+            None => (u64::MAX, None),
+        };
+        let spliced = want.min(usize::try_from(unseen).unwrap_or(usize::MAX));
+        if !stalled && untouched && spliced >= SPLICE_LEAST && from.splices() && to_splices {
+            match self.splice(from, bucket, spliced)? {
+                Spliced::Some => {
+                    if let (Some(gate), Some((Chunk::Piped(piped), _))) = (gate, &self.unpaid) {
+                        gate.went_by(self.way, piped.forward);
+                    }
+                    return Ok(true);
+                }
                 Spliced::Nothing => return Ok(false),
                 // The pipes are full: this chunk waits in memory.
                 Spliced::NoRoom => {}

@@ -12,6 +12,7 @@
 
 use super::piped::Piped;
 use super::*;
+use crate::proxy::http_gate::HttpGate;
 use shape_impair::conditions::InForce;
 use shape_impair::slowlink::{Footprint, Spares};
 use shape_leaves::duration::nanos;
@@ -25,10 +26,26 @@ mod sending;
 /// once for it).
 const PIPES_IDLE: u64 = 1_000_000_000;
 
-/// A chunk on its way: its bytes, or a count of bytes in the pipes.
+/// A chunk on its way: its bytes, or a count of bytes in the pipes; or
+/// where an HTTP rule resets the connection.
 pub(in crate::proxy) enum Chunk {
     Bytes(Vec<u8>),
     Piped(Piped),
+    Reset,
+}
+
+/// What an HTTP gate makes of a chunk taken in, in order (see
+/// [`HttpGate::take`]); none is made without the `http` feature.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(in crate::proxy) enum Piece {
+    /// Bytes to pass on.
+    Bytes(Vec<u8>),
+    /// What follows goes no sooner than this moment.
+    Hold(u64),
+    /// The connection is reset here, once what came before is out.
+    Reset,
+    /// Nothing more passes this way once what came before is out.
+    End,
 }
 
 impl Footprint for Chunk {
@@ -37,6 +54,7 @@ impl Footprint for Chunk {
             Chunk::Bytes(bytes) => bytes.footprint(),
             // Kernel memory, counted all the same against the buffer.
             Chunk::Piped(piped) => (piped.forward + piped.discard) as u64,
+            Chunk::Reset => 0,
         }
     }
 }
@@ -47,6 +65,7 @@ impl Chunk {
         match self {
             Chunk::Bytes(bytes) => bytes.len(),
             Chunk::Piped(piped) => piped.forward,
+            Chunk::Reset => 0,
         }
     }
 }
@@ -255,6 +274,7 @@ impl Direction {
         conditions: &Conditions,
         passed: &Throughput,
         scratch: &mut [u8],
+        mut gate: Option<&mut HttpGate>,
     ) -> Result<Option<u64>, Failure> {
         let Ends {
             from: from_end,
@@ -277,11 +297,14 @@ impl Direction {
             let (sent, paused) = self
                 .send_due(to, bucket.clock().now(), passed, scratch)
                 .map_err(at(to_end))?;
-            let (paid, tokens) = self.settle(bucket).map_err(at(from_end))?;
-            let read = self
-                .read(from, to.splices(), bucket, scratch)
+            let (paid, tokens) = self
+                .settle(bucket, gate.as_deref_mut())
                 .map_err(at(from_end))?;
-            if !(sent || paid || read) {
+            let answered = self.take_due(gate.as_deref_mut(), bucket.clock().now());
+            let read = self
+                .read(from, to.splices(), bucket, scratch, gate.as_deref_mut())
+                .map_err(at(from_end))?;
+            if !(sent || paid || answered || read) {
                 break (tokens, paused);
             }
         };
@@ -329,6 +352,7 @@ impl Direction {
     fn settle<C: Clock, S: Deref<Target = BucketCell>>(
         &mut self,
         bucket: &TokenBucket<C, S>,
+        gate: Option<&mut HttpGate>,
     ) -> io::Result<(bool, Option<u64>)> {
         let Some((_, paid)) = &self.unpaid else {
             return Ok((false, None));
@@ -355,6 +379,19 @@ impl Direction {
             Some(direction_faults) => direction_faults.earliest(chunk.len(), now, self.more_behind),
             None => None,
         };
+        match (chunk, gate) {
+            (Chunk::Bytes(bytes), Some(gate)) if !bytes.is_empty() => {
+                let pieces = gate.take(self.way, bytes, now);
+                self.put(pieces, now, not_before);
+            }
+            (chunk, _) => self.push(chunk, now, not_before),
+        }
+        Ok((true, None))
+    }
+
+    /// Puts `chunk`, paid for at `now`, in the line, due no sooner than
+    /// `not_before`.
+    fn push(&mut self, chunk: Chunk, now: u64, not_before: Option<u64>) {
         match chunk {
             Chunk::Bytes(bytes) if bytes.is_empty() => self.spares.recycle(bytes),
             // A short read into a large buffer holds its bytes only.
@@ -367,7 +404,33 @@ impl Direction {
                 self.line.push_not_before(piped, now, not_before);
             }
         }
-        Ok((true, None))
+    }
+
+    /// Puts what an HTTP gate made of a chunk in the line, in order.
+    fn put(&mut self, pieces: Vec<Piece>, now: u64, mut not_before: Option<u64>) {
+        for piece in pieces {
+            match piece {
+                Piece::Bytes(bytes) => self.push(Chunk::Bytes(bytes), now, not_before),
+                Piece::Hold(until) => not_before = not_before.max(Some(until)),
+                Piece::Reset => self.push(Chunk::Reset, now, not_before),
+                Piece::End => self.ended = true,
+            }
+        }
+    }
+
+    /// Puts the answers of shape's whose turn has come in the line, once
+    /// nothing waits for tokens before them. Returns whether any did.
+    fn take_due(&mut self, gate: Option<&mut HttpGate>, now: u64) -> bool {
+        let Some(gate) = gate else {
+            return false;
+        };
+        if self.way != Way::Down || self.unpaid.is_some() || self.ended {
+            return false;
+        }
+        let pieces = gate.due();
+        let any = !pieces.is_empty();
+        self.put(pieces, now, None);
+        any
     }
 
     /// The faults done to a chunk paid for: what of it passes, and whether
@@ -383,6 +446,7 @@ impl Direction {
                 self.ended |= cut;
                 (Chunk::Bytes(bytes), reset)
             }
+            Chunk::Reset => (Chunk::Reset, false),
             Chunk::Piped(piped) => {
                 let (forward, reset, cut) = direction_faults.admit_length(piped.forward);
                 self.ended |= cut;

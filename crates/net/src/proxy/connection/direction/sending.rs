@@ -46,6 +46,9 @@ impl Direction {
             let Some((chunk, out)) = &mut self.sending else {
                 return Ok((progress, None));
             };
+            if let Chunk::Reset = chunk {
+                return Err(io::Error::other(ResetByRule));
+            }
             let due = chunk.len() - *out;
             if due > 0 {
                 let piece = match &mut self.direction_faults {
@@ -61,6 +64,7 @@ impl Direction {
                         self.spliced_at = now;
                         to.splice_from(&mut self.pipes, piece)
                     }
+                    Chunk::Reset => Ok(0),
                 };
                 match written {
                     Ok(n) => {
@@ -87,6 +91,7 @@ impl Direction {
                     // What a fault cut off after it came in goes now, in
                     // its turn.
                     Chunk::Piped(piped) => self.pipes.discard(piped.discard, scratch)?,
+                    Chunk::Reset => {}
                 }
             }
         }

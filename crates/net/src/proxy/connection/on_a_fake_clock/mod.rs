@@ -97,6 +97,8 @@ struct DirectionBench {
     direction: Direction,
     passed: Throughput,
     scratch: Vec<u8>,
+    /// The HTTP exchange its bytes pass, if any.
+    gate: Option<HttpGate>,
 }
 
 impl DirectionBench {
@@ -135,6 +137,7 @@ impl DirectionBench {
             direction,
             passed: Throughput::default(),
             scratch: vec![0; BUFFER],
+            gate: None,
         }
     }
 
@@ -156,6 +159,7 @@ impl DirectionBench {
             &self.conditions,
             &self.passed,
             &mut self.scratch,
+            self.gate.as_mut(),
         )
     }
 

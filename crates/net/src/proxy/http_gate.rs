@@ -1,0 +1,121 @@
+//! HTTP rules on a proxy's connections: a route with an HTTP rule gives
+//! each connection an [`HttpGate`], through which both its directions
+//! pass what they take in (the requests up, the responses down). The gate
+//! is [`shape_http::exchange`]'s: this module turns what it decides into
+//! [`Piece`]s a direction puts in its line. Without the `http` feature
+//! `left_out_http_gate.rs` stands in, and no route has a rule.
+
+use super::connection::Piece;
+use shape_http::exchange::{Cut, Exchange, Side};
+use shape_http::rule::{LiveRule, Tally};
+use shape_impair::faults::Way;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The HTTP rule of a route, which each of its connections is put to.
+#[derive(Clone)]
+pub struct HttpRules {
+    rule: Arc<LiveRule>,
+    /// Whether a connection that is not HTTP was said yet: once a proxy.
+    said_opaque: Arc<AtomicBool>,
+}
+
+impl HttpRules {
+    pub fn new(rule: Arc<LiveRule>) -> HttpRules {
+        HttpRules {
+            rule,
+            said_opaque: Arc::default(),
+        }
+    }
+
+    /// The counts of the rule in force, if one is.
+    pub fn tally(&self) -> Option<Tally> {
+        self.rule.tally()
+    }
+
+    /// A gate for a new connection.
+    pub(super) fn gate(&self) -> HttpGate {
+        HttpGate {
+            exchange: Exchange::new(self.rule.clone()),
+            said_opaque: self.said_opaque.clone(),
+        }
+    }
+}
+
+/// One connection's HTTP exchange, as its directions meet it.
+pub(in crate::proxy) struct HttpGate {
+    exchange: Exchange,
+    said_opaque: Arc<AtomicBool>,
+}
+
+/// The side of the exchange a direction carries.
+fn side(way: Way) -> Side {
+    match way {
+        Way::Up => Side::Requests,
+        Way::Down => Side::Responses,
+    }
+}
+
+impl HttpGate {
+    /// How many of the bytes to come `way` may splice, untouched.
+    pub(in crate::proxy) fn unseen(&self, way: Way) -> u64 {
+        self.exchange.unseen(side(way))
+    }
+
+    /// Notes that `len` bytes went by `way` spliced.
+    pub(in crate::proxy) fn went_by(&mut self, way: Way, len: usize) {
+        self.exchange.went_by(side(way), len as u64)
+    }
+
+    /// What becomes of `bytes` taken in `way` at `now`, in order.
+    pub(in crate::proxy) fn take(&mut self, way: Way, bytes: Vec<u8>, now: u64) -> Vec<Piece> {
+        let (buffer, cuts) = match way {
+            Way::Up => self.exchange.requests(bytes, now),
+            Way::Down => self.exchange.responses(bytes),
+        };
+        pieces(buffer, cuts)
+    }
+
+    /// Shape's answers and resets whose turn has come, to go down after
+    /// all that went before.
+    pub(in crate::proxy) fn due(&mut self) -> Vec<Piece> {
+        pieces(Vec::new(), self.exchange.due())
+    }
+
+    /// Why the connection is not followed as HTTP, the first time any of
+    /// the proxy's connections is not: said once a proxy.
+    pub(in crate::proxy) fn first_opaque(&self) -> Option<String> {
+        let why = [Side::Requests, Side::Responses]
+            .into_iter()
+            .find_map(|side| self.exchange.opaque(side))
+            .filter(|why| *why != shape_http::framing::Opaque::Tunnel)
+            .filter(|_| !self.said_opaque.load(Ordering::Relaxed))?;
+        (!self.said_opaque.swap(true, Ordering::Relaxed)).then(|| {
+            format!(
+                "{why}: it passes untouched, and so does any other connection that is not \
+                 (said once)"
+            )
+        })
+    }
+}
+
+/// `cuts` of `buffer` as pieces: a pass of the whole buffer keeps it.
+fn pieces(mut buffer: Vec<u8>, cuts: Vec<Cut>) -> Vec<Piece> {
+    if let [Cut::Pass(range)] = &cuts[..] {
+        if range.start == 0 && range.end == buffer.len() {
+            return vec![Piece::Bytes(buffer)];
+        }
+        buffer.truncate(range.end);
+        buffer.drain(..range.start);
+        return vec![Piece::Bytes(buffer)];
+    }
+    cuts.into_iter()
+        .map(|cut| match cut {
+            Cut::Pass(range) => Piece::Bytes(buffer[range].to_vec()),
+            Cut::Insert(bytes) => Piece::Bytes(bytes),
+            Cut::Hold(until) => Piece::Hold(until),
+            Cut::Reset => Piece::Reset,
+            Cut::End => Piece::End,
+        })
+        .collect()
+}
