@@ -29,6 +29,8 @@ mod fleet;
 #[cfg(feature = "fleet")]
 mod fleet_hosted;
 mod generated;
+#[cfg(feature = "http")]
+mod http_faults;
 mod layout;
 mod links;
 mod live;

@@ -133,6 +133,25 @@ impl Exchange {
         }
     }
 
+    /// The bytes of `side` kept to be framed, now that no more will come
+    /// (the stream ended): they pass as they are, unless that side drops
+    /// what comes. Without it, a stream that is not HTTP and ends in
+    /// what could begin a head would lose its last bytes.
+    pub fn flush(&mut self, side: Side) -> (Vec<u8>, Vec<Cut>) {
+        let kept = std::mem::take(&mut self.kept[side as usize]);
+        let passes = match side {
+            Side::Requests => self.sending_body && !self.dropping,
+            Side::Responses => !self.ended,
+        };
+        match passes && !kept.is_empty() {
+            true => {
+                let len = kept.len();
+                (kept, vec![Cut::Pass(0..len)])
+            }
+            false => (Vec::new(), Vec::new()),
+        }
+    }
+
     /// Why `side` is followed no further, if it is not.
     pub fn opaque(&self, side: Side) -> Option<Opaque> {
         self.opaque[side as usize]

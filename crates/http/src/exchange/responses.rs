@@ -14,6 +14,7 @@ impl Exchange {
         let mut cuts = Vec::new();
         let mut at = 0;
         while at < buffer.len() && !self.ended {
+            let content = self.responses.at_content();
             match self.responses.step(&buffer[at..]) {
                 Framed::NeedMore => {
                     self.keep(Side::Responses, &mut buffer, at);
@@ -29,12 +30,17 @@ impl Exchange {
                     pass(&mut cuts, at..at + len);
                     at += len;
                 }
+                // A cut counts the body's content, as its reader does,
+                // not the framing of its chunks.
                 Framed::Body(len) => {
-                    let passed = self.cut_left.map_or(len, |left| len.min(clamp(left)));
+                    let passed = match self.cut_left {
+                        Some(left) if content || left == 0 => len.min(clamp(left)),
+                        _ => len,
+                    };
                     pass(&mut cuts, at..at + passed);
                     at += len;
                     if let Some(left) = &mut self.cut_left {
-                        *left -= passed as u64;
+                        *left -= if content { passed as u64 } else { 0 };
                         if passed < len {
                             cuts.push(Cut::End);
                             self.ended = true;

@@ -134,6 +134,14 @@ fn a_cut_answer_ends_after_so_many_bytes_of_its_body() {
         "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n012<end>"
     );
     assert_eq!(exchange.unseen(Side::Responses), 0, "nothing more passes");
+    let mut chunked = self::exchange(first(1), HttpFault::CutAfter(3));
+    up(&mut chunked, GET);
+    let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n9\r\ncdefghijk\r\n0\r\n\r\n";
+    assert_eq!(
+        down(&mut chunked, wire),
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n9\r\nc<end>",
+        "the content is counted, not the chunks' size lines"
+    );
     let mut short = self::exchange(first(1), HttpFault::CutAfter(3));
     up(&mut short, GET);
     assert_eq!(down(&mut short, OK), String::from_utf8_lossy(OK));
@@ -274,14 +282,21 @@ fn passed(side: Side, wire: &[u8], splits: &[usize]) -> Vec<u8> {
             Side::Requests => exchange.requests(bytes, 0),
             Side::Responses => exchange.responses(bytes),
         };
-        for cut in cuts {
-            match cut {
-                Cut::Pass(range) => out.extend_from_slice(&buffer[range]),
-                other => panic!("nothing is picked, yet {other:?}"),
-            }
+        gather(&mut out, buffer, cuts);
+    }
+    let (buffer, cuts) = exchange.flush(side);
+    gather(&mut out, buffer, cuts);
+    out
+}
+
+/// Adds to `out` what `cuts` of `buffer` pass; they must all be passes.
+fn gather(out: &mut Vec<u8>, buffer: Vec<u8>, cuts: Vec<Cut>) {
+    for cut in cuts {
+        match cut {
+            Cut::Pass(range) => out.extend_from_slice(&buffer[range]),
+            other => panic!("nothing is picked, yet {other:?}"),
         }
     }
-    out
 }
 
 proptest! {

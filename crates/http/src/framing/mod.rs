@@ -116,6 +116,19 @@ impl FramerAt {
         }
     }
 
+    /// True if the bytes to come are a body's content: not a chunk's
+    /// size line, the end of its data, or the trailers.
+    fn at_content(&self) -> bool {
+        matches!(
+            self,
+            FramerAt::Body(
+                body::Body::Left(_)
+                    | body::Body::UntilClose
+                    | body::Body::Chunked(body::Chunk::Data(_))
+            )
+        )
+    }
+
     /// Notes that `len` of the bytes [`FramerAt::unseen`] allowed went by.
     fn went_by(&mut self, len: u64) {
         if let FramerAt::Body(body::Body::Left(left)) = self {

@@ -70,6 +70,12 @@ impl ResponseFramer {
         self.state == FramerAt::Head
     }
 
+    /// True if the next bytes are an answer's content, not the framing of
+    /// its chunks: what a client counts as its body.
+    pub fn at_content(&self) -> bool {
+        self.state.at_content()
+    }
+
     /// How many requests sent on are not answered yet.
     pub fn waiting(&self) -> usize {
         self.asked.len()

@@ -76,6 +76,12 @@ impl HttpGate {
         pieces(buffer, cuts)
     }
 
+    /// What `way` kept to frame, now that its input ended.
+    pub(in crate::proxy) fn flush(&mut self, way: Way) -> Vec<Piece> {
+        let (buffer, cuts) = self.exchange.flush(side(way));
+        pieces(buffer, cuts)
+    }
+
     /// Shape's answers and resets whose turn has come, to go down after
     /// all that went before.
     pub(in crate::proxy) fn due(&mut self) -> Vec<Piece> {

@@ -31,6 +31,10 @@ impl HttpGate {
         match *self {}
     }
 
+    pub(in crate::proxy) fn flush(&mut self, _: Way) -> Vec<Piece> {
+        match *self {}
+    }
+
     pub(in crate::proxy) fn due(&mut self) -> Vec<Piece> {
         match *self {}
     }

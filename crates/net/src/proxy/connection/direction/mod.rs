@@ -419,15 +419,24 @@ impl Direction {
     }
 
     /// Puts the answers of shape's whose turn has come in the line, once
-    /// nothing waits for tokens before them. Returns whether any did.
+    /// nothing waits for tokens before them, or what the gate kept once
+    /// the input ended. Returns whether anything went in.
     fn take_due(&mut self, gate: Option<&mut HttpGate>, now: u64) -> bool {
         let Some(gate) = gate else {
             return false;
         };
-        if self.way != Way::Down || self.unpaid.is_some() || self.ended {
+        if self.unpaid.is_some() {
             return false;
         }
-        let pieces = gate.due();
+        // Once the input ended, what the gate kept to frame is all there
+        // will be.
+        let mut pieces = match self.ended {
+            true => gate.flush(self.way),
+            false => Vec::new(),
+        };
+        if self.way == Way::Down {
+            pieces.extend(gate.due());
+        }
         let any = !pieces.is_empty();
         self.put(pieces, now, None);
         any

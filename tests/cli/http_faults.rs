@@ -1,0 +1,336 @@
+//! HTTP faults in a proxy, met by real clients that retry (urllib3, curl,
+//! Go's net/http, Node's fetch) in front of a real server (Python's
+//! http.server, `tests/clients/http_upstream.py`), which says every
+//! request it is sent so that a test counts what reached it.
+
+use crate::harness::*;
+use crate::proxy::{Proxy, connect};
+use std::io::{BufRead, Read, Write};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The upstream, killed when dropped.
+struct Upstream {
+    child: Child,
+    address: String,
+    /// Every request it said it was sent, `METHOD PATH`.
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let mut child = Command::new("python3")
+            .arg(ours("tests/clients/http_upstream.py"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let port = first.strip_prefix("listening ").expect("it says its port");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let kept = requests.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if let Some(request) = line.strip_prefix("request ") {
+                    kept.lock().unwrap().push(request.to_string());
+                }
+            }
+        });
+        Upstream {
+            child,
+            address: format!("127.0.0.1:{port}"),
+            requests,
+        }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// A proxy in front of it with `args`, and its base URL.
+    fn behind(&self, args: &[&str]) -> (Listening, String) {
+        let proxy = Proxy::start(&self.address, args);
+        let url = format!("http://{}", proxy.address);
+        (proxy, url)
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The venv's Python, with urllib3, or `None` (said) where it is missing.
+fn urllib3() -> Option<std::path::PathBuf> {
+    let python = ours("target/clients/venv/bin/python");
+    set_up(&python).then_some(python)
+}
+
+fn said(output: &Output) -> String {
+    format!(
+        "{:?}\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// curl with `args`, its exit status, and what it wrote.
+fn curl(args: &[&str]) -> (i32, String) {
+    let output = Command::new("curl")
+        .args(["-s", "-S"])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn urllib3_retries_past_the_first_two_and_the_upstream_sees_one_request() {
+    let Some(python) = urllib3() else { return };
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&["--http-status", "503", "--first", "2"]);
+    let output = Command::new(python)
+        .arg(ours("tests/clients/http_urllib3.py"))
+        .args(["retry", &format!("{url}/item")])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "200 /item",
+        "{}",
+        said(&output)
+    );
+    assert_eq!(upstream.requests(), ["GET /item"]);
+}
+
+#[test]
+fn curl_retry_recovers_from_two_503s() {
+    if !installed("curl") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&["--http-status", "503:try later", "--first", "2"]);
+    // --fail writes no body of an error, which curl retries.
+    let retried = ["--fail", "--retry", "2", "--retry-delay", "1"];
+    let (status, body) = curl(&[&retried[..], &[&format!("{url}/a")]].concat());
+    assert_eq!((status, body.as_str()), (0, "/a"));
+    assert_eq!(upstream.requests(), ["GET /a"]);
+}
+
+#[test]
+fn go_keeps_one_connection_and_every_tenth_request_is_answered_by_shape() {
+    if !installed("go") {
+        return;
+    }
+    let scratch = Scratch::new("http-go");
+    let go = go_binary(&scratch, "tests/clients/http_keepalive.go", "keepalive");
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&["--http-status", "503", "--every", "10"]);
+    let output = Command::new(go).arg(&url).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "answered 10 passed 90 reused 99",
+        "{}",
+        said(&output)
+    );
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 90);
+    let picked = |i: usize| (i + 1) % 10 == 0;
+    let expected: Vec<String> = (0..100)
+        .filter(|&i| !picked(i))
+        .map(|i| format!("GET /seq/{i}"))
+        .collect();
+    assert_eq!(requests, expected, "the upstream saw the others, in order");
+}
+
+/// `source` built with Go into `scratch`.
+fn go_binary(scratch: &Scratch, source: &str, name: &str) -> std::path::PathBuf {
+    let binary = scratch.path().join(name);
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(ours(source))
+        .env("GO111MODULE", "off")
+        .env("GOCACHE", scratch.path().join("cache"))
+        .env("GOPATH", scratch.path().join("gopath"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", said(&built));
+    binary
+}
+
+#[test]
+fn node_fetch_gets_shapes_answer_with_its_body_and_header_then_the_upstreams() {
+    if !installed("node") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&[
+        "--http-status",
+        "429:slow down",
+        "--http-header",
+        "Retry-After: 1",
+        "--first",
+        "1",
+    ]);
+    let output = Command::new("node")
+        .arg(ours("tests/clients/http_fetch.js"))
+        .args([&format!("{url}/x"), "2"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "429 200 /x retry-after=1",
+        "{}",
+        said(&output)
+    );
+    assert_eq!(upstream.requests(), ["GET /x"]);
+}
+
+#[test]
+fn sixty_four_mib_chunked_each_way_pass_whole_past_a_rule_that_picks_nothing() {
+    let Some(python) = urllib3() else { return };
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&["--http-status", "503", "--path", "/never"]);
+    let output = Command::new(python)
+        .arg(ours("tests/clients/http_urllib3.py"))
+        .args(["sha", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "ok",
+        "{}",
+        said(&output)
+    );
+    assert_eq!(upstream.requests().len(), 2);
+}
+
+#[test]
+fn a_delay_holds_only_the_requests_it_picks() {
+    if !installed("curl") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let (_proxy, url) =
+        upstream.behind(&["--http-delay", "2s", "--method", "POST", "--path", "/pay/*"]);
+    let timed = |args: &[&str]| {
+        let start = Instant::now();
+        let (status, _) = curl(args);
+        assert_eq!(status, 0);
+        start.elapsed()
+    };
+    let pay = format!("{url}/pay/1");
+    assert!(timed(&["-d", "x", &pay]) >= Duration::from_secs(2));
+    // Not picked: no hold, however busy the machine.
+    assert!(timed(&[&pay]) < Duration::from_secs(2));
+    assert!(timed(&["-d", "x", &format!("{url}/shop")]) < Duration::from_secs(2));
+}
+
+#[test]
+fn a_stalled_request_is_never_answered_and_others_pass() {
+    if !installed("curl") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&["--http-stall", "--header", "X-Chaos: hang"]);
+    let (status, _) = curl(&["-m", "2", "-H", "X-Chaos: hang", &format!("{url}/h")]);
+    assert_eq!(status, 28, "curl timed out waiting");
+    let (status, body) = curl(&[&format!("{url}/ok")]);
+    assert_eq!((status, body.as_str()), (0, "/ok"));
+    assert_eq!(upstream.requests(), ["GET /ok"]);
+}
+
+#[test]
+fn a_reset_comes_in_the_requests_turn_and_the_upstream_never_sees_it() {
+    if !installed("curl") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let (proxy, url) = upstream.behind(&["--http-reset", "--path", "/flaky"]);
+    let (status, _) = curl(&[&format!("{url}/flaky")]);
+    assert_eq!(status, 56, "curl saw the connection reset");
+    proxy.wait_for_stderr("reset, as --http-reset asked");
+    assert_eq!(curl(&[&format!("{url}/fine")]).1, "/fine");
+    assert_eq!(upstream.requests(), ["GET /fine"]);
+}
+
+#[test]
+fn a_cut_answer_ends_after_so_much_of_its_body() {
+    if !installed("curl") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&["--http-cut-after", "1KiB", "--first", "1"]);
+    let bytes = format!("{url}/bytes/100000");
+    let (status, written) = curl(&["-o", "/dev/null", "-w", "%{size_download}", &bytes]);
+    assert_eq!((status, written.as_str()), (18, "1024"), "a partial file");
+    let (status, written) = curl(&["-o", "/dev/null", "-w", "%{size_download}", &bytes]);
+    assert_eq!((status, written.as_str()), (0, "100000"));
+}
+
+#[test]
+fn what_is_not_http_passes_untouched_and_is_said_once() {
+    let upstream = Upstream::start();
+    let (proxy, _) = upstream.behind(&["--http-status", "503"]);
+    for _ in 0..2 {
+        let mut stream = connect(&proxy.address);
+        // A TLS ClientHello's first bytes: the server answers as it will.
+        stream
+            .write_all(b"\x16\x03\x01\x00\x05hello\r\n\r\n")
+            .unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        let _ = stream.read_to_end(&mut back);
+        let back = String::from_utf8_lossy(&back);
+        assert!(back.contains("Error code: 400"), "the server's own: {back}");
+    }
+    let said = proxy.wait_for_stderr("not HTTP/1.x: it passes untouched");
+    assert_eq!(said.matches("passes untouched").count(), 1, "{said}");
+}
+
+#[test]
+fn http_flags_that_do_not_hold_together_are_refused() {
+    for (args, words) in [
+        (
+            &["--first", "2"][..],
+            "--first picks requests for an HTTP fault",
+        ),
+        (
+            &["--http-status", "503", "--http-reset"],
+            "--http-status and --http-reset: one HTTP fault at a time",
+        ),
+        (
+            &["--http-status", "700"],
+            "invalid value '700' for '--http-status <CODE[:BODY]>'",
+        ),
+        (
+            &["--http-status", "503", "--path", "pay/*"],
+            "invalid value 'pay/*' for '--path <GLOB>'",
+        ),
+        (
+            &["--http-status", "503", "--during", "20s..10s"],
+            "ends before it begins",
+        ),
+    ] {
+        let mut command = shape(["--listen", "127.0.0.1:0", "--connect", "127.0.0.1:9"]);
+        command.args(args);
+        let run = run(command, Stdio::null());
+        assert_eq!(run.code(), 2, "{args:?}");
+        assert!(run.stderr.contains(words), "{args:?}: {}", run.stderr);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    }
+    let run = run(shape(["--http-status", "503"]), Stdio::null());
+    assert_eq!(run.code(), 2);
+    assert!(
+        run.stderr
+            .contains("--http-status applies to a proxy's requests")
+    );
+}
