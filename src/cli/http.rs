@@ -3,11 +3,10 @@
 //! which requests (`--first`, `--every`, `--path`, `--method`, `--header`,
 //! `--during`; `--affect` is the common flag's). Values stay text here:
 //! the step reads them with shape-http's parsers, which a build without
-//! the `http` feature lacks.
+//! the `http` feature lacks, and `--remote` sends them as they are to the
+//! running proxy, which reads them the same way.
 
 use clap::Args;
-use shape_bucket::units::Size;
-use std::time::Duration;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct HttpFlags {
@@ -36,8 +35,8 @@ pub struct HttpFlags {
     /// HTTP: hold each request picked for DURATION before it goes on to
     /// the upstream, and what follows it on its connection behind it: the
     /// time to its first byte (Envoy's and HTTPChaos's delay).
-    #[arg(long, value_name = "DURATION", value_parser = shape_impair::slowlink::parse_delay, help_heading = "HTTP faults")]
-    pub http_delay: Option<Duration>,
+    #[arg(long, value_name = "DURATION", help_heading = "HTTP faults")]
+    pub http_delay: Option<String>,
 
     /// HTTP: never answer picked requests; the connection stays open.
     ///
@@ -60,7 +59,7 @@ pub struct HttpFlags {
     /// bytes of its body as sent; then the client's connection is closed
     /// (its reader sees the end of the data).
     #[arg(long, value_name = "SIZE", help_heading = "HTTP faults")]
-    pub http_cut_after: Option<Size>,
+    pub http_cut_after: Option<String>,
 
     /// HTTP: pick only the first N requests that match.
     #[arg(long, value_name = "N", help_heading = "HTTP faults")]
@@ -104,6 +103,70 @@ impl HttpFlags {
         .into_iter()
         .filter_map(|(given, flag)| given.then_some(flag))
         .collect()
+    }
+
+    /// The flags given, each as its name (without `--`) and its value
+    /// (empty for a switch): what `--remote` sends.
+    pub fn given(&self) -> Vec<(String, String)> {
+        let mut given = Vec::new();
+        let mut add = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                given.push((name.to_string(), value));
+            }
+        };
+        add("http-status", self.http_status.clone());
+        for field in &self.http_header {
+            add("http-header", Some(field.clone()));
+        }
+        add("http-delay", self.http_delay.clone());
+        add("http-stall", self.http_stall.then(String::new));
+        add("http-reset", self.http_reset.then(String::new));
+        add("http-cut-after", self.http_cut_after.clone());
+        add("first", self.first.map(|n| n.to_string()));
+        add("every", self.every.map(|n| n.to_string()));
+        add("path", self.path.clone());
+        add("method", self.method.clone());
+        add("header", self.header.clone());
+        add("during", self.during.clone());
+        given
+    }
+
+    /// The flags [`HttpFlags::given`] gave, read back; a name it does not
+    /// give, or a number that is not one, is refused.
+    pub fn from_given(given: &[(String, String)]) -> Result<HttpFlags, String> {
+        let mut flags = HttpFlags::default();
+        let number = |value: &str| {
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("bad number '{value}'"))
+        };
+        for (name, value) in given {
+            let text = Some(value.clone());
+            match name.as_str() {
+                "http-status" => flags.http_status = text,
+                "http-header" => flags.http_header.push(value.clone()),
+                "http-delay" => flags.http_delay = text,
+                "http-stall" => flags.http_stall = true,
+                "http-reset" => flags.http_reset = true,
+                "http-cut-after" => flags.http_cut_after = text,
+                "first" => flags.first = Some(number(value)?),
+                "every" => flags.every = Some(number(value)?.max(1)),
+                "path" => flags.path = text,
+                "method" => flags.method = text,
+                "header" => flags.header = text,
+                "during" => flags.during = text,
+                other => return Err(format!("unknown HTTP flag '--{other}'")),
+            }
+        }
+        Ok(flags)
+    }
+
+    /// True if a fault flag says `off`: with `--remote`, the rule in force
+    /// is turned off.
+    pub fn turned_off(&self) -> bool {
+        [&self.http_status, &self.http_delay, &self.http_cut_after]
+            .into_iter()
+            .any(|value| value.as_deref() == Some("off"))
     }
 
     /// The first of the flags that pick requests given, by name.

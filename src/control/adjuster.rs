@@ -37,6 +37,21 @@ pub struct Adjuster {
     conditions: Option<Arc<Conditions>>,
     /// What the mode adds to a status line (a UDP link's datagrams).
     report: Option<Box<dyn Fn() -> String + Send + Sync>>,
+    /// A proxy's HTTP rule, which changes may also replace.
+    rule: Option<Box<dyn RuleControl>>,
+}
+
+/// A rule a running shape holds beside its buckets and conditions, which
+/// `--remote` replaces: a proxy's HTTP rule.
+pub trait RuleControl: Send + Sync {
+    /// Refuses the rule `flags` give (as their names, without `--`, and
+    /// values), in words, if it cannot be put in force.
+    fn check(&self, flags: &[(String, String)]) -> Result<(), String>;
+    /// Puts the rule `flags` give in force: one [`RuleControl::check`]
+    /// let pass.
+    fn change(&self, flags: &[(String, String)]);
+    /// The rule in force and its counts, in words; empty if none is.
+    fn describe(&self) -> String;
 }
 
 impl Adjuster {
@@ -56,6 +71,7 @@ impl Adjuster {
             on_change: Mutex::new(Vec::new()),
             conditions: None,
             report: None,
+            rule: None,
         }
     }
 
@@ -69,6 +85,12 @@ impl Adjuster {
     /// status line.
     pub fn reporting(mut self, report: Box<dyn Fn() -> String + Send + Sync>) -> Adjuster {
         self.report = Some(report);
+        self
+    }
+
+    /// The same adjuster, replacing `rule` when a change asks.
+    pub fn ruling(mut self, rule: Box<dyn RuleControl>) -> Adjuster {
+        self.rule = Some(rule);
         self
     }
 
@@ -111,6 +133,18 @@ impl Adjuster {
                     .into(),
             );
         }
+        let rule = match (&self.rule, request.http.is_empty()) {
+            (_, true) => None,
+            (Some(rule), false) => Some(rule),
+            (None, false) => {
+                return Err("only a proxy started with an HTTP fault (--http-status, \
+                            --http-delay, ...) changes its HTTP rule"
+                    .into());
+            }
+        };
+        if let Some(rule) = rule {
+            rule.check(&request.http)?;
+        }
         if !request.retune.is_empty() {
             let Some(conditions) = &self.conditions else {
                 return Err("only a copy or a proxy changes delay, jitter or faults".into());
@@ -125,6 +159,9 @@ impl Adjuster {
             conditions.change(&request.retune);
         }
         self.adjust(change)?;
+        if let Some(rule) = rule {
+            rule.change(&request.http);
+        }
         for (way, limit) in way_limits.into_iter().enumerate() {
             if let Some(limit) = limit {
                 // One way's rate (`--rate-up`, `--rate-down`), with the
@@ -242,10 +279,18 @@ impl Adjuster {
     /// The delay, jitter and faults in force, in words (empty if none):
     /// what an answer to `--remote` adds to the settings.
     pub fn conditions_in_force(&self) -> String {
-        self.conditions
+        let conditions = self
+            .conditions
             .as_ref()
             .map(|conditions| conditions.now().describe(self.buckets.len() == 2))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let rule = self.rule.as_ref().map(|rule| rule.describe());
+        [Some(conditions), rule]
+            .into_iter()
+            .flatten()
+            .filter(|said| !said.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// The settings for a status line: of the one bucket, or of a proxy's
@@ -256,10 +301,14 @@ impl Adjuster {
             [up, down] if of(up) != of(down) => format!("up {}; down {}", of(up), of(down)),
             _ => self.settings().to_string(),
         };
-        match &self.report {
-            Some(report) => format!("{settings}; {}", report()),
-            None => settings,
-        }
+        let rule = self.rule.as_ref().map(|rule| rule.describe());
+        let report = self.report.as_ref().map(|report| report());
+        [Some(settings), report, rule]
+            .into_iter()
+            .flatten()
+            .filter(|said| !said.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 

@@ -25,7 +25,7 @@ pub mod share;
 mod signals;
 pub mod traced;
 
-pub use adjuster::Adjuster;
+pub use adjuster::{Adjuster, RuleControl};
 pub use dir::{ControlDir, Registration};
 pub use protocol::Request;
 pub use running::{Run, follow, start};

@@ -32,6 +32,9 @@ pub struct Request {
     pub paused: Option<bool>,
     /// Delay, jitter and faults to change.
     pub retune: Retune,
+    /// A proxy's new HTTP rule, as its flags were given (name without
+    /// `--`, value): the whole rule, read by the proxy.
+    pub http: Vec<(String, String)>,
 }
 
 impl Request {
@@ -156,6 +159,9 @@ pub(crate) fn encode_request(request: &Request) -> String {
     for change in &request.retune.faults {
         text += &format!("fault {} {}\n", change.name(), change.text());
     }
+    for (name, value) in &request.http {
+        text += &format!("http {name} {}\n", escape_controls(value));
+    }
     text
 }
 
@@ -211,6 +217,10 @@ pub(crate) fn decode_request(text: &str) -> Result<Request, String> {
                 let (name, value) = change.split_once(' ').unwrap_or((change, ""));
                 let change = Change::parse(name, value).map_err(|why| bad(name, value, why))?;
                 request.retune.faults.push(change);
+            }
+            ("http", flag) => {
+                let (name, value) = flag.split_once(' ').unwrap_or((flag, ""));
+                request.http.push((name.to_string(), value.to_string()));
             }
             _ => return Err(format!("unexpected line '{}'", line.escape_debug())),
         }
@@ -306,6 +316,10 @@ mod tests {
                 delay: [None, Some(Duration::from_millis(1500))],
                 jitter: Some(Duration::ZERO),
             },
+            http: vec![
+                ("http-status".into(), "503:try later".into()),
+                ("http-stall".into(), String::new()),
+            ],
         };
         assert_eq!(
             decode_request(&encode_request(&request)),

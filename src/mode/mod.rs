@@ -11,6 +11,7 @@
 mod copy;
 #[cfg(feature = "exec")]
 mod exec;
+mod http;
 mod input;
 mod live;
 pub(crate) mod plan;

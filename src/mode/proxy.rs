@@ -3,7 +3,7 @@
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
 use super::live::{damaged, go_live, printer, two_counts, two_way_reporter, two_ways};
-use super::plan::{HttpPlan, ProxyPlan};
+use super::plan::ProxyPlan;
 use crate::control::Adjuster;
 use anyhow::{Context, anyhow};
 use shape_impair::conditions::Conditions;
@@ -12,7 +12,6 @@ use shape_leaves::bucket::Bucket;
 use shape_leaves::counting::Counting;
 use shape_leaves::exit::Exit;
 use shape_net::proxy;
-use shape_net::proxy::http_gate::HttpRules;
 use std::sync::Arc;
 
 /// Serves until the process is ended; returns only if it cannot serve.
@@ -28,14 +27,17 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
     let conditions = Arc::new(Conditions::new(at_start.in_force()));
-    let adjuster = Arc::new(
-        Adjuster::over(
-            vec![up.clone(), down.clone()],
-            Counting::Bytes,
-            pacing.start.burst.is_some(),
-        )
-        .retuning(conditions.clone()),
-    );
+    let (http, remote) = super::http::live(http.as_ref(), at_start.seed).unzip();
+    let mut adjuster = Adjuster::over(
+        vec![up.clone(), down.clone()],
+        Counting::Bytes,
+        pacing.start.burst.is_some(),
+    )
+    .retuning(conditions.clone());
+    if let Some(remote) = remote {
+        adjuster = adjuster.ruling(remote);
+    }
+    let adjuster = Arc::new(adjuster);
     let ([passed_up, passed_down], passed) = two_counts();
     let reporter = two_way_reporter(progress, pacing, &passed, [&up, &down]);
     let printer = printer(reporter.as_ref());
@@ -59,7 +61,7 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
         seed: at_start.seed,
         say_seed: at_start.say_seed,
         loops: *loops,
-        http: http.as_ref().map(|http| http_rules(http, at_start.seed)),
+        http,
     };
     let served = proxy::forward(listen, connect, &shaping);
     drop(member);
@@ -70,22 +72,6 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
     }
     served.with_context(|| format!("proxy from {listen} to {connect}"))?;
     Ok(Exit::Success)
-}
-
-/// The HTTP rule of `plan`, its chances drawn from `seed` and its
-/// window (`--during`) counted from now.
-#[cfg(feature = "http")]
-fn http_rules(plan: &HttpPlan, seed: u64) -> HttpRules {
-    use shape_bucket::Clock;
-    let started = shape_bucket::MonotonicClock.now();
-    let rule = shape_http::rule::LiveRule::new(Some(plan.rule.clone()), seed, started);
-    HttpRules::new(Arc::new(rule))
-}
-
-/// A build without the `http` feature plans no HTTP rule.
-#[cfg(not(feature = "http"))]
-fn http_rules(plan: &HttpPlan, _: u64) -> HttpRules {
-    match *plan {}
 }
 
 /// The run's adjuster, as the proxy sees its settings. Its buckets are

@@ -334,3 +334,50 @@ fn http_flags_that_do_not_hold_together_are_refused() {
             .contains("--http-status applies to a proxy's requests")
     );
 }
+
+#[test]
+fn remote_changes_the_rule_counts_afresh_and_turns_it_off() {
+    if !installed("curl") {
+        return;
+    }
+    let runtime = Runtime::new("http-remote");
+    let upstream = Upstream::start();
+    let proxy = Proxy::start_with(
+        runtime.shape([]),
+        &upstream.address,
+        &["--http-status", "503", "--first", "1"],
+    );
+    let pid = proxy.child.id();
+    runtime.wait_registered(pid);
+    let url = format!("http://{}", proxy.address);
+    let get = |path: &str| {
+        curl(&[
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{url}{path}"),
+        ])
+        .1
+    };
+    assert_eq!([get("/a"), get("/b")], ["503", "200"]);
+    let asked = runtime.remote(pid, []);
+    assert!(
+        String::from_utf8_lossy(&asked.stdout)
+            .contains("http: answer 503 to the first 1: seen 2, matched 2, picked 1"),
+        "{asked:?}"
+    );
+    let changed = runtime.remote(pid, ["--http-status", "429", "--path", "/slow/*"]);
+    assert_eq!(changed.code(), 0, "{}", changed.stderr);
+    assert_eq!([get("/slow/1"), get("/b")], ["429", "200"]);
+    let off = runtime.remote(pid, ["--http-status", "off"]);
+    assert!(String::from_utf8_lossy(&off.stdout).contains("http: off"));
+    assert_eq!(get("/slow/2"), "200");
+    let refused = runtime.remote(pid, ["--http-status", "99"]);
+    assert_eq!(refused.code(), 2, "checked before it is sent");
+    assert_eq!(
+        upstream.requests(),
+        ["GET /b", "GET /b", "GET /slow/2"],
+        "what shape answered never reached it"
+    );
+}

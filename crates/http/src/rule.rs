@@ -6,6 +6,7 @@ use crate::answer::InjectedAnswer;
 use crate::framing::RequestHead;
 use crate::select::{Counts, Selection};
 use shape_leaves::lock::lock;
+use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -98,6 +99,23 @@ impl LiveRule {
         lock(&self.in_force).as_ref().map(|now| now.rule.clone())
     }
 
+    /// The rule in force and its counts, in words: `http: answer 503 to
+    /// the first 2: seen 3, matched 3, picked 2`; or that none is.
+    pub fn describe(&self) -> String {
+        let Some(in_force) = lock(&self.in_force).clone() else {
+            return "http: off".into();
+        };
+        let Tally {
+            seen,
+            matched,
+            picked,
+        } = self.tally().unwrap_or_default();
+        format!(
+            "http: {}: seen {seen}, matched {matched}, picked {picked}",
+            in_force.rule
+        )
+    }
+
     /// The counts of the rule in force, if any.
     pub fn tally(&self) -> Option<Tally> {
         let in_force = lock(&self.in_force).clone()?;
@@ -145,5 +163,18 @@ impl InForce {
             rule,
             counts: Counts::default(),
         })
+    }
+}
+
+impl fmt::Display for HttpRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.fault {
+            HttpFault::Answer(answer) => write!(f, "answer {}", answer.status.code)?,
+            HttpFault::Delay(delay) => write!(f, "delay {delay:?}")?,
+            HttpFault::Stall => f.write_str("stall")?,
+            HttpFault::Reset => f.write_str("reset")?,
+            HttpFault::CutAfter(after) => write!(f, "cut after {after} B")?,
+        }
+        write!(f, " {}", self.selection)
     }
 }

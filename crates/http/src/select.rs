@@ -83,6 +83,47 @@ impl Selection {
     }
 }
 
+impl fmt::Display for Selection {
+    /// Which requests, in words: `to the first 2 of POST /pay/*`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut which = Vec::new();
+        if let Some(first) = self.first {
+            which.push(format!("the first {first}"));
+        }
+        if let Some(every) = self.every {
+            which.push(format!("every {every}th"));
+        }
+        if let Some(affect) = self.affect {
+            which.push(format!("{}%", affect * 100.0));
+        }
+        let which = match which.is_empty() {
+            true => "every request".to_string(),
+            false => which.join(", "),
+        };
+        write!(f, "to {which}")?;
+        let mut of = Vec::new();
+        if let Some(method) = &self.method {
+            of.push(method.clone());
+        }
+        if let Some(path) = &self.path {
+            of.push(path.to_string());
+        }
+        if let Some(header) = &self.header {
+            match &header.value {
+                Some(value) => of.push(format!("with {}: {value}", header.name)),
+                None => of.push(format!("with {}", header.name)),
+            }
+        }
+        if let Some(during) = &self.during {
+            of.push(format!("from {:?} to {:?}", during.from, during.until));
+        }
+        match of.is_empty() {
+            true => Ok(()),
+            false => write!(f, " of {}", of.join(" ")),
+        }
+    }
+}
+
 /// The chance of the `index`-th match, in [0, 1): the seed's, mixed with
 /// the index alone (splitmix64).
 fn draw(seed: u64, index: u64) -> f64 {

@@ -9,7 +9,7 @@
 //! that reads [`Cli`]: a mode runs its plan. What is left to the modes is
 //! what needs the world: sockets, Redis, the inputs.
 
-mod http;
+pub(crate) mod http;
 mod plans;
 #[cfg(feature = "serve")]
 pub mod toxiproxy;

@@ -296,6 +296,7 @@ fn request(cli: &Cli) -> Request {
             delay: cli.delay_changes(),
             jitter: cli.jitter,
         },
+        http: cli.http.given(),
     }
 }
 

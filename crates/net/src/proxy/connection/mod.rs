@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 mod direction;
 mod piped;
 
-pub(super) use direction::{Direction, Piece, Seeds, Setup};
+pub(super) use direction::{Direction, HeldTo, Piece, Seeds, Setup};
 use piped::Pipes;
 
 /// The largest chunk a direction reads at once: the size of the event
@@ -349,18 +349,22 @@ impl Connection {
         let up = self.up.step(
             &mut self.client,
             &mut self.server,
-            &up.bucket,
-            &up.conditions,
-            &up.passed,
+            HeldTo {
+                bucket: &up.bucket,
+                conditions: &up.conditions,
+                passed: &up.passed,
+            },
             scratch,
             self.http.as_mut(),
         )?;
         let down = self.down.step(
             &mut self.server,
             &mut self.client,
-            &down.bucket,
-            &down.conditions,
-            &down.passed,
+            HeldTo {
+                bucket: &down.bucket,
+                conditions: &down.conditions,
+                passed: &down.passed,
+            },
             scratch,
             self.http.as_mut(),
         )?;

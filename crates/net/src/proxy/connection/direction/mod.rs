@@ -144,6 +144,14 @@ impl Ends {
     }
 }
 
+/// What a direction is held to in a step: the bucket it pays from, the
+/// conditions in force, and where what it passes on is counted.
+pub(in crate::proxy) struct HeldTo<'a, C: Clock, S: Deref<Target = BucketCell>> {
+    pub(in crate::proxy) bucket: &'a TokenBucket<C, S>,
+    pub(in crate::proxy) conditions: &'a Conditions,
+    pub(in crate::proxy) passed: &'a Throughput,
+}
+
 /// What a direction's random choices are drawn from.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::proxy) struct Seeds {
@@ -270,12 +278,15 @@ impl Direction {
         &mut self,
         from: &mut impl Side,
         to: &mut impl Side,
-        bucket: &TokenBucket<C, S>,
-        conditions: &Conditions,
-        passed: &Throughput,
+        held_to: HeldTo<'_, C, S>,
         scratch: &mut [u8],
         mut gate: Option<&mut HttpGate>,
     ) -> Result<Option<u64>, Failure> {
+        let HeldTo {
+            bucket,
+            conditions,
+            passed,
+        } = held_to;
         let Ends {
             from: from_end,
             to: to_end,

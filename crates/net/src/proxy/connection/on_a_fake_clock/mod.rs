@@ -155,9 +155,11 @@ impl DirectionBench {
         self.direction.step(
             from,
             to,
-            &self.bucket,
-            &self.conditions,
-            &self.passed,
+            HeldTo {
+                bucket: &self.bucket,
+                conditions: &self.conditions,
+                passed: &self.passed,
+            },
             &mut self.scratch,
             self.gate.as_mut(),
         )
