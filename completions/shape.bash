@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -l -0 -q -i -n -p -t -e -a -N -W -f -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --numeric --name --wait --force --rate-file --schedule --listen --exec --serve --config --serve-allow-origin --serve-allow-unix --runtime-metrics --rate-up --rate-down --per-connection --loops --connect --connect-timeout --delay --delay-up --delay-down --link --trace --trace-up --trace-down --jitter --max-buffer --slice --slice-pause --loss --drop --corrupt --cut-after --slow-close --stall-after --reset-after --duplicate --reorder --mtu --udp-idle --queue-drop --packets --jitter-keeps-order --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
+            opts="-L -r -b -s -l -0 -q -i -n -p -t -e -a -N -W -f -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --numeric --name --wait --force --rate-file --schedule --listen --exec --serve --config --serve-allow-origin --serve-allow-unix --runtime-metrics --rate-up --rate-down --per-connection --loops --connect --connect-timeout --delay --delay-up --delay-down --link --trace --trace-up --trace-down --jitter --max-buffer --slice --slice-pause --loss --drop --corrupt --cut-after --slow-close --stall-after --reset-after --duplicate --reorder --mtu --udp-idle --queue-drop --packets --jitter-keeps-order --http-status --http-header --http-delay --http-stall --http-reset --http-cut-after --first --every --path --method --header --during --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -219,6 +219,46 @@ _shape() {
                     ;;
                 --queue-drop)
                     COMPREPLY=($(compgen -W "tail head" -- "${cur}"))
+                    return 0
+                    ;;
+                --http-status)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http-header)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --http-cut-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --first)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --method)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --header)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --during)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --affect)

@@ -45,6 +45,16 @@ complete -c shape -l mtu -d 'UDP: drop datagrams over SIZE bytes, or cut them (S
 complete -c shape -l udp-idle -d 'UDP: forget a flow idle this long (default 120s)' -r
 complete -c shape -l queue-drop -d 'UDP: what full queues drop (default tail)' -r -f -a "tail\t'The one that arrives, as a router does'
 head\t'The oldest waiting'"
+complete -c shape -l http-status -d 'HTTP: answer picked requests with this status, and this body' -r
+complete -c shape -l http-header -d 'HTTP: a header of --http-status\'s answer (repeatable)' -r
+complete -c shape -l http-delay -d 'HTTP: hold picked requests this long before they go on' -r
+complete -c shape -l http-cut-after -d 'HTTP: cut the answers to picked requests after SIZE of their body' -r
+complete -c shape -l first -d 'HTTP: pick only the first N requests that match' -r
+complete -c shape -l every -d 'HTTP: pick only every Nth request that matches' -r
+complete -c shape -l path -d 'HTTP: only requests whose path matches GLOB' -r
+complete -c shape -l method -d 'HTTP: only requests of this method (any case)' -r
+complete -c shape -l header -d 'HTTP: only requests with this header, and this value if given' -r
+complete -c shape -l during -d 'HTTP: only requests that come within this window after the start' -r
 complete -c shape -l affect -d 'Proxy: do the faults to this fraction of connections' -r
 complete -c shape -l seed -d 'The seed of every random draw, to replay them' -r
 complete -c shape -l remote -d 'Change a running shape, or a share, instead of copying' -r
@@ -76,6 +86,8 @@ complete -c shape -l runtime-metrics -d 'With --serve: the process\'s metrics in
 complete -c shape -l per-connection -d 'Proxy: limits of each connection\'s own, not shared'
 complete -c shape -l packets -d 'UDP: count datagrams, not bytes'
 complete -c shape -l jitter-keeps-order -d 'UDP: jitter never lets a datagram overtake an earlier one'
+complete -c shape -l http-stall -d 'HTTP: never answer picked requests; the connection stays open'
+complete -c shape -l http-reset -d 'HTTP: reset the connection of picked requests, in their turn'
 complete -c shape -l status -d 'With --share: print the share\'s settings and current use, and exit'
 complete -c shape -l reset -d 'With --share: remove the share, to start it afresh'
 complete -c shape -l pause -d 'With --remote: hold the data; nothing flows until --resume'

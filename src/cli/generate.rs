@@ -262,6 +262,30 @@ For tests, in a pipe or on a socket: \fB\-\-slice\fR \fISIZE\fR[\fB:\fR\fIVARIAT
 Every random choice, the jitter's too, is drawn from \fB\-\-seed\fR, or from a seed drawn at start that \fB\-\-stats\fR shows, so that a run can be replayed; the draws follow the bytes' places in the stream, not how the input happened to arrive.
 In a proxy (\fB\-\-listen\fR with \fB\-\-connect\fR) each connection has its own faults, counted from its start: a value applies to both directions, or to one with \fBup:\fR (the clients' requests) or \fBdown:\fR (the replies), as in \fB\-\-slice down:7\fR; \fB\-\-cut\-after\fR and \fB\-\-slow\-close\fR end one direction (its reader sees the end of the data), \fB\-\-stall\-after\fR drops what comes after (and holds the connection until both sides have closed their sending), \fB\-\-reset\-after\fR resets both sides. \fB\-\-affect\fR \fIPROB\fR does the faults to that fraction of connections only (toxiproxy's toxicity), the others passing clean. The proxy says its seed after where it listens, and what it dropped and corrupted when each connection closes.
 \fBoff\fR turns a fault off (\fB\-\-slice off\fR, \fB\-\-drop up:off\fR). \fBshape \-\-remote\fR \fIPID\fR with fault flags, \fB\-\-delay\fR or \fB\-\-jitter\fR changes them on a running shape: in a proxy, every connection, the open ones too, from that moment (sizes and times count from the change); in a copy, those that alter bytes (\fB\-\-slice\fR, \fB\-\-slice\-pause\fR, \fB\-\-drop\fR, \fB\-\-corrupt\fR), if it started with a fault flag or \fB\-\-delay\fR (\fB\-\-drop 0\fR will do: without one a copy takes a path that does not look for faults), and \fB\-\-delay\fR and \fB\-\-jitter\fR if it started with \fB\-\-delay\fR.
+.SH HTTP FAULTS
+A proxy given an HTTP fault follows HTTP/1.x on its connections (heads read by httparse, bodies framed by Content\-Length or chunked) and does the fault to each request it picks, the first two calls of a retry test or every call to one path:
+.TP
+\fB\-\-http\-status\fR \fICODE\fR[\fB:\fR\fIBODY\fR] [\fB\-\-http\-header\fR \fI'NAME: VALUE'\fR]...
+shape answers in the upstream's place, which never sees the request: the status's reason, the body and a Content\-Length, the connection kept alive unless the request closes it (Envoy's abort, toxy's inject, HTTPChaos's abort and replace).
+.TP
+\fB\-\-http\-delay\fR \fIDURATION\fR
+the request waits before it goes on, and what follows it on its connection behind it: the time to its first byte (Envoy's and HTTPChaos's delay).
+.TP
+\fB\-\-http\-stall\fR
+the request never goes on and is never answered, nor anything after it on its connection, which stays open until the client closes it (toxy's timeout).
+.TP
+\fB\-\-http\-reset\fR
+the request never goes on; its connection is reset once the answers before it are out (toxy's abort).
+.TP
+\fB\-\-http\-cut\-after\fR \fISIZE\fR
+the request goes on; its answer passes up to \fISIZE\fR bytes of its body's content, then the client's connection closes (toxy's slowRead, cut short).
+.PP
+Which requests: \fB\-\-first\fR \fIN\fR, \fB\-\-every\fR \fIN\fR (the Nth, 2Nth, ...), \fB\-\-affect\fR \fIPROB\fR (each request with that chance, drawn from the seed: the same seed picks the same requests), \fB\-\-path\fR \fIGLOB\fR (the path without its query; \fB*\fR within a segment, \fB**\fR across), \fB\-\-method\fR \fINAME\fR, \fB\-\-header\fR \fI'NAME[: VALUE]'\fR and \fB\-\-during\fR \fIFROM\fR\fB..\fR\fIUNTIL\fR (after the start), all of them at once. \fB\-\-first\fR, \fB\-\-every\fR and \fB\-\-affect\fR count the requests that match the others, across every connection of the proxy: a client that retries on a new connection meets the same first two. Beside an HTTP fault, \fB\-\-affect\fR is per request, and the stream's faults touch every connection.
+.PP
+Requests on a kept\-alive or pipelined connection each meet the rule, and their answers keep the requests' order: an answer of shape's goes out when the answers before it are out. An answered request's body is read to its end before the next request is looked at, so that the upstream never sees half a request. HEAD, 1xx, 204 and 304 answers, \fBExpect: 100\-continue\fR and HTTP/1.0 pass as they are; after an \fBUpgrade\fR (a WebSocket) or \fBCONNECT\fR, the connection passes untouched. What the rule does not pick passes byte for byte, bodies of known length by splice(2).
+Traffic that is not HTTP (TLS, a database's protocol), a head past 64 KiB or 100 fields, a line past 8 KiB, or a body whose framing cannot be trusted passes untouched, said once per proxy; a request that does not parse is passed on, not answered.
+.PP
+\fBshape \-\-remote\fR \fIPID\fR with HTTP flags replaces the running proxy's rule (its counts start afresh); \fB\-\-http\-status off\fR turns it off. The answer, and the status line of SIGUSR1, say the rule and how many requests it has seen, matched and picked.
 .SH DROP-IN FOR TOXIPROXY
 \fBshape \-\-serve\fR [\fIADDR\fR] serves toxiproxy's HTTP API (version 2) on \fIADDR\fR, by default \fBlocalhost:8474\fR, toxiproxy's port, so that a test suite written for toxiproxy, with any of its clients, drives shape instead by starting another binary.
 It says \fBshape: serving the toxiproxy API on 127.0.0.1:8474\fR on standard error (not with \fB\-q\fR); port 0 takes a free port, and the line says which.
@@ -393,6 +417,7 @@ mod tests {
             ".SH RECORDS",
             ".SH ACROSS MACHINES",
             ".SH FAULTS",
+            ".SH HTTP FAULTS",
             ".SH ENVIRONMENT",
             ".SH EXIT STATUS",
             ".SH SEE ALSO",

@@ -17,13 +17,16 @@ pub struct HttpFlags {
     /// it never sees the request (Envoy's abort, toxy's inject,
     /// HTTPChaos's abort and replace). The answer has the status's
     /// reason, a Content-Length, and keeps the connection alive unless
-    /// the request closes it.
+    /// the request closes it. With --remote, the HTTP flags given replace
+    /// a running proxy's rule, and 'off' (here, or for --http-delay or
+    /// --http-cut-after) turns it off.
     #[arg(long, value_name = "CODE[:BODY]", help_heading = "HTTP faults")]
     pub http_status: Option<String>,
 
     /// HTTP: a header of --http-status's answer (repeatable).
     #[arg(
         long,
+        hide_short_help = true,
         value_name = "'NAME: VALUE'",
         requires = "http_status",
         help_heading = "HTTP faults"
@@ -43,14 +46,14 @@ pub struct HttpFlags {
     /// HTTP: a request picked never goes on and is never answered, nor
     /// anything after it on its connection, which stays open until the
     /// client closes it (toxy's timeout).
-    #[arg(long, help_heading = "HTTP faults")]
+    #[arg(long, hide_short_help = true, help_heading = "HTTP faults")]
     pub http_stall: bool,
 
     /// HTTP: reset the connection of picked requests, in their turn.
     ///
     /// HTTP: a request picked never goes on; its connection is reset
     /// once the answers to the requests before it are out (toxy's abort).
-    #[arg(long, help_heading = "HTTP faults")]
+    #[arg(long, hide_short_help = true, help_heading = "HTTP faults")]
     pub http_reset: bool,
 
     /// HTTP: cut the answers to picked requests after SIZE of their body.
@@ -58,7 +61,12 @@ pub struct HttpFlags {
     /// HTTP: a request picked goes on, and its answer passes up to SIZE
     /// bytes of its body as sent; then the client's connection is closed
     /// (its reader sees the end of the data).
-    #[arg(long, value_name = "SIZE", help_heading = "HTTP faults")]
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "SIZE",
+        help_heading = "HTTP faults"
+    )]
     pub http_cut_after: Option<String>,
 
     /// HTTP: pick only the first N requests that match.
@@ -66,7 +74,7 @@ pub struct HttpFlags {
     pub first: Option<u64>,
 
     /// HTTP: pick only every Nth request that matches.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "HTTP faults")]
+    #[arg(long, hide_short_help = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "HTTP faults")]
     pub every: Option<u64>,
 
     /// HTTP: only requests whose path matches GLOB.
@@ -74,19 +82,34 @@ pub struct HttpFlags {
     /// HTTP: only requests whose path (without the query) matches GLOB:
     /// '*' stays within a segment, '**' crosses them, '{a,b}' is either
     /// ('/pay/*', '/api/**', '/shop.Cart/Checkout').
-    #[arg(long, value_name = "GLOB", help_heading = "HTTP faults")]
+    #[arg(long, hide_short_help = true, value_name = "GLOB", help_heading = "HTTP faults")]
     pub path: Option<String>,
 
     /// HTTP: only requests of this method (any case).
-    #[arg(long, value_name = "NAME", help_heading = "HTTP faults")]
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "NAME",
+        help_heading = "HTTP faults"
+    )]
     pub method: Option<String>,
 
     /// HTTP: only requests with this header, and this value if given.
-    #[arg(long, value_name = "'NAME[: VALUE]'", help_heading = "HTTP faults")]
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "'NAME[: VALUE]'",
+        help_heading = "HTTP faults"
+    )]
     pub header: Option<String>,
 
     /// HTTP: only requests that come within this window after the start.
-    #[arg(long, value_name = "FROM..UNTIL", help_heading = "HTTP faults")]
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "FROM..UNTIL",
+        help_heading = "HTTP faults"
+    )]
     pub during: Option<String>,
 }
 

@@ -386,7 +386,12 @@ pub struct Cli {
     /// (a shape extension; toxiproxy has none). Off by default, so that
     /// the API cannot expose a local socket, such as Docker's, on the
     /// network.
-    #[arg(long, requires = "serve", help_heading = "toxiproxy's API")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        requires = "serve",
+        help_heading = "toxiproxy's API"
+    )]
     pub serve_allow_unix: bool,
 
     /// With --serve: the process's metrics in /metrics too.
@@ -394,7 +399,12 @@ pub struct Cli {
     /// With --serve: /metrics gives the process's own metrics too (the
     /// standard process_* ones: CPU seconds, memory, descriptors, start
     /// time), as toxiproxy's -runtime-metrics does, without its go_* ones.
-    #[arg(long, requires = "serve", help_heading = "toxiproxy's API")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        requires = "serve",
+        help_heading = "toxiproxy's API"
+    )]
     pub runtime_metrics: bool,
 
     /// Proxy, --exec: the rate of what clients send (default --rate).

@@ -32,11 +32,17 @@ pub struct UdpFlags {
     /// UDP: a client that sends and receives nothing for DURATION is
     /// forgotten, with its socket toward the upstream (default 120s, as
     /// Linux keeps a UDP flow that has seen replies).
-    #[arg(long, value_name = "DURATION", value_parser = parse_idle, help_heading = "UDP links")]
+    #[arg(hide_short_help = true, long, value_name = "DURATION", value_parser = parse_idle, help_heading = "UDP links")]
     pub udp_idle: Option<Duration>,
 
     /// UDP: what full queues drop (default tail).
-    #[arg(long, value_name = "WHICH", value_enum, help_heading = "UDP links")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "WHICH",
+        value_enum,
+        help_heading = "UDP links"
+    )]
     pub queue_drop: Option<QueueDropFlag>,
 
     /// UDP: count datagrams, not bytes.
@@ -48,7 +54,12 @@ pub struct UdpFlags {
     pub packets: bool,
 
     /// UDP: jitter never lets a datagram overtake an earlier one.
-    #[arg(long, requires = "jitter", help_heading = "UDP links")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        requires = "jitter",
+        help_heading = "UDP links"
+    )]
     pub jitter_keeps_order: bool,
 }
 

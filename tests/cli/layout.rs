@@ -43,12 +43,16 @@ fn sources() -> Vec<PathBuf> {
 #[test]
 fn no_type_name_stands_for_two_ideas() {
     // Named twice on purpose: a fleet's types and their stand-ins in a
-    // build without fleets, and one idea for streams and for datagrams.
+    // build without fleets, and the HTTP rule's in a build without HTTP;
+    // and one idea for streams and for datagrams.
     let twice = [
         "RedisShare",
         "Member",
         "FleetError",
         "Leaving",
+        "HttpPlan",
+        "HttpRules",
+        "HttpGate",
         "Route",
         "Tally",
     ];

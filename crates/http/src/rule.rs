@@ -55,7 +55,7 @@ pub enum Decided {
 
 /// A rule in force and its counts: a rule changed counts afresh.
 #[derive(Debug)]
-struct InForce {
+struct CountedRule {
     rule: HttpRule,
     counts: Counts,
 }
@@ -64,7 +64,7 @@ struct InForce {
 /// connections: changed or turned off while they run.
 #[derive(Debug)]
 pub struct LiveRule {
-    in_force: Mutex<Option<Arc<InForce>>>,
+    in_force: Mutex<Option<Arc<CountedRule>>>,
     /// What chance (`--affect`) draws from.
     seed: u64,
     /// The moment the proxy started, on the clock the connections are
@@ -74,7 +74,7 @@ pub struct LiveRule {
 
 /// How many requests a rule has seen, matched and picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Tally {
+pub struct Counted {
     pub seen: u64,
     pub matched: u64,
     pub picked: u64,
@@ -83,7 +83,7 @@ pub struct Tally {
 impl LiveRule {
     pub fn new(rule: Option<HttpRule>, seed: u64, started: u64) -> LiveRule {
         LiveRule {
-            in_force: Mutex::new(rule.map(InForce::new)),
+            in_force: Mutex::new(rule.map(CountedRule::new)),
             seed,
             started,
         }
@@ -91,7 +91,7 @@ impl LiveRule {
 
     /// Puts `rule` in force (none: turns it off), its counts from zero.
     pub fn set(&self, rule: Option<HttpRule>) {
-        *lock(&self.in_force) = rule.map(InForce::new);
+        *lock(&self.in_force) = rule.map(CountedRule::new);
     }
 
     /// The rule in force, if any.
@@ -105,7 +105,7 @@ impl LiveRule {
         let Some(in_force) = lock(&self.in_force).clone() else {
             return "http: off".into();
         };
-        let Tally {
+        let Counted {
             seen,
             matched,
             picked,
@@ -117,10 +117,10 @@ impl LiveRule {
     }
 
     /// The counts of the rule in force, if any.
-    pub fn tally(&self) -> Option<Tally> {
+    pub fn tally(&self) -> Option<Counted> {
         let in_force = lock(&self.in_force).clone()?;
         let counts = &in_force.counts;
-        Some(Tally {
+        Some(Counted {
             seen: counts.seen.load(Ordering::Relaxed),
             matched: counts.matched.load(Ordering::Relaxed),
             picked: counts.picked.load(Ordering::Relaxed),
@@ -132,7 +132,7 @@ impl LiveRule {
     pub fn decide(&self, request: &RequestHead, now: u64) -> Option<Decided> {
         let in_force = lock(&self.in_force).clone()?;
         let since = Duration::from_nanos(now.saturating_sub(self.started));
-        let InForce { rule, counts } = &*in_force;
+        let CountedRule { rule, counts } = &*in_force;
         if !rule.selection.picks(request, since, counts, self.seed) {
             return None;
         }
@@ -157,9 +157,9 @@ impl LiveRule {
     }
 }
 
-impl InForce {
-    fn new(rule: HttpRule) -> Arc<InForce> {
-        Arc::new(InForce {
+impl CountedRule {
+    fn new(rule: HttpRule) -> Arc<CountedRule> {
+        Arc::new(CountedRule {
             rule,
             counts: Counts::default(),
         })

@@ -26,9 +26,9 @@ use std::sync::Arc;
 mod requests;
 mod responses;
 
-/// A direction of the exchange.
+/// Which messages of the exchange: one direction of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub enum Messages {
     /// The client's requests.
     Requests,
     /// The server's responses.
@@ -109,12 +109,14 @@ impl Exchange {
     /// How many of the bytes to come on `side` may go by unseen, spliced:
     /// they pass untouched whatever they are. Nothing may while bytes are
     /// kept, or while they might be dropped or cut.
-    pub fn unseen(&self, side: Side) -> u64 {
+    pub fn unseen(&self, side: Messages) -> u64 {
         match side {
-            Side::Requests if self.kept[0].is_empty() && self.sending_body && !self.dropping => {
+            Messages::Requests
+                if self.kept[0].is_empty() && self.sending_body && !self.dropping =>
+            {
                 self.requests.unseen()
             }
-            Side::Responses if self.kept[1].is_empty() && self.cut_left.is_none() => {
+            Messages::Responses if self.kept[1].is_empty() && self.cut_left.is_none() => {
                 match self.ended {
                     true => 0,
                     false => self.responses.unseen(),
@@ -126,10 +128,10 @@ impl Exchange {
 
     /// Notes that `len` bytes on `side`, of those [`Exchange::unseen`]
     /// allowed, went by.
-    pub fn went_by(&mut self, side: Side, len: u64) {
+    pub fn went_by(&mut self, side: Messages, len: u64) {
         match side {
-            Side::Requests => self.requests.went_by(len),
-            Side::Responses => self.responses.went_by(len),
+            Messages::Requests => self.requests.went_by(len),
+            Messages::Responses => self.responses.went_by(len),
         }
     }
 
@@ -137,11 +139,11 @@ impl Exchange {
     /// (the stream ended): they pass as they are, unless that side drops
     /// what comes. Without it, a stream that is not HTTP and ends in
     /// what could begin a head would lose its last bytes.
-    pub fn flush(&mut self, side: Side) -> (Vec<u8>, Vec<Cut>) {
+    pub fn flush(&mut self, side: Messages) -> (Vec<u8>, Vec<Cut>) {
         let kept = std::mem::take(&mut self.kept[side as usize]);
         let passes = match side {
-            Side::Requests => self.sending_body && !self.dropping,
-            Side::Responses => !self.ended,
+            Messages::Requests => self.sending_body && !self.dropping,
+            Messages::Responses => !self.ended,
         };
         match passes && !kept.is_empty() {
             true => {
@@ -153,13 +155,13 @@ impl Exchange {
     }
 
     /// Why `side` is followed no further, if it is not.
-    pub fn opaque(&self, side: Side) -> Option<Opaque> {
+    pub fn opaque(&self, side: Messages) -> Option<Opaque> {
         self.opaque[side as usize]
     }
 
     /// `bytes`, with any kept before them in front: the buffer the cuts
     /// of this call's name.
-    fn with_kept(&mut self, side: Side, bytes: Vec<u8>) -> Vec<u8> {
+    fn with_kept(&mut self, side: Messages, bytes: Vec<u8>) -> Vec<u8> {
         let kept = &mut self.kept[side as usize];
         if kept.is_empty() {
             return bytes;
@@ -169,7 +171,7 @@ impl Exchange {
     }
 
     /// Keeps `buffer[from..]` for the next call, and cuts it off.
-    fn keep(&mut self, side: Side, buffer: &mut Vec<u8>, from: usize) {
+    fn keep(&mut self, side: Messages, buffer: &mut Vec<u8>, from: usize) {
         self.kept[side as usize] = buffer[from..].to_vec();
         buffer.truncate(from);
     }

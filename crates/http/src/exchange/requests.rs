@@ -2,7 +2,7 @@
 //! held, answered or dropped as the rule decides; its body read to its
 //! end before the next request is looked at.
 
-use super::{Cut, Exchange, Side, Turn, pass};
+use super::{Cut, Exchange, Messages, Turn, pass};
 use crate::framing::{Framed, RequestHead, RequestKind};
 use crate::rule::Decided;
 
@@ -11,13 +11,13 @@ impl Exchange {
     /// buffer the cuts name (with bytes kept from before in front), and
     /// the cuts. Bytes not named by a cut are dropped.
     pub fn requests(&mut self, bytes: Vec<u8>, now: u64) -> (Vec<u8>, Vec<Cut>) {
-        let mut buffer = self.with_kept(Side::Requests, bytes);
+        let mut buffer = self.with_kept(Messages::Requests, bytes);
         let mut cuts = Vec::new();
         let mut at = 0;
         while at < buffer.len() && !self.dropping {
             match self.requests.step(&buffer[at..]) {
                 Framed::NeedMore => {
-                    self.keep(Side::Requests, &mut buffer, at);
+                    self.keep(Messages::Requests, &mut buffer, at);
                     break;
                 }
                 Framed::Head(head, len) => {

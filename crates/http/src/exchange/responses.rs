@@ -2,7 +2,7 @@
 //! answers; a response a rule cuts is cut; between responses, shape's
 //! own answers and resets take their turns.
 
-use super::{Cut, Exchange, Side, Turn, pass};
+use super::{Cut, Exchange, Messages, Turn, pass};
 use crate::framing::Framed;
 
 impl Exchange {
@@ -10,14 +10,14 @@ impl Exchange {
     /// (with bytes kept from before in front), and the cuts. Bytes not
     /// named by a cut are dropped.
     pub fn responses(&mut self, bytes: Vec<u8>) -> (Vec<u8>, Vec<Cut>) {
-        let mut buffer = self.with_kept(Side::Responses, bytes);
+        let mut buffer = self.with_kept(Messages::Responses, bytes);
         let mut cuts = Vec::new();
         let mut at = 0;
         while at < buffer.len() && !self.ended {
             let content = self.responses.at_content();
             match self.responses.step(&buffer[at..]) {
                 Framed::NeedMore => {
-                    self.keep(Side::Responses, &mut buffer, at);
+                    self.keep(Messages::Responses, &mut buffer, at);
                     break;
                 }
                 Framed::Head(head, len) => {

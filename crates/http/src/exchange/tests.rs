@@ -133,7 +133,11 @@ fn a_cut_answer_ends_after_so_many_bytes_of_its_body() {
         down(&mut exchange, long),
         "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n012<end>"
     );
-    assert_eq!(exchange.unseen(Side::Responses), 0, "nothing more passes");
+    assert_eq!(
+        exchange.unseen(Messages::Responses),
+        0,
+        "nothing more passes"
+    );
     let mut chunked = self::exchange(first(1), HttpFault::CutAfter(3));
     up(&mut chunked, GET);
     let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n9\r\ncdefghijk\r\n0\r\n\r\n";
@@ -207,8 +211,8 @@ fn what_is_not_http_passes_and_is_noted() {
     let mut exchange = exchange(first(9), answer_503());
     let hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
     assert_eq!(up(&mut exchange, hello), String::from_utf8_lossy(hello));
-    assert_eq!(exchange.opaque(Side::Requests), Some(Opaque::NotHttp));
-    assert_eq!(exchange.unseen(Side::Requests), u64::MAX);
+    assert_eq!(exchange.opaque(Messages::Requests), Some(Opaque::NotHttp));
+    assert_eq!(exchange.unseen(Messages::Requests), u64::MAX);
 }
 
 #[test]
@@ -218,15 +222,19 @@ fn a_body_of_known_length_may_go_by_unseen() {
         &mut exchange,
         b"PUT / HTTP/1.1\r\nContent-Length: 100000\r\n\r\nab",
     );
-    assert_eq!(exchange.unseen(Side::Requests), 99_998);
-    exchange.went_by(Side::Requests, 99_998);
+    assert_eq!(exchange.unseen(Messages::Requests), 99_998);
+    exchange.went_by(Messages::Requests, 99_998);
     assert_eq!(up(&mut exchange, GET), String::from_utf8_lossy(GET));
     let mut answered = self::exchange(first(1), answer_503());
     up(
         &mut answered,
         b"PUT / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n",
     );
-    assert_eq!(answered.unseen(Side::Requests), 0, "a dropped body is read");
+    assert_eq!(
+        answered.unseen(Messages::Requests),
+        0,
+        "a dropped body is read"
+    );
 }
 
 /// A stream of requests or responses, of the kinds a proxy meets.
@@ -261,7 +269,7 @@ fn messages(responses: bool) -> impl Strategy<Value = Vec<u8>> {
 
 /// Hands `wire` to `side` of an exchange whose rule picks nothing, in
 /// pieces cut at `splits`, and gathers what passed.
-fn passed(side: Side, wire: &[u8], splits: &[usize]) -> Vec<u8> {
+fn passed(side: Messages, wire: &[u8], splits: &[usize]) -> Vec<u8> {
     let mut exchange = exchange(
         Selection {
             method: Some("NONE".into()),
@@ -269,7 +277,7 @@ fn passed(side: Side, wire: &[u8], splits: &[usize]) -> Vec<u8> {
         },
         answer_503(),
     );
-    if side == Side::Responses {
+    if side == Messages::Responses {
         exchange.requests(wire.to_vec(), 0);
     }
     let mut bounds: Vec<usize> = splits.iter().map(|at| at % (wire.len() + 1)).collect();
@@ -279,8 +287,8 @@ fn passed(side: Side, wire: &[u8], splits: &[usize]) -> Vec<u8> {
     for piece in bounds.windows(2) {
         let bytes = wire[piece[0]..piece[1]].to_vec();
         let (buffer, cuts) = match side {
-            Side::Requests => exchange.requests(bytes, 0),
-            Side::Responses => exchange.responses(bytes),
+            Messages::Requests => exchange.requests(bytes, 0),
+            Messages::Responses => exchange.responses(bytes),
         };
         gather(&mut out, buffer, cuts);
     }
@@ -309,8 +317,8 @@ proptest! {
         noise in proptest::collection::vec(any::<u8>(), 0..200),
         splits in proptest::collection::vec(any::<usize>(), 0..8),
     ) {
-        prop_assert_eq!(passed(Side::Requests, &requests, &splits), requests.clone());
-        prop_assert_eq!(passed(Side::Responses, &responses, &splits), responses.clone());
-        prop_assert_eq!(passed(Side::Requests, &noise, &splits), noise.clone());
+        prop_assert_eq!(passed(Messages::Requests, &requests, &splits), requests.clone());
+        prop_assert_eq!(passed(Messages::Responses, &responses, &splits), responses.clone());
+        prop_assert_eq!(passed(Messages::Requests, &noise, &splits), noise.clone());
     }
 }

@@ -6,8 +6,8 @@
 //! `left_out_http_gate.rs` stands in, and no route has a rule.
 
 use super::connection::Piece;
-use shape_http::exchange::{Cut, Exchange, Side};
-use shape_http::rule::{LiveRule, Tally};
+use shape_http::exchange::{Cut, Exchange, Messages};
+use shape_http::rule::{Counted, LiveRule};
 use shape_impair::faults::Way;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +29,7 @@ impl HttpRules {
     }
 
     /// The counts of the rule in force, if one is.
-    pub fn tally(&self) -> Option<Tally> {
+    pub fn tally(&self) -> Option<Counted> {
         self.rule.tally()
     }
 
@@ -49,10 +49,10 @@ pub(in crate::proxy) struct HttpGate {
 }
 
 /// The side of the exchange a direction carries.
-fn side(way: Way) -> Side {
+fn side(way: Way) -> Messages {
     match way {
-        Way::Up => Side::Requests,
-        Way::Down => Side::Responses,
+        Way::Up => Messages::Requests,
+        Way::Down => Messages::Responses,
     }
 }
 
@@ -91,7 +91,7 @@ impl HttpGate {
     /// Why the connection is not followed as HTTP, the first time any of
     /// the proxy's connections is not: said once a proxy.
     pub(in crate::proxy) fn first_opaque(&self) -> Option<String> {
-        let why = [Side::Requests, Side::Responses]
+        let why = [Messages::Requests, Messages::Responses]
             .into_iter()
             .find_map(|side| self.exchange.opaque(side))
             .filter(|why| *why != shape_http::framing::Opaque::Tunnel)
