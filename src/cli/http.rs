@@ -82,7 +82,12 @@ pub struct HttpFlags {
     /// HTTP: only requests whose path (without the query) matches GLOB:
     /// '*' stays within a segment, '**' crosses them, '{a,b}' is either
     /// ('/pay/*', '/api/**', '/shop.Cart/Checkout').
-    #[arg(long, hide_short_help = true, value_name = "GLOB", help_heading = "HTTP faults")]
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "GLOB",
+        help_heading = "HTTP faults"
+    )]
     pub path: Option<String>,
 
     /// HTTP: only requests of this method (any case).

@@ -2,7 +2,7 @@
 //! paid from the buckets of two ways as a proxy's are, with a copy's live
 //! controls (`--remote`, `--rate-file`, `--schedule`, SIGUSR1, progress),
 //! and ends with the command's own status. With a link (`--delay`,
-//! `--jitter`, a stream's faults), its TCP connections go through a
+//! `--jitter`, a stream's faults, an HTTP fault), its TCP connections go through a
 //! relay on a thread of its own, a proxy whose servers the supervisor
 //! connects and hands over.
 
@@ -23,6 +23,7 @@ use shape_leaves::lock::lock;
 use shape_leaves::message::one_line;
 use shape_leaves::say::Printer;
 use shape_leaves::throughput::Throughput;
+use shape_net::proxy::http_gate::HttpRules;
 use shape_net::proxy::{RelayLoop, Shaping};
 use shape_net::udp::{DatagramProxy, FlowEnds, Route};
 use std::sync::atomic::AtomicU64;
@@ -41,14 +42,17 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
     let conditions = conditions(at_start, *linked);
-    let adjuster = Arc::new(
-        Adjuster::over(
-            vec![up.clone(), down.clone()],
-            Counting::Bytes,
-            pacing.start.burst.is_some(),
-        )
-        .retuning(conditions.clone()),
-    );
+    let (http, remote) = super::http::live(plan.http.as_ref(), at_start.seed).unzip();
+    let mut adjuster = Adjuster::over(
+        vec![up.clone(), down.clone()],
+        Counting::Bytes,
+        pacing.start.burst.is_some(),
+    )
+    .retuning(conditions.clone());
+    if let Some(remote) = remote {
+        adjuster = adjuster.ruling(remote);
+    }
+    let adjuster = Arc::new(adjuster);
     let ([passed_up, passed_down], passed) = two_counts();
     let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down]);
     let printer = printer(reporter.as_ref());
@@ -73,6 +77,7 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
             conditions,
             &[passed_up.clone(), passed_down.clone()],
             &printer,
+            http.clone(),
         )?),
         false => None,
     };
@@ -106,6 +111,7 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
         ways,
         started_at,
         shown,
+        http,
     };
     Ok(wind_up(plan, exited, end))
 }
@@ -120,6 +126,8 @@ struct CommandEnd {
     started_at: Instant,
     /// The command's name, as said.
     shown: String,
+    /// Its HTTP rule, whose counts `--stats` says.
+    http: Option<HttpRules>,
 }
 
 /// Says what a command's end leaves to say (the last frame, what it left
@@ -137,7 +145,7 @@ fn wind_up(plan: &ExecPlan, Exited { code, outlived }: Exited, end: CommandEnd) 
         ));
     }
     if plan.stats {
-        say_stats(&end.printer, &end.ways, end.started_at);
+        say_stats(&end.printer, &end.ways, end.started_at, end.http.as_ref());
     }
     Exit::Command(code.clamp(0, 255) as u8)
 }
@@ -161,7 +169,7 @@ fn refused(not_run: &NotRun) -> Exit {
 
 /// The `--stats` line of a command: what it sent and received, each
 /// with its average and the limit of its way.
-fn say_stats(printer: &Printer, ways: &CommandWays, started: Instant) {
+fn say_stats(printer: &Printer, ways: &CommandWays, started: Instant, http: Option<&HttpRules>) {
     let seconds = started.elapsed().as_secs_f64();
     let way = |way: Way| {
         let bytes = ways.passed[way as usize].total();
@@ -180,10 +188,12 @@ fn say_stats(printer: &Printer, ways: &CommandWays, started: Instant) {
             human_rate(average)
         )
     };
+    let http = http.map(|rules| format!("; {}", rules.describe()));
     printer.line(&format!(
-        "shape: sent {}; received {}; in {seconds:.3} s",
+        "shape: sent {}; received {}; in {seconds:.3} s{}",
         way(Way::Up),
-        way(Way::Down)
+        way(Way::Down),
+        http.unwrap_or_default()
     ));
 }
 
@@ -215,6 +225,7 @@ fn start_relay(
     conditions: Arc<Conditions>,
     [passed_up, passed_down]: &[Arc<Throughput>; 2],
     printer: &Printer,
+    http: Option<HttpRules>,
 ) -> anyhow::Result<Relay> {
     let at_start = &plan.conditions;
     let quiet = plan.pacing.quiet;
@@ -231,7 +242,7 @@ fn start_relay(
         say_seed: at_start.say_seed,
         // One loop relays the command's connections.
         loops: 1,
-        http: None,
+        http,
     };
     let seed = shaping.seed;
     let relay_loop = RelayLoop::start(shaping).context("the link's relay")?;

@@ -165,9 +165,11 @@ pub struct ExecPlan {
     pub conditions: ConditionsPlan,
     pub datagrams: DatagramPlan,
     /// True if the command's traffic goes through a link (a delay,
-    /// jitter, a fault or a UDP link's option given at start).
+    /// jitter, a fault, an HTTP fault or a UDP link's option given at
+    /// start).
     pub linked: bool,
     pub stats: bool,
+    pub http: Option<HttpPlan>,
 }
 
 /// `--serve`, or shape under toxiproxy-server's name: toxiproxy's API.

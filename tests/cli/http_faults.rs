@@ -381,3 +381,26 @@ fn remote_changes_the_rule_counts_afresh_and_turns_it_off() {
         "what shape answered never reached it"
     );
 }
+
+#[cfg(feature = "exec")]
+#[test]
+fn under_exec_a_programs_own_requests_meet_the_rule_and_stats_count_them() {
+    let Some(python) = urllib3() else { return };
+    let upstream = Upstream::start();
+    let url = format!("http://{}/own", upstream.address);
+    let mut command = shape(["--http-status", "503", "--first", "2", "--stats", "--exec"]);
+    command
+        .arg(python)
+        .arg(ours("tests/clients/http_urllib3.py"))
+        .args(["retry", &url]);
+    let run = run(command, Stdio::null());
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "200 /own");
+    assert!(
+        run.stderr
+            .contains("http: answer 503 to the first 2: seen 3, matched 3, picked 2"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(upstream.requests(), ["GET /own"]);
+}

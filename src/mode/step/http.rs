@@ -1,6 +1,6 @@
 //! The HTTP fault flags checked and read: one fault at a time, the flags
 //! that pick requests only beside one, all of it only where requests
-//! pass (a proxy, or `--remote` to one), each value read by shape-http's
+//! pass (a proxy or `--exec`, or `--remote` to one), each value read by shape-http's
 //! parsers and refused in one line naming its flag. A running proxy reads
 //! what `--remote` sends with the same [`rule_of`].
 
@@ -27,8 +27,8 @@ pub(super) fn refused(cli: &Cli, mode: &Asked) -> Option<String> {
         ([fault], _) if !remote && flags.turned_off() => {
             format!("{fault} off turns a running proxy's HTTP rule off, with --remote")
         }
-        ([fault], _) if !remote && !matches!(mode, Asked::Proxy { .. }) => {
-            format!("{fault} applies to a proxy's requests (--listen with --connect)")
+        ([fault], _) if !remote && !matches!(mode, Asked::Proxy { .. } | Asked::Exec(_)) => {
+            format!("{fault} applies to a proxy's requests (--listen with --connect) or --exec's")
         }
         _ => return rule_of(flags, cli.affect).err().map(|refused| refused.0),
     };

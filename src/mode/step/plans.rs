@@ -88,6 +88,7 @@ impl Checked {
                 datagrams: datagrams(cli)?,
                 linked: linked(cli),
                 stats: cli.stats,
+                http: super::http::plan(cli)?,
             })),
             Asked::Copy => {
                 let plan = copy(cli)?;
@@ -282,6 +283,7 @@ fn linked(cli: &Cli) -> bool {
         || cli.jitter.is_some()
         || !cli.fault_changes().is_empty()
         || cli.udp.first_given().is_some()
+        || super::http::asked(cli)
 }
 
 /// What `--remote` asks the running shape or the share to change.

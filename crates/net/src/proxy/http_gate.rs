@@ -33,6 +33,11 @@ impl HttpRules {
         self.rule.tally()
     }
 
+    /// The rule in force and its counts, in words.
+    pub fn describe(&self) -> String {
+        self.rule.describe()
+    }
+
     /// A gate for a new connection.
     pub(super) fn gate(&self) -> HttpGate {
         HttpGate {

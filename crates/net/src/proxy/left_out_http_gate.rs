@@ -13,6 +13,10 @@ impl HttpRules {
     pub(super) fn gate(&self) -> HttpGate {
         match *self {}
     }
+
+    pub fn describe(&self) -> String {
+        match *self {}
+    }
 }
 
 /// One connection's HTTP exchange: none in this build.
