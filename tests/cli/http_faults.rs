@@ -404,3 +404,55 @@ fn under_exec_a_programs_own_requests_meet_the_rule_and_stats_count_them() {
     );
     assert_eq!(upstream.requests(), ["GET /own"]);
 }
+
+#[cfg(feature = "serve")]
+#[test]
+fn serve_takes_an_http_toxic_from_toxiproxys_python_client() {
+    let Some(python) = urllib3() else { return };
+    let upstream = Upstream::start();
+    let server = crate::serve::Toxiproxy::start(&[]);
+    let port = server.api.rsplit(':').next().unwrap().to_string();
+    let output = Command::new(python)
+        .arg(ours("tests/clients/http_toxic_python.py"))
+        .args([&port, &upstream.address])
+        .output()
+        .unwrap();
+    let said_out = String::from_utf8_lossy(&output.stdout);
+    let mut lines = said_out.lines();
+    assert_eq!(lines.next(), Some("200 /api/cart"), "{}", said(&output));
+    let toxic = lines.next().unwrap_or_default();
+    assert!(
+        toxic.starts_with("http [('body', 'try later'),") && toxic.contains("('status', 503)"),
+        "{toxic}"
+    );
+    assert_eq!(upstream.requests(), ["GET /api/cart"]);
+}
+
+#[cfg(feature = "serve")]
+#[test]
+fn serve_refuses_an_http_toxic_that_does_not_read() {
+    let server = crate::serve::Toxiproxy::start(&[]);
+    server.proxy("web", "127.0.0.1:1", serde_json::json!({}));
+    for (attributes, words) in [
+        (serde_json::json!({"status": 700}), "attribute status"),
+        (
+            serde_json::json!({"status": 503, "path": "api"}),
+            "attribute path",
+        ),
+        (
+            serde_json::json!({"status": 503, "reset": 1}),
+            "one fault at a time",
+        ),
+    ] {
+        let (status, answer) = server.call(
+            "POST",
+            "/proxies/web/toxics",
+            Some(serde_json::json!({"type": "http", "attributes": attributes})),
+        );
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains(words),
+            "{answer}"
+        );
+    }
+}

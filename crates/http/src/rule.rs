@@ -56,15 +56,19 @@ pub enum Decided {
 /// A rule in force and its counts: a rule changed counts afresh.
 #[derive(Debug)]
 struct CountedRule {
+    /// What names this rule's version among the others (a toxic's id and
+    /// revision): the same key keeps its counts across a change.
+    key: u64,
     rule: HttpRule,
     counts: Counts,
 }
 
-/// The rule of a proxy (or of an `--exec` run), shared by all its
-/// connections: changed or turned off while they run.
+/// The rules of a proxy (or of an `--exec` run), shared by all its
+/// connections: changed or turned off while they run. A request meets
+/// them in order, and the first that picks it does its fault.
 #[derive(Debug)]
 pub struct LiveRule {
-    in_force: Mutex<Option<Arc<CountedRule>>>,
+    in_force: Mutex<Arc<[Arc<CountedRule>]>>,
     /// What chance (`--affect`) draws from.
     seed: u64,
     /// The moment the proxy started, on the clock the connections are
@@ -82,60 +86,90 @@ pub struct Counted {
 
 impl LiveRule {
     pub fn new(rule: Option<HttpRule>, seed: u64, started: u64) -> LiveRule {
-        LiveRule {
-            in_force: Mutex::new(rule.map(CountedRule::new)),
+        let live = LiveRule {
+            in_force: Mutex::new(Arc::new([])),
             seed,
             started,
-        }
-    }
-
-    /// Puts `rule` in force (none: turns it off), its counts from zero.
-    pub fn set(&self, rule: Option<HttpRule>) {
-        *lock(&self.in_force) = rule.map(CountedRule::new);
-    }
-
-    /// The rule in force, if any.
-    pub fn rule(&self) -> Option<HttpRule> {
-        lock(&self.in_force).as_ref().map(|now| now.rule.clone())
-    }
-
-    /// The rule in force and its counts, in words: `http: answer 503 to
-    /// the first 2: seen 3, matched 3, picked 2`; or that none is.
-    pub fn describe(&self) -> String {
-        let Some(in_force) = lock(&self.in_force).clone() else {
-            return "http: off".into();
         };
-        let Counted {
-            seen,
-            matched,
-            picked,
-        } = self.tally().unwrap_or_default();
-        format!(
-            "http: {}: seen {seen}, matched {matched}, picked {picked}",
-            in_force.rule
-        )
+        live.set(rule);
+        live
     }
 
-    /// The counts of the rule in force, if any.
-    pub fn tally(&self) -> Option<Counted> {
-        let in_force = lock(&self.in_force).clone()?;
-        let counts = &in_force.counts;
-        Some(Counted {
-            seen: counts.seen.load(Ordering::Relaxed),
-            matched: counts.matched.load(Ordering::Relaxed),
-            picked: counts.picked.load(Ordering::Relaxed),
-        })
+    /// Puts `rule` in force alone (none: turns the rules off), its counts
+    /// from zero.
+    pub fn set(&self, rule: Option<HttpRule>) {
+        let rules: Vec<Arc<CountedRule>> = rule
+            .map(|rule| CountedRule::new(0, rule))
+            .into_iter()
+            .collect();
+        *lock(&self.in_force) = rules.into();
     }
 
-    /// What is done to `request`, come at `now`: nothing if the rule in
-    /// force does not pick it.
-    pub fn decide(&self, request: &RequestHead, now: u64) -> Option<Decided> {
-        let in_force = lock(&self.in_force).clone()?;
-        let since = Duration::from_nanos(now.saturating_sub(self.started));
-        let CountedRule { rule, counts } = &*in_force;
-        if !rule.selection.picks(request, since, counts, self.seed) {
-            return None;
+    /// Puts `rules` in force, in order, each with its key: a key in force
+    /// already keeps its counts, a new one counts from zero.
+    pub fn set_all(&self, rules: Vec<(u64, HttpRule)>) {
+        let mut in_force = lock(&self.in_force);
+        let kept: Vec<Arc<CountedRule>> = rules
+            .into_iter()
+            .map(|(key, rule)| {
+                in_force
+                    .iter()
+                    .find(|counted| counted.key == key)
+                    .cloned()
+                    .unwrap_or_else(|| CountedRule::new(key, rule))
+            })
+            .collect();
+        *in_force = kept.into();
+    }
+
+    /// The rules in force.
+    fn now(&self) -> Arc<[Arc<CountedRule>]> {
+        lock(&self.in_force).clone()
+    }
+
+    /// The rules in force and their counts, in words: `http: answer 503
+    /// to the first 2: seen 3, matched 3, picked 2`; or that none is.
+    pub fn describe(&self) -> String {
+        let now = self.now();
+        if now.is_empty() {
+            return "http: off".into();
         }
+        let said: Vec<String> = now
+            .iter()
+            .map(|counted| {
+                let Counted {
+                    seen,
+                    matched,
+                    picked,
+                } = counted.counted();
+                format!(
+                    "{}: seen {seen}, matched {matched}, picked {picked}",
+                    counted.rule
+                )
+            })
+            .collect();
+        format!("http: {}", said.join("; "))
+    }
+
+    /// The counts of each rule in force, by key, in order.
+    pub fn tally(&self) -> Vec<(u64, Counted)> {
+        self.now()
+            .iter()
+            .map(|counted| (counted.key, counted.counted()))
+            .collect()
+    }
+
+    /// What is done to `request`, come at `now`: nothing if no rule in
+    /// force picks it.
+    pub fn decide(&self, request: &RequestHead, now: u64) -> Option<Decided> {
+        let in_force = self.now();
+        let since = Duration::from_nanos(now.saturating_sub(self.started));
+        let rule = in_force
+            .iter()
+            .find(|counted| {
+                (counted.rule.selection).picks(request, since, &counted.counts, self.seed)
+            })
+            .map(|counted| &counted.rule)?;
         Some(match &rule.fault {
             HttpFault::Answer(answer) => {
                 // A client waiting to send its body may send it or not: a
@@ -158,11 +192,20 @@ impl LiveRule {
 }
 
 impl CountedRule {
-    fn new(rule: HttpRule) -> Arc<CountedRule> {
+    fn new(key: u64, rule: HttpRule) -> Arc<CountedRule> {
         Arc::new(CountedRule {
+            key,
             rule,
             counts: Counts::default(),
         })
+    }
+
+    fn counted(&self) -> Counted {
+        Counted {
+            seen: self.counts.seen.load(Ordering::Relaxed),
+            matched: self.counts.matched.load(Ordering::Relaxed),
+            picked: self.counts.picked.load(Ordering::Relaxed),
+        }
     }
 }
 

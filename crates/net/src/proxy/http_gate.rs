@@ -28,8 +28,8 @@ impl HttpRules {
         }
     }
 
-    /// The counts of the rule in force, if one is.
-    pub fn tally(&self) -> Option<Counted> {
+    /// The counts of each rule in force, by its key.
+    pub fn tally(&self) -> Vec<(u64, Counted)> {
         self.rule.tally()
     }
 

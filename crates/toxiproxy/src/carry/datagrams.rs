@@ -249,7 +249,7 @@ impl DatagramSum {
                 }
             }
             // A stream's alone: the model refuses them on a UDP proxy.
-            Kind::SlowClose | Kind::Timeout | Kind::ResetPeer | Kind::Slicer => {}
+            Kind::SlowClose | Kind::Timeout | Kind::ResetPeer | Kind::Slicer | Kind::Http => {}
         }
     }
 

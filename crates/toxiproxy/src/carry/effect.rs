@@ -105,6 +105,8 @@ pub fn effect(toxic: &Toxic) -> Effect {
         // A datagram's alone: the model refuses them on a stream
         // (`datagrams.rs` carries them out on a UDP link).
         Kind::Duplicate | Kind::Reorder => Effect::Nothing,
+        // Not the stream's: the proxy's HTTP rules (see `shaping.rs`).
+        Kind::Http => Effect::Nothing,
         Kind::Link => match (&toxic.trace, link(toxic, &given)) {
             (Some(trace), known) => Effect::Traced {
                 trace: trace.clone(),

@@ -12,6 +12,7 @@
 //! - The buckets a proxy's connections spend from together (`shared.rs`):
 //!   a shared bandwidth's, or a recorded link's with the thread that
 //!   follows its trace, kept from one change of the toxics to the next.
+//! - A proxy's `http` toxics as its HTTP rules (`http_toxics.rs`).
 //! - A UDP proxy's toxics as the impairments of its datagram link each
 //!   way, and that link running on a thread of its own (`datagrams.rs`).
 //!
@@ -21,7 +22,9 @@
 
 pub(crate) mod datagrams;
 mod effect;
+mod http_toxics;
 pub mod shaping;
 pub(crate) mod shared;
 
 pub use effect::{Effect, effect, link};
+pub use http_toxics::HttpToxics;

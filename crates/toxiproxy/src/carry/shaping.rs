@@ -20,6 +20,7 @@ use shape_leaves::bucket::Bucket;
 use shape_leaves::chunk::bandwidth_burst;
 use shape_leaves::duration::least;
 use shape_leaves::throughput::Throughput;
+use shape_net::proxy::http_gate::HttpRules;
 use shape_net::proxy::rules::{ConnectionShaping, Pay, RuleDraws, Rules, Terms, WayPlan};
 use std::collections::HashMap;
 use std::io;
@@ -55,6 +56,8 @@ pub struct ToxicRules {
     /// Up, then down.
     ways: [Vec<Segment>; 2],
     counters: Counters,
+    /// The proxy's HTTP rules, while it has an `http` toxic.
+    http: Option<HttpRules>,
 }
 
 /// A stretch of one stream's toxics, in the order they were added.
@@ -277,7 +280,18 @@ impl ToxicRules {
                 }),
             }
         }
-        ToxicRules { ways, counters }
+        ToxicRules {
+            ways,
+            counters,
+            http: None,
+        }
+    }
+
+    /// The same rules, with `http` the rules of the proxy's `http`
+    /// toxics, if it has any.
+    pub fn with_http(mut self, http: Option<HttpRules>) -> ToxicRules {
+        self.http = http;
+        self
     }
 
     /// How the toxics that strike a connection with `draws` shape its
@@ -351,6 +365,10 @@ impl Rules for ToxicRules {
 
     fn received(&self) -> Option<[Arc<AtomicU64>; 2]> {
         Some(self.counters.received.clone())
+    }
+
+    fn http(&self) -> Option<HttpRules> {
+        self.http.clone()
     }
 }
 

@@ -138,8 +138,10 @@ fn input(unit: Unit) -> &'static str {
         Unit::Probability => "probability",
         Unit::Flag => "flag",
         Unit::Profile => "profile",
-        Unit::TracePath => "text",
-        Unit::Milliseconds
+        Unit::TracePath | Unit::Text => "text",
+        Unit::Requests
+        | Unit::Status
+        | Unit::Milliseconds
         | Unit::Microseconds
         | Unit::Bytes
         | Unit::KiloBytes

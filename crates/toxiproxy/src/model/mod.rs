@@ -150,6 +150,7 @@ impl Model {
             struck_whole(protocol, toxic.kind, toxicity)?;
             toxic.toxicity = toxicity;
         }
+        rule_checked(toxic.kind, &toxic.attributes, toxic.toxicity)?;
         Ok(toxic)
     }
 
@@ -232,6 +233,7 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         .unwrap_or(1.0);
     struck_whole(proxy.protocol, kind, toxicity)?;
     let trace = trace_of(kind, &attributes)?;
+    rule_checked(kind, &attributes, toxicity)?;
     proxy.toxics.push(Toxic {
         id,
         revision: 0,
@@ -243,6 +245,20 @@ fn add_toxic(proxy: &mut Proxy, given: &Map<String, Value>, id: u64) -> Result<(
         trace,
     });
     Ok(())
+}
+
+/// Refuses an `http` toxic whose attributes give no rule that reads.
+fn rule_checked(
+    kind: Kind,
+    attributes: &Map<String, Value>,
+    toxicity: f64,
+) -> Result<(), ApiError> {
+    if kind != Kind::Http {
+        return Ok(());
+    }
+    crate::toxics::http::rule_of(attributes, toxicity)
+        .map(|_| ())
+        .map_err(ApiError::bad_body)
 }
 
 /// The trace a toxic of `kind` with `attributes` follows, if it names

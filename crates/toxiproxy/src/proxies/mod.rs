@@ -23,6 +23,7 @@ mod metrics;
 mod status;
 
 use crate::api::CarriesOut;
+use crate::carry::HttpToxics;
 use crate::carry::datagrams;
 use crate::carry::shaping::{Counters, Effects, ToxicRules};
 use crate::carry::shared::SharedBuckets;
@@ -50,6 +51,9 @@ struct KeptProxy {
     /// Its toxics' effects, worked out once each.
     effects: Effects,
     counters: Counters,
+    /// Its `http` toxics' rules, which its connections opened while it
+    /// has any are put to.
+    http: HttpToxics,
 }
 
 /// What the server was started to allow beyond toxiproxy's API.
@@ -79,6 +83,9 @@ pub struct Proxies {
     seeds: fastrand::Rng,
     /// Where UDP proxies say what they have to say; `None` when quiet.
     say: Option<Printer>,
+    /// The server's seed, which each proxy's `http` toxics draw from
+    /// with its name.
+    seed: u64,
 }
 
 impl Proxies {
@@ -92,12 +99,14 @@ impl Proxies {
             tallies,
             seeds: fastrand::Rng::with_seed(seed),
             say,
+            seed,
         }
     }
 
     /// What is kept of `proxy`, made if it is new.
     fn running(&mut self, proxy: &Proxy) -> &mut KeptProxy {
         let tallies = &self.tallies;
+        let seed = self.seed;
         self.running.entry(proxy.name.clone()).or_insert_with(|| {
             let counters = Counters::default();
             shape_leaves::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
@@ -107,6 +116,7 @@ impl Proxies {
                 shared: SharedBuckets::default(),
                 effects: Effects::default(),
                 counters,
+                http: HttpToxics::new(seed, &proxy.name),
             }
         })
     }
@@ -130,12 +140,14 @@ impl Proxies {
         let changed = self.loops.changed();
         let running = self.running(proxy);
         let mut change = running.shared.change(changed);
+        let http = running.http.rules(&proxy.toxics);
         ToxicRules::new(
             &proxy.toxics,
             &mut running.effects,
             |id, wanted| change.bucket(id, wanted),
             running.counters.clone(),
         )
+        .with_http(http)
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod attributes;
 mod docs;
+pub mod http;
 
 pub use attributes::Attributes;
 pub use docs::{guide_rows, signature};
@@ -38,6 +39,12 @@ pub enum Unit {
     Profile,
     /// The path of a trace file on the server (`--trace-down`).
     TracePath,
+    /// Text, as the flag of the same name takes it.
+    Text,
+    /// A whole number of requests.
+    Requests,
+    /// An HTTP status, 200 to 599; 0 for none.
+    Status,
 }
 
 impl Unit {
@@ -53,6 +60,9 @@ impl Unit {
             Unit::Flag => "0 or 1",
             Unit::Profile => "a known link's name (`shape --link list`)",
             Unit::TracePath => "a trace file's path on the server (Mahimahi's format)",
+            Unit::Text => "text, as the flag of the same name takes it",
+            Unit::Requests => "requests",
+            Unit::Status => "an HTTP status, 200 to 599 (0: none)",
         }
     }
 
@@ -64,6 +74,7 @@ impl Unit {
                 "a known link's name, as 'shape --link list' gives them, or \"\" for none"
             }
             Unit::TracePath => "a trace file's path, or \"\" for none",
+            Unit::Text => "a string",
             _ => "a whole number",
         }
     }
@@ -80,8 +91,9 @@ impl Unit {
                         Ok(shape_impair::profiles::LinkArg::Profile(_))
                     )
             }),
-            // Read when given: the model refuses a file that is no trace.
-            Unit::TracePath => value.is_string(),
+            // Read when given: the model refuses a file that is no trace,
+            // and text that is no rule.
+            Unit::TracePath | Unit::Text => value.is_string(),
             _ => value.is_i64(),
         }
     }
@@ -91,7 +103,7 @@ impl Unit {
         match self {
             Unit::Probability => Value::from(0.0),
             // No link yet: the toxic does nothing until given one.
-            Unit::Profile | Unit::TracePath => Value::from(""),
+            Unit::Profile | Unit::TracePath | Unit::Text => Value::from(""),
             _ => Value::from(0),
         }
     }
@@ -152,6 +164,7 @@ pub enum Kind {
     Duplicate,
     Reorder,
     Link,
+    Http,
 }
 
 const fn of(name: &'static str, unit: Unit) -> Attribute {
@@ -303,6 +316,29 @@ pub static TOXICS: &[Row] = &[
         extras: None,
         on: On::Both,
     },
+    Row {
+        kind: Kind::Http,
+        attributes: &[
+            of("status", Unit::Status),
+            of("body", Unit::Text),
+            of("headers", Unit::Text),
+            of("delay", Unit::Milliseconds),
+            of("stall", Unit::Flag),
+            of("reset", Unit::Flag),
+            of("cut_after", Unit::Bytes),
+            of("first", Unit::Requests),
+            of("every", Unit::Requests),
+            of("method", Unit::Text),
+            of("path", Unit::Text),
+            of("header", Unit::Text),
+            of("during", Unit::Text),
+        ],
+        extra: true,
+        does: "HTTP faults on the requests it picks, in either stream, as the flags of the same names give them: status and body (503, \"slow down\"), headers (\"Retry-After: 1\", one a line), delay, stall, reset and cut_after, one at a time; picked by first, every, method, path, header and during; toxicity is each request's chance (Envoy's abort and delay, toxy's inject, abort, timeout and slowRead, HTTPChaos's abort, delay and replace)",
+        by: "`--http-status` and the other HTTP flags: HTTP/1.x followed on the proxy's connections opened while it has an `http` toxic",
+        extras: None,
+        on: On::Streams,
+    },
 ];
 
 impl Row {
@@ -341,6 +377,7 @@ impl Kind {
             Kind::Duplicate => "duplicate",
             Kind::Reorder => "reorder",
             Kind::Link => "link",
+            Kind::Http => "http",
         }
     }
 
@@ -419,7 +456,7 @@ mod tests {
                 json!(row.kind.name())
             );
         }
-        assert_eq!(TOXICS.len(), 13);
+        assert_eq!(TOXICS.len(), 14);
         assert_eq!(Kind::named("bogus"), None);
         assert_eq!(Kind::named("Latency"), None, "names are exact");
     }
