@@ -73,6 +73,7 @@ Register-ArgumentCompleter -Native -CommandName 'shape' -ScriptBlock {
             [CompletionResult]::new('--http-header', '--http-header', [CompletionResultType]::ParameterName, 'HTTP: a header of --http-status''s answer (repeatable)')
             [CompletionResult]::new('--http-delay', '--http-delay', [CompletionResultType]::ParameterName, 'HTTP: hold picked requests this long before they go on')
             [CompletionResult]::new('--http-cut-after', '--http-cut-after', [CompletionResultType]::ParameterName, 'HTTP: cut the answers to picked requests after SIZE of their body')
+            [CompletionResult]::new('--grpc-status', '--grpc-status', [CompletionResultType]::ParameterName, 'gRPC: answer picked calls with this status, trailers only')
             [CompletionResult]::new('--first', '--first', [CompletionResultType]::ParameterName, 'HTTP: pick only the first N requests that match')
             [CompletionResult]::new('--every', '--every', [CompletionResultType]::ParameterName, 'HTTP: pick only every Nth request that matches')
             [CompletionResult]::new('--path', '--path', [CompletionResultType]::ParameterName, 'HTTP: only requests whose path matches GLOB')

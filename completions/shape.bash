@@ -23,7 +23,7 @@ _shape() {
 
     case "${cmd}" in
         shape)
-            opts="-L -r -b -s -l -0 -q -i -n -p -t -e -a -N -W -f -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --numeric --name --wait --force --rate-file --schedule --listen --exec --serve --config --serve-allow-origin --serve-allow-unix --runtime-metrics --rate-up --rate-down --per-connection --loops --connect --connect-timeout --delay --delay-up --delay-down --link --trace --trace-up --trace-down --jitter --max-buffer --slice --slice-pause --loss --drop --corrupt --cut-after --slow-close --stall-after --reset-after --duplicate --reorder --mtu --udp-idle --queue-drop --packets --jitter-keeps-order --http-status --http-header --http-delay --http-stall --http-reset --http-cut-after --first --every --path --method --header --during --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
+            opts="-L -r -b -s -l -0 -q -i -n -p -t -e -a -N -W -f -h -V --rate --burst --size --stop-after --lines --null --quiet --progress --interval --stats --numeric --name --wait --force --rate-file --schedule --listen --exec --serve --config --serve-allow-origin --serve-allow-unix --runtime-metrics --rate-up --rate-down --per-connection --loops --connect --connect-timeout --delay --delay-up --delay-down --link --trace --trace-up --trace-down --jitter --max-buffer --slice --slice-pause --loss --drop --corrupt --cut-after --slow-close --stall-after --reset-after --duplicate --reorder --mtu --udp-idle --queue-drop --packets --jitter-keeps-order --http-status --http-header --http-delay --http-stall --http-reset --http-cut-after --grpc-status --first --every --path --method --header --during --affect --seed --remote --share --share-fallback --status --reset --pause --resume --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -234,6 +234,10 @@ _shape() {
                     return 0
                     ;;
                 --http-cut-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grpc-status)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -70,6 +70,7 @@ set edit:completion:arg-completer[shape] = {|@words|
             cand --http-header 'HTTP: a header of --http-status''s answer (repeatable)'
             cand --http-delay 'HTTP: hold picked requests this long before they go on'
             cand --http-cut-after 'HTTP: cut the answers to picked requests after SIZE of their body'
+            cand --grpc-status 'gRPC: answer picked calls with this status, trailers only'
             cand --first 'HTTP: pick only the first N requests that match'
             cand --every 'HTTP: pick only every Nth request that matches'
             cand --path 'HTTP: only requests whose path matches GLOB'

@@ -49,6 +49,7 @@ complete -c shape -l http-status -d 'HTTP: answer picked requests with this stat
 complete -c shape -l http-header -d 'HTTP: a header of --http-status\'s answer (repeatable)' -r
 complete -c shape -l http-delay -d 'HTTP: hold picked requests this long before they go on' -r
 complete -c shape -l http-cut-after -d 'HTTP: cut the answers to picked requests after SIZE of their body' -r
+complete -c shape -l grpc-status -d 'gRPC: answer picked calls with this status, trailers only' -r
 complete -c shape -l first -d 'HTTP: pick only the first N requests that match' -r
 complete -c shape -l every -d 'HTTP: pick only every Nth request that matches' -r
 complete -c shape -l path -d 'HTTP: only requests whose path matches GLOB' -r

@@ -69,6 +69,16 @@ pub struct HttpFlags {
     )]
     pub http_cut_after: Option<String>,
 
+    /// gRPC: answer picked calls with this status, trailers only.
+    ///
+    /// gRPC: answer each call picked with gRPC status NAME or CODE
+    /// ('UNAVAILABLE', '14') and MESSAGE if given, trailers only (HTTP
+    /// status 200, grpc-status and grpc-message), in the upstream's place
+    /// (Envoy's abort with a gRPC status). Over HTTP/2 as gRPC speaks it;
+    /// over HTTP/1.x, as gRPC-Web does.
+    #[arg(long, hide_short_help = true, value_name = "STATUS[:MESSAGE]", help_heading = "HTTP faults")]
+    pub grpc_status: Option<String>,
+
     /// HTTP: pick only the first N requests that match.
     #[arg(long, value_name = "N", help_heading = "HTTP faults")]
     pub first: Option<u64>,
@@ -127,6 +137,7 @@ impl HttpFlags {
             (self.http_stall, "--http-stall"),
             (self.http_reset, "--http-reset"),
             (self.http_cut_after.is_some(), "--http-cut-after"),
+            (self.grpc_status.is_some(), "--grpc-status"),
         ]
         .into_iter()
         .filter_map(|(given, flag)| given.then_some(flag))
@@ -150,6 +161,7 @@ impl HttpFlags {
         add("http-stall", self.http_stall.then(String::new));
         add("http-reset", self.http_reset.then(String::new));
         add("http-cut-after", self.http_cut_after.clone());
+        add("grpc-status", self.grpc_status.clone());
         add("first", self.first.map(|n| n.to_string()));
         add("every", self.every.map(|n| n.to_string()));
         add("path", self.path.clone());
@@ -177,6 +189,7 @@ impl HttpFlags {
                 "http-stall" => flags.http_stall = true,
                 "http-reset" => flags.http_reset = true,
                 "http-cut-after" => flags.http_cut_after = text,
+                "grpc-status" => flags.grpc_status = text,
                 "first" => flags.first = Some(number(value)?),
                 "every" => flags.every = Some(number(value)?.max(1)),
                 "path" => flags.path = text,
@@ -192,9 +205,14 @@ impl HttpFlags {
     /// True if a fault flag says `off`: with `--remote`, the rule in force
     /// is turned off.
     pub fn turned_off(&self) -> bool {
-        [&self.http_status, &self.http_delay, &self.http_cut_after]
-            .into_iter()
-            .any(|value| value.as_deref() == Some("off"))
+        [
+            &self.http_status,
+            &self.http_delay,
+            &self.http_cut_after,
+            &self.grpc_status,
+        ]
+        .into_iter()
+        .any(|value| value.as_deref() == Some("off"))
     }
 
     /// The first of the flags that pick requests given, by name.

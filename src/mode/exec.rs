@@ -6,7 +6,9 @@
 //! relay on a thread of its own, a proxy whose servers the supervisor
 //! connects and hands over.
 
-use super::live::{PassOn, damaged, go_live, printer, two_counts, two_way_reporter, two_ways};
+use super::live::{
+    PassOn, damaged, go_live, printer, two_counts, two_way_adjuster, two_way_reporter, two_ways,
+};
 use super::plan::{ConditionsPlan, DatagramPlan, ExecPlan};
 use super::proxy::Tuning;
 use crate::control::Adjuster;
@@ -42,20 +44,12 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
     let conditions = conditions(at_start, *linked);
-    let (http, remote) = super::http::live(plan.http.as_ref(), at_start.seed).unzip();
-    let mut adjuster = Adjuster::over(
-        vec![up.clone(), down.clone()],
-        Counting::Bytes,
-        pacing.start.burst.is_some(),
-    )
-    .retuning(conditions.clone());
-    if let Some(remote) = remote {
-        adjuster = adjuster.ruling(remote);
-    }
-    let adjuster = Arc::new(adjuster);
     let ([passed_up, passed_down], passed) = two_counts();
     let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down]);
     let printer = printer(reporter.as_ref());
+    let report = (!pacing.quiet).then(|| printer.clone());
+    let (http, remote) = super::http::live(plan.http.as_ref(), at_start.seed, report).unzip();
+    let adjuster = two_way_adjuster([&up, &down], pacing, conditions.clone(), remote);
     // Signals are passed on from the start (see `PassedOn`).
     let (target, pass_on) = PassedOn::shared();
     let (started_at, _registration) = go_live(

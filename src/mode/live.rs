@@ -78,6 +78,27 @@ pub fn start_reporter(
     })
 }
 
+/// The adjuster of a proxy's or a command's two ways, `up` and `down`:
+/// it retunes `conditions`, and replaces the HTTP rule through `rule` if
+/// there is one.
+pub fn two_way_adjuster(
+    [up, down]: [&Arc<Bucket>; 2],
+    pacing: &Pacing,
+    conditions: Arc<shape_impair::conditions::Conditions>,
+    rule: Option<Box<dyn control::RuleControl>>,
+) -> Arc<Adjuster> {
+    let mut adjuster = Adjuster::over(
+        vec![up.clone(), down.clone()],
+        Counting::Bytes,
+        pacing.start.burst.is_some(),
+    )
+    .retuning(conditions);
+    if let Some(rule) = rule {
+        adjuster = adjuster.ruling(rule);
+    }
+    Arc::new(adjuster)
+}
+
 /// The counts of a run's two ways, up then down, and both as what the
 /// live controls and the reporter count.
 pub fn two_counts() -> ([Arc<Throughput>; 2], Passed) {

@@ -2,14 +2,15 @@
 //! ended by a signal, with the live controls of a copy (`--remote`,
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
-use super::live::{damaged, go_live, printer, two_counts, two_way_reporter, two_ways};
+use super::live::{
+    damaged, go_live, printer, two_counts, two_way_adjuster, two_way_reporter, two_ways,
+};
 use super::plan::ProxyPlan;
 use crate::control::Adjuster;
 use anyhow::{Context, anyhow};
 use shape_impair::conditions::Conditions;
 use shape_impair::faults::Way;
 use shape_leaves::bucket::Bucket;
-use shape_leaves::counting::Counting;
 use shape_leaves::exit::Exit;
 use shape_net::proxy;
 use std::sync::Arc;
@@ -27,20 +28,12 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
     } = plan;
     let (up, down, member) = two_ways(pacing)?;
     let conditions = Arc::new(Conditions::new(at_start.in_force()));
-    let (http, remote) = super::http::live(http.as_ref(), at_start.seed).unzip();
-    let mut adjuster = Adjuster::over(
-        vec![up.clone(), down.clone()],
-        Counting::Bytes,
-        pacing.start.burst.is_some(),
-    )
-    .retuning(conditions.clone());
-    if let Some(remote) = remote {
-        adjuster = adjuster.ruling(remote);
-    }
-    let adjuster = Arc::new(adjuster);
     let ([passed_up, passed_down], passed) = two_counts();
     let reporter = two_way_reporter(progress, pacing, &passed, [&up, &down]);
     let printer = printer(reporter.as_ref());
+    let report = (!pacing.quiet).then(|| printer.clone());
+    let (http, remote) = super::http::live(http.as_ref(), at_start.seed, report).unzip();
+    let adjuster = two_way_adjuster([&up, &down], pacing, conditions.clone(), remote);
     let (_, _registration) = go_live(
         pacing,
         adjuster.clone(),

@@ -11,20 +11,27 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The upstream, killed when dropped.
-struct Upstream {
+pub struct Upstream {
     child: Child,
-    address: String,
+    pub address: String,
     /// Every request it said it was sent, `METHOD PATH`.
     requests: Arc<Mutex<Vec<String>>>,
 }
 
 impl Upstream {
     fn start() -> Upstream {
-        let mut child = Command::new("python3")
-            .arg(ours("tests/clients/http_upstream.py"))
+        let mut command = Command::new("python3");
+        command.arg(ours("tests/clients/http_upstream.py"));
+        Upstream::run(command, "request ")
+    }
+
+    /// Runs `command`, a server that says `listening PORT` first and then
+    /// a line starting with `said` for each request it is sent.
+    pub fn run(mut command: Command, said: &'static str) -> Upstream {
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
-            .expect("python3 runs");
+            .expect("the upstream runs");
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let first = lines.next().unwrap().unwrap();
         let port = first.strip_prefix("listening ").expect("it says its port");
@@ -32,7 +39,7 @@ impl Upstream {
         let kept = requests.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
-                if let Some(request) = line.strip_prefix("request ") {
+                if let Some(request) = line.strip_prefix(said) {
                     kept.lock().unwrap().push(request.to_string());
                 }
             }
@@ -44,12 +51,12 @@ impl Upstream {
         }
     }
 
-    fn requests(&self) -> Vec<String> {
+    pub fn requests(&self) -> Vec<String> {
         self.requests.lock().unwrap().clone()
     }
 
     /// A proxy in front of it with `args`, and its base URL.
-    fn behind(&self, args: &[&str]) -> (Listening, String) {
+    pub fn behind(&self, args: &[&str]) -> (Listening, String) {
         let proxy = Proxy::start(&self.address, args);
         let url = format!("http://{}", proxy.address);
         (proxy, url)
@@ -64,12 +71,12 @@ impl Drop for Upstream {
 }
 
 /// The venv's Python, with urllib3, or `None` (said) where it is missing.
-fn urllib3() -> Option<std::path::PathBuf> {
+pub fn urllib3() -> Option<std::path::PathBuf> {
     let python = ours("target/clients/venv/bin/python");
     set_up(&python).then_some(python)
 }
 
-fn said(output: &Output) -> String {
+pub fn said(output: &Output) -> String {
     format!(
         "{:?}\n{}{}",
         output.status,

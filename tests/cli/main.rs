@@ -30,6 +30,8 @@ mod fleet;
 mod fleet_hosted;
 mod generated;
 #[cfg(feature = "http")]
+mod http2_faults;
+#[cfg(feature = "http")]
 mod http_faults;
 mod layout;
 mod links;

@@ -36,6 +36,74 @@ impl FromStr for AnswerStatus {
     }
 }
 
+/// A gRPC status to answer a call with (`--grpc-status UNAVAILABLE`,
+/// `14`, `'UNAVAILABLE:try later'`): its code, and its message if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrpcStatus {
+    pub code: u8,
+    pub message: String,
+}
+
+/// gRPC's status codes by name, in code order.
+const GRPC_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+impl GrpcStatus {
+    /// The code's name: `UNAVAILABLE`.
+    pub fn name(&self) -> &'static str {
+        GRPC_CODES
+            .get(usize::from(self.code))
+            .copied()
+            .unwrap_or("UNKNOWN")
+    }
+}
+
+impl FromStr for GrpcStatus {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<GrpcStatus, String> {
+        let (code, message) = text.split_once(':').unwrap_or((text, ""));
+        let code = code.trim();
+        let found = GRPC_CODES
+            .iter()
+            .position(|name| name.eq_ignore_ascii_case(code))
+            .or_else(|| {
+                code.parse::<usize>()
+                    .ok()
+                    .filter(|code| *code < GRPC_CODES.len())
+            })
+            .filter(|code| *code > 0)
+            .ok_or(
+                "expected a gRPC status other than OK, by name or code, and the message after \
+                 ':' if any (e.g. UNAVAILABLE, 14, 'RESOURCE_EXHAUSTED:slow down')",
+            )?;
+        if message.chars().any(char::is_control) {
+            return Err("a message is one line of text".into());
+        }
+        Ok(GrpcStatus {
+            code: found as u8,
+            message: message.to_string(),
+        })
+    }
+}
+
 /// A header field of an answer (`--http-header 'Retry-After: 1'`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
@@ -123,6 +191,43 @@ impl InjectedAnswer {
     }
 }
 
+impl GrpcStatus {
+    /// The answer's bytes to `request` over HTTP/1.x, as gRPC-Web has
+    /// it: 200, and the status in the header fields; with `close`, it
+    /// says the connection closes after it.
+    pub fn bytes(&self, request: &RequestHead, close: bool) -> Vec<u8> {
+        let mut head = format!(
+            "HTTP/1.{} 200 OK\r\nContent-Type: application/grpc\r\ngrpc-status: {}\r\n",
+            request.minor.min(1),
+            self.code
+        );
+        if !self.message.is_empty() {
+            let _ = write!(head, "grpc-message: {}\r\n", grpc_message(&self.message));
+        }
+        head.push_str("Content-Length: 0\r\n");
+        if close {
+            head.push_str("Connection: close\r\n");
+        }
+        head.push_str("\r\n");
+        head.into_bytes()
+    }
+}
+
+/// `message` as grpc-message carries it: percent-encoded but for
+/// printable ASCII other than '%'.
+pub fn grpc_message(message: &str) -> String {
+    let mut encoded = String::with_capacity(message.len());
+    for byte in message.bytes() {
+        match byte {
+            b' '..=b'~' if byte != b'%' => encoded.push(byte as char),
+            _ => {
+                let _ = write!(encoded, "%{byte:02X}");
+            }
+        }
+    }
+    encoded
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +270,20 @@ mod tests {
         let mut response = httparse::Response::new(&mut fields);
         assert!(response.parse(&said).unwrap().is_complete());
         assert_eq!(response.code, Some(503));
+    }
+
+    #[test]
+    fn a_grpc_status_is_read_by_name_or_code() {
+        let unavailable: GrpcStatus = "unavailable".parse().unwrap();
+        assert_eq!((unavailable.code, unavailable.name()), (14, "UNAVAILABLE"));
+        let said: GrpcStatus = "8:slow down".parse().unwrap();
+        assert_eq!(
+            (said.name(), said.message.as_str()),
+            ("RESOURCE_EXHAUSTED", "slow down")
+        );
+        assert!("OK".parse::<GrpcStatus>().is_err());
+        assert!("17".parse::<GrpcStatus>().is_err());
+        assert_eq!(grpc_message("50% off\u{e9}"), "50%25 off%C3%A9");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! to them ([`HttpFault`]); and the rule a proxy holds in force, which
 //! `--remote` changes or turns off, with its counts.
 
-use crate::answer::InjectedAnswer;
+use crate::answer::{GrpcStatus, InjectedAnswer};
 use crate::framing::RequestHead;
 use crate::select::{Counts, Selection};
 use shape_leaves::lock::lock;
@@ -29,6 +29,9 @@ pub enum HttpFault {
     /// Sent on; its answer's body is cut after this many bytes, and the
     /// connection to the client closed (toxy's slowRead cut short).
     CutAfter(u64),
+    /// Answered in the upstream's place with a gRPC status, trailers only
+    /// (Envoy's abort with a gRPC status).
+    Grpc(GrpcStatus),
 }
 
 /// A rule: the requests it picks, and what is done to them.
@@ -159,28 +162,35 @@ impl LiveRule {
             .collect()
     }
 
-    /// What is done to `request`, come at `now`: nothing if no rule in
+    /// The fault done to `request`, come at `now`: none if no rule in
     /// force picks it.
-    pub fn decide(&self, request: &RequestHead, now: u64) -> Option<Decided> {
+    pub fn pick(&self, request: &RequestHead, now: u64) -> Option<HttpFault> {
         let in_force = self.now();
         let since = Duration::from_nanos(now.saturating_sub(self.started));
-        let rule = in_force
+        in_force
             .iter()
             .find(|counted| {
                 (counted.rule.selection).picks(request, since, &counted.counts, self.seed)
             })
-            .map(|counted| &counted.rule)?;
-        Some(match &rule.fault {
-            HttpFault::Answer(answer) => {
-                // A client waiting to send its body may send it or not: a
-                // closed connection leaves no doubt where the next
-                // request begins.
-                let close = request.close || request.expects_continue;
-                Decided::Answer {
-                    bytes: answer.bytes(request, close),
-                    close,
-                }
-            }
+            .map(|counted| counted.rule.fault.clone())
+    }
+
+    /// What is done to HTTP/1.x `request`, come at `now`: nothing if no
+    /// rule in force picks it.
+    pub fn decide(&self, request: &RequestHead, now: u64) -> Option<Decided> {
+        let fault = self.pick(request, now)?;
+        // A client waiting to send its body may send it or not: a closed
+        // connection leaves no doubt where the next request begins.
+        let close = request.close || request.expects_continue;
+        Some(match &fault {
+            HttpFault::Grpc(status) => Decided::Answer {
+                bytes: status.bytes(request, close),
+                close,
+            },
+            HttpFault::Answer(answer) => Decided::Answer {
+                bytes: answer.bytes(request, close),
+                close,
+            },
             HttpFault::Delay(delay) => {
                 Decided::Hold(now.saturating_add(delay.as_nanos().min(u64::MAX as u128) as u64))
             }
@@ -217,6 +227,7 @@ impl fmt::Display for HttpRule {
             HttpFault::Stall => f.write_str("stall")?,
             HttpFault::Reset => f.write_str("reset")?,
             HttpFault::CutAfter(after) => write!(f, "cut after {after} B")?,
+            HttpFault::Grpc(status) => write!(f, "answer gRPC {}", status.name())?,
         }
         write!(f, " {}", self.selection)
     }

@@ -59,7 +59,7 @@ pub fn rule_of(
         ([], Some(selector)) => {
             return Err(UsageError(format!(
                 "{selector} picks requests for an HTTP fault: give --http-status, \
-                 --http-delay, --http-stall, --http-reset or --http-cut-after"
+                 --grpc-status, --http-delay, --http-stall, --http-reset or --http-cut-after"
             )));
         }
         ([one, other, ..], _) => {
@@ -85,6 +85,8 @@ pub fn rule_of(
             shape_impair::slowlink::parse_delay(delay)
                 .map_err(|why| invalid(delay, "--http-delay <DURATION>", why))?,
         )
+    } else if let Some(status) = &flags.grpc_status {
+        HttpFault::Grpc(read(status, "--grpc-status <STATUS[:MESSAGE]>")?)
     } else if flags.http_stall {
         HttpFault::Stall
     } else if flags.http_reset {

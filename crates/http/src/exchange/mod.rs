@@ -49,7 +49,15 @@ pub enum Cut {
     /// Nothing more passes this way: the other side's writing is shut
     /// once what came before is out, and nothing more is read.
     End,
+    /// The client speaks HTTP/2 (its first bytes are the connection
+    /// preface): the whole connection goes to an HTTP/2 relay, with the
+    /// buffer handed back (all the client sent so far) and the server's
+    /// first bytes ([`Exchange::held_from_server`]).
+    Handoff,
 }
+
+/// What an HTTP/2 client sends first (RFC 9113, 3.4).
+pub const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// One request's turn to be answered.
 #[derive(Debug)]
@@ -88,10 +96,20 @@ pub struct Exchange {
     ended: bool,
     /// Why a side is followed no further, once it is: requests, responses.
     opaque: [Option<Opaque>; 2],
+    /// Whether the client's first bytes said what it speaks: until they
+    /// do, what the server sends first is held if it could be HTTP/2's
+    /// preface, which must not reach a client that is handed over.
+    classified: bool,
+    /// Whether an HTTP/2 client is handed over, rather than passed
+    /// untouched.
+    http2: bool,
 }
 
 impl Exchange {
-    pub fn new(rule: Arc<LiveRule>) -> Exchange {
+    /// The exchange of a connection under `rule`; with `http2`, an
+    /// HTTP/2 client is handed over ([`Cut::Handoff`]), else it passes
+    /// untouched.
+    pub fn new(rule: Arc<LiveRule>, http2: bool) -> Exchange {
         Exchange {
             rule,
             requests: RequestFramer::default(),
@@ -103,7 +121,15 @@ impl Exchange {
             cut_left: None,
             ended: false,
             opaque: [None, None],
+            classified: false,
+            http2,
         }
+    }
+
+    /// What the server sent before the client was found to speak HTTP/2,
+    /// held back: for the relay the connection is handed to.
+    pub fn held_from_server(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.kept[Messages::Responses as usize])
     }
 
     /// How many of the bytes to come on `side` may go by unseen, spliced:

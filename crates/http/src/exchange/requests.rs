@@ -2,7 +2,7 @@
 //! held, answered or dropped as the rule decides; its body read to its
 //! end before the next request is looked at.
 
-use super::{Cut, Exchange, Messages, Turn, pass};
+use super::{Cut, Exchange, HTTP2_PREFACE, Messages, Turn, pass};
 use crate::framing::{Framed, RequestHead, RequestKind};
 use crate::rule::Decided;
 
@@ -13,6 +13,21 @@ impl Exchange {
     pub fn requests(&mut self, bytes: Vec<u8>, now: u64) -> (Vec<u8>, Vec<Cut>) {
         let mut buffer = self.with_kept(Messages::Requests, bytes);
         let mut cuts = Vec::new();
+        if !self.classified {
+            let seen = buffer.len().min(HTTP2_PREFACE.len());
+            match self.http2 && buffer[..seen] == HTTP2_PREFACE[..seen] {
+                true if seen < HTTP2_PREFACE.len() => {
+                    self.keep(Messages::Requests, &mut buffer, 0);
+                    return (buffer, cuts);
+                }
+                true => {
+                    self.classified = true;
+                    cuts.push(Cut::Handoff);
+                    return (buffer, cuts);
+                }
+                false => self.classified = !buffer.is_empty(),
+            }
+        }
         let mut at = 0;
         while at < buffer.len() && !self.dropping {
             match self.requests.step(&buffer[at..]) {

@@ -12,6 +12,10 @@ impl Exchange {
     pub fn responses(&mut self, bytes: Vec<u8>) -> (Vec<u8>, Vec<Cut>) {
         let mut buffer = self.with_kept(Messages::Responses, bytes);
         let mut cuts = Vec::new();
+        if !self.classified && self.http2 && http2_settings_first(&buffer) {
+            self.keep(Messages::Responses, &mut buffer, 0);
+            return (buffer, cuts);
+        }
         let mut at = 0;
         while at < buffer.len() && !self.ended {
             let content = self.responses.at_content();
@@ -68,8 +72,21 @@ impl Exchange {
     /// every answer is out. The caller puts them after all it was handed
     /// before.
     pub fn due(&mut self) -> Vec<Cut> {
+        let held = !self.kept[1].is_empty();
+        if held && self.classified {
+            // What the server sent first, held until the client spoke,
+            // which it did without HTTP/2.
+            let (buffer, cuts) = self.responses(Vec::new());
+            return cuts
+                .into_iter()
+                .map(|cut| match cut {
+                    Cut::Pass(range) => Cut::Insert(buffer[range].to_vec()),
+                    other => other,
+                })
+                .collect();
+        }
         let mut cuts = Vec::new();
-        if self.kept[1].is_empty() && !self.ended {
+        if !held && !self.ended {
             self.ends_seen(&mut cuts);
         }
         cuts
@@ -116,4 +133,31 @@ impl Exchange {
 /// `left` as a length in memory.
 fn clamp(left: u64) -> usize {
     usize::try_from(left).unwrap_or(usize::MAX)
+}
+
+/// True if `bytes`, the first a server sent, could be HTTP/2's server
+/// preface: a SETTINGS frame on stream 0 (RFC 9113, 3.4, 6.5), or too
+/// few bytes to tell, within the bound of what is held. A server that
+/// speaks first in another protocol (SMTP, MySQL, SSH) is not held.
+fn http2_settings_first(bytes: &[u8]) -> bool {
+    if bytes.len() > crate::framing::MOST_HEAD {
+        return false;
+    }
+    let header = &bytes[..bytes.len().min(9)];
+    let settings = [
+        None,
+        None,
+        None,
+        Some(0x04),
+        None,
+        Some(0),
+        Some(0),
+        Some(0),
+        Some(0),
+    ];
+    header
+        .iter()
+        .zip(settings)
+        .all(|(byte, wanted)| wanted.is_none_or(|wanted| *byte == wanted))
+        && header.get(4).is_none_or(|flags| flags & !1 == 0)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 /// picks.
 fn exchange(selection: Selection, fault: HttpFault) -> Exchange {
     let rule = HttpRule { selection, fault };
-    Exchange::new(Arc::new(LiveRule::new(Some(rule), 7, 0)))
+    Exchange::new(Arc::new(LiveRule::new(Some(rule), 7, 0)), true)
 }
 
 fn answer_503() -> HttpFault {
@@ -39,6 +39,7 @@ fn said(buffer: &[u8], cuts: &[Cut]) -> String {
             Cut::Hold(until) => format!("<hold {until}>"),
             Cut::Reset => "<reset>".into(),
             Cut::End => "<end>".into(),
+            Cut::Handoff => "<handoff>".into(),
         })
         .collect()
 }
@@ -236,6 +237,44 @@ fn a_body_of_known_length_may_go_by_unseen() {
         answered.unseen(Messages::Requests),
         0,
         "a dropped body is read"
+    );
+}
+
+#[test]
+fn an_http2_client_is_handed_over_with_what_the_server_said_first() {
+    let mut exchange = exchange(first(1), answer_503());
+    let settings = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64";
+    assert_eq!(
+        down(&mut exchange, settings),
+        "",
+        "held until the client speaks"
+    );
+    assert_eq!(
+        up(&mut exchange, &HTTP2_PREFACE[..10]),
+        "",
+        "a preface begun"
+    );
+    let (buffer, cuts) = exchange.requests(HTTP2_PREFACE[10..].to_vec(), 0);
+    assert_eq!(
+        (buffer.as_slice(), cuts),
+        (HTTP2_PREFACE, vec![Cut::Handoff])
+    );
+    assert_eq!(exchange.held_from_server(), settings);
+    let mut plain = self::exchange(first(1), answer_503());
+    assert_eq!(down(&mut plain, settings), "");
+    assert_eq!(up(&mut plain, GET), "", "an HTTP/1.1 client");
+    let held = plain.due();
+    assert_eq!(
+        held,
+        [Cut::Insert(settings.to_vec())],
+        "what was held goes on"
+    );
+    assert_eq!(due(&mut plain), "");
+    let mut smtp = self::exchange(first(1), answer_503());
+    assert_eq!(
+        down(&mut smtp, b"220 mail ESMTP\r\n"),
+        "220 mail ESMTP\r\n",
+        "not held"
     );
 }
 

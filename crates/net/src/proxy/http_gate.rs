@@ -6,6 +6,7 @@
 //! `left_out_http_gate.rs` stands in, and no route has a rule.
 
 use super::connection::Piece;
+use super::handoff::Handoff;
 use shape_http::exchange::{Cut, Exchange, Messages};
 use shape_http::rule::{Counted, LiveRule};
 use shape_impair::faults::Way;
@@ -18,6 +19,9 @@ pub struct HttpRules {
     rule: Arc<LiveRule>,
     /// Whether a connection that is not HTTP was said yet: once a proxy.
     said_opaque: Arc<AtomicBool>,
+    /// Where a connection whose client speaks HTTP/2 goes, if anywhere:
+    /// without it, such a connection passes untouched.
+    http2: Option<Arc<dyn Handoff>>,
 }
 
 impl HttpRules {
@@ -25,7 +29,15 @@ impl HttpRules {
         HttpRules {
             rule,
             said_opaque: Arc::default(),
+            http2: None,
         }
+    }
+
+    /// The same rules, which hand a connection whose client speaks HTTP/2
+    /// to `relay`.
+    pub fn handing_http2_to(mut self, relay: Arc<dyn Handoff>) -> HttpRules {
+        self.http2 = Some(relay);
+        self
     }
 
     /// The counts of each rule in force, by its key.
@@ -38,11 +50,14 @@ impl HttpRules {
         self.rule.describe()
     }
 
-    /// A gate for a new connection.
-    pub(super) fn gate(&self) -> HttpGate {
+    /// A gate for a new connection; one between TCP sockets (`tcp`) may
+    /// be handed over if it speaks HTTP/2.
+    pub(super) fn gate(&self, tcp: bool) -> HttpGate {
+        let http2 = self.http2.clone().filter(|_| tcp);
         HttpGate {
-            exchange: Exchange::new(self.rule.clone()),
+            exchange: Exchange::new(self.rule.clone(), http2.is_some()),
             said_opaque: self.said_opaque.clone(),
+            http2,
         }
     }
 }
@@ -51,6 +66,7 @@ impl HttpRules {
 pub(in crate::proxy) struct HttpGate {
     exchange: Exchange,
     said_opaque: Arc<AtomicBool>,
+    http2: Option<Arc<dyn Handoff>>,
 }
 
 /// The side of the exchange a direction carries.
@@ -93,6 +109,13 @@ impl HttpGate {
         pieces(Vec::new(), self.exchange.due())
     }
 
+    /// Where the connection goes now that its client spoke HTTP/2, and
+    /// what the server sent first, held back.
+    pub(in crate::proxy) fn http2(&mut self) -> Option<(Arc<dyn Handoff>, Vec<u8>)> {
+        let relay = self.http2.clone()?;
+        Some((relay, self.exchange.held_from_server()))
+    }
+
     /// Why the connection is not followed as HTTP, the first time any of
     /// the proxy's connections is not: said once a proxy.
     pub(in crate::proxy) fn first_opaque(&self) -> Option<String> {
@@ -112,6 +135,9 @@ impl HttpGate {
 
 /// `cuts` of `buffer` as pieces: a pass of the whole buffer keeps it.
 fn pieces(mut buffer: Vec<u8>, cuts: Vec<Cut>) -> Vec<Piece> {
+    if cuts.contains(&Cut::Handoff) {
+        return vec![Piece::Handoff(buffer)];
+    }
     if let [Cut::Pass(range)] = &cuts[..] {
         if range.start == 0 && range.end == buffer.len() {
             return vec![Piece::Bytes(buffer)];
@@ -127,6 +153,7 @@ fn pieces(mut buffer: Vec<u8>, cuts: Vec<Cut>) -> Vec<Piece> {
             Cut::Hold(until) => Piece::Hold(until),
             Cut::Reset => Piece::Reset,
             Cut::End => Piece::End,
+            Cut::Handoff => Piece::Handoff(Vec::new()),
         })
         .collect()
 }

@@ -10,7 +10,7 @@ use shape_impair::faults::Way;
 pub enum HttpRules {}
 
 impl HttpRules {
-    pub(super) fn gate(&self) -> HttpGate {
+    pub(super) fn gate(&self, _: bool) -> HttpGate {
         match *self {}
     }
 
@@ -44,6 +44,12 @@ impl HttpGate {
     }
 
     pub(in crate::proxy) fn first_opaque(&self) -> Option<String> {
+        match *self {}
+    }
+
+    pub(in crate::proxy) fn http2(
+        &mut self,
+    ) -> Option<(std::sync::Arc<dyn super::handoff::Handoff>, Vec<u8>)> {
         match *self {}
     }
 }

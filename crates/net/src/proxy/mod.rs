@@ -29,6 +29,7 @@
 
 mod connection;
 mod direction_faults;
+pub mod handoff;
 #[cfg_attr(not(feature = "http"), path = "left_out_http_gate.rs")]
 pub mod http_gate;
 mod relay;

@@ -113,7 +113,6 @@ impl Stream {
         }
     }
 
-    /// Makes the close that follows a reset rather than an orderly end.
     /// This socket's own address, if it is a TCP one.
     pub(super) fn local_tcp(&self) -> Option<std::net::SocketAddr> {
         match &self.socket {
@@ -130,9 +129,26 @@ impl Stream {
         }
     }
 
+    /// Makes the close that follows a reset rather than an orderly end.
     pub(super) fn reset_on_close(&self) {
         let fd = self.socket.fd();
         let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
+    }
+}
+
+impl Stream {
+    /// Its socket as the standard library's, for a library of its own to
+    /// carry on, if it is a TCP one (it stays non-blocking); else itself.
+    pub(super) fn into_std_tcp(self) -> Result<std::net::TcpStream, Stream> {
+        match self.socket {
+            Socket::Tcp(s) => Ok(std::net::TcpStream::from(std::os::fd::OwnedFd::from(s))),
+            socket => Err(Stream::of(socket)),
+        }
+    }
+
+    /// True if its socket is a TCP one.
+    pub(super) fn is_tcp(&self) -> bool {
+        matches!(self.socket, Socket::Tcp(_))
     }
 }
 

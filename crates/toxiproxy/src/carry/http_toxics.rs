@@ -8,6 +8,7 @@ use crate::toxics::Kind;
 use crate::toxics::http::rule_of;
 use shape_bucket::Clock;
 use shape_http::rule::LiveRule;
+use shape_leaves::say::Printer;
 use shape_net::proxy::http_gate::HttpRules;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -20,14 +21,16 @@ pub struct HttpToxics {
 
 impl HttpToxics {
     /// The rules of the proxy `name`, none yet, their chances drawn from
-    /// `seed` and the name, their windows (`during`) from now.
-    pub fn new(seed: u64, name: &str) -> HttpToxics {
+    /// `seed` and the name, their windows (`during`) from now; its HTTP/2
+    /// connections carried by a relay that says failures to `report`.
+    pub fn new(seed: u64, name: &str, report: Option<Printer>) -> HttpToxics {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         name.hash(&mut hasher);
         let started = shape_bucket::MonotonicClock.now();
         let live = Arc::new(LiveRule::new(None, seed ^ hasher.finish(), started));
+        let http2 = Arc::new(shape_h2::Http2Relay::new(live.clone(), report));
         HttpToxics {
-            rules: HttpRules::new(live.clone()),
+            rules: HttpRules::new(live.clone()).handing_http2_to(http2),
             live,
         }
     }

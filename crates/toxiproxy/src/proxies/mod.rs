@@ -107,6 +107,7 @@ impl Proxies {
     fn running(&mut self, proxy: &Proxy) -> &mut KeptProxy {
         let tallies = &self.tallies;
         let seed = self.seed;
+        let say = self.say.clone();
         self.running.entry(proxy.name.clone()).or_insert_with(|| {
             let counters = Counters::default();
             shape_leaves::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
@@ -116,7 +117,7 @@ impl Proxies {
                 shared: SharedBuckets::default(),
                 effects: Effects::default(),
                 counters,
-                http: HttpToxics::new(seed, &proxy.name),
+                http: HttpToxics::new(seed, &proxy.name, say),
             }
         })
     }

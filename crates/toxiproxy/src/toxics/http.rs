@@ -1,6 +1,6 @@
 //! An `http` toxic's attributes read into shape's HTTP rule, with the
 //! flags' own parsers: its fault (`status` with `body` and `headers`,
-//! `delay`, `stall`, `reset`, `cut_after`, one at a time) and which
+//! `delay`, `stall`, `reset`, `cut_after`, `grpc_status`, one at a time) and which
 //! requests it picks (`first`, `every`, `method`, `path`, `header`,
 //! `during`; its toxicity is each request's chance).
 
@@ -55,12 +55,18 @@ pub fn rule_of(attributes: &Map<String, Value>, toxicity: f64) -> Result<Option<
     if whole("cut_after") > 0 {
         faults.push(HttpFault::CutAfter(given.bytes("cut_after")));
     }
+    if let Some(status) = text("grpc_status") {
+        faults.push(HttpFault::Grpc(
+            status.parse().map_err(|why| read("grpc_status", why))?,
+        ));
+    }
     let fault = match faults.len() {
         0 => return Ok(None),
         1 => faults.remove(0),
         _ => {
             return Err(
-                "one fault at a time: status, delay, stall, reset or cut_after".to_string(),
+                "one fault at a time: status, delay, stall, reset, cut_after or grpc_status"
+                    .to_string(),
             );
         }
     };

@@ -2,6 +2,7 @@
 //! way that reads, pays, holds and writes.
 
 use super::direction_faults::DirectionFaults;
+use super::handoff::{Handed, Handoff};
 use super::http_gate::HttpGate;
 use super::rules::{ConnectionShaping, Pay, RuleDraws, Rules, Terms, WayPlan};
 use super::stream::Stream;
@@ -255,6 +256,8 @@ impl Connection {
             Bounds::new(up_plan, passed_up)?,
             Bounds::new(down_plan, passed_down)?,
         ];
+        let tcp = start.client.is_tcp() && start.server.is_tcp();
+        let http = start.rules.http().map(|rules| rules.gate(tcp));
         let link = start.rules.link();
         let received = start.rules.received();
         let direction = |way: Way| {
@@ -282,7 +285,7 @@ impl Connection {
             server: start.server,
             shaping,
             draws: start.draws,
-            http: start.rules.http().map(|rules| rules.gate()),
+            http,
             route: start.route,
             upstream: start.upstream,
             upstream_at: start.upstream_at,
@@ -357,6 +360,9 @@ impl Connection {
             scratch,
             self.http.as_mut(),
         )?;
+        if self.handing_over() {
+            return Ok(());
+        }
         let down = self.down.step(
             &mut self.server,
             &mut self.client,
@@ -390,6 +396,29 @@ impl Connection {
     /// connections that is not.
     pub(super) fn first_opaque(&self) -> Option<String> {
         self.http.as_ref().and_then(HttpGate::first_opaque)
+    }
+
+    /// True once its client was found to speak HTTP/2, to a route that
+    /// hands such connections over.
+    pub(super) fn handing_over(&self) -> bool {
+        self.up.handed.is_some()
+    }
+
+    /// Where it goes now that its client spoke HTTP/2, with its sockets
+    /// and what each side sent that was not passed on; the sockets must
+    /// be out of the loop's poll. `None` if it is not to be handed over
+    /// (then it is dropped, and closed).
+    pub(super) fn hand_over(mut self) -> Option<(Arc<dyn Handoff>, Handed)> {
+        let from_client = self.up.handed.take()?;
+        let (relay, from_server) = self.http.as_mut()?.http2()?;
+        let handed = Handed {
+            client: self.client.into_std_tcp().ok()?,
+            server: self.server.into_std_tcp().ok()?,
+            from_client,
+            from_server,
+            peer: self.peer,
+        };
+        Some((relay, handed))
     }
 
     /// True once a byte has passed to or from the server.

@@ -427,6 +427,14 @@ impl<'a> EventLoop<'a> {
             self.say(&line);
         }
         let connection = &mut self.connections[key];
+        if stepped.is_ok() && connection.handing_over() {
+            let connection = self.release(key);
+            match connection.hand_over() {
+                Some((relay, handed)) => relay.take(handed),
+                None => self.say("shape: an HTTP/2 connection could not be handed over: closed"),
+            }
+            return;
+        }
         let finished = match stepped {
             Ok(()) => connection.done(),
             Err(failure) => self.fail(key, failure),
@@ -489,6 +497,12 @@ impl<'a> EventLoop<'a> {
 
     /// Closes connection `key`'s sockets and forgets it.
     fn forget(&mut self, key: usize) {
+        drop(self.release(key));
+    }
+
+    /// Takes connection `key` out of the loop, its sockets out of poll,
+    /// and gives it back.
+    fn release(&mut self, key: usize) -> Connection {
         self.deadlines.file(key, None);
         let mut connection = self.connections.remove(key);
         self.busy = self.busy.saturating_sub(connection.busy());
@@ -498,6 +512,7 @@ impl<'a> EventLoop<'a> {
         self.loops -= usize::from(connection.looped);
         let _ = self.poll.registry().deregister(connection.client.source());
         let _ = self.poll.registry().deregister(connection.server.source());
+        connection
     }
 }
 

@@ -46,6 +46,9 @@ pub(in crate::proxy) enum Piece {
     Reset,
     /// Nothing more passes this way once what came before is out.
     End,
+    /// The client speaks HTTP/2: the connection is handed over, with
+    /// these bytes it sent.
+    Handoff(Vec<u8>),
 }
 
 impl Footprint for Chunk {
@@ -119,6 +122,9 @@ pub(in crate::proxy) struct Direction {
     /// Nothing more is to be done: the other side's writing is shut, or
     /// the direction stalled and its input ended.
     done: bool,
+    /// What the client sent, once it was found to speak HTTP/2: the
+    /// connection is to be handed over.
+    pub(in crate::proxy) handed: Option<Vec<u8>>,
 }
 
 /// The two ends of a direction: read from one, written to the other.
@@ -216,6 +222,7 @@ impl Direction {
             ended: false,
             met: None,
             done: false,
+            handed: None,
         }
     }
 
@@ -425,6 +432,12 @@ impl Direction {
                 Piece::Hold(until) => not_before = not_before.max(Some(until)),
                 Piece::Reset => self.push(Chunk::Reset, now, not_before),
                 Piece::End => self.ended = true,
+                Piece::Handoff(bytes) => {
+                    // Nothing more is read or written here: the relay
+                    // carries on from these bytes.
+                    self.handed = Some(bytes);
+                    (self.ended, self.done) = (true, true);
+                }
             }
         }
     }
