@@ -76,7 +76,12 @@ pub struct HttpFlags {
     /// status 200, grpc-status and grpc-message), in the upstream's place
     /// (Envoy's abort with a gRPC status). Over HTTP/2 as gRPC speaks it;
     /// over HTTP/1.x, as gRPC-Web does.
-    #[arg(long, hide_short_help = true, value_name = "STATUS[:MESSAGE]", help_heading = "HTTP faults")]
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "STATUS[:MESSAGE]",
+        help_heading = "HTTP faults"
+    )]
     pub grpc_status: Option<String>,
 
     /// HTTP: pick only the first N requests that match.

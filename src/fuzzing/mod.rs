@@ -39,6 +39,10 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("traced_calls", stores::traced_calls),
     #[cfg(feature = "http")]
     ("http_framing", stores::http_framing),
+    #[cfg(feature = "http")]
+    ("http_exchange", stores::http_exchange),
+    #[cfg(feature = "http")]
+    ("http2_relay", stores::http2_relay),
 ];
 
 /// The target named `name`, if there is one.

@@ -25,3 +25,15 @@ pub fn traced_calls(data: &[u8]) {
 pub fn http_framing(data: &[u8]) {
     shape_http::fuzzing::framing(data);
 }
+
+/// One connection's HTTP exchange under a rule, both sides in pieces.
+#[cfg(feature = "http")]
+pub fn http_exchange(data: &[u8]) {
+    shape_http::fuzzing::exchange(data);
+}
+
+/// A client's HTTP/2 frames through the relay, under a rule.
+#[cfg(feature = "http")]
+pub fn http2_relay(data: &[u8]) {
+    shape_h2::fuzzing::relay_frames(data);
+}

@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod fuzzing;
 mod io;
 mod relay;
 mod streams;

@@ -9,6 +9,7 @@ use shape_http::rule::LiveRule;
 use shape_leaves::say::Printer;
 use shape_net::proxy::handoff::{Handed, Handoff};
 use std::sync::{Arc, OnceLock};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// How much either side may send on a stream, and on a connection,
 /// before it waits for shape to take it in: enough that a relayed stream
@@ -74,9 +75,19 @@ impl Handoff for Http2Relay {
 /// Carries one connection until either side ends it. A stream's own
 /// failure ends that stream alone.
 async fn carry(handed: Handed, rule: Arc<LiveRule>) -> Result<(), String> {
-    let said = |err: h2::Error| err.to_string();
     let client = Replayed::new(handed.client, handed.from_client).map_err(|e| e.to_string())?;
     let server = Replayed::new(handed.server, handed.from_server).map_err(|e| e.to_string())?;
+    relay(client, server, rule).await
+}
+
+/// Carries the HTTP/2 connection between `client` and `server` under
+/// `rule`, until either side ends it.
+pub(crate) async fn relay<C, S>(client: C, server: S, rule: Arc<LiveRule>) -> Result<(), String>
+where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let said = |err: h2::Error| err.to_string();
     let (upstream, upstream_connection) = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)

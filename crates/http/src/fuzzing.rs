@@ -1,4 +1,6 @@
-//! HTTP/1.x framing as a fuzz target: any bytes, fed to a request framer
+//! HTTP/1.x framing, and one connection's exchange, as fuzz targets.
+//!
+//! Framing: any bytes, fed to a request framer
 //! and a response framer in pieces of a size the first byte picks, as a
 //! client or a server might send them. Neither may take a byte it was not
 //! given, stall on bytes it was given, or panic; whatever it follows, it
@@ -38,4 +40,60 @@ fn walk(wire: &[u8], piece: usize, mut step: impl FnMut(&[u8]) -> Framed<()>) {
         }
     }
     panic!("{} bytes were not stepped through", wire.len());
+}
+
+/// One connection's exchange as a fuzz target: the first byte picks the
+/// size of the pieces and the rule (an answer, a cut, a reset, a stall or
+/// a delay to every other request); the rest is handed over in pieces,
+/// to the client's side and the server's in turn, as a proxy would. No
+/// input may panic, name bytes it was not given, or keep more than the
+/// bounds allow.
+pub fn exchange(data: &[u8]) {
+    use crate::answer::InjectedAnswer;
+    use crate::exchange::{Cut, Exchange, Messages};
+    use crate::rule::{HttpFault, HttpRule, LiveRule};
+    use crate::select::Selection;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let Some((&choice, wire)) = data.split_first() else {
+        return;
+    };
+    let fault = match choice % 5 {
+        0 => HttpFault::Answer(InjectedAnswer {
+            status: "503:busy".parse().expect("a status"),
+            fields: Vec::new(),
+        }),
+        1 => HttpFault::CutAfter(u64::from(choice)),
+        2 => HttpFault::Reset,
+        3 => HttpFault::Stall,
+        _ => HttpFault::Delay(Duration::from_millis(5)),
+    };
+    let selection = Selection {
+        every: Some(2),
+        ..Selection::default()
+    };
+    let rule = LiveRule::new(Some(HttpRule { selection, fault }), 7, 0);
+    let mut exchange = Exchange::new(Arc::new(rule), choice & 0x80 != 0);
+    let piece = usize::from(choice % 61) + 1;
+    for (turn, bytes) in wire.chunks(piece).enumerate() {
+        let side = [Messages::Requests, Messages::Responses][turn % 2];
+        let (buffer, cuts) = match side {
+            Messages::Requests => exchange.requests(bytes.to_vec(), turn as u64),
+            Messages::Responses => exchange.responses(bytes.to_vec()),
+        };
+        for cut in cuts.iter().chain(&exchange.due()) {
+            if let Cut::Pass(range) = cut {
+                assert!(range.end <= buffer.len(), "{range:?} of {}", buffer.len());
+            }
+        }
+        // Bytes wait for a head or a line, never more than its bound.
+        let most = crate::framing::MOST_HEAD + piece;
+        assert!(
+            exchange.kept_len() <= 2 * most,
+            "{} kept",
+            exchange.kept_len()
+        );
+    }
+    let _ = exchange.flush(Messages::Requests);
+    let _ = exchange.flush(Messages::Responses);
 }

@@ -180,6 +180,11 @@ impl Exchange {
         }
     }
 
+    /// How many bytes both sides keep, waiting to be framed.
+    pub fn kept_len(&self) -> usize {
+        self.kept.iter().map(Vec::len).sum()
+    }
+
     /// Why `side` is followed no further, if it is not.
     pub fn opaque(&self, side: Messages) -> Option<Opaque> {
         self.opaque[side as usize]
