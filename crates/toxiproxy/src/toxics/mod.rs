@@ -336,7 +336,7 @@ pub static TOXICS: &[Row] = &[
         ],
         extra: true,
         does: "HTTP faults on the requests it picks, in either stream, as the flags of the same names give them: status and body (503, \"slow down\"), headers (\"Retry-After: 1\", one a line), delay, stall, reset, cut_after and grpc_status (\"UNAVAILABLE\"), one at a time; picked by first, every, method, path, header and during; toxicity is each request's chance (Envoy's abort and delay, toxy's inject, abort, timeout and slowRead, HTTPChaos's abort, delay and replace)",
-        by: "`--http-status` and the other HTTP flags: HTTP/1.x followed on the proxy's connections opened while it has an `http` toxic",
+        by: "`--http-status` and the other HTTP flags: HTTP/1.x and HTTP/2 followed on the proxy's connections opened while it has an `http` toxic",
         extras: None,
         on: On::Streams,
     },
