@@ -433,6 +433,15 @@ fn serve_takes_an_http_toxic_from_toxiproxys_python_client() {
         "{toxic}"
     );
     assert_eq!(upstream.requests(), ["GET /api/cart"]);
+    let (_, metrics) = server.call_raw("GET", "/metrics", None);
+    let picked = r#"shape_http_requests_total{counted="picked",proxy="web",toxic="first_two"} 2"#;
+    assert!(metrics.contains(picked), "{metrics}");
+    let (_, state) = server.call("GET", "/ui/state", None);
+    let counted = &state["proxies"][0]["toxics"][0]["requests"];
+    assert_eq!(
+        counted,
+        &serde_json::json!({"seen": 3, "matched": 3, "picked": 2})
+    );
 }
 
 #[cfg(feature = "serve")]

@@ -45,7 +45,7 @@ impl HttpToxics {
             // The model let through only toxics whose rule reads.
             .filter_map(|toxic| {
                 let rule = rule_of(&toxic.attributes, toxic.toxicity).ok()??;
-                Some(((toxic.id << 24) ^ toxic.revision, rule))
+                Some((HttpToxics::key(toxic), rule))
             })
             .collect();
         let any = toxics.iter().any(|toxic| toxic.kind == Kind::Http);
@@ -53,8 +53,19 @@ impl HttpToxics {
         any.then(|| self.rules.clone())
     }
 
-    /// What the rules in force have seen, matched and picked, in words.
-    pub fn describe(&self) -> String {
-        self.live.describe()
+    /// The rules, which count what they see.
+    pub fn live(&self) -> Arc<LiveRule> {
+        self.live.clone()
+    }
+
+    /// The key of `toxic`'s rule: its id and revision, so that a toxic
+    /// changed counts afresh.
+    fn key(toxic: &Toxic) -> u64 {
+        (toxic.id << 24) | (toxic.revision & 0xff_ffff)
+    }
+
+    /// The id of the toxic whose rule has `key`.
+    pub fn toxic_of(key: u64) -> u64 {
+        key >> 24
     }
 }

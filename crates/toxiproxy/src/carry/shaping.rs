@@ -35,11 +35,25 @@ use std::time::Duration;
 pub const MOST_HELD: u64 = 4 << 20;
 
 /// What a proxy read and sent, up then down: toxiproxy's
-/// `received_bytes` and `sent_bytes`.
+/// `received_bytes` and `sent_bytes`; and the HTTP requests its `http`
+/// toxics saw, matched and picked.
 #[derive(Debug, Default, Clone)]
 pub struct Counters {
     pub received: [Arc<AtomicU64>; 2],
     pub sent: [Arc<Throughput>; 2],
+    pub requests: Option<Arc<shape_http::rule::LiveRule>>,
+}
+
+impl Counters {
+    /// What each `http` toxic counted, by the toxic's id.
+    pub fn requests(&self) -> Vec<(u64, shape_http::rule::Counted)> {
+        let Some(live) = &self.requests else {
+            return Vec::new();
+        };
+        (live.tally().into_iter())
+            .map(|(key, counted)| (crate::carry::HttpToxics::toxic_of(key), counted))
+            .collect()
+    }
 }
 
 /// The toxics of one proxy, with the buckets its shared bandwidths spend

@@ -449,6 +449,14 @@ function toxicList(shown) {
         element("div", {}, element("dt", { text: name }), element("dd", { text: attributeText(toxic.type, name, value) }))
       );
     }
+    if (toxic.requests) {
+      // What an http toxic's rule has seen, matched and picked so far.
+      const { seen, matched, picked } = toxic.requests;
+      attributes.append(
+        element("div", { class: "requests" }, element("dt", { text: "requests" }),
+          element("dd", { text: `seen ${seen} · matched ${matched} · picked ${picked}` }))
+      );
+    }
     const edit = element("button", { type: "button", text: "Edit", "data-action": "edit", "aria-expanded": "false" });
     const remove = element("button", { type: "button", class: "danger", text: "Remove", "data-action": "remove" });
     const item = element(

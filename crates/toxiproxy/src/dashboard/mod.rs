@@ -38,8 +38,10 @@ pub fn file(path: &str) -> Option<Reply> {
 }
 
 /// What has flowed through one proxy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Traffic {
+    /// What each `http` toxic counted, by the toxic's id.
+    pub requests: Vec<(u64, shape_http::rule::Counted)>,
     /// Bytes sent on, from clients to the upstream, then back.
     pub up: u64,
     pub down: u64,
@@ -71,7 +73,7 @@ pub fn state(model: &Model, flows: &BTreeMap<String, Traffic>) -> Value {
         .proxies
         .values()
         .map(|proxy| {
-            let flow = flows.get(&proxy.name).copied().unwrap_or_default();
+            let flow = flows.get(&proxy.name).cloned().unwrap_or_default();
             totals.up += flow.up;
             totals.down += flow.down;
             totals.connections = totals
@@ -82,6 +84,16 @@ pub fn state(model: &Model, flows: &BTreeMap<String, Traffic>) -> Value {
             shown["down"] = json!(flow.down);
             shown["connections"] = json!(flow.connections);
             shown["flows"] = json!(flow.flows);
+            for (at, toxic) in proxy.toxics.iter().enumerate() {
+                let counted = flow.requests.iter().find(|(id, _)| *id == toxic.id);
+                if let Some((_, counted)) = counted {
+                    shown["toxics"][at]["requests"] = json!({
+                        "seen": counted.seen,
+                        "matched": counted.matched,
+                        "picked": counted.picked,
+                    });
+                }
+            }
             shown
         })
         .collect();
@@ -179,9 +191,17 @@ mod tests {
         };
         model.create(given("a")).unwrap();
         model.create(given("b")).unwrap();
+        let toxic = serde_json::json!({"type": "http", "attributes": {"status": 503}});
+        let http = model.add_toxic("a", toxic.as_object().unwrap()).unwrap().id;
+        let counted = shape_http::rule::Counted {
+            seen: 3,
+            matched: 2,
+            picked: 1,
+        };
         let flows = BTreeMap::from([(
             "a".to_string(),
             Traffic {
+                requests: vec![(http, counted)],
                 up: 10,
                 down: 20,
                 connections: Some(3),
@@ -189,6 +209,11 @@ mod tests {
             },
         )]);
         let state = state(&model, &flows);
+        assert_eq!(
+            state["proxies"][0]["toxics"][0]["requests"],
+            json!({"seen": 3, "matched": 2, "picked": 1}),
+            "an http toxic's counts"
+        );
         assert_eq!(state["proxies"][0]["name"], "a");
         assert_eq!(state["proxies"][0]["upstream"], "127.0.0.1:1");
         assert_eq!(

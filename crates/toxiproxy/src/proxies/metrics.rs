@@ -42,7 +42,45 @@ pub(super) fn proxy_metrics<'a>(
             }
         }
     }
+    requests(&mut text, model, counters);
     text
+}
+
+/// What each proxy's `http` toxics saw, matched and picked, as
+/// shape's own counter.
+fn requests<'a>(
+    text: &mut String,
+    model: &Model,
+    counters: impl Iterator<Item = (&'a String, &'a Counters)>,
+) {
+    let name = "shape_http_requests_total";
+    let _ = writeln!(
+        text,
+        "# HELP {name} HTTP requests an http toxic saw, matched and picked"
+    );
+    let _ = writeln!(text, "# TYPE {name} counter");
+    for (proxy_name, counters) in counters {
+        let Ok(proxy) = model.proxy(proxy_name) else {
+            continue;
+        };
+        for (id, counted) in counters.requests() {
+            let Some(toxic) = proxy.toxics.iter().find(|toxic| toxic.id == id) else {
+                continue;
+            };
+            for (what, count) in [
+                ("seen", counted.seen),
+                ("matched", counted.matched),
+                ("picked", counted.picked),
+            ] {
+                let _ = writeln!(
+                    text,
+                    "{name}{{counted=\"{what}\",proxy=\"{}\",toxic=\"{}\"}} {count}",
+                    label(proxy_name),
+                    label(&toxic.name)
+                );
+            }
+        }
+    }
 }
 
 /// `value` as a Prometheus label value: backslashes, quotes and line

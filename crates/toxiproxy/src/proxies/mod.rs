@@ -109,7 +109,11 @@ impl Proxies {
         let seed = self.seed;
         let say = self.say.clone();
         self.running.entry(proxy.name.clone()).or_insert_with(|| {
-            let counters = Counters::default();
+            let http = HttpToxics::new(seed, &proxy.name, say);
+            let counters = Counters {
+                requests: Some(http.live()),
+                ..Counters::default()
+            };
             shape_leaves::lock::lock(tallies).insert(proxy.name.clone(), counters.clone());
             KeptProxy {
                 route: None,
@@ -117,7 +121,7 @@ impl Proxies {
                 shared: SharedBuckets::default(),
                 effects: Effects::default(),
                 counters,
-                http: HttpToxics::new(seed, &proxy.name, say),
+                http,
             }
         })
     }
@@ -249,6 +253,7 @@ impl CarriesOut for Proxies {
             .iter()
             .map(|(name, running)| {
                 let flow = Traffic {
+                    requests: running.counters.requests(),
                     up: running.counters.sent[Way::Up as usize].total(),
                     down: running.counters.sent[Way::Down as usize].total(),
                     flows: running
