@@ -418,8 +418,9 @@ impl Direction {
                 self.line
                     .push_not_before(Chunk::Bytes(bytes), now, not_before);
             }
-            piped => {
-                self.line.push_not_before(piped, now, not_before);
+            // Spliced bytes, or a reset in its turn.
+            other => {
+                self.line.push_not_before(other, now, not_before);
             }
         }
     }
