@@ -106,3 +106,27 @@ fn sixty_four_mib_each_way_on_one_stream_pass_whole_past_a_rule_that_picks_nothi
     assert_eq!(calls(&python, "echo", &proxy), "ok");
     assert_eq!(server.requests(), ["/shop.Cart/Echo"]);
 }
+
+#[test]
+fn a_relayed_connection_keeps_its_link_to_the_server_delayed() {
+    let Some((server, python)) = grpc_server() else {
+        return;
+    };
+    let (proxy, _) = server.behind(&[
+        "--grpc-status",
+        "14",
+        "--path",
+        "/never",
+        "--delay",
+        "300ms",
+    ]);
+    let start = std::time::Instant::now();
+    assert_eq!(calls(&python, "call", &proxy), "ok ok");
+    // The call's request and answer each cross the link once, after the
+    // handshakes' crossings: never less than a round trip.
+    assert!(
+        start.elapsed() >= std::time::Duration::from_millis(600),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -1,5 +1,5 @@
-//! A socket handed over, as tokio reads and writes it, with what the
-//! proxy's loop had read from it already put back in front.
+//! A client's socket handed over, as tokio reads and writes it, with
+//! what the proxy's loop had read from it already put back in front.
 
 use std::io;
 use std::pin::Pin;

@@ -1,6 +1,7 @@
 //! The relay: a runtime of its own, and each connection handed to it
 //! carried as two HTTP/2 connections, the client's to shape and shape's
-//! to the upstream, each stream of one put to the rules and, unless a
+//! to the upstream (through the proxy's loop, which paces and delays it
+//! as any connection), each stream of one put to the rules and, unless a
 //! rule answers it, carried on the other.
 
 use crate::io::Replayed;
@@ -76,7 +77,7 @@ impl Handoff for Http2Relay {
 /// failure ends that stream alone.
 async fn carry(handed: Handed, rule: Arc<LiveRule>) -> Result<(), String> {
     let client = Replayed::new(handed.client, handed.from_client).map_err(|e| e.to_string())?;
-    let server = Replayed::new(handed.server, handed.from_server).map_err(|e| e.to_string())?;
+    let server = tokio::net::UnixStream::from_std(handed.server).map_err(|e| e.to_string())?;
     relay(client, server, rule).await
 }
 

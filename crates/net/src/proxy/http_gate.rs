@@ -50,8 +50,8 @@ impl HttpRules {
         self.rule.describe()
     }
 
-    /// A gate for a new connection; one between TCP sockets (`tcp`) may
-    /// be handed over if it speaks HTTP/2.
+    /// A gate for a new connection; one whose client is a TCP socket
+    /// (`tcp`) may be handed over if it speaks HTTP/2.
     pub(super) fn gate(&self, tcp: bool) -> HttpGate {
         let http2 = self.http2.clone().filter(|_| tcp);
         HttpGate {

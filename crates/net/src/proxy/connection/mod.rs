@@ -256,8 +256,7 @@ impl Connection {
             Bounds::new(up_plan, passed_up)?,
             Bounds::new(down_plan, passed_down)?,
         ];
-        let tcp = start.client.is_tcp() && start.server.is_tcp();
-        let http = start.rules.http().map(|rules| rules.gate(tcp));
+        let http = (start.rules.http()).map(|rules| rules.gate(start.client.is_tcp()));
         let link = start.rules.link();
         let received = start.rules.received();
         let direction = |way: Way| {
@@ -404,21 +403,39 @@ impl Connection {
         self.up.handed.is_some()
     }
 
-    /// Where it goes now that its client spoke HTTP/2, with its sockets
-    /// and what each side sent that was not passed on; the sockets must
-    /// be out of the loop's poll. `None` if it is not to be handed over
-    /// (then it is dropped, and closed).
-    pub(super) fn hand_over(mut self) -> Option<(Arc<dyn Handoff>, Handed)> {
-        let from_client = self.up.handed.take()?;
-        let (relay, from_server) = self.http.as_mut()?.http2()?;
+    /// Hands its client, which spoke HTTP/2, to the relay: the relay's
+    /// end of a new socket pair takes the client's place, and from now on
+    /// the connection carries what the relay and the server say to each
+    /// other, untouched by HTTP rules, what the server said first before
+    /// the rest. Its client must be out of the loop's poll, and the new
+    /// one put in. Fails if the client is not a TCP socket, or no pair
+    /// can be made (then it is to be closed).
+    pub(super) fn hand_over(&mut self, now: u64) -> io::Result<(Arc<dyn Handoff>, Handed)> {
+        let refused = || io::Error::other("not to be handed over");
+        let from_client = self.up.handed.take().ok_or_else(refused)?;
+        let (relay, held) = self
+            .http
+            .take()
+            .and_then(|mut gate| gate.http2())
+            .ok_or_else(refused)?;
+        if !self.client.is_tcp() {
+            return Err(refused());
+        }
+        let (ours, relays) = std::os::unix::net::UnixStream::pair()?;
+        ours.set_nonblocking(true)?;
+        relays.set_nonblocking(true)?;
+        let ours = Stream::unix(mio::net::UnixStream::from_std(ours));
+        let client = std::mem::replace(&mut self.client, ours);
+        let client = client.into_std_tcp().map_err(|_| refused())?;
+        self.up.carry_on();
+        self.down.pass_on(held, now);
         let handed = Handed {
-            client: self.client.into_std_tcp().ok()?,
-            server: self.server.into_std_tcp().ok()?,
+            client,
             from_client,
-            from_server,
-            peer: self.peer,
+            server: relays,
+            peer: self.peer.clone(),
         };
-        Some((relay, handed))
+        Ok((relay, handed))
     }
 
     /// True once a byte has passed to or from the server.

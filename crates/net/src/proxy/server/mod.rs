@@ -428,12 +428,7 @@ impl<'a> EventLoop<'a> {
         }
         let connection = &mut self.connections[key];
         if stepped.is_ok() && connection.handing_over() {
-            let connection = self.release(key);
-            match connection.hand_over() {
-                Some((relay, handed)) => relay.take(handed),
-                None => self.say("shape: an HTTP/2 connection could not be handed over: closed"),
-            }
-            return;
+            return self.hand_over(key);
         }
         let finished = match stepped {
             Ok(()) => connection.done(),
@@ -493,6 +488,36 @@ impl<'a> EventLoop<'a> {
         };
         self.say(&line);
         true
+    }
+
+    /// Hands connection `key`'s client, which spoke HTTP/2, to its
+    /// route's relay, and steps on with the relay in its place; or, if
+    /// that cannot be, closes it and says so.
+    fn hand_over(&mut self, key: usize) {
+        let now = self.clock.now();
+        let connection = &mut self.connections[key];
+        let registry = self.poll.registry();
+        let _ = registry.deregister(connection.client.source());
+        let both = Interest::READABLE | Interest::WRITABLE;
+        let handed = connection.hand_over(now).and_then(|handed| {
+            registry.register(connection.client.source(), Token(key * 2), both)?;
+            Ok(handed)
+        });
+        match handed {
+            Ok((relay, handed)) => {
+                relay.take(handed);
+                self.step(key);
+            }
+            Err(err) => {
+                let line = format!(
+                    "shape: {}: HTTP/2: {}; closed",
+                    connection.peer,
+                    one_line(&err)
+                );
+                self.say(&line);
+                self.forget(key);
+            }
+        }
     }
 
     /// Closes connection `key`'s sockets and forgets it.

@@ -443,6 +443,18 @@ impl Direction {
         }
     }
 
+    /// Carries on after its connection's client was handed over: the
+    /// relay now speaks in its place.
+    pub(in crate::proxy) fn carry_on(&mut self) {
+        (self.handed, self.ended, self.done) = (None, false, false);
+    }
+
+    /// Passes `bytes` on, as if read and paid for at `now`: what the
+    /// server said before its client was handed over.
+    pub(in crate::proxy) fn pass_on(&mut self, bytes: Vec<u8>, now: u64) {
+        self.put(vec![Piece::Bytes(bytes)], now, None);
+    }
+
     /// Puts the answers of shape's whose turn has come in the line, once
     /// nothing waits for tokens before them, or what the gate kept once
     /// the input ended. Returns whether anything went in.
