@@ -6,6 +6,7 @@
 //! relay on a thread of its own, a proxy whose servers the supervisor
 //! connects and hands over.
 
+use super::http::LiveHttp;
 use super::live::{
     PassOn, damaged, go_live, printer, two_counts, two_way_adjuster, two_way_reporter, two_ways,
 };
@@ -45,10 +46,12 @@ pub fn run(plan: &ExecPlan) -> anyhow::Result<Exit> {
     let (up, down, member) = two_ways(pacing)?;
     let conditions = conditions(at_start, *linked);
     let ([passed_up, passed_down], passed) = two_counts();
-    let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down]);
+    let live = LiveHttp::of(plan.http.as_ref(), at_start.seed);
+    let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down], live.as_ref());
     let printer = printer(reporter.as_ref());
     let report = (!pacing.quiet).then(|| printer.clone());
-    let (http, remote) = super::http::live(plan.http.as_ref(), at_start.seed, report).unzip();
+    let http = live.as_ref().map(|live| live.rules(report));
+    let remote = live.as_ref().map(LiveHttp::remote);
     let adjuster = two_way_adjuster([&up, &down], pacing, conditions.clone(), remote);
     // Signals are passed on from the start (see `PassedOn`).
     let (target, pass_on) = PassedOn::shared();

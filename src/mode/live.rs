@@ -3,6 +3,7 @@
 //! and the progress reporter, each as the plan's [`Pacing`] and
 //! [`ProgressPlan`] say.
 
+use super::http::LiveHttp;
 use super::plan::{Pacing, ProgressPlan};
 use crate::control::{self, Adjuster, ControlDir, Registration, Run, ShareName, fleet, share};
 use crate::progress::{Reporter, Source};
@@ -65,6 +66,19 @@ pub fn start_reporter(
     total: Option<u64>,
     buckets: &[Arc<Bucket>],
 ) -> Option<Reporter> {
+    reporter_with(progress, counting, passed, total, buckets, None)
+}
+
+/// As [`start_reporter`], with what an HTTP rule counts in the JSON
+/// records, if there is one.
+fn reporter_with(
+    progress: &ProgressPlan,
+    counting: Counting,
+    passed: &Passed,
+    total: Option<u64>,
+    buckets: &[Arc<Bucket>],
+    requests: Option<Box<dyn Fn() -> [u64; 3] + Send>>,
+) -> Option<Reporter> {
     progress.shown.map(|(style, interval)| {
         let buckets = buckets.to_vec();
         let source = Source {
@@ -73,6 +87,7 @@ pub fn start_reporter(
             total,
             limits: Box::new(move || buckets.iter().map(|bucket| bucket.limit()).collect()),
             look: progress.look.clone(),
+            requests,
         };
         Reporter::start(style, interval, source)
     })
@@ -116,13 +131,15 @@ pub fn two_way_reporter(
     pacing: &Pacing,
     passed: &Passed,
     [up, down]: [&Arc<Bucket>; 2],
+    http: Option<&LiveHttp>,
 ) -> Option<Reporter> {
-    start_reporter(
+    reporter_with(
         progress,
         pacing.start.counting,
         passed,
         None,
         &[up.clone(), down.clone()],
+        http.map(LiveHttp::counting),
     )
 }
 

@@ -2,6 +2,7 @@
 //! ended by a signal, with the live controls of a copy (`--remote`,
 //! `--rate-file`, `--schedule`, SIGUSR1), which change both directions.
 
+use super::http::LiveHttp;
 use super::live::{
     damaged, go_live, printer, two_counts, two_way_adjuster, two_way_reporter, two_ways,
 };
@@ -29,10 +30,12 @@ pub fn run(plan: &ProxyPlan) -> anyhow::Result<Exit> {
     let (up, down, member) = two_ways(pacing)?;
     let conditions = Arc::new(Conditions::new(at_start.in_force()));
     let ([passed_up, passed_down], passed) = two_counts();
-    let reporter = two_way_reporter(progress, pacing, &passed, [&up, &down]);
+    let live = LiveHttp::of(http.as_ref(), at_start.seed);
+    let reporter = two_way_reporter(progress, pacing, &passed, [&up, &down], live.as_ref());
     let printer = printer(reporter.as_ref());
     let report = (!pacing.quiet).then(|| printer.clone());
-    let (http, remote) = super::http::live(http.as_ref(), at_start.seed, report).unzip();
+    let http = live.as_ref().map(|live| live.rules(report));
+    let remote = live.as_ref().map(LiveHttp::remote);
     let adjuster = two_way_adjuster([&up, &down], pacing, conditions.clone(), remote);
     let (_, _registration) = go_live(
         pacing,

@@ -45,7 +45,7 @@ pub fn run(plan: &UdpPlan) -> anyhow::Result<Exit> {
             format!("up: {}; down: {}", up.describe(), down.describe())
         })),
     );
-    let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down]);
+    let reporter = two_way_reporter(&plan.progress, pacing, &passed, [&up, &down], None);
     let printer = printer(reporter.as_ref());
     let handle = proxy.handle()?;
     adjuster.on_change(Box::new(move || handle.wake()));

@@ -70,6 +70,9 @@ pub struct Source {
     pub limits: Box<dyn Fn() -> Vec<Limit> + Send>,
     /// What the bar looks like, as pv's switches ask.
     pub look: BarLook,
+    /// The HTTP requests an HTTP rule has seen, matched and picked, if it
+    /// has one: JSON records carry them.
+    pub requests: Option<Box<dyn Fn() -> [u64; 3] + Send>>,
 }
 
 /// What the bar shows, as pv's switches ask: its name (`-N`), whether it
@@ -290,6 +293,7 @@ impl Drawing {
                     rate,
                     limit: source.counting.per_second(limit),
                     total: source.total,
+                    requests: source.requests.as_ref().map(|requests| requests()),
                     done,
                 };
                 let line = record.json(source.counting, source.look.name.as_deref());
@@ -349,6 +353,8 @@ struct ProgressLine {
     /// The limit per second, if any.
     limit: Option<f64>,
     total: Option<u64>,
+    /// HTTP requests seen, matched and picked, under an HTTP rule.
+    requests: Option<[u64; 3]>,
     done: bool,
 }
 
@@ -365,6 +371,7 @@ impl ProgressLine {
             rate,
             limit,
             total,
+            requests,
             done,
         } = *self;
         let pace = limit.map_or(rate, |l| if rate > 0.0 { rate.min(l) } else { l });
@@ -376,8 +383,11 @@ impl ProgressLine {
         let named = name.map_or(String::new(), |name| {
             format!("\"name\":{},", json_string(name))
         });
+        let http = requests.map_or(String::new(), |[seen, matched, picked]| {
+            format!("\"http\":{{\"seen\":{seen},\"matched\":{matched},\"picked\":{picked}}},")
+        });
         format!(
-            "{{{named}\"{}\":{count},\"elapsed\":{elapsed:.3},\"rate\":{rate:.3},\"limit\":{},\"total\":{},\"eta\":{},\"done\":{done}}}",
+            "{{{named}\"{}\":{count},\"elapsed\":{elapsed:.3},\"rate\":{rate:.3},\"limit\":{},\"total\":{},\"eta\":{},{http}\"done\":{done}}}",
             counting.units(),
             number(limit),
             total.map_or("null".to_string(), |t| t.to_string()),
@@ -473,6 +483,7 @@ mod tests {
             rate,
             limit,
             total,
+            requests: None,
             done,
         };
         assert_eq!(
@@ -487,6 +498,14 @@ mod tests {
             record(2000, 2.0, 0.0, None, Some(2000), true)
                 .json(Counting::Bytes, None)
                 .contains(r#""eta":0.000"#)
+        );
+        let http = ProgressLine {
+            requests: Some([3, 2, 1]),
+            ..record(9, 1.0, 9.0, None, None, false)
+        };
+        assert!(
+            http.json(Counting::Bytes, None)
+                .ends_with(r#""http":{"seen":3,"matched":2,"picked":1},"done":false}"#)
         );
         assert_eq!(
             record(40, 20.0, 2.0, Some(2.0), Some(100), false).json(Counting::Lines, None),
@@ -503,6 +522,7 @@ mod tests {
             rate: 28.0,
             limit: None,
             total: None,
+            requests: None,
             done: true,
         };
         let line = record.json(Counting::Bytes, Some(name));

@@ -472,3 +472,26 @@ fn serve_refuses_an_http_toxic_that_does_not_read() {
         );
     }
 }
+
+#[test]
+fn json_progress_records_carry_the_rules_counts() {
+    if !installed("curl") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let args = [
+        "--http-status",
+        "503",
+        "--first",
+        "1",
+        "--progress",
+        "json",
+        "-i",
+        "0.1",
+    ];
+    let (proxy, url) = upstream.behind(&args);
+    for path in ["/a", "/b"] {
+        curl(&["-o", "/dev/null", &format!("{url}{path}")]);
+    }
+    proxy.wait_for_stderr(r#""http":{"seen":2,"matched":2,"picked":1}"#);
+}
