@@ -130,3 +130,30 @@ fn a_relayed_connection_keeps_its_link_to_the_server_delayed() {
         start.elapsed()
     );
 }
+
+#[test]
+fn an_upgrade_to_h2c_is_declined_and_each_request_meets_the_rule() {
+    if !installed("curl") {
+        return;
+    }
+    let upstream = Upstream::start();
+    let (_proxy, url) = upstream.behind(&["--http-status", "503", "--first", "1"]);
+    // curl --http2 on http:// asks for h2c by Upgrade; the exchange stays
+    // HTTP/1.1, kept alive, and the rule meets both requests.
+    let output = Command::new("curl")
+        .args([
+            "-s",
+            "--http2",
+            "-w",
+            "%{http_code} %{http_version}\\n",
+            "-o",
+            "/dev/null",
+        ])
+        .args([format!("{url}/a"), format!("{url}/b")])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.starts_with("503 1.1\n"), "{said}");
+    assert!(said.ends_with("200 1.1\n"), "{said}");
+    assert_eq!(upstream.requests(), ["GET /b"]);
+}

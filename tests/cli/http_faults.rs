@@ -19,7 +19,8 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    fn start() -> Upstream {
+    /// Python's http.server, which says each request it is sent.
+    pub fn start() -> Upstream {
         let mut command = Command::new("python3");
         command.arg(ours("tests/clients/http_upstream.py"));
         Upstream::run(command, "request ")

@@ -36,8 +36,17 @@ impl Exchange {
                     break;
                 }
                 Framed::Head(head, len) => {
+                    // HTTP/2 by upgrade is declined, as a server may, so
+                    // that the rules meet each request in HTTP/1.1.
+                    let h2c = head.asks_h2c();
+                    if h2c {
+                        self.requests.declined_upgrade(&head);
+                    }
                     if self.decide(&head, now, &mut cuts) {
-                        pass(&mut cuts, at..at + len);
+                        match h2c {
+                            true => cuts.push(Cut::Insert(head.without_upgrade())),
+                            false => pass(&mut cuts, at..at + len),
+                        }
                     }
                     at += len;
                 }

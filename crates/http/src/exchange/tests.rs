@@ -278,6 +278,36 @@ fn an_http2_client_is_handed_over_with_what_the_server_said_first() {
     );
 }
 
+#[test]
+fn an_upgrade_to_h2c_is_declined_and_the_rules_meet_each_request() {
+    let mut exchange = exchange(
+        Selection {
+            path: Some("/two".parse().unwrap()),
+            ..Selection::default()
+        },
+        answer_503(),
+    );
+    let upgrade = b"GET /one HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\nGET /two HTTP/1.1\r\n\r\n";
+    assert_eq!(up(&mut exchange, upgrade), "[GET /one HTTP/1.1]");
+    let (buffer, cuts) = exchange.requests(Vec::new(), 0);
+    assert!(buffer.is_empty() && cuts.is_empty());
+    let ok = String::from_utf8_lossy(OK);
+    assert_eq!(
+        down(&mut exchange, OK),
+        format!("{ok}[HTTP/1.1 503 Service Unavailable]"),
+        "the second request was framed, not tunnelled"
+    );
+    let head = match crate::framing::RequestFramer::default().step(upgrade) {
+        crate::framing::Framed::Head(head, _) => head,
+        step => panic!("{step:?}"),
+    };
+    assert_eq!(
+        String::from_utf8(head.without_upgrade()).unwrap(),
+        "GET /one HTTP/1.1\r\nHost: a\r\n\r\n"
+    );
+}
+
 /// A stream of requests or responses, of the kinds a proxy meets.
 fn messages(responses: bool) -> impl Strategy<Value = Vec<u8>> {
     let one =

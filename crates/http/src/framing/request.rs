@@ -47,6 +47,51 @@ impl RequestHead {
     pub fn is_connect(&self) -> bool {
         self.method.eq_ignore_ascii_case("CONNECT")
     }
+
+    /// True if it asks to leave HTTP/1.1 for HTTP/2 over cleartext
+    /// (`Upgrade: h2c`).
+    pub fn asks_h2c(&self) -> bool {
+        self.headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("upgrade"))
+            .filter_map(|(_, value)| std::str::from_utf8(value).ok())
+            .flat_map(|value| value.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case("h2c"))
+    }
+
+    /// The head as sent, but without the upgrade to HTTP/2 over
+    /// cleartext: no `Upgrade` or `HTTP2-Settings` fields, and `Connection`
+    /// without their tokens (RFC 9110, 7.8: a server may ignore an
+    /// upgrade, and the exchange goes on in HTTP/1.1).
+    pub fn without_upgrade(&self) -> Vec<u8> {
+        let mut head = format!("{} {} HTTP/1.{}\r\n", self.method, self.target, self.minor);
+        for (name, value) in &self.headers {
+            if ["upgrade", "http2-settings"]
+                .iter()
+                .any(|gone| name.eq_ignore_ascii_case(gone))
+            {
+                continue;
+            }
+            let value = String::from_utf8_lossy(value);
+            if name.eq_ignore_ascii_case("connection") {
+                let kept: Vec<&str> = (value.split(','))
+                    .map(str::trim)
+                    .filter(|token| {
+                        !["upgrade", "http2-settings"]
+                            .iter()
+                            .any(|gone| token.eq_ignore_ascii_case(gone))
+                    })
+                    .collect();
+                if !kept.is_empty() {
+                    head.push_str(&format!("{name}: {}\r\n", kept.join(", ")));
+                }
+                continue;
+            }
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        head.into_bytes()
+    }
 }
 
 /// Follows the requests a client sends on one connection.
@@ -75,6 +120,12 @@ impl RequestFramer {
     /// unseen (spliced).
     pub fn went_by(&mut self, len: u64) {
         self.state.went_by(len)
+    }
+
+    /// Takes `head`, just framed, as sent without its upgrade (see
+    /// [`RequestHead::without_upgrade`]): its body follows, not a tunnel.
+    pub fn declined_upgrade(&mut self, head: &RequestHead) {
+        self.state = FramerAt::Body(Body::new(head.framing));
     }
 
     /// What the first bytes of `buf` (those not yet taken) are; the caller
