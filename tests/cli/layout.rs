@@ -53,6 +53,7 @@ fn no_type_name_stands_for_two_ideas() {
         "HttpPlan",
         "HttpRules",
         "HttpGate",
+        "LiveHttp",
         "Route",
         "Tally",
     ];
