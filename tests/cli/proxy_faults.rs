@@ -121,12 +121,13 @@ fn an_http_client_reads_the_reply_in_slices_of_the_size_asked() {
         .collect();
     assert_eq!(sizes.iter().sum::<usize>(), body.len(), "{sizes:?}");
     // The headers end within a slice, and the body may end within one:
-    // every read between them is one slice.
+    // every read between them is whole slices, and nearly all are one (a
+    // reader the machine held up late finds two waiting).
     assert!(sizes.len() > 90, "{sizes:?}");
-    assert!(
-        sizes[1..sizes.len() - 1].iter().all(|&n| n == 7),
-        "{sizes:?}"
-    );
+    let between = &sizes[1..sizes.len() - 1];
+    assert!(between.iter().all(|&n| n % 7 == 0), "{sizes:?}");
+    let one = between.iter().filter(|&&n| n == 7).count();
+    assert!(one * 10 >= between.len() * 9, "{sizes:?}");
 }
 
 #[test]
