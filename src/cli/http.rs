@@ -24,6 +24,10 @@ pub struct HttpFlags {
     pub http_status: Option<String>,
 
     /// HTTP: a header of --http-status's answer (repeatable).
+    ///
+    /// HTTP: a header field of the answer --http-status gives, 'Name:
+    /// value' ('Retry-After: 1'); give it again for more. Content-Length,
+    /// Transfer-Encoding and Connection are shape's to set.
     #[arg(
         long,
         hide_short_help = true,
@@ -59,8 +63,9 @@ pub struct HttpFlags {
     /// HTTP: cut the answers to picked requests after SIZE of their body.
     ///
     /// HTTP: a request picked goes on, and its answer passes up to SIZE
-    /// bytes of its body as sent; then the client's connection is closed
-    /// (its reader sees the end of the data).
+    /// bytes of its body's content (a chunked body's framing is not
+    /// counted); then the client's connection is closed (its reader sees
+    /// the end of the data), or on HTTP/2 the stream is reset.
     #[arg(
         long,
         hide_short_help = true,
@@ -85,10 +90,19 @@ pub struct HttpFlags {
     pub grpc_status: Option<String>,
 
     /// HTTP: pick only the first N requests that match.
-    #[arg(long, value_name = "N", help_heading = "HTTP faults")]
+    ///
+    /// HTTP: pick only the first N requests that match the other filters,
+    /// counted across every connection of the proxy (or of --exec's
+    /// command), from when the rule was set.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "HTTP faults")]
     pub first: Option<u64>,
 
     /// HTTP: pick only every Nth request that matches.
+    ///
+    /// HTTP: pick only every Nth request that matches the other filters:
+    /// the Nth, 2Nth, ... With --first or --affect too, a request is
+    /// picked if all of them pick it: '--first 6 --every 2' picks the 2nd,
+    /// 4th and 6th.
     #[arg(long, hide_short_help = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "HTTP faults")]
     pub every: Option<u64>,
 
@@ -106,6 +120,8 @@ pub struct HttpFlags {
     pub path: Option<String>,
 
     /// HTTP: only requests of this method (any case).
+    ///
+    /// HTTP: only requests of method NAME ('POST'), whatever its case.
     #[arg(
         long,
         hide_short_help = true,
@@ -115,6 +131,10 @@ pub struct HttpFlags {
     pub method: Option<String>,
 
     /// HTTP: only requests with this header, and this value if given.
+    ///
+    /// HTTP: only requests that carry the header field NAME, whatever its
+    /// case, with VALUE exactly if given ('X-Chaos: hang', 'X-Canary'); in
+    /// gRPC, a call's metadata.
     #[arg(
         long,
         hide_short_help = true,
@@ -124,6 +144,10 @@ pub struct HttpFlags {
     pub header: Option<String>,
 
     /// HTTP: only requests that come within this window after the start.
+    ///
+    /// HTTP: only requests that come from FROM to UNTIL after the rule was
+    /// set (the proxy's start, or the --remote that changed it): '10s..20s'
+    /// is an outage window.
     #[arg(
         long,
         hide_short_help = true,

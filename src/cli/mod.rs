@@ -572,7 +572,8 @@ pub struct Cli {
     ///
     /// Proxy: do the faults to this fraction of connections only (PROB,
     /// '0.5' or '50%'), the others passing clean; which ones is drawn
-    /// from the seed.
+    /// from the seed. With an HTTP fault (--http-status and the rest),
+    /// the fraction of requests it picks instead.
     #[arg(long, value_name = "PROB", value_parser = parse_probability, allow_hyphen_values = true, help_heading = "Slow links and faults")]
     pub affect: Option<f64>,
 

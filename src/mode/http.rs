@@ -98,8 +98,9 @@ impl RuleControl for Remote {
     }
 
     fn change(&self, flags: &[(String, String)]) {
+        use shape_bucket::Clock;
         if let Ok(rule) = Remote::read(flags) {
-            self.0.set(rule);
+            self.0.set(rule, shape_bucket::MonotonicClock.now());
         }
     }
 

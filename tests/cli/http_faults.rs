@@ -339,7 +339,7 @@ fn http_flags_that_do_not_hold_together_are_refused() {
     assert_eq!(run.code(), 2);
     assert!(
         run.stderr
-            .contains("--http-status applies to a proxy's requests")
+            .contains("--http-status applies to a TCP proxy's requests")
     );
 }
 
@@ -371,8 +371,9 @@ fn remote_changes_the_rule_counts_afresh_and_turns_it_off() {
     assert_eq!([get("/a"), get("/b")], ["503", "200"]);
     let asked = runtime.remote(pid, []);
     assert!(
-        String::from_utf8_lossy(&asked.stdout)
-            .contains("http: answer 503 to the first 1: seen 2, matched 2, picked 1"),
+        String::from_utf8_lossy(&asked.stdout).contains(
+            "http: answer 503 to requests among the first 1: seen 2, matched 2, picked 1"
+        ),
         "{asked:?}"
     );
     let changed = runtime.remote(pid, ["--http-status", "429", "--path", "/slow/*"]);
@@ -405,8 +406,9 @@ fn under_exec_a_programs_own_requests_meet_the_rule_and_stats_count_them() {
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "200 /own");
     assert!(
-        run.stderr
-            .contains("http: answer 503 to the first 2: seen 3, matched 3, picked 2"),
+        run.stderr.contains(
+            "http: answer 503 to requests among the first 2: seen 3, matched 3, picked 2"
+        ),
         "{}",
         run.stderr
     );

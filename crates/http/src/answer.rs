@@ -29,10 +29,12 @@ impl FromStr for AnswerStatus {
                 "expected a status from 200 to 599, and the body after ':' if any \
                     (e.g. 503, '429:slow down')",
             )?;
-        Ok(AnswerStatus {
+        let status = AnswerStatus {
             code,
             body: body.as_bytes().to_vec(),
-        })
+        };
+        status.check()?;
+        Ok(status)
     }
 }
 
@@ -101,6 +103,16 @@ impl FromStr for GrpcStatus {
             code: found as u8,
             message: message.to_string(),
         })
+    }
+}
+
+impl AnswerStatus {
+    /// Refuses a body that the status cannot carry (204, 304).
+    pub fn check(&self) -> Result<(), String> {
+        match (self.code, self.body.is_empty()) {
+            (204 | 304, false) => Err(format!("a {} answer has no body", self.code)),
+            _ => Ok(()),
+        }
     }
 }
 

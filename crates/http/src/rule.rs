@@ -64,6 +64,9 @@ struct CountedRule {
     key: u64,
     rule: HttpRule,
     counts: Counts,
+    /// When it was put in force, on the clock the connections are stepped
+    /// by, which `--during` counts from.
+    since: u64,
 }
 
 /// The rules of a proxy (or of an `--exec` run), shared by all its
@@ -74,9 +77,6 @@ pub struct LiveRule {
     in_force: Mutex<Arc<[Arc<CountedRule>]>>,
     /// What chance (`--affect`) draws from.
     seed: u64,
-    /// The moment the proxy started, on the clock the connections are
-    /// stepped by, which `--during` counts from.
-    started: u64,
 }
 
 /// How many requests a rule has seen, matched and picked.
@@ -88,29 +88,30 @@ pub struct Counted {
 }
 
 impl LiveRule {
-    pub fn new(rule: Option<HttpRule>, seed: u64, started: u64) -> LiveRule {
+    /// The rules of a proxy, `rule` in force from `now`; chance is drawn
+    /// from `seed`.
+    pub fn new(rule: Option<HttpRule>, seed: u64, now: u64) -> LiveRule {
         let live = LiveRule {
             in_force: Mutex::new(Arc::new([])),
             seed,
-            started,
         };
-        live.set(rule);
+        live.set(rule, now);
         live
     }
 
-    /// Puts `rule` in force alone (none: turns the rules off), its counts
-    /// from zero.
-    pub fn set(&self, rule: Option<HttpRule>) {
-        let rules: Vec<Arc<CountedRule>> = rule
-            .map(|rule| CountedRule::new(0, rule))
-            .into_iter()
+    /// Puts `rule` in force alone from `now` (none: turns the rules off),
+    /// its counts from zero.
+    pub fn set(&self, rule: Option<HttpRule>, now: u64) {
+        let rules: Vec<Arc<CountedRule>> = (rule.into_iter())
+            .map(|rule| CountedRule::new(0, rule, now))
             .collect();
         *lock(&self.in_force) = rules.into();
     }
 
     /// Puts `rules` in force, in order, each with its key: a key in force
-    /// already keeps its counts, a new one counts from zero.
-    pub fn set_all(&self, rules: Vec<(u64, HttpRule)>) {
+    /// already keeps its counts and its start, a new one counts from zero
+    /// and from `now`.
+    pub fn set_all(&self, rules: Vec<(u64, HttpRule)>, now: u64) {
         let mut in_force = lock(&self.in_force);
         let kept: Vec<Arc<CountedRule>> = rules
             .into_iter()
@@ -119,7 +120,7 @@ impl LiveRule {
                     .iter()
                     .find(|counted| counted.key == key)
                     .cloned()
-                    .unwrap_or_else(|| CountedRule::new(key, rule))
+                    .unwrap_or_else(|| CountedRule::new(key, rule, now))
             })
             .collect();
         *in_force = kept.into();
@@ -130,8 +131,9 @@ impl LiveRule {
         lock(&self.in_force).clone()
     }
 
-    /// The rules in force and their counts, in words: `http: answer 503
-    /// to the first 2: seen 3, matched 3, picked 2`; or that none is.
+    /// The rules in force and their counts, in words (`http: answer 503
+    /// to requests among the first 2: seen 3, matched 3, picked 2`); or
+    /// that none is.
     pub fn describe(&self) -> String {
         let now = self.now();
         if now.is_empty() {
@@ -166,10 +168,10 @@ impl LiveRule {
     /// force picks it.
     pub fn pick(&self, request: &RequestHead, now: u64) -> Option<HttpFault> {
         let in_force = self.now();
-        let since = Duration::from_nanos(now.saturating_sub(self.started));
         in_force
             .iter()
             .find(|counted| {
+                let since = Duration::from_nanos(now.saturating_sub(counted.since));
                 (counted.rule.selection).picks(request, since, &counted.counts, self.seed)
             })
             .map(|counted| counted.rule.fault.clone())
@@ -202,11 +204,12 @@ impl LiveRule {
 }
 
 impl CountedRule {
-    fn new(key: u64, rule: HttpRule) -> Arc<CountedRule> {
+    fn new(key: u64, rule: HttpRule, since: u64) -> Arc<CountedRule> {
         Arc::new(CountedRule {
             key,
             rule,
             counts: Counts::default(),
+            since,
         })
     }
 

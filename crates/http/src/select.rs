@@ -84,43 +84,68 @@ impl Selection {
 }
 
 impl fmt::Display for Selection {
-    /// Which requests, in words: `to the first 2 of POST /pay/*`.
+    /// Which requests, in words: `to requests among the first 2 of POST
+    /// /pay/*`, `to every request with X-Chaos: hang`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut which = Vec::new();
         if let Some(first) = self.first {
-            which.push(format!("the first {first}"));
+            which.push(format!("among the first {first}"));
         }
         if let Some(every) = self.every {
-            which.push(format!("every {every}th"));
+            which.push(format!("every {}", ordinal(every)));
         }
         if let Some(affect) = self.affect {
-            which.push(format!("{}%", affect * 100.0));
+            which.push(format!("{}% by chance", affect * 100.0));
         }
-        let which = match which.is_empty() {
-            true => "every request".to_string(),
-            false => which.join(", "),
-        };
-        write!(f, "to {which}")?;
-        let mut of = Vec::new();
-        if let Some(method) = &self.method {
-            of.push(method.clone());
+        match which.is_empty() {
+            true => f.write_str("to every request")?,
+            false => write!(f, "to requests {}", which.join(" and "))?,
         }
-        if let Some(path) = &self.path {
-            of.push(path.to_string());
+        let of: Vec<String> = [
+            self.method.clone(),
+            self.path.as_ref().map(|p| p.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !of.is_empty() {
+            write!(f, " of {}", of.join(" "))?;
         }
         if let Some(header) = &self.header {
             match &header.value {
-                Some(value) => of.push(format!("with {}: {value}", header.name)),
-                None => of.push(format!("with {}", header.name)),
+                Some(value) => write!(f, " with {}: {value}", header.name)?,
+                None => write!(f, " with {}", header.name)?,
             }
         }
         if let Some(during) = &self.during {
-            of.push(format!("from {:?} to {:?}", during.from, during.until));
+            write!(
+                f,
+                " from {} to {} after it was set",
+                span(during.from),
+                span(during.until)
+            )?;
         }
-        match of.is_empty() {
-            true => Ok(()),
-            false => write!(f, " of {}", of.join(" ")),
-        }
+        Ok(())
+    }
+}
+
+/// `n` as an ordinal: 1st, 2nd, 3rd, 4th, 11th, 22nd.
+fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// A time after the rule was set, as a flag would give it: `0s`, `1.5s`.
+fn span(time: Duration) -> String {
+    match time.is_zero() {
+        true => "0s".into(),
+        false => format!("{time:?}"),
     }
 }
 
@@ -133,6 +158,16 @@ fn draw(seed: u64, index: u64) -> f64 {
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
     (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `text` as a method's name, which is a token (`GET`, `POST`), or why
+/// not.
+pub fn method(text: &str) -> Result<String, String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    match !text.is_empty() && text.chars().all(token) {
+        true => Ok(text.to_string()),
+        false => Err("expected a method's name (e.g. GET, POST)".into()),
+    }
 }
 
 /// A path pattern (`--path '/pay/*'`): `*` and `?` stay within a segment,
@@ -328,6 +363,13 @@ mod tests {
         assert!(!pick("GET", "/pay/1"));
         assert!(!pick("POST", "/pay/1/2"), "* stays within a segment");
         assert!(pick("POST", "/pay/1?x=2"));
+        assert!(
+            selection.matches(
+                &request("POST", "http://shop:80/pay/3", &[]),
+                Duration::ZERO
+            ),
+            "a target in absolute form"
+        );
         assert!(!pick("POST", "/pay/2"));
         let seen = counts.seen.load(Ordering::Relaxed);
         let matched = counts.matched.load(Ordering::Relaxed);

@@ -28,7 +28,10 @@ pub(super) fn refused(cli: &Cli, mode: &Asked) -> Option<String> {
             format!("{fault} off turns a running proxy's HTTP rule off, with --remote")
         }
         ([fault], _) if !remote && !matches!(mode, Asked::Proxy { .. } | Asked::Exec(_)) => {
-            format!("{fault} applies to a proxy's requests (--listen with --connect) or --exec's")
+            format!(
+                "{fault} applies to a TCP proxy's requests (--listen with --connect, not udp:) \
+                 or --exec's"
+            )
         }
         _ => return rule_of(flags, cli.affect).err().map(|refused| refused.0),
     };
@@ -65,6 +68,12 @@ pub fn rule_of(
         ([one, other, ..], _) => {
             return Err(UsageError(format!(
                 "{one} and {other}: one HTTP fault at a time"
+            )));
+        }
+        _ if flags.turned_off() && (flags.given().len() > 1) => {
+            return Err(UsageError(format!(
+                "{} off turns the HTTP rule off, and takes no other HTTP flag",
+                faults[0]
             )));
         }
         _ if flags.turned_off() => return Ok(None),
@@ -148,13 +157,5 @@ fn invalid(text: &str, flag: &str, why: String) -> UsageError {
 /// A method's name, which is a token.
 #[cfg(feature = "http")]
 fn method(text: &str) -> Result<String, UsageError> {
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    match !text.is_empty() && text.chars().all(token) {
-        true => Ok(text.to_string()),
-        false => Err(invalid(
-            text,
-            "--method <NAME>",
-            "expected a method's name (e.g. GET, POST)".into(),
-        )),
-    }
+    shape_http::select::method(text).map_err(|why| invalid(text, "--method <NAME>", why))
 }

@@ -137,6 +137,7 @@ impl Exchange {
     /// kept, or while they might be dropped or cut.
     pub fn unseen(&self, side: Messages) -> u64 {
         match side {
+            Messages::Requests if self.opaque[0].is_some() => u64::MAX,
             Messages::Requests
                 if self.kept[0].is_empty() && self.sending_body && !self.dropping =>
             {

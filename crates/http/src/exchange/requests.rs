@@ -28,6 +28,12 @@ impl Exchange {
                 false => self.classified = !buffer.is_empty(),
             }
         }
+        if self.opaque[0].is_some() {
+            // The server switched protocols: a tunnel from here on.
+            let len = buffer.len();
+            pass(&mut cuts, 0..len);
+            return (buffer, cuts);
+        }
         let mut at = 0;
         while at < buffer.len() && !self.dropping {
             match self.requests.step(&buffer[at..]) {
@@ -39,7 +45,9 @@ impl Exchange {
                     // HTTP/2 by upgrade is declined, as a server may, so
                     // that the rules meet each request in HTTP/1.1.
                     let h2c = head.asks_h2c();
-                    if h2c {
+                    if head.switches() {
+                        // A tunnel only once the server says so: it may
+                        // decline, or shape may answer in its place.
                         self.requests.declined_upgrade(&head);
                     }
                     if self.decide(&head, now, &mut cuts) {

@@ -3,7 +3,7 @@
 //! own answers and resets take their turns.
 
 use super::{Cut, Exchange, Messages, Turn, pass};
-use crate::framing::Framed;
+use crate::framing::{Framed, Opaque};
 
 impl Exchange {
     /// What becomes of `bytes` the server sent: the buffer the cuts name
@@ -57,6 +57,10 @@ impl Exchange {
                 }
                 Framed::Opaque(why) => {
                     self.opaque[1].get_or_insert(why);
+                    if why == Opaque::Tunnel {
+                        // The client follows its server into the tunnel.
+                        self.opaque[0].get_or_insert(why);
+                    }
                     pass(&mut cuts, at..buffer.len());
                     at = buffer.len();
                 }

@@ -279,6 +279,45 @@ fn an_http2_client_is_handed_over_with_what_the_server_said_first() {
 }
 
 #[test]
+fn a_connection_switches_only_when_its_server_says_so() {
+    let mut exchange = exchange(
+        Selection {
+            path: Some("/refused".parse().unwrap()),
+            ..Selection::default()
+        },
+        answer_503(),
+    );
+    let websocket = b"GET /chat HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let refused = b"GET /refused HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    // Answered by shape, then declined by the server: still HTTP.
+    assert_eq!(up(&mut exchange, refused), "");
+    assert_eq!(due(&mut exchange), "[HTTP/1.1 503 Service Unavailable]");
+    assert_eq!(
+        up(&mut exchange, websocket),
+        String::from_utf8_lossy(websocket)
+    );
+    assert_eq!(down(&mut exchange, OK), String::from_utf8_lossy(OK));
+    assert_eq!(up(&mut exchange, refused), "", "framed as HTTP still");
+    assert_eq!(due(&mut exchange), "[HTTP/1.1 503 Service Unavailable]");
+    // Switched by the server: a tunnel both ways, whatever comes.
+    assert_eq!(
+        up(&mut exchange, websocket),
+        String::from_utf8_lossy(websocket)
+    );
+    let switched = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x02hi";
+    assert_eq!(
+        down(&mut exchange, switched),
+        String::from_utf8_lossy(switched)
+    );
+    assert_eq!(
+        up(&mut exchange, refused),
+        String::from_utf8_lossy(refused),
+        "untouched"
+    );
+    assert_eq!(exchange.unseen(Messages::Requests), u64::MAX);
+}
+
+#[test]
 fn an_upgrade_to_h2c_is_declined_and_the_rules_meet_each_request() {
     let mut exchange = exchange(
         Selection {

@@ -33,9 +33,15 @@ impl RequestHead {
             .map(|(_, value)| value.as_slice())
     }
 
-    /// The target's path, without its query.
+    /// The target's path, without its query; of a target in absolute
+    /// form (`http://host/pay/1`, as sent to a forward proxy), the path
+    /// alone.
     pub fn path(&self) -> &str {
-        self.target.split(['?', '#']).next().unwrap_or("")
+        let target = match self.target.split_once("://") {
+            Some((_, rest)) => rest.find('/').map_or("/", |at| &rest[at..]),
+            None => &self.target,
+        };
+        target.split(['?', '#']).next().unwrap_or("")
     }
 
     /// True for a request whose answer has no body (`HEAD`).
@@ -46,6 +52,13 @@ impl RequestHead {
     /// True for `CONNECT`, which a 2xx answer turns into a tunnel.
     pub fn is_connect(&self) -> bool {
         self.method.eq_ignore_ascii_case("CONNECT")
+    }
+
+    /// True if it asks to leave HTTP/1.1 for another protocol (`Upgrade`)
+    /// or for a tunnel (`CONNECT`): the server's 101, or its 2xx to a
+    /// CONNECT, switches; any other answer keeps the connection HTTP.
+    pub fn switches(&self) -> bool {
+        self.is_connect() || upgrades(self)
     }
 
     /// True if it asks to leave HTTP/1.1 for HTTP/2 over cleartext
@@ -122,8 +135,10 @@ impl RequestFramer {
         self.state.went_by(len)
     }
 
-    /// Takes `head`, just framed, as sent without its upgrade (see
-    /// [`RequestHead::without_upgrade`]): its body follows, not a tunnel.
+    /// Takes `head`, just framed, as one that does not switch (yet): its
+    /// body follows, not a tunnel. For a request sent without its upgrade
+    /// (see [`RequestHead::without_upgrade`]), answered in the server's
+    /// place, or whose server has not said it switches.
     pub fn declined_upgrade(&mut self, head: &RequestHead) {
         self.state = FramerAt::Body(Body::new(head.framing));
     }

@@ -44,12 +44,12 @@ impl HttpToxics {
             .filter(|toxic| toxic.kind == Kind::Http && toxic.toxicity > 0.0)
             // The model let through only toxics whose rule reads.
             .filter_map(|toxic| {
-                let rule = rule_of(&toxic.attributes, toxic.toxicity).ok()??;
+                let rule = rule_of(&toxic.attributes, toxic.toxicity).ok()?;
                 Some((HttpToxics::key(toxic), rule))
             })
             .collect();
         let any = toxics.iter().any(|toxic| toxic.kind == Kind::Http);
-        self.live.set_all(rules);
+        self.live.set_all(rules, shape_bucket::MonotonicClock.now());
         any.then(|| self.rules.clone())
     }
 

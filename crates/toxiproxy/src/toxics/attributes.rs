@@ -70,7 +70,10 @@ impl<'a> Attributes<'a> {
 
     /// A flag: true unless absent or 0.
     pub fn flag(&self, name: &str) -> bool {
-        self.whole(name, Unit::Flag) != 0
+        match self.values.get(name) {
+            Some(Value::Bool(set)) => *set,
+            _ => self.whole(name, Unit::Flag) != 0,
+        }
     }
 
     /// The known link named, if one is.

@@ -57,7 +57,7 @@ impl Unit {
             Unit::KiloBytes => "KB",
             Unit::KiloBytesPerSecond => "KB/s of 1000 bytes",
             Unit::Probability => "0 to 1",
-            Unit::Flag => "0 or 1",
+            Unit::Flag => "0 or 1 (or false or true)",
             Unit::Profile => "a known link's name (`shape --link list`)",
             Unit::TracePath => "a trace file's path on the server (Mahimahi's format)",
             Unit::Text => "text, as the flag of the same name takes it",
@@ -94,6 +94,8 @@ impl Unit {
             // Read when given: the model refuses a file that is no trace,
             // and text that is no rule.
             Unit::TracePath | Unit::Text => value.is_string(),
+            // As a client in a language with booleans writes it.
+            Unit::Flag => value.is_i64() || value.is_boolean(),
             _ => value.is_i64(),
         }
     }
