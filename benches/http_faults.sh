@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # HTTP faults beside the plain proxies, in one run on this machine: wrk
-# (HTTP/1.1, 50 kept-alive connections, small answers) against nginx
+# (HTTP/1.1, 50 kept-alive connections, small answers), or with PROTO=h2
+# h2load (HTTP/2 with prior knowledge, 50 connections, 10 streams each),
+# against nginx
 # (Debian's) directly, through shape's plain proxy, through shape with an
 # HTTP rule that picks nothing, through toxiproxy's plain proxy, and
 # through shape answering every request 503 itself. Each proxy runs as
@@ -8,9 +10,10 @@
 # setups taking turns within a round, with its p99 latency and the
 # proxy's CPU per 10,000 requests.
 #
-#   benches/http_faults.sh SHAPE [TOXIPROXY] [ROUNDS] [SECONDS]
+#   [PROTO=h2] benches/http_faults.sh SHAPE [TOXIPROXY] [ROUNDS] [SECONDS]
 #
-# Needs nginx and wrk (apt-get install nginx wrk); run as root.
+# Needs nginx, wrk and h2load (apt-get install nginx wrk nghttp2-client);
+# run as root. h2load gives no p99: the mean time for a request stands in.
 set -euo pipefail
 SHAPE=$(realpath "$1"); TOXI=${2:-}; ROUNDS=${3:-5}; SECONDS_EACH=${4:-5}
 d=$(mktemp -d); chmod 777 "$d"
@@ -22,7 +25,7 @@ cat > "$d/nginx.conf" <<EOF
 daemon off; worker_processes 1; pid $d/nginx.pid; error_log $d/error.log;
 events { worker_connections 1024; }
 http { access_log off; keepalive_requests 1000000;
-  server { listen 127.0.0.1:$NGINX_PORT; root $d/www; } }
+  server { listen 127.0.0.1:$NGINX_PORT ${PROTO:+http2}; root $d/www; } }
 EOF
 nginx -c "$d/nginx.conf" -e "$d/error.log" &
 NGINX=$!
@@ -55,12 +58,21 @@ for round in $(seq "$ROUNDS"); do
     for setup in $setups; do
         p=$(eval echo \$${setup}_port); pid=$(eval echo \$${setup}_pid)
         before=$(cpu "$pid")
-        wrk -t2 -c50 -d"${SECONDS_EACH}s" --latency "http://127.0.0.1:$p/" > "$d/wrk"
-        after=$(cpu "$pid")
-        rps=$(awk '/Requests\/sec/ {print $2}' "$d/wrk")
-        total=$(awk '/requests in/ {print $1}' "$d/wrk")
-        p99=$(awk '$1=="99%" {print $2}' "$d/wrk")
-        non2xx=$(awk '/Non-2xx/ {print $NF}' "$d/wrk"); non2xx=${non2xx:-0}
+        if [ "${PROTO:-}" = h2 ]; then
+            h2load -c50 -m10 -t2 -D"$SECONDS_EACH" "http://127.0.0.1:$p/" > "$d/wrk"
+            after=$(cpu "$pid")
+            rps=$(awk '/^finished in/ {print $4}' "$d/wrk")
+            total=$(awk '/^requests:/ {print $6}' "$d/wrk")
+            p99=$(awk '/time for request:/ {print $6}' "$d/wrk")
+            non2xx=$(awk '/^status codes:/ {print $5+$7+$9}' "$d/wrk")
+        else
+            wrk -t2 -c50 -d"${SECONDS_EACH}s" --latency "http://127.0.0.1:$p/" > "$d/wrk"
+            after=$(cpu "$pid")
+            rps=$(awk '/Requests\/sec/ {print $2}' "$d/wrk")
+            total=$(awk '/requests in/ {print $1}' "$d/wrk")
+            p99=$(awk '$1=="99%" {print $2}' "$d/wrk")
+            non2xx=$(awk '/Non-2xx/ {print $NF}' "$d/wrk"); non2xx=${non2xx:-0}
+        fi
         ticks=$((after - before))
         echo "$setup $rps $p99 $(python3 -c "print(f'{$ticks/100/$total*10000*1000:.1f}')") $non2xx" >> "$d/results"
     done
