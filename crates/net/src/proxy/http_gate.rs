@@ -126,8 +126,8 @@ impl HttpGate {
             .filter(|_| !self.said_opaque.load(Ordering::Relaxed))?;
         (!self.said_opaque.swap(true, Ordering::Relaxed)).then(|| {
             format!(
-                "{why}: it passes untouched, and so does any other connection that is not \
-                 (said once)"
+                "{why}: passed untouched, as is any other connection of this proxy that HTTP \
+                 rules cannot follow (said once)"
             )
         })
     }
