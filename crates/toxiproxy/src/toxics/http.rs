@@ -60,9 +60,10 @@ pub fn rule_of(attributes: &Map<String, Value>, toxicity: f64) -> Result<HttpRul
         faults.push(HttpFault::CutAfter(given.bytes("cut_after")));
     }
     if let Some(status) = text("grpc_status") {
-        faults.push(HttpFault::Grpc(
-            parsed(Some(status), "grpc_status")?.expect("given"),
-        ));
+        let status = status
+            .parse()
+            .map_err(|why| format!("attribute grpc_status: {why}"))?;
+        faults.push(HttpFault::Grpc(status));
     }
     let fault = match faults.len() {
         1 => faults.remove(0),
