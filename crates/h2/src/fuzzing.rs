@@ -7,10 +7,7 @@
 
 use crate::relay::relay;
 use bytes::Bytes;
-use shape_http::answer::{GrpcStatus, InjectedAnswer};
 use shape_http::exchange::HTTP2_PREFACE;
-use shape_http::rule::{HttpFault, HttpRule, LiveRule};
-use shape_http::select::Selection;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,25 +24,7 @@ pub fn relay_frames(data: &[u8]) {
     else {
         return;
     };
-    let fault = match choice % 6 {
-        0 => HttpFault::Answer(InjectedAnswer {
-            status: "503:busy".parse().expect("a status"),
-            fields: Vec::new(),
-        }),
-        1 => HttpFault::Grpc(GrpcStatus {
-            code: 14,
-            message: "down".into(),
-        }),
-        2 => HttpFault::CutAfter(u64::from(choice)),
-        3 => HttpFault::Reset,
-        4 => HttpFault::Stall,
-        _ => HttpFault::Delay(Duration::from_millis(20)),
-    };
-    let selection = Selection {
-        every: Some(2),
-        ..Selection::default()
-    };
-    let rule = Arc::new(LiveRule::new(Some(HttpRule { selection, fault }), 7, 0));
+    let rule = Arc::new(shape_http::fuzzing::rule_of_choice(choice));
     let frames = frames.to_vec();
     runtime.block_on(async move {
         let (mut client, to_relay) = tokio::io::duplex(1 << 16);

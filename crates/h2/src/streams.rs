@@ -176,25 +176,18 @@ async fn answer_with(
     head_only: bool,
     mut respond: SendResponse<Bytes>,
 ) -> Result<(), h2::Error> {
-    let body = &answer.status.body;
+    let body = answer.body(head_only);
     let mut response = Response::new(());
     *response.status_mut() =
         StatusCode::from_u16(answer.status.code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let fields = response.headers_mut();
-    for field in &answer.fields {
-        let name = http::HeaderName::from_bytes(field.name.to_ascii_lowercase().as_bytes());
-        if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(&field.value)) {
+    for (name, value) in answer.header_fields() {
+        let name = http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes());
+        if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(&value)) {
             fields.append(name, value);
         }
     }
-    if !body.is_empty() && !fields.contains_key(http::header::CONTENT_TYPE) {
-        fields.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-    }
-    fields.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    let ended = body.is_empty() || head_only;
+    let ended = body.is_empty();
     let mut sending = respond.send_response(response, ended)?;
     if !ended {
         send_all(&mut sending, Bytes::copy_from_slice(body)).await?;

@@ -174,24 +174,8 @@ impl InjectedAnswer {
             .and_then(|status| status.canonical_reason())
             .unwrap_or("");
         let mut head = format!("HTTP/1.{} {code} {reason}\r\n", request.minor.min(1));
-        let bodiless = code == 204 || code == 304;
-        let body: &[u8] = match bodiless || request.is_head() {
-            true => b"",
-            false => &self.status.body,
-        };
-        let typed = self
-            .fields
-            .iter()
-            .any(|field| field.name.eq_ignore_ascii_case("content-type"));
-        if !self.status.body.is_empty() && !typed && !bodiless {
-            head.push_str("Content-Type: text/plain; charset=utf-8\r\n");
-        }
-        for field in &self.fields {
-            let _ = write!(head, "{}: {}\r\n", field.name, field.value);
-        }
-        if !bodiless {
-            // A HEAD's answer says the length the body would have.
-            let _ = write!(head, "Content-Length: {}\r\n", self.status.body.len());
+        for (name, value) in self.header_fields() {
+            let _ = write!(head, "{name}: {value}\r\n");
         }
         match (close, request.minor) {
             (true, _) => head.push_str("Connection: close\r\n"),
@@ -199,7 +183,39 @@ impl InjectedAnswer {
             (false, _) => {}
         }
         head.push_str("\r\n");
-        [head.as_bytes(), body].concat()
+        [head.as_bytes(), self.body(request.is_head())].concat()
+    }
+
+    /// The answer's header fields in any version of HTTP: those asked
+    /// for, a Content-Type for a body that has none, and the body's
+    /// Content-Length (a HEAD's answer says the length the body would
+    /// have; a 204 or 304 has none).
+    pub fn header_fields(&self) -> Vec<(&str, String)> {
+        let code = self.status.code;
+        let bodiless = code == 204 || code == 304;
+        let typed =
+            (self.fields.iter()).any(|field| field.name.eq_ignore_ascii_case("content-type"));
+        let mut fields = Vec::with_capacity(self.fields.len() + 2);
+        if !self.status.body.is_empty() && !typed && !bodiless {
+            fields.push(("Content-Type", "text/plain; charset=utf-8".to_string()));
+        }
+        fields.extend(
+            self.fields
+                .iter()
+                .map(|field| (field.name.as_str(), field.value.clone())),
+        );
+        if !bodiless {
+            fields.push(("Content-Length", self.status.body.len().to_string()));
+        }
+        fields
+    }
+
+    /// The body sent: none to a HEAD (`head_only`).
+    pub fn body(&self, head_only: bool) -> &[u8] {
+        match head_only {
+            true => b"",
+            false => &self.status.body,
+        }
     }
 }
 

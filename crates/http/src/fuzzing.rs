@@ -49,31 +49,12 @@ fn walk(wire: &[u8], piece: usize, mut step: impl FnMut(&[u8]) -> Framed<()>) {
 /// input may panic, name bytes it was not given, or keep more than the
 /// bounds allow.
 pub fn exchange(data: &[u8]) {
-    use crate::answer::InjectedAnswer;
     use crate::exchange::{Cut, Exchange, Messages};
-    use crate::rule::{HttpFault, HttpRule, LiveRule};
-    use crate::select::Selection;
     use std::sync::Arc;
-    use std::time::Duration;
     let Some((&choice, wire)) = data.split_first() else {
         return;
     };
-    let fault = match choice % 5 {
-        0 => HttpFault::Answer(InjectedAnswer {
-            status: "503:busy".parse().expect("a status"),
-            fields: Vec::new(),
-        }),
-        1 => HttpFault::CutAfter(u64::from(choice)),
-        2 => HttpFault::Reset,
-        3 => HttpFault::Stall,
-        _ => HttpFault::Delay(Duration::from_millis(5)),
-    };
-    let selection = Selection {
-        every: Some(2),
-        ..Selection::default()
-    };
-    let rule = LiveRule::new(Some(HttpRule { selection, fault }), 7, 0);
-    let mut exchange = Exchange::new(Arc::new(rule), choice & 0x80 != 0);
+    let mut exchange = Exchange::new(Arc::new(rule_of_choice(choice)), choice & 0x80 != 0);
     let piece = usize::from(choice % 61) + 1;
     for (turn, bytes) in wire.chunks(piece).enumerate() {
         let side = [Messages::Requests, Messages::Responses][turn % 2];
@@ -96,4 +77,35 @@ pub fn exchange(data: &[u8]) {
     }
     let _ = exchange.flush(Messages::Requests);
     let _ = exchange.flush(Messages::Responses);
+}
+
+/// The rule a fuzz target's `choice` byte picks: one fault of each kind
+/// (an answer, a gRPC status, a cut, a reset, a stall, a delay), done to
+/// every other request.
+pub fn rule_of_choice(choice: u8) -> crate::rule::LiveRule {
+    use crate::answer::{AnswerStatus, GrpcStatus, InjectedAnswer};
+    use crate::rule::{HttpFault, HttpRule, LiveRule};
+    use crate::select::Selection;
+    let fault = match choice % 6 {
+        0 => HttpFault::Answer(InjectedAnswer {
+            status: AnswerStatus {
+                code: 503,
+                body: b"busy".to_vec(),
+            },
+            fields: Vec::new(),
+        }),
+        1 => HttpFault::Grpc(GrpcStatus {
+            code: 14,
+            message: "down".into(),
+        }),
+        2 => HttpFault::CutAfter(u64::from(choice)),
+        3 => HttpFault::Reset,
+        4 => HttpFault::Stall,
+        _ => HttpFault::Delay(std::time::Duration::from_millis(20)),
+    };
+    let selection = Selection {
+        every: Some(2),
+        ..Selection::default()
+    };
+    LiveRule::new(Some(HttpRule { selection, fault }), 7, 0)
 }

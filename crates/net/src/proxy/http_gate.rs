@@ -8,7 +8,7 @@
 use super::connection::Piece;
 use super::handoff::Handoff;
 use shape_http::exchange::{Cut, Exchange, Messages};
-use shape_http::rule::{Counted, LiveRule};
+use shape_http::rule::LiveRule;
 use shape_impair::faults::Way;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,11 +38,6 @@ impl HttpRules {
     pub fn handing_http2_to(mut self, relay: Arc<dyn Handoff>) -> HttpRules {
         self.http2 = Some(relay);
         self
-    }
-
-    /// The counts of each rule in force, by its key.
-    pub fn tally(&self) -> Vec<(u64, Counted)> {
-        self.rule.tally()
     }
 
     /// The rule in force and its counts, in words.
@@ -135,16 +130,18 @@ impl HttpGate {
 
 /// `cuts` of `buffer` as pieces: a pass of the whole buffer keeps it.
 fn pieces(mut buffer: Vec<u8>, cuts: Vec<Cut>) -> Vec<Piece> {
-    if cuts.contains(&Cut::Handoff) {
-        return vec![Piece::Handoff(buffer)];
-    }
-    if let [Cut::Pass(range)] = &cuts[..] {
-        if range.start == 0 && range.end == buffer.len() {
+    match &cuts[..] {
+        // The whole connection goes: nothing else is cut.
+        [Cut::Handoff] => return vec![Piece::Handoff(buffer)],
+        [Cut::Pass(range)] => {
+            if range.start == 0 && range.end == buffer.len() {
+                return vec![Piece::Bytes(buffer)];
+            }
+            buffer.truncate(range.end);
+            buffer.drain(..range.start);
             return vec![Piece::Bytes(buffer)];
         }
-        buffer.truncate(range.end);
-        buffer.drain(..range.start);
-        return vec![Piece::Bytes(buffer)];
+        _ => {}
     }
     cuts.into_iter()
         .map(|cut| match cut {
@@ -153,6 +150,7 @@ fn pieces(mut buffer: Vec<u8>, cuts: Vec<Cut>) -> Vec<Piece> {
             Cut::Hold(until) => Piece::Hold(until),
             Cut::Reset => Piece::Reset,
             Cut::End => Piece::End,
+            // Comes alone, taken above.
             Cut::Handoff => Piece::Handoff(Vec::new()),
         })
         .collect()

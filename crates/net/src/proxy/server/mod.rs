@@ -522,12 +522,6 @@ impl<'a> EventLoop<'a> {
 
     /// Closes connection `key`'s sockets and forgets it.
     fn forget(&mut self, key: usize) {
-        drop(self.release(key));
-    }
-
-    /// Takes connection `key` out of the loop, its sockets out of poll,
-    /// and gives it back.
-    fn release(&mut self, key: usize) -> Connection {
         self.deadlines.file(key, None);
         let mut connection = self.connections.remove(key);
         self.busy = self.busy.saturating_sub(connection.busy());
@@ -537,7 +531,6 @@ impl<'a> EventLoop<'a> {
         self.loops -= usize::from(connection.looped);
         let _ = self.poll.registry().deregister(connection.client.source());
         let _ = self.poll.registry().deregister(connection.server.source());
-        connection
     }
 }
 
