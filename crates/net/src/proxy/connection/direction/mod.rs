@@ -318,7 +318,10 @@ impl Direction {
             let (paid, tokens) = self
                 .settle(bucket, gate.as_deref_mut())
                 .map_err(at(from_end))?;
-            let answered = self.take_due(gate.as_deref_mut(), bucket.clock().now());
+            let answered = match gate.as_deref_mut() {
+                Some(gate) => self.take_due(gate, bucket.clock().now()),
+                None => false,
+            };
             let read = self
                 .read(from, to.splices(), bucket, scratch, gate.as_deref_mut())
                 .map_err(at(from_end))?;
@@ -458,10 +461,7 @@ impl Direction {
     /// Puts the answers of shape's whose turn has come in the line, once
     /// nothing waits for tokens before them, or what the gate kept once
     /// the input ended. Returns whether anything went in.
-    fn take_due(&mut self, gate: Option<&mut HttpGate>, now: u64) -> bool {
-        let Some(gate) = gate else {
-            return false;
-        };
+    fn take_due(&mut self, gate: &mut HttpGate, now: u64) -> bool {
         if self.unpaid.is_some() {
             return false;
         }
