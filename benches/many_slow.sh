@@ -8,7 +8,7 @@
 # proxy's own CPU (from wait4). Five seconds is what a proxy that keeps the
 # rate takes; more says it fell behind.
 #
-#   benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]
+#   [SHAPE=BINARY] benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]
 #
 # RATE is in bytes a second; the default cases are 1, 50 and 1,000
 # connections at 20,000 B/s, 50 and 200 at 200,000 B/s, and 32 at
@@ -26,8 +26,13 @@ cases=${*:-1:20000 50:20000 1000:20000 50:200000 200:200000 32:10000000}
 toxiproxy=$(cd "$(dirname "$toxiproxy")" && pwd)/$(basename "$toxiproxy")
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-cargo build --release --quiet --bin shape
-shape=$PWD/target/release/shape
+# SHAPE names another build to hold (the issue's start, say); else this
+# tree's is built.
+if [ -z "${SHAPE:-}" ]; then
+    cargo build --release --quiet --bin shape
+    SHAPE=$PWD/target/release/shape
+fi
+shape=$SHAPE
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 CGO_ENABLED=0 go build -o "$scratch/proxyload" ../shared/device/proxyload.go

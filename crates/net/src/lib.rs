@@ -8,13 +8,13 @@
 #![forbid(unsafe_code)]
 
 mod address;
-pub mod alarm;
 pub mod deadlines;
 pub mod low_ports;
 pub mod proxy;
 mod resources;
 pub mod splice;
 pub mod udp;
+pub mod waiting;
 
 pub use address::{Address, Listening, finish, parse_connect, parse_timeout};
 pub use resources::{ACCEPT_PAUSE, deepen_backlog, loops_per_core, out_of_resources};

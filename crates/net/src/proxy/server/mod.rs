@@ -20,11 +20,10 @@ use super::connection::{BUFFER, Connection, End, Failure, ResetByRule, Seeds};
 use super::resolver::{Found, Resolver};
 use super::rules::Rules;
 use super::stream::Listener;
-use crate::alarm::Alarm;
 use crate::deadlines::Deadlines;
+use crate::waiting::Waiting;
 use crate::{Address, Listening};
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, Damaged, MonotonicClock};
 use shape_impair::faults::ResetStruck;
 use shape_leaves::bucket::Bucket;
@@ -35,12 +34,11 @@ use slab::Slab;
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+/// Left to the [`Waiting`], for an alarm where it needs one.
 const ALARM: Token = Token(usize::MAX);
 const CHANGED: Token = Token(usize::MAX - 1);
 /// Route `r`'s listener is token `LISTENERS + r`; connection `c`'s sides
@@ -76,7 +74,9 @@ struct Route<'a> {
 /// The proxy's whole state, driven by one thread.
 pub(super) struct EventLoop<'a> {
     poll: Poll,
-    events: Events,
+    waiting: Waiting,
+    /// The tokens of the events of the last wait.
+    tokens: Vec<Token>,
     routes: Slab<Route<'a>>,
     connections: Slab<Connection>,
     /// Buckets watched for damage: a damaged one ends the loop.
@@ -93,7 +93,6 @@ pub(super) struct EventLoop<'a> {
     retuned: Vec<usize>,
     /// The moment each connection waits for, filed after each step.
     deadlines: Deadlines,
-    alarm: Option<Alarm>,
     waker: Arc<Waker>,
     /// Set when settings change: every waiting connection is stepped.
     changed: Arc<AtomicBool>,
@@ -159,15 +158,10 @@ impl<'a> EventLoop<'a> {
     pub(super) fn new(report: Option<Printer>, seed: u64) -> io::Result<EventLoop<'a>> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), CHANGED)?);
-        let alarm = Alarm::new().ok();
-        if let Some(alarm) = &alarm {
-            let fd = alarm.fd.as_raw_fd();
-            poll.registry()
-                .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)?;
-        }
         Ok(EventLoop {
+            waiting: Waiting::new(&poll, ALARM),
             poll,
-            events: Events::with_capacity(1024),
+            tokens: Vec::new(),
             routes: Slab::new(),
             connections: Slab::new(),
             watched: Vec::new(),
@@ -176,7 +170,6 @@ impl<'a> EventLoop<'a> {
             woken: Woken::default(),
             retuned: Vec::new(),
             deadlines: Deadlines::default(),
-            alarm,
             waker,
             changed: Arc::new(AtomicBool::new(false)),
             commands: None,
@@ -311,22 +304,15 @@ impl<'a> EventLoop<'a> {
     /// found damaged.
     pub(super) fn run(&mut self) -> io::Result<()> {
         loop {
-            let sleep = self.sleep();
-            match self.poll.poll(&mut self.events, sleep) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
+            let now = self.clock.now();
+            let until = self.wake_at(now);
+            self.waiting
+                .wait(&mut self.poll, until, now, &mut self.tokens)?;
             let mut ready = std::mem::take(&mut self.ready);
             let mut accept = std::mem::take(&mut self.more_to_accept);
             let mut woken = false;
-            for event in &self.events {
-                match event.token() {
-                    ALARM => {
-                        if let Some(alarm) = &mut self.alarm {
-                            alarm.silence();
-                        }
-                    }
+            for &token in &self.tokens {
+                match token {
                     CHANGED => woken = true,
                     Token(n) if n >= LISTENERS => accept.push(n - LISTENERS),
                     token => {
@@ -373,28 +359,20 @@ impl<'a> EventLoop<'a> {
         }
     }
 
-    /// How long poll may sleep: not at all while a listener may have
-    /// clients left to accept, else until the earliest deadline of a
-    /// connection (put off to the end of its millisecond, with every other
-    /// due in it) or of the rest from accepting, or until an event if
-    /// nothing is due. A deadline finer than poll's milliseconds is left
-    /// to the alarm, which is an event.
-    fn sleep(&mut self) -> Option<Duration> {
+    /// Until when the loop may wait for events: not at all (`now`) while
+    /// a listener may have clients left to accept, else until the
+    /// earliest deadline of a connection (with every other due within a
+    /// grain of it) or of the rest from accepting; `None` if nothing is
+    /// due.
+    fn wake_at(&self, now: u64) -> Option<u64> {
         if !self.more_to_accept.is_empty() {
-            return Some(Duration::ZERO);
+            return Some(now);
         }
-        let now = self.clock.now();
-        let earliest = self
-            .deadlines
+        self.deadlines
             .wake_at()
             .into_iter()
             .chain(self.accept_resumes)
-            .min()?;
-        match earliest {
-            t if t <= now => Some(Duration::ZERO),
-            t if self.alarm.as_mut().is_some_and(|alarm| alarm.ring_at(t)) => None,
-            t => Some(Duration::from_nanos(t - now)),
-        }
+            .min()
     }
 
     /// Steps every connection whose moment is due by `now`, the earliest

@@ -8,11 +8,10 @@
 use super::flows::{FlowEnds, Flows, Own};
 use super::handle::{Handle, Pending};
 use super::netem::{Impairment, Netem, Tally};
-use crate::alarm::Alarm;
 use crate::deadlines::Deadlines;
+use crate::waiting::Waiting;
 use mio::net::UdpSocket;
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Interest, Poll, Token, Waker};
 use shape_bucket::{Clock, MonotonicClock};
 use shape_impair::conditions::{Conditions, Watch};
 use shape_leaves::bucket::Bucket;
@@ -20,7 +19,6 @@ use shape_leaves::say::Printer;
 use shape_leaves::throughput::Throughput;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,7 +31,7 @@ const LISTEN: Token = Token(usize::MAX);
 /// A change of the buckets' settings, or a [`Handle`]'s asking: deadlines
 /// and what was asked are looked at again.
 const CHANGED: Token = Token(usize::MAX - 1);
-/// The alarm rang: a datagram is due.
+/// Left to the [`Waiting`], for an alarm where it needs one.
 const ALARM: Token = Token(usize::MAX - 2);
 
 /// Makes a bucket of a flow's own for a way (client to upstream, then
@@ -69,7 +67,7 @@ pub struct DatagramProxy {
     /// What wakes poll when a datagram is due, to the microsecond (poll's
     /// own timeout counts milliseconds); `None` if the system gave none,
     /// and then poll's timeout serves.
-    alarm: Option<Alarm>,
+    waiting: Waiting,
     /// Where lines for the user go; `None` when quiet.
     say: Option<Printer>,
     /// How many times the upstream refused a datagram (ICMP port
@@ -114,14 +112,9 @@ impl DatagramProxy {
         poll.registry()
             .register(&mut listen, LISTEN, Interest::READABLE)?;
         let ways = [0, 1].map(|way| Netem::new(route.ways[way].clone(), route.seed ^ way as u64));
-        let alarm = Alarm::new().ok().filter(|alarm| {
-            let fd = alarm.fd.as_raw_fd();
-            poll.registry()
-                .register(&mut SourceFd(&fd), ALARM, Interest::READABLE)
-                .is_ok()
-        });
         Ok(DatagramProxy {
             route,
+            waiting: Waiting::new(&poll, ALARM),
             poll,
             listen,
             flows: Flows::default(),
@@ -130,7 +123,6 @@ impl DatagramProxy {
             passed,
             tallies: Arc::default(),
             conditions: None,
-            alarm,
             say: None,
             refused: 0,
             refused_said: false,
@@ -196,7 +188,7 @@ impl DatagramProxy {
     /// Serves until an error that ends it, or until asked to stop.
     pub fn serve(&mut self) -> io::Result<()> {
         let clock = MonotonicClock;
-        let mut events = Events::with_capacity(256);
+        let mut tokens = Vec::new();
         // Woken by a change (of the rates, the impairments or the
         // conditions), which moves when each flow's datagrams are due.
         let mut woken = false;
@@ -213,16 +205,7 @@ impl DatagramProxy {
                 .chain(self.flows_due.wake_at())
                 .chain(self.flows.next_look())
                 .min();
-            let timeout = match wake {
-                Some(at) if at <= now => Some(Duration::ZERO),
-                Some(at) if self.alarm.as_mut().is_some_and(|alarm| alarm.ring_at(at)) => None,
-                Some(at) => Some(Duration::from_nanos(at - now)),
-                None => None,
-            };
-            match self.poll.poll(&mut events, timeout) {
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                result => result?,
-            }
+            self.waiting.wait(&mut self.poll, wake, now, &mut tokens)?;
             let now = clock.now();
             // A bucket's settings or a handle's asking: what was asked is
             // taken here, never looked for otherwise, and before the
@@ -230,19 +213,14 @@ impl DatagramProxy {
             // (an API call answered, then a datagram), it is in force for
             // them: taken after, a datagram sent once a loss was removed
             // could still be lost to it.
-            woken = events.iter().any(|event| event.token() == CHANGED);
+            woken = tokens.contains(&CHANGED);
             if woken && self.obey() {
                 return Ok(());
             }
-            for event in &events {
-                match event.token() {
+            for &token in &tokens {
+                match token {
                     LISTEN => self.take_from_clients(now)?,
                     CHANGED => {}
-                    ALARM => {
-                        if let Some(alarm) = &mut self.alarm {
-                            alarm.silence();
-                        }
-                    }
                     Token(key) => self.take_from_upstream(key, now),
                 }
             }

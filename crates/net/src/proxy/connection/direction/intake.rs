@@ -1,7 +1,10 @@
 //! How a direction takes a chunk in: as large as the rate, the buffer's
 //! room and the loop's load allow, spliced into its pipes where no fault
 //! touches its bytes and both sides are sockets, else read into memory,
-//! gathered from what comes in pieces, and its tokens reserved.
+//! gathered from what comes in pieces, and its tokens reserved. A read
+//! into memory takes several chunks' worth at once where it can
+//! ([`READ_AHEAD`]); the chunks after the first wait, unpaid, for their
+//! turn.
 
 use super::*;
 use crate::proxy::http_gate::HttpGate;
@@ -11,6 +14,13 @@ use crate::proxy::http_gate::HttpGate;
 /// four more descriptors per connection, and slow connections come by the
 /// thousand.
 const SPLICE_LEAST: usize = 16 * 1024;
+
+/// How many chunks' worth one read into memory takes, within the
+/// buffer's room: a connection paced 10 ms at a time then reads a tenth
+/// as often as it sends, instead of once a chunk. What is read ahead
+/// counts against `--max-buffer`, as the delay line does, so
+/// back-pressure still holds.
+const READ_AHEAD: usize = 8;
 
 /// What a splice into the pipes brought.
 enum Spliced {
@@ -34,15 +44,29 @@ impl Direction {
         scratch: &mut [u8],
         gate: Option<&mut HttpGate>,
     ) -> io::Result<bool> {
-        if self.unpaid.is_some() || self.ended {
+        if self.unpaid.is_some() {
             return Ok(false);
         }
         let stalled = self
             .direction_faults
             .as_ref()
             .is_some_and(DirectionFaults::stalled);
+        if stalled {
+            // Read, never paid for: thrown away as what comes next is.
+            self.ahead.clear();
+        }
         let want = self.chunk_wanted(bucket, stalled);
         if want == 0 {
+            return Ok(false);
+        }
+        // What was read ahead goes first: a whole chunk of it, or the
+        // rest of it once nothing more will come.
+        let last = self.ended || self.met.is_some();
+        if !self.ahead.is_empty() && (self.ahead.len() >= want || last) {
+            self.take_ahead(want, bucket);
+            return Ok(true);
+        }
+        if self.ended {
             return Ok(false);
         }
         if let Some(err) = self.met.take() {
@@ -52,13 +76,15 @@ impl Direction {
             .direction_faults
             .as_ref()
             .is_none_or(|s| !s.touches_bytes());
+        let gated = gate.is_some();
         // An HTTP gate lets a splice take only bytes it need not see.
         let (unseen, gate) = match gate {
             Some(gate) => (gate.unseen(self.way), Some(gate)),
             None => (u64::MAX, None),
         };
         let spliced = want.min(usize::try_from(unseen).unwrap_or(usize::MAX));
-        if !stalled && untouched && spliced >= SPLICE_LEAST && from.splices() && to_splices {
+        let splices = from.splices() && to_splices && self.ahead.is_empty();
+        if !stalled && untouched && spliced >= SPLICE_LEAST && splices {
             match self.splice(from, bucket, spliced)? {
                 Spliced::Some => {
                     if let (Some(gate), Some((Chunk::Piped(piped), _))) = (gate, &self.unpaid) {
@@ -72,7 +98,49 @@ impl Direction {
             }
         }
         let want = want.min(scratch.len());
-        self.read_into_memory(from, bucket, &mut scratch[..want], stalled)
+        // An HTTP gate sees each chunk as it is paid for, and may let the
+        // next go by splice: bytes read ahead would pass it out of turn.
+        let ahead = match (gated, stalled) {
+            (false, false) => self.read_ahead_room(bucket, want, scratch.len()),
+            _ => want,
+        };
+        let read = ahead.saturating_sub(self.ahead.len()).max(1);
+        self.read_into_memory(from, bucket, &mut scratch[..read], want, stalled)
+    }
+
+    /// Takes the next chunk, of up to `want` bytes, from what was read
+    /// ahead, and reserves its tokens.
+    fn take_ahead<C: Clock, S: Deref<Target = BucketCell>>(
+        &mut self,
+        want: usize,
+        bucket: &TokenBucket<C, S>,
+    ) {
+        let chunk = self.spares.copy(self.ahead.next(want));
+        self.ahead.taken(chunk.len());
+        self.more_behind |= !self.ahead.is_empty();
+        let paid = bucket.reserve(chunk.len() as u64);
+        self.unpaid = Some((Chunk::Bytes(chunk), paid));
+    }
+
+    /// How much one read into memory may take when a chunk of `want` is
+    /// asked for: [`READ_AHEAD`] chunks, within the buffer's room and the
+    /// scratch buffer.
+    fn read_ahead_room<C: Clock, S: Deref<Target = BucketCell>>(
+        &self,
+        bucket: &TokenBucket<C, S>,
+        want: usize,
+        scratch: usize,
+    ) -> usize {
+        let (limit, burst) = bucket.limit_and_burst();
+        let room = self
+            .link
+            .capacity(limit, burst)
+            .saturating_sub(self.line.held());
+        let room = usize::try_from(room).unwrap_or(usize::MAX);
+        want.saturating_mul(READ_AHEAD)
+            .min(room)
+            .min(scratch)
+            .max(want)
     }
 
     /// How much to take in next: a chunk of the rate's, as much as the
@@ -99,22 +167,27 @@ impl Direction {
         }
     }
 
-    /// Reads a chunk of up to `scratch.len()` bytes into the loop's one
-    /// scratch buffer, and takes a buffer of the direction's own only for
-    /// what came: an idle connection then holds no buffer at all. Once
-    /// `stalled`, what came is thrown away unpaid.
+    /// Reads up to `scratch.len()` bytes into the loop's one scratch
+    /// buffer, and takes buffers of the direction's own only for what
+    /// came: an idle connection then holds no buffer at all. After what
+    /// was read ahead before, the first `want` bytes are the chunk whose
+    /// tokens are reserved; the rest wait, read ahead. Once `stalled`,
+    /// what came is thrown away unpaid.
     fn read_into_memory<C: Clock, S: Deref<Target = BucketCell>>(
         &mut self,
         from: &mut impl Side,
         bucket: &TokenBucket<C, S>,
         scratch: &mut [u8],
+        want: usize,
         stalled: bool,
     ) -> io::Result<bool> {
-        let want = scratch.len();
         loop {
             match from.read(scratch) {
                 Ok(0) => {
                     self.ended = true;
+                    if !self.ahead.is_empty() {
+                        self.take_ahead(want, bucket);
+                    }
                     return Ok(true);
                 }
                 Ok(_) if stalled => {
@@ -128,14 +201,25 @@ impl Direction {
                     if let Some(received) = &self.received {
                         received.fetch_add(n as u64, Ordering::Relaxed);
                     }
+                    self.more_behind = n == scratch.len();
+                    if n > want || !self.ahead.is_empty() {
+                        self.ahead.keep(&scratch[..n]);
+                        self.take_ahead(want, bucket);
+                        return Ok(true);
+                    }
                     let mut chunk = self.spares.buffer(n);
                     chunk.copy_from_slice(&scratch[..n]);
-                    self.more_behind = n == want;
                     let paid = bucket.reserve(n as u64);
                     self.unpaid = Some((Chunk::Bytes(chunk), paid));
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // What was read ahead is all there is for now.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !self.ahead.is_empty() => {
+                    self.more_behind = false;
+                    self.take_ahead(want, bucket);
+                    return Ok(true);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
             }
@@ -183,6 +267,53 @@ impl Direction {
         };
         self.unpaid = Some((Chunk::Piped(piped), paid));
         Ok(Spliced::Some)
+    }
+}
+
+/// Bytes read beyond the chunk being paid for: the next chunks, in
+/// order, each taken and paid for in its turn without a read.
+#[derive(Default)]
+pub(super) struct ReadAhead {
+    bytes: Vec<u8>,
+    /// Where the bytes not yet taken start.
+    from: usize,
+}
+
+impl ReadAhead {
+    pub(super) fn len(&self) -> usize {
+        self.bytes.len() - self.from
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets what it holds, and gives its memory back.
+    pub(super) fn clear(&mut self) {
+        *self = ReadAhead::default();
+    }
+
+    /// Keeps `more`, read after what it holds.
+    fn keep(&mut self, more: &[u8]) {
+        self.bytes.drain(..self.from);
+        self.from = 0;
+        self.bytes.extend_from_slice(more);
+    }
+
+    /// The next chunk: up to `want` of the bytes it holds. Tell it with
+    /// [`taken`](Self::taken) once copied.
+    fn next(&self, want: usize) -> &[u8] {
+        let rest = &self.bytes[self.from..];
+        &rest[..rest.len().min(want)]
+    }
+
+    /// Takes note that `len` bytes went on as a chunk; once none is left,
+    /// an idle connection holds no memory for it.
+    fn taken(&mut self, len: usize) {
+        self.from += len;
+        if self.is_empty() {
+            self.clear();
+        }
     }
 }
 

@@ -82,7 +82,7 @@ pub(in crate::proxy) struct Direction {
     /// Which way the bytes go, for the faults and delay of that way.
     pub(super) way: Way,
     /// The link as now: delay and jitter may change while running.
-    link: SlowLink,
+    pub(super) link: SlowLink,
     line: Line<Chunk>,
     /// Buffers for chunks read into memory.
     spares: Spares,
@@ -98,6 +98,8 @@ pub(in crate::proxy) struct Direction {
     received: Option<Arc<AtomicU64>>,
     /// A chunk read whose tokens are reserved but not yet covered.
     unpaid: Option<(Chunk, Reservation)>,
+    /// What was read after it, unpaid, to be the next chunks.
+    ahead: intake::ReadAhead,
     /// Whether the chunk read got all it asked for: more of the stream
     /// waited behind it (segments in flight, for `--loss`).
     more_behind: bool,
@@ -212,6 +214,7 @@ impl Direction {
             watch,
             received: start.received.clone(),
             unpaid: None,
+            ahead: intake::ReadAhead::default(),
             more_behind: false,
             busy_in_loop: 0,
             #[cfg(test)]
@@ -233,7 +236,10 @@ impl Direction {
     /// True if nothing waits in it: no chunk for tokens, in the line or
     /// being written.
     pub(super) fn idle(&self) -> bool {
-        self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty()
+        self.unpaid.is_none()
+            && self.ahead.is_empty()
+            && self.sending.is_none()
+            && self.line.is_empty()
     }
 
     /// How many pipes it holds now.
@@ -333,7 +339,7 @@ impl Direction {
             .direction_faults
             .as_ref()
             .and_then(DirectionFaults::deadline);
-        if self.ended && self.unpaid.is_none() && self.sending.is_none() && self.line.is_empty() {
+        if self.ended && self.idle() {
             return self.finish(to, bucket.clock().now()).map_err(at(to_end));
         }
         // While a write is blocked or a pause lasts, the next release
@@ -486,19 +492,29 @@ impl Direction {
         let Some(direction_faults) = &mut self.direction_faults else {
             return (chunk, false);
         };
+
         match chunk {
             Chunk::Bytes(mut bytes) => {
                 let (reset, cut) = direction_faults.admit(&mut bytes);
-                self.ended |= cut;
+                self.cut_off(cut);
                 (Chunk::Bytes(bytes), reset)
             }
             Chunk::Reset => (Chunk::Reset, false),
             Chunk::Piped(piped) => {
                 let (forward, reset, cut) = direction_faults.admit_length(piped.forward);
-                self.ended |= cut;
+                self.cut_off(cut);
                 let discard = piped.forward - forward;
                 (Chunk::Piped(Piped { forward, discard }), reset)
             }
+        }
+    }
+
+    /// Once a fault cut the input, nothing more of it is read or passed
+    /// on: what was read ahead neither.
+    fn cut_off(&mut self, cut: bool) {
+        if cut {
+            self.ended = true;
+            self.ahead.clear();
         }
     }
 }

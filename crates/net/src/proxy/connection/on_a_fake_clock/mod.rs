@@ -6,6 +6,7 @@
 //! sockets, where chunks are spliced, in [`between_sockets`].
 
 mod between_sockets;
+mod read_ahead;
 
 use super::*;
 use shape_bucket::{FakeClock, Fill, Limit};
@@ -27,6 +28,9 @@ struct MemorySide {
     clock: Arc<FakeClock>,
     /// Each write: when, and how many bytes.
     writes: Vec<(u64, usize)>,
+    /// Reads that brought bytes, and the bytes written, in order.
+    reads: usize,
+    written: Vec<u8>,
     shut_at: Option<u64>,
 }
 
@@ -38,6 +42,8 @@ impl MemorySide {
             reset: false,
             clock: clock.clone(),
             writes: Vec::new(),
+            reads: 0,
+            written: Vec::new(),
             shut_at: None,
         }
     }
@@ -68,6 +74,7 @@ impl Read for MemorySide {
                 false => Err(io::ErrorKind::WouldBlock.into()),
             };
         }
+        self.reads += 1;
         let n = buffer.len().min(self.input.len());
         for (slot, byte) in buffer.iter_mut().zip(self.input.drain(..n)) {
             *slot = byte;
@@ -79,6 +86,7 @@ impl Read for MemorySide {
 impl Side for MemorySide {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.writes.push((self.clock.now(), buf.len()));
+        self.written.extend_from_slice(buf);
         Ok(buf.len())
     }
 
