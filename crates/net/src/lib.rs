@@ -10,6 +10,7 @@
 mod address;
 pub mod deadlines;
 pub mod low_ports;
+mod pipe_quota;
 pub mod proxy;
 mod resources;
 pub mod splice;

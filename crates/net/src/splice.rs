@@ -6,22 +6,25 @@
 //! ([`splice_waiting`]). Neither end is ever at an offset: pipes and
 //! sockets have none, and a file moves from where it is.
 
+use crate::pipe_quota::{self, Held};
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
-/// A pipe of shape's own, closed on exec, made to hold a size asked for.
-/// Where the system refuses (a user past the kernel's quota of pipe
-/// pages, or more than it lets an unprivileged process ask), the pipe
-/// keeps the size it has.
+/// A pipe of shape's own, closed on exec, made to hold a size asked for,
+/// or less where a user's quota of pipe pages is filling
+/// ([`pipe_quota`](crate::pipe_quota)). None is made where less than a
+/// default pipe would be had: the bytes are better copied.
 pub struct Pipe {
     pub read: OwnedFd,
     pub write: OwnedFd,
     /// What it holds, in bytes: the size asked, or what the system gave
     /// instead.
     pub size: usize,
+    /// Its pages, counted against the quota while it lives.
+    _held: Held,
 }
 
 impl Pipe {
@@ -35,13 +38,21 @@ impl Pipe {
         Pipe::sized(size, PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)
     }
 
-    /// A pipe made with `flags`, asked to hold `size` bytes, or keeping
-    /// what it has.
+    /// A pipe made with `flags`, asked to hold `size` bytes or what the
+    /// quota grants, or keeping what it has.
     fn sized(size: usize, flags: PipeFlags) -> io::Result<Pipe> {
+        let spent = || io::Error::other("the user's quota of pipe pages is spent");
+        let asked = pipe_quota::grant(size).ok_or_else(spent)?;
         let (read, write) = rustix::pipe::pipe_with(flags)?;
-        let size = rustix::pipe::fcntl_setpipe_size(&write, size)
+        let size = rustix::pipe::fcntl_setpipe_size(&write, asked)
             .or_else(|_| rustix::pipe::fcntl_getpipe_size(&write))?;
-        Ok(Pipe { read, write, size })
+        let held = Held::take(size, asked).ok_or_else(spent)?;
+        Ok(Pipe {
+            read,
+            write,
+            size,
+            _held: held,
+        })
     }
 }
 

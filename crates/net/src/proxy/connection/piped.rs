@@ -1,15 +1,22 @@
 //! Bytes that cross a direction untouched, moved by splice(2): from one
-//! socket into pipes of the direction's own, and from them to the other
+//! socket into pipes the direction holds, and from them to the other
 //! socket, never through user memory. What the delay line holds waits in
 //! the pipes, in order, each chunk in the line standing for its bytes
 //! there ([`Piped`]); a chain of pipes holds more than one pipe may.
+//!
+//! A pipe is held only while bytes wait in it: emptied, it goes back to
+//! the process's spares ([`SPARES`]), which the next direction to splice
+//! takes from. So a thousand connections hold pipes only for what waits,
+//! within a user's quota of pipe pages, and an idle one holds none.
 
 use crate::splice::{self, splice_now};
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
+use shape_leaves::lock::lock;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::sync::Mutex;
 
 /// What one pipe is asked to hold: 1 MiB, the most an unprivileged
 /// process may ask by default, so that a delay of 50 ms at 200 MiB/s
@@ -19,6 +26,13 @@ const PIPE_SIZE: usize = 1 << 20;
 /// The most pipes one direction chains: beyond 64 MiB (the most a delay
 /// line holds), chunks wait in memory as they would without pipes.
 const MOST_PIPES: usize = 64;
+/// The most empty pipes kept for the next direction to take: enough for
+/// the loops' turns, few enough that an idle proxy holds little of a
+/// user's quota.
+const MOST_SPARES: usize = 8;
+
+/// Empty pipes, given back by the directions that emptied them.
+static SPARES: Mutex<Vec<splice::Pipe>> = Mutex::new(Vec::new());
 
 /// The bytes of a chunk that wait in a direction's pipes: those to pass
 /// on, then those to throw away (cut off by a fault after they were
@@ -40,13 +54,26 @@ struct ChainedPipe {
 }
 
 impl ChainedPipe {
+    /// A spare pipe, or a new one.
     fn new() -> io::Result<ChainedPipe> {
-        let ends = splice::Pipe::nonblocking(PIPE_SIZE)?;
+        let spare = lock(&SPARES).pop();
+        let ends = match spare {
+            Some(pipe) => pipe,
+            None => splice::Pipe::nonblocking(PIPE_SIZE)?,
+        };
         Ok(ChainedPipe {
             room: ends.size,
             ends,
             filled: 0,
         })
+    }
+
+    /// Gives it, empty, to the spares, unless they are enough.
+    fn spare(self) {
+        let mut spares = lock(&SPARES);
+        if spares.len() < MOST_SPARES {
+            spares.push(self.ends);
+        }
     }
 
     /// True if the pipe has a slot free. A pipe's room is counted in
@@ -65,11 +92,6 @@ pub(in crate::proxy) struct Pipes {
 }
 
 impl Pipes {
-    /// True if there are pipes and nothing waits in them.
-    pub(in crate::proxy) fn idle(&self) -> bool {
-        !self.chain.is_empty() && self.chain.iter().all(|pipe| pipe.filled == 0)
-    }
-
     /// How many pipes it holds.
     #[cfg(test)]
     pub(in crate::proxy) fn pipes(&self) -> usize {
@@ -91,26 +113,31 @@ impl Pipes {
         from: BorrowedFd<'_>,
         want: usize,
     ) -> io::Result<Option<usize>> {
-        loop {
+        let spliced = loop {
             let Some(pipe) = self.back_with_room() else {
-                return Ok(None);
+                break Ok(None);
             };
             let room = (pipe.room - pipe.filled).min(want);
             match splice_now(from, &pipe.ends.write, room) {
                 Ok(n) => {
                     pipe.filled += n;
-                    return Ok(Some(n));
+                    break Ok(Some(n));
                 }
                 // Either end may have said so: the pipe, if its slots are
                 // full; else the socket.
                 Err(Errno::AGAIN) if pipe.writable() => {
-                    return Err(io::ErrorKind::WouldBlock.into());
+                    break Err(io::ErrorKind::WouldBlock.into());
                 }
                 // Full short of its size: the next pipe takes what comes.
                 Err(Errno::AGAIN) => pipe.room = pipe.filled,
-                Err(err) => return Err(err.into()),
+                Err(err) => break Err(err.into()),
             }
+        };
+        // A pipe taken for bytes that did not come is not held.
+        if self.chain.back().is_some_and(|pipe| pipe.filled == 0) {
+            self.chain.pop_back().map(ChainedPipe::spare);
         }
+        spliced
     }
 
     /// Moves up to `len` bytes from the front of the pipes to `to`;
@@ -172,9 +199,8 @@ impl Pipes {
     }
 
     /// Counts `n` bytes out of the front pipe; an emptied pipe leaves the
-    /// chain, but for the last one, which is reused whole.
+    /// chain for the spares.
     fn took(&mut self, n: usize) {
-        let more = self.chain.len() > 1;
         let Some(pipe) = self.chain.front_mut() else {
             return;
         };
@@ -182,12 +208,7 @@ impl Pipes {
         if pipe.filled > 0 {
             return;
         }
-        if more {
-            self.chain.pop_front();
-        } else {
-            // Emptied: its whole size is room again.
-            pipe.room = pipe.ends.size;
-        }
+        self.chain.pop_front().map(ChainedPipe::spare);
     }
 }
 

@@ -255,7 +255,6 @@ impl Direction {
         });
         self.met = met;
         self.read_any = true;
-        self.spliced_at = bucket.clock().now();
         if let Some(received) = &self.received {
             received.fetch_add(came as u64, Ordering::Relaxed);
         }

@@ -20,12 +20,6 @@ use shape_leaves::duration::nanos;
 mod intake;
 mod sending;
 
-/// How long a direction keeps its pipes, empty, after it last spliced:
-/// long enough that a busy one never makes them anew, short enough that
-/// a connection gone idle soon holds four descriptors less (it is woken
-/// once for it).
-const PIPES_IDLE: u64 = 1_000_000_000;
-
 /// A chunk on its way: its bytes, or a count of bytes in the pipes; or
 /// where an HTTP rule resets the connection.
 pub(in crate::proxy) enum Chunk {
@@ -88,8 +82,6 @@ pub(in crate::proxy) struct Direction {
     spares: Spares,
     /// Where spliced chunks wait.
     pipes: Pipes,
-    /// When a splice last moved bytes in or out.
-    spliced_at: u64,
     /// The faults of this direction, if its connection is one they affect.
     pub(super) direction_faults: Option<DirectionFaults>,
     /// Which change of the conditions this direction has taken.
@@ -204,7 +196,6 @@ impl Direction {
             line: link.line(start.seeds.jitter),
             spares: Spares::default(),
             pipes: Pipes::default(),
-            spliced_at: start.now,
             direction_faults: start.affected.then(|| {
                 let mut direction_faults =
                     DirectionFaults::new(faults, start.seeds.faults, start.block, start.now);
@@ -349,27 +340,7 @@ impl Direction {
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
-        let pipes_go = self.let_idle_pipes_go(|| bucket.clock().now());
-        Ok(least(
-            least(least(tokens, paused.or(release)), direction_faults),
-            pipes_go,
-        ))
-    }
-
-    /// Lets the pipes go once they have been empty for [`PIPES_IDLE`]
-    /// since the last splice; until then, returns when to look again. The
-    /// clock (`now`) is read only when there are idle pipes: every step
-    /// asks, and most have none.
-    fn let_idle_pipes_go(&mut self, now: impl FnOnce() -> u64) -> Option<u64> {
-        if !self.pipes.idle() {
-            return None;
-        }
-        let due = self.spliced_at.saturating_add(PIPES_IDLE);
-        if now() < due {
-            return Some(due);
-        }
-        self.pipes = Pipes::default();
-        None
+        Ok(least(least(tokens, paused.or(release)), direction_faults))
     }
 
     /// Puts the chunk read into the line once its tokens are covered, with

@@ -60,10 +60,7 @@ impl Direction {
                 };
                 let written = match chunk {
                     Chunk::Bytes(bytes) => to.write(&bytes[*out..*out + piece]),
-                    Chunk::Piped(_) => {
-                        self.spliced_at = now;
-                        to.splice_from(&mut self.pipes, piece)
-                    }
+                    Chunk::Piped(_) => to.splice_from(&mut self.pipes, piece),
                     Chunk::Reset => Ok(0),
                 };
                 match written {
