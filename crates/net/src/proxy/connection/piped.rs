@@ -134,8 +134,8 @@ impl Pipes {
             }
         };
         // A pipe taken for bytes that did not come is not held.
-        if self.chain.back().is_some_and(|pipe| pipe.filled == 0) {
-            self.chain.pop_back().map(ChainedPipe::spare);
+        if let Some(untouched) = self.chain.pop_back_if(|pipe| pipe.filled == 0) {
+            untouched.spare();
         }
         spliced
     }
@@ -208,7 +208,9 @@ impl Pipes {
         if pipe.filled > 0 {
             return;
         }
-        self.chain.pop_front().map(ChainedPipe::spare);
+        if let Some(emptied) = self.chain.pop_front() {
+            emptied.spare();
+        }
     }
 }
 
