@@ -134,8 +134,10 @@ impl Pipes {
             }
         };
         // A pipe taken for bytes that did not come is not held.
-        if let Some(untouched) = self.chain.pop_back_if(|pipe| pipe.filled == 0) {
-            untouched.spare();
+        if self.chain.back().is_some_and(|pipe| pipe.filled == 0) {
+            if let Some(untouched) = self.chain.pop_back() {
+                untouched.spare();
+            }
         }
         spliced
     }
