@@ -8,16 +8,18 @@
 # proxy's own CPU (from wait4). Five seconds is what a proxy that keeps the
 # rate takes; more says it fell behind.
 #
-#   [SHAPE=BINARY] benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]
+#   [SHAPE=BINARY] [AS=COMMAND] benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]
 #
 # RATE is in bytes a second; the default cases are 1, 50 and 1,000
 # connections at 20,000 B/s, 50 and 200 at 200,000 B/s, and 32 at
 # 10,000,000 B/s. toxiproxy's rate is in units of 1,000 B/s, so the two
 # are held to the same limit. Build toxiproxy-server with
 # ../shared/toxiproxy/build.sh. The descriptor limit is raised for the
-# largest cases (4,000 connections need 8,000 and more). With cc, a last
-# row gives the floor: what the system alone spends on the sends of the
-# chunks of 1,000 connections at 20,000 B/s (benches/send_floor.c).
+# largest cases (4,000 connections need 8,000 and more). With cc, each
+# case ends with its floor: what the system alone spends on the sends of
+# its connections' bytes in shape's chunks (a packet below 150 kB/s, else
+# 10 ms of the rate), with nothing read, paced or decided
+# (benches/send_floor.c).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 toxiproxy=${1:?usage: benches/many_slow.sh TOXIPROXY_SERVER [N:RATE ...]}
@@ -27,15 +29,24 @@ toxiproxy=$(cd "$(dirname "$toxiproxy")" && pwd)/$(basename "$toxiproxy")
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 # SHAPE names another build to hold (the issue's start, say); else this
-# tree's is built.
+# tree's is built. AS runs every proxy as another user, as an ordinary
+# user meets them: AS="setpriv --reuid 65534 --regid 65534 --clear-groups"
+# (root's pipes know no quota).
 if [ -z "${SHAPE:-}" ]; then
     cargo build --release --quiet --bin shape
     SHAPE=$PWD/target/release/shape
 fi
 shape=$SHAPE
+as=${AS:-}
 scratch=$(mktemp -d)
+chmod 755 "$scratch"
 trap 'rm -rf "$scratch"' EXIT
 CGO_ENABLED=0 go build -o "$scratch/proxyload" ../shared/device/proxyload.go
+floor=
+if command -v cc >/dev/null; then
+    cc -O2 -o "$scratch/send_floor" benches/send_floor.c
+    floor=$scratch/send_floor
+fi
 
 # toxiproxy-server starts its proxy from a file, written once proxyload has
 # chosen the ports (FRONT, SINK and API in the environment); the toxic is
@@ -43,11 +54,11 @@ CGO_ENABLED=0 go build -o "$scratch/proxyload" ../shared/device/proxyload.go
 {
     echo '#!/bin/sh'
     echo "echo \"[{\\\"name\\\": \\\"load\\\", \\\"listen\\\": \\\"127.0.0.1:\$FRONT\\\", \\\"upstream\\\": \\\"127.0.0.1:\$SINK\\\"}]\" >$scratch/proxies.json"
-    echo "exec $toxiproxy -host 127.0.0.1 -port \$API -config $scratch/proxies.json >/dev/null 2>&1"
+    echo "exec $as $toxiproxy -host 127.0.0.1 -port \$API -config $scratch/proxies.json >/dev/null 2>&1"
 } >"$scratch/toxiproxy.sh"
 {
     head -2 "$scratch/toxiproxy.sh"
-    echo "exec $shape -q --serve 127.0.0.1:\$API --config $scratch/proxies.json >/dev/null 2>&1"
+    echo "exec $as $shape -q --serve 127.0.0.1:\$API --config $scratch/proxies.json >/dev/null 2>&1"
 } >"$scratch/serve.sh"
 chmod +x "$scratch/toxiproxy.sh" "$scratch/serve.sh"
 
@@ -58,7 +69,7 @@ for case in $cases; do
     rate=${case#*:}
     kib=$((rate * 5 / 1024))
     "$scratch/proxyload" -name shape -conns "$conns" -kib "$kib" -- \
-        "$shape -q --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate $rate --per-connection" |
+        "$as $shape -q --listen 127.0.0.1:\$FRONT --connect 127.0.0.1:\$SINK --rate $rate --per-connection" |
         sed "s#\$# $rate B/s |#"
     for server in serve toxiproxy; do
         "$scratch/proxyload" -name "$server" -conns "$conns" -kib "$kib" \
@@ -67,8 +78,9 @@ for case in $cases; do
             "$scratch/$server.sh" |
             sed "s#\$# $rate B/s |#"
     done
+    if [ -n "$floor" ]; then
+        chunk=$((rate / 100))
+        [ "$rate" -lt 150000 ] && chunk=$((rate / 10 < 1500 ? rate / 10 : 1500))
+        "$floor" "$conns" "$rate" "$chunk" 5
+    fi
 done
-if command -v cc >/dev/null; then
-    cc -O2 -o "$scratch/send_floor" benches/send_floor.c
-    for chunk in 1500 2000; do "$scratch/send_floor" 1000 20000 "$chunk" 5; done
-fi

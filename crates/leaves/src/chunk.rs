@@ -80,23 +80,26 @@ fn bounded(worth: f64, burst: u64) -> usize {
 /// connections at 200 kB/s ask the one loop for 160,000 steps a second.
 const PROXY_CHUNK_SECONDS: f64 = 0.01;
 
-/// The most chunks a second a proxy's loop hands on over all its busy
-/// directions before their chunks grow: each is a wake-up of a program
-/// downstream too. 400 streams at 200 kB/s in chunks of 10 ms woke a
+/// The most chunks a second a proxy hands on over all its busy
+/// directions, whichever of its loops carries them, before their chunks
+/// grow: each is a wake-up of a program downstream too, on whichever
+/// core. 400 streams at 200 kB/s in chunks of 10 ms woke a
 /// Python echo server and its Python clients 40,000 times a second, and
 /// a probe's round trip through `--delay 25ms` took 52 ms at the median
-/// and 85 at the 90th percentile; in chunks of 20 ms, 51 and 52.
-pub const LOOP_CHUNKS_A_SECOND: f64 = 10_000.0;
+/// and 85 at the 90th percentile; in chunks of 20 ms, 51 and 52. Counted
+/// per loop, two loops on two cores sent 200 streams of 200 kB/s in
+/// chunks of 10 ms, 20,000 a second, for 1.5 times toxiproxy's CPU.
+pub const PROXY_CHUNKS_A_SECOND: f64 = 10_000.0;
 
-/// The bytes of one chunk of a proxy's direction at `limit`, while its
-/// loop has `busy` directions with bytes on their way: as [`chunk_size`]
+/// The bytes of one chunk of a proxy's direction at `limit`, while the
+/// proxy has `busy` directions with bytes on their way: as [`chunk_size`]
 /// below [`PACKET_RATE`]; from there on 10 ms of the rate, or more where
-/// `busy` directions would hand on more than [`LOOP_CHUNKS_A_SECOND`] (at
+/// `busy` directions would hand on more than [`PROXY_CHUNKS_A_SECOND`] (at
 /// most ten times more), within the same bounds.
 pub fn proxy_chunk_size(limit: Limit, burst: u64, busy: usize) -> usize {
     match limit {
         Limit::Rate(rate) if rate.bytes_per_sec() >= PACKET_RATE => {
-            let seconds = (busy as f64 / LOOP_CHUNKS_A_SECOND)
+            let seconds = (busy as f64 / PROXY_CHUNKS_A_SECOND)
                 .clamp(PROXY_CHUNK_SECONDS, 10.0 * PROXY_CHUNK_SECONDS);
             bounded(rate.bytes_per_sec() * seconds, burst)
         }

@@ -325,7 +325,7 @@ impl Connection {
     }
 
     /// Steps both directions at `now`, unless it is to close, while its
-    /// loop has `busy` directions with bytes on their way (the more, the
+    /// proxy has `busy` directions with bytes on their way (the more, the
     /// larger their chunks).
     pub(super) fn step(
         &mut self,
@@ -345,8 +345,8 @@ impl Connection {
         if self.closing {
             return Ok(());
         }
-        self.up.busy_in_loop = busy;
-        self.down.busy_in_loop = busy;
+        self.up.busy_in_proxy = busy;
+        self.down.busy_in_proxy = busy;
         let [up, down] = &self.shaping;
         let up = self.up.step(
             &mut self.client,

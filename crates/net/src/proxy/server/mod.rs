@@ -34,7 +34,7 @@ use slab::Slab;
 use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
@@ -83,8 +83,6 @@ pub(super) struct EventLoop<'a> {
     watched: Vec<Arc<Bucket>>,
     /// Connections to step in this round, kept to reuse its memory.
     ready: Vec<usize>,
-    /// How many directions of its connections have bytes on their way.
-    busy: usize,
     /// The order of a turn's steps: where the last turn left off.
     woken: Woken,
     /// Connections whose rules changed, and those just handed over
@@ -166,7 +164,6 @@ impl<'a> EventLoop<'a> {
             connections: Slab::new(),
             watched: Vec::new(),
             ready: Vec::new(),
-            busy: 0,
             woken: Woken::default(),
             retuned: Vec::new(),
             deadlines: Deadlines::default(),
@@ -398,8 +395,9 @@ impl<'a> EventLoop<'a> {
             return;
         };
         let was_busy = connection.busy();
-        let stepped = connection.step(&mut self.scratch, self.clock.now(), self.busy);
-        self.busy = (self.busy + connection.busy()).saturating_sub(was_busy);
+        let busy = self.proxy_loops.busy.load(Ordering::Relaxed);
+        let stepped = connection.step(&mut self.scratch, self.clock.now(), busy);
+        self.proxy_loops.busied(was_busy, connection.busy());
         if let Some(why) = connection.first_opaque() {
             let line = format!("shape: {}: {why}", connection.peer);
             self.say(&line);
@@ -502,7 +500,7 @@ impl<'a> EventLoop<'a> {
     fn forget(&mut self, key: usize) {
         self.deadlines.file(key, None);
         let mut connection = self.connections.remove(key);
-        self.busy = self.busy.saturating_sub(connection.busy());
+        self.proxy_loops.busied(connection.busy(), 0);
         if let Some(end) = connection.own_end {
             self.own_ends.remove(&end);
         }
@@ -514,6 +512,10 @@ impl<'a> EventLoop<'a> {
 
 /// What the loops of one proxy share.
 pub struct ProxyLoops {
+    /// How many directions of their connections have bytes on their way,
+    /// which sizes the chunks: the programs downstream are woken for
+    /// every chunk, whichever loop sent it.
+    busy: AtomicUsize,
     /// The draws of chance of each connection, in turn, so that a seed
     /// replays them in the order the clients came, whichever loop took
     /// each.
@@ -532,6 +534,7 @@ impl ProxyLoops {
     /// What `loops` loops share, their draws of chance from `seed`.
     pub fn new(seed: u64, loops: usize) -> ProxyLoops {
         ProxyLoops {
+            busy: AtomicUsize::new(0),
             accept_at_once: if loops > 1 { 1 } else { usize::MAX },
             draws: Mutex::new(ConnectionDraws {
                 seeds: fastrand::Rng::with_seed(seed),
@@ -539,6 +542,18 @@ impl ProxyLoops {
             }),
             admission: Mutex::default(),
         }
+    }
+}
+
+impl ProxyLoops {
+    /// Takes note that a connection went from `was` busy directions to
+    /// `is`.
+    fn busied(&self, was: usize, is: usize) {
+        match is.cmp(&was) {
+            std::cmp::Ordering::Greater => self.busy.fetch_add(is - was, Ordering::Relaxed),
+            std::cmp::Ordering::Less => self.busy.fetch_sub(was - is, Ordering::Relaxed),
+            std::cmp::Ordering::Equal => return,
+        };
     }
 }
 

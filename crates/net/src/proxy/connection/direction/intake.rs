@@ -1,5 +1,5 @@
 //! How a direction takes a chunk in: as large as the rate, the buffer's
-//! room and the loop's load allow, spliced into its pipes where no fault
+//! room and the proxy's load allow, spliced into its pipes where no fault
 //! touches its bytes and both sides are sockets, else read into memory,
 //! gathered from what comes in pieces, and its tokens reserved. A read
 //! into memory takes several chunks' worth at once where it can
@@ -161,7 +161,7 @@ impl Direction {
         // every 2.5 ms instead of every 0.3.
         match stalled {
             true => BUFFER,
-            false => proxy_chunk_size(limit, burst, self.busy_in_loop)
+            false => proxy_chunk_size(limit, burst, self.busy_in_proxy)
                 .min(self.link.max_chunk())
                 .min(usize::try_from(room).unwrap_or(usize::MAX)),
         }

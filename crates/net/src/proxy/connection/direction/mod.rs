@@ -12,6 +12,7 @@
 
 use super::piped::Piped;
 use super::*;
+use crate::deadlines::paced;
 use crate::proxy::http_gate::HttpGate;
 use shape_impair::conditions::InForce;
 use shape_impair::slowlink::{Footprint, Spares};
@@ -95,9 +96,9 @@ pub(in crate::proxy) struct Direction {
     /// Whether the chunk read got all it asked for: more of the stream
     /// waited behind it (segments in flight, for `--loss`).
     more_behind: bool,
-    /// How many directions of its loop have bytes on their way, which
+    /// How many directions of its proxy have bytes on their way, which
     /// sizes its chunks ([`proxy_chunk_size`]).
-    pub(super) busy_in_loop: usize,
+    pub(super) busy_in_proxy: usize,
     /// Chunks read into memory, then chunks spliced: for the tests.
     #[cfg(test)]
     pub(super) chunks: [u64; 2],
@@ -207,7 +208,7 @@ impl Direction {
             unpaid: None,
             ahead: intake::ReadAhead::default(),
             more_behind: false,
-            busy_in_loop: 0,
+            busy_in_proxy: 0,
             #[cfg(test)]
             chunks: [0; 2],
             sending: None,
@@ -340,6 +341,7 @@ impl Direction {
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
+        let tokens = tokens.map(paced);
         Ok(least(least(tokens, paused.or(release)), direction_faults))
     }
 
