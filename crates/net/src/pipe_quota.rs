@@ -71,13 +71,13 @@ fn granted(limit: Option<usize>, held: usize, wanted: usize) -> Option<usize> {
 
 /// What one pipe holds of the quota, given back when it is dropped.
 #[derive(Debug)]
-pub struct Held(usize);
+pub struct PipePages(usize);
 
-impl Held {
+impl PipePages {
     /// Takes note of a pipe of `bytes`, which was asked to hold `asked`.
     /// Returns `None` (and holds nothing) if the kernel gave less than a
     /// pipe worth splicing through, where a quota applies.
-    pub fn take(bytes: usize, asked: usize) -> Option<Held> {
+    pub fn take(bytes: usize, asked: usize) -> Option<PipePages> {
         let pages = bytes / PAGE;
         let held = HELD.fetch_add(pages, Ordering::Relaxed);
         if bytes < asked.min(LEAST_PAGES * PAGE) && quota().is_some() {
@@ -85,11 +85,11 @@ impl Held {
             HELD.fetch_sub(pages, Ordering::Relaxed);
             return None;
         }
-        Some(Held(pages))
+        Some(PipePages(pages))
     }
 }
 
-impl Drop for Held {
+impl Drop for PipePages {
     fn drop(&mut self) {
         let held = HELD.fetch_sub(self.0, Ordering::Relaxed) - self.0;
         let ceiling = CEILING.load(Ordering::Relaxed);
@@ -123,14 +123,14 @@ mod tests {
 
     #[test]
     fn a_pipe_the_kernel_gave_too_little_is_refused_and_sets_a_ceiling() {
-        let held = Held::take(1 << 20, 1 << 20).expect("given what it asked");
+        let held = PipePages::take(1 << 20, 1 << 20).expect("given what it asked");
         assert_eq!(held.0, 256);
         drop(held);
         match quota() {
             // Root: whatever the kernel gave is kept.
-            None => assert!(Held::take(8192, 1 << 20).is_some()),
+            None => assert!(PipePages::take(8192, 1 << 20).is_some()),
             Some(_) => {
-                assert!(Held::take(8192, 1 << 20).is_none());
+                assert!(PipePages::take(8192, 1 << 20).is_none());
                 assert_ne!(CEILING.swap(usize::MAX, Ordering::Relaxed), usize::MAX);
             }
         }

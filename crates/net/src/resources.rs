@@ -13,7 +13,8 @@ use std::time::Duration;
 pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// How many descriptors each loop should leave to connections at least:
-/// a loop takes five of its own (poll, waker, alarm, spare, listener).
+/// a loop takes four of its own (poll, waker, spare, listener), and an
+/// alarm where the kernel is older than 5.11.
 const DESCRIPTORS_PER_LOOP: u64 = 64;
 
 /// Raises the soft limit on open files to the hard one: each connection

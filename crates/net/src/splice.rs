@@ -6,7 +6,7 @@
 //! ([`splice_waiting`]). Neither end is ever at an offset: pipes and
 //! sockets have none, and a file moves from where it is.
 
-use crate::pipe_quota::{self, Held};
+use crate::pipe_quota::{self, PipePages};
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, SpliceFlags};
@@ -24,7 +24,7 @@ pub struct Pipe {
     /// instead.
     pub size: usize,
     /// Its pages, counted against the quota while it lives.
-    _held: Held,
+    _held: PipePages,
 }
 
 impl Pipe {
@@ -46,7 +46,7 @@ impl Pipe {
         let (read, write) = rustix::pipe::pipe_with(flags)?;
         let size = rustix::pipe::fcntl_setpipe_size(&write, asked)
             .or_else(|_| rustix::pipe::fcntl_getpipe_size(&write))?;
-        let held = Held::take(size, asked).ok_or_else(spent)?;
+        let held = PipePages::take(size, asked).ok_or_else(spent)?;
         Ok(Pipe {
             read,
             write,
