@@ -341,7 +341,7 @@ impl Direction {
             .is_none()
             .then(|| self.line.next_release())
             .flatten();
-        let tokens = tokens.map(paced);
+        let tokens = tokens.map(|at| paced(at, self.busy_in_proxy));
         Ok(least(least(tokens, paused.or(release)), direction_faults))
     }
 

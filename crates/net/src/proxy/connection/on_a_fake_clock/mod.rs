@@ -6,6 +6,7 @@
 //! sockets, where chunks are spliced, in [`between_sockets`].
 
 mod between_sockets;
+mod pacing_grid;
 mod read_ahead;
 
 use super::*;
@@ -194,19 +195,17 @@ fn rate() -> Limit {
 }
 
 #[test]
-fn at_a_rate_every_byte_leaves_on_the_pacing_grid_once_it_is_paid_for() {
+fn at_a_rate_every_byte_leaves_the_moment_it_is_paid_for() {
     let mut bench = DirectionBench::new(rate(), 10_000, Duration::ZERO, Faults::default());
     let (mut from, mut to) = bench.sides(30_000, true);
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
     // From an empty bucket: a chunk of a packet (1,500 bytes, below
-    // 150 KB/s) paid every 15 ms, to the nanosecond, each leaving on the
-    // first 2 ms of the grid from then (16, 30, 46, 60 ms...), the last at
-    // 300 ms; never a byte before it is paid.
+    // 150 KB/s) every 15 ms, to the nanosecond, the last at 300 ms; never
+    // a byte before it is paid.
     assert_eq!(moments.len(), 20);
     for (k, &t) in moments.iter().enumerate() {
-        let paid = (k as u64 + 1) * 15 * MS;
-        assert_eq!(t, paid.next_multiple_of(2 * MS), "moment {k}");
+        assert_eq!(t, (k as u64 + 1) * 15 * MS, "moment {k}");
         assert_eq!(to.out_by(t), (k + 1) * 1500, "by {t} ns");
         assert_eq!(to.out_by(t - 1), k * 1500, "just before {t} ns");
     }
@@ -248,18 +247,17 @@ fn a_rate_changed_while_a_direction_waits_retimes_its_wait() {
     );
     // Doubled at 100 ms, with a chunk of 1,500 bytes paid for at the old
     // rate and due at 105 ms, 500 tokens short: that wait is moved to
-    // 102.5 ms (the chunk leaves on the grid, at 104), the chunks after it
-    // are 10 ms of the new rate (2,000 bytes: a proxy's chunk from
-    // 150 KB/s, paid at 112.5 ms and leaving at 114), and the last byte
-    // leaves at 200 ms.
+    // 102.5 ms, the chunks after it are 10 ms of the new rate (2,000
+    // bytes: a proxy's chunk from 150 KB/s), and the last byte leaves at
+    // 200 ms.
     bench.clock.advance_to(100 * MS);
     bench.bucket.set_limit(Limit::per_second(200_000));
     let moments = bench.run(&mut from, &mut to, u64::MAX);
     assert_eq!(to.out(), 30_000);
-    assert_eq!(moments[0], 104 * MS);
-    assert_eq!(to.out_by(104 * MS), 10_500);
-    assert_eq!(to.out_by(114 * MS - 1), 10_500);
-    assert_eq!(to.out_by(114 * MS), 12_500);
+    assert_eq!(moments[0], 102_500_000);
+    assert_eq!(to.out_by(102_500_000), 10_500);
+    assert_eq!(to.out_by(112_500_000 - 1), 10_500);
+    assert_eq!(to.out_by(112_500_000), 12_500);
     assert_eq!(moments.last(), Some(&(200 * MS)));
 }
 
@@ -272,10 +270,10 @@ fn a_delay_line_holds_each_chunk_for_the_delay_after_it_is_paid() {
     assert_eq!(to.out(), 30_000);
     assert_eq!(to.out_by(50 * MS - 1), 0, "nothing before the delay");
     // The first chunk, a packet (1,500 bytes: below 150 KB/s a chunk is
-    // one), is paid at 15 ms, taken in on the grid at 16 and leaves at
-    // 66 ms; by 150 ms, those taken by 100 ms (the sixth at 90 ms); the
-    // last, paid at 300 ms, at 350 ms, and the end follows it.
-    assert_eq!(to.writes.first().map(|w| w.0), Some(66 * MS));
+    // one), is paid at 15 ms and leaves at 65 ms; by 150 ms, those paid by
+    // 100 ms (the sixth at 90 ms); the last, paid at 300 ms, at 350 ms,
+    // and the end follows it.
+    assert_eq!(to.writes.first().map(|w| w.0), Some(65_000_000));
     assert_eq!(to.out_by(150 * MS), 9_000);
     assert_eq!(to.writes.last().map(|w| w.0), Some(350 * MS));
     assert_eq!(to.shut_at, Some(350 * MS));
@@ -359,10 +357,10 @@ fn a_fault_sent_while_running_counts_from_that_moment() {
     });
     bench.run(&mut from, &mut to, u64::MAX);
     // Sent at 50 ms, it stalls at 150 ms: the last chunk out is the one
-    // paid at 135 ms (a chunk of 1,500 bytes every 15 ms), leaving on the
-    // grid at 136; the one due at 150 ms is lost.
+    // due at 135 ms (a chunk of 1,500 bytes every 15 ms); the one due at
+    // 150 ms is lost.
     assert_eq!(to.out(), 13_500);
-    assert_eq!(to.writes.last().map(|w| w.0), Some(136 * MS));
+    assert_eq!(to.writes.last().map(|w| w.0), Some(135 * MS));
 }
 
 #[test]
