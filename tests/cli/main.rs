@@ -40,6 +40,7 @@ mod live;
 mod loss;
 mod net;
 mod options;
+mod pipe_quota;
 mod proxy;
 mod proxy_faults;
 mod records;

@@ -49,7 +49,9 @@ fn quota() -> Option<usize> {
 
 /// The bytes a new pipe should ask for when `wanted` are wanted: all of
 /// it without a quota, else a share of what is left, but at least a
-/// default pipe; `None` once not even that is left.
+/// default pipe; `None` once not even that is left. Loops asking at once
+/// may each be granted the last of it: the kernel lets a user past its
+/// soft quota by what a pipe takes, as the hard quota is what it enforces.
 pub fn grant(wanted: usize) -> Option<usize> {
     let limit = quota().map(|quota| quota.min(CEILING.load(Ordering::Relaxed)));
     granted(limit, HELD.load(Ordering::Relaxed), wanted)
