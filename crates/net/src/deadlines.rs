@@ -134,33 +134,42 @@ mod tests {
         assert_eq!(deadlines.wake_at(), Some(9_000_000));
     }
 
-    /// The loop on made-up times: N connections, each at a rate of its own
-    /// (a chunk every 2.5 ms to every 100 ms, at phases of their own), are
-    /// stepped when due and file their next chunk. However many they are,
-    /// the loop wakes at most once a grain, 2,000 times a second, for
-    /// them, and meets each deadline less than a grain late.
+    /// The loop on made-up times for a second: `connections`, each at a
+    /// rate of its own (a chunk every 2.5 ms to every 100 ms, at phases
+    /// of their own), are stepped when due and file their next chunk's
+    /// moment, paced as among `busy` busy directions. Returns the loop's
+    /// wake-ups and the latest a chunk was met after its moment.
+    fn a_second_of(connections: usize, busy: usize) -> (u64, u64) {
+        let mut rng = fastrand::Rng::with_seed(connections as u64);
+        let periods: Vec<u64> = (0..connections)
+            .map(|_| rng.u64(2_500_000..=100_000_000))
+            .collect();
+        let mut due_at: Vec<u64> = periods.iter().map(|&p| rng.u64(0..p)).collect();
+        let mut deadlines = Deadlines::default();
+        for (key, &at) in due_at.iter().enumerate() {
+            deadlines.file(key, Some(paced(at, busy)));
+        }
+        let (mut wake_ups, mut latest, mut due) = (0, 0, Vec::new());
+        while let Some(now) = deadlines.wake_at().filter(|&at| at < 1_000_000_000) {
+            wake_ups += 1;
+            due.clear();
+            deadlines.due(now, &mut due);
+            for &key in &due {
+                latest = latest.max(now - due_at[key]);
+                due_at[key] += periods[key];
+                deadlines.file(key, Some(paced(due_at[key], busy)));
+            }
+        }
+        (wake_ups, latest)
+    }
+
+    /// However many connections there are, the loop wakes at most once a
+    /// grain, 2,000 times a second, for them, and meets each moment less
+    /// than a grain late.
     #[test]
     fn any_number_of_connections_wake_the_loop_at_most_once_a_grain() {
         for connections in [1, 50, 1_000, 10_000] {
-            let mut rng = fastrand::Rng::with_seed(connections as u64);
-            let periods: Vec<u64> = (0..connections)
-                .map(|_| rng.u64(2_500_000..=100_000_000))
-                .collect();
-            let mut deadlines = Deadlines::default();
-            for (key, period) in periods.iter().enumerate() {
-                deadlines.file(key, Some(rng.u64(0..*period)));
-            }
-            let (mut wake_ups, mut latest, mut due) = (0, 0, Vec::new());
-            while let Some(now) = deadlines.wake_at().filter(|&at| at < 1_000_000_000) {
-                wake_ups += 1;
-                due.clear();
-                deadlines.due(now, &mut due);
-                for &key in &due {
-                    let at = deadlines.filed[key].unwrap();
-                    latest = latest.max(now - at);
-                    deadlines.file(key, Some(at + periods[key]));
-                }
-            }
+            let (wake_ups, latest) = a_second_of(connections, 0);
             assert!(wake_ups <= 2_000, "{connections}: {wake_ups} wake-ups");
             assert!(latest < GRAIN, "{connections}: {latest} ns late");
         }
@@ -173,26 +182,7 @@ mod tests {
     #[test]
     fn paced_connections_wake_the_loop_at_most_once_a_pacing_grain() {
         for connections in [1, 5, 50, 1_000, 10_000] {
-            let mut rng = fastrand::Rng::with_seed(connections as u64);
-            let periods: Vec<u64> = (0..connections)
-                .map(|_| rng.u64(2_500_000..=100_000_000))
-                .collect();
-            let mut due_at: Vec<u64> = periods.iter().map(|&p| rng.u64(0..p)).collect();
-            let mut deadlines = Deadlines::default();
-            for (key, &at) in due_at.iter().enumerate() {
-                deadlines.file(key, Some(paced(at, connections)));
-            }
-            let (mut wake_ups, mut latest, mut due) = (0, 0, Vec::new());
-            while let Some(now) = deadlines.wake_at().filter(|&at| at < 1_000_000_000) {
-                wake_ups += 1;
-                due.clear();
-                deadlines.due(now, &mut due);
-                for &key in &due {
-                    latest = latest.max(now - due_at[key]);
-                    due_at[key] += periods[key];
-                    deadlines.file(key, Some(paced(due_at[key], connections)));
-                }
-            }
+            let (wake_ups, latest) = a_second_of(connections, connections);
             let most = 1_000_000_000 / PACING_GRAIN;
             assert!(wake_ups <= most, "{connections}: {wake_ups} wake-ups");
             match connections {

@@ -131,16 +131,21 @@ impl Direction {
         want: usize,
         scratch: usize,
     ) -> usize {
+        want.saturating_mul(READ_AHEAD)
+            .min(self.room(bucket))
+            .min(scratch)
+            .max(want)
+    }
+
+    /// What the buffer has room for: its capacity at the bucket's rate and
+    /// burst, less what the line holds.
+    fn room<C: Clock, S: Deref<Target = BucketCell>>(&self, bucket: &TokenBucket<C, S>) -> usize {
         let (limit, burst) = bucket.limit_and_burst();
         let room = self
             .link
             .capacity(limit, burst)
             .saturating_sub(self.line.held());
-        let room = usize::try_from(room).unwrap_or(usize::MAX);
-        want.saturating_mul(READ_AHEAD)
-            .min(room)
-            .min(scratch)
-            .max(want)
+        usize::try_from(room).unwrap_or(usize::MAX)
     }
 
     /// How much to take in next: a chunk of the rate's, as much as the
@@ -152,10 +157,6 @@ impl Direction {
         stalled: bool,
     ) -> usize {
         let (limit, burst) = bucket.limit_and_burst();
-        let room = self
-            .link
-            .capacity(limit, burst)
-            .saturating_sub(self.line.held());
         // A chunk read into memory is at most the scratch buffer; one
         // spliced, the whole chunk the rate asks for: at 200 MiB/s, a wake
         // every 2.5 ms instead of every 0.3.
@@ -163,7 +164,7 @@ impl Direction {
             true => BUFFER,
             false => proxy_chunk_size(limit, burst, self.busy_in_proxy)
                 .min(self.link.max_chunk())
-                .min(usize::try_from(room).unwrap_or(usize::MAX)),
+                .min(self.room(bucket)),
         }
     }
 
