@@ -16,7 +16,7 @@ use shape_leaves::lock::lock;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// What one pipe is asked to hold: 1 MiB, the most an unprivileged
 /// process may ask by default, so that a delay of 50 ms at 200 MiB/s
@@ -26,10 +26,14 @@ const PIPE_SIZE: usize = 1 << 20;
 /// The most pipes one direction chains: beyond 64 MiB (the most a delay
 /// line holds), chunks wait in memory as they would without pipes.
 const MOST_PIPES: usize = 64;
-/// The most empty pipes kept for the next direction to take: enough for
-/// the loops' turns, few enough that an idle proxy holds little of a
-/// user's quota.
-const MOST_SPARES: usize = 8;
+/// The most empty pipes kept for the next direction to take: one for each
+/// loop's turn, a loop per core, so that an idle proxy holds little of a
+/// user's quota. Eight kept 8 MiB of a user's 64 idle after a load
+/// through `--delay`, where other programs of the user found it missing.
+fn most_spares() -> usize {
+    static MOST: OnceLock<usize> = OnceLock::new();
+    *MOST.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
 
 /// Empty pipes, given back by the directions that emptied them.
 static SPARES: Mutex<Vec<splice::Pipe>> = Mutex::new(Vec::new());
@@ -71,7 +75,7 @@ impl ChainedPipe {
     /// Gives it, empty, to the spares, unless they are enough.
     fn spare(self) {
         let mut spares = lock(&SPARES);
-        if spares.len() < MOST_SPARES {
+        if spares.len() < most_spares() {
             spares.push(self.ends);
         }
     }
